@@ -1,0 +1,88 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Module boundaries (see docs/ARCHITECTURE.md):
+//   AuthCore       pure domain + ports; no NIO, no C.
+//   AuthTransport  HTTP (AsyncHTTPClient) and the loopback redirect listener (NIOHTTP1).
+//   KeyringStore   SecretStore over libsecret (CLibsecret shim).
+//   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
+//   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
+//   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
+//   AgentServer    socket server, peer credentials, dispatch onto AuthCore.TokenBroker.
+//   auth-agent     composition root.  authctl: thin CLI over AgentIPC.
+let package = Package(
+    name: "auth-agent",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "auth-agent", targets: ["auth-agent"]),
+        .executable(name: "authctl", targets: ["authctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+    ],
+    targets: [
+        .target(
+            name: "AuthCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "AuthTransport",
+            dependencies: [
+                "AuthCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .systemLibrary(name: "CLibsecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "SystemdSupport", dependencies: ["CSystemd"]),
+        .target(name: "AgentIPC"),
+        .target(name: "CAgentProcess"),
+        .target(
+            name: "AgentConfig",
+            dependencies: ["AuthCore", .product(name: "TOMLKit", package: "TOMLKit")]
+        ),
+        .target(
+            name: "AgentServer",
+            dependencies: [
+                "AuthCore", "AgentIPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "auth-agent",
+            dependencies: [
+                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentServer", "CAgentProcess",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "authctl",
+            dependencies: ["AgentIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "AuthCoreTests", dependencies: ["AuthCore"]),
+        .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
+        .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
+        .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
+        .testTarget(name: "AuthTransportTests", dependencies: ["AuthTransport", "AuthCore"]),
+    ]
+)

@@ -1,0 +1,208 @@
+import AuthCore
+import Foundation
+import TOMLKit
+
+/// Reads and validates config.toml. Unknown keys, wrong types and unsafe endpoints are errors: the agent never
+/// starts half-configured.
+public enum ConfigLoader {
+    static let accountKeys: Set<String> = [
+        "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
+        "revocation_endpoint", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
+        "login_timeout",
+    ]
+    static let agentKeys: Set<String> = ["log_level"]
+    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    /// Loads `path`. A missing file is an error only when the path was given explicitly.
+    public static func load(path: String, explicit: Bool) throws(ConfigError) -> AgentConfiguration {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT && !explicit { return AgentConfiguration(path: path, accounts: [], fileMissing: true) }
+            throw ConfigError(file: path, "cannot read the configuration: \(String(cString: strerror(errno)))")
+        }
+        // Another user who can write the file could point an account at their own server.
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+            throw ConfigError(file: path, "the file is writable by group or others; run `chmod go-w \(path)`")
+        }
+        if info.st_uid != getuid() {
+            throw ConfigError(file: path, "the file belongs to uid \(info.st_uid), not to you (uid \(getuid()))")
+        }
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(file: path, "cannot read the configuration (is it UTF-8 text?)")
+        }
+        return try parse(text, path: path)
+    }
+
+    public static func parse(_ text: String, path: String) throws(ConfigError) -> AgentConfiguration {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigError(file: path, line: error.source.begin.line, "invalid TOML: \(error.description)")
+        } catch {
+            throw ConfigError(file: path, "invalid TOML")
+        }
+        let locate = LineLocator(text: text)
+        for key in table.keys where key != "accounts" && key != "agent" {
+            throw ConfigError(file: path, line: locate.line(section: nil, key: key),
+                              "unknown key '\(key)' (top-level tables are [agent] and [accounts.NAME])")
+        }
+        var logLevel: String?
+        if let agent = table["agent"] {
+            guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
+            for key in agentTable.keys where !agentKeys.contains(key) {
+                throw ConfigError(file: path, line: locate.line(section: "agent", key: key),
+                                  "unknown key '\(key)' in [agent] (known: \(agentKeys.sorted().joined(separator: ", ")))")
+            }
+            if let level = agentTable["log_level"] {
+                guard let value = level.string, logLevels.contains(value) else {
+                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "log_level"),
+                                      "log_level must be one of \(logLevels.joined(separator: ", "))")
+                }
+                logLevel = value
+            }
+        }
+        var accounts: [AccountConfig] = []
+        if let accountsValue = table["accounts"] {
+            guard let accountsTable = accountsValue.table else {
+                throw ConfigError(file: path, line: locate.line(section: nil, key: "accounts"), "'accounts' must be a table of [accounts.NAME] sections")
+            }
+            for name in accountsTable.keys.sorted(by: { locate.sectionLine("accounts.\($0)") ?? 0 < locate.sectionLine("accounts.\($1)") ?? 0 }) {
+                guard let section = accountsTable[name]?.table else {
+                    throw ConfigError(file: path, line: locate.line(section: "accounts", key: name), "accounts.\(name) must be a table")
+                }
+                accounts.append(try account(name: name, section, path: path, locate: locate))
+            }
+        }
+        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel)
+    }
+
+    static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {
+        let sectionName = "accounts.\(name)"
+        func fail(_ key: String?, _ message: String) -> ConfigError {
+            ConfigError(file: path, line: key.map { locate.line(section: sectionName, key: $0) } ?? locate.sectionLine(sectionName),
+                        "[\(sectionName)] \(message)")
+        }
+        guard AccountConfig.isValidName(name) else {
+            throw fail(nil, "account names may use letters, digits, '-', '_' and '.' (at most 64, not starting with '-' or '.')")
+        }
+        for key in table.keys where !accountKeys.contains(key) {
+            throw fail(key, "unknown key '\(key)' (known: \(accountKeys.sorted().joined(separator: ", ")))")
+        }
+        func string(_ key: String) throws(ConfigError) -> String? {
+            guard let value = table[key] else { return nil }
+            guard let text = value.string else { throw fail(key, "'\(key)' must be a string") }
+            return text
+        }
+        func endpoint(_ key: String) throws(ConfigError) -> URL? {
+            guard let text = try string(key) else { return nil }
+            switch EndpointPolicy.validate(text) {
+            case .success(let url): return url
+            case .failure(let rejection): throw fail(key, "'\(key)' \(rejection.reason)")
+            }
+        }
+        guard let issuer = try endpoint("issuer") else {
+            throw fail(nil, "'issuer' is missing (the provider's issuer URL, e.g. https://accounts.google.com)")
+        }
+        guard let clientID = try string("client_id"), !clientID.isEmpty else {
+            throw fail(table["client_id"] == nil ? nil : "client_id", "'client_id' is missing or empty (register a client at the provider)")
+        }
+        let secret = try string("client_secret")
+        if let secret, secret.isEmpty { throw fail("client_secret", "'client_secret' is empty; remove the line for a public client") }
+
+        var scopes: [String] = []
+        if let value = table["scopes"] {
+            guard let array = value.array else { throw fail("scopes", "'scopes' must be an array of strings") }
+            for element in array {
+                guard let scope = element.string, !scope.isEmpty, !scope.contains(" ") else {
+                    throw fail("scopes", "each scope must be a non-empty string without spaces")
+                }
+                scopes.append(scope)
+            }
+        }
+        var port: UInt16 = 0
+        if let value = table["redirect_port"] {
+            guard let number = value.int, (0...65535).contains(number) else {
+                throw fail("redirect_port", "'redirect_port' must be an integer from 0 (ephemeral) to 65535")
+            }
+            port = UInt16(number)
+        }
+        let redirectPath = try string("redirect_path")
+        if let redirectPath {
+            let allowed = redirectPath.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "/-_.~".unicodeScalars.contains($0)
+            }
+            guard redirectPath.hasPrefix("/"), redirectPath.count > 1, allowed, !redirectPath.contains("//") else {
+                throw fail("redirect_path", "'redirect_path' must be a path like /oauth2/callback/\(name) (letters, digits, / - _ . ~)")
+            }
+        }
+        var extra: [String: String] = [:]
+        if let value = table["extra_auth_params"] {
+            guard let params = value.table else { throw fail("extra_auth_params", "'extra_auth_params' must be a table of strings") }
+            for key in params.keys {
+                guard let text = params[key]?.string else {
+                    throw fail("extra_auth_params", "extra_auth_params.\(key) must be a string")
+                }
+                if AccountConfig.reservedAuthParams.contains(key) {
+                    throw fail("extra_auth_params", "extra_auth_params may not set '\(key)': the agent sets it itself")
+                }
+                extra[key] = text
+            }
+        }
+        var method: AccountConfig.ClientAuthMethod?
+        if let text = try string("token_endpoint_auth_method") {
+            guard let parsed = AccountConfig.ClientAuthMethod(rawValue: text), parsed != .none else {
+                throw fail("token_endpoint_auth_method", "'token_endpoint_auth_method' must be client_secret_basic or client_secret_post")
+            }
+            guard secret != nil else { throw fail("token_endpoint_auth_method", "'token_endpoint_auth_method' needs a client_secret") }
+            method = parsed
+        }
+        var timeout = Duration.seconds(300)
+        if let value = table["login_timeout"] {
+            guard let seconds = value.int, (10...3600).contains(seconds) else {
+                throw fail("login_timeout", "'login_timeout' must be a number of seconds from 10 to 3600")
+            }
+            timeout = .seconds(seconds)
+        }
+        return AccountConfig(
+            name: name, issuer: issuer, clientID: clientID, clientSecret: secret.map(Secret.init), scopes: scopes,
+            authorizationEndpoint: try endpoint("authorization_endpoint"), tokenEndpoint: try endpoint("token_endpoint"),
+            revocationEndpoint: try endpoint("revocation_endpoint"), redirectPort: port, redirectPath: redirectPath,
+            extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout)
+    }
+}
+
+/// TOMLKit reports lines for syntax errors only; this finds where a section or key was written, for messages.
+struct LineLocator {
+    let lines: [Substring]
+    init(text: String) { lines = text.split(separator: "\n", omittingEmptySubsequences: false) }
+
+    func sectionLine(_ section: String) -> Int? {
+        lines.firstIndex { header(of: $0) == section }.map { $0 + 1 }
+    }
+
+    func line(section: String?, key: String) -> Int? {
+        var start = 0
+        if let section {
+            guard let at = lines.firstIndex(where: { header(of: $0) == section }) else { return nil }
+            start = at + 1
+        }
+        for index in start..<lines.count {
+            let line = lines[index].trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") { break }
+            if line.hasPrefix(key), line.dropFirst(key.count).trimmingCharacters(in: .whitespaces).hasPrefix("=") {
+                return index + 1
+            }
+        }
+        // The key may be a sub-table of its own: [section.key].
+        return sectionLine(section.map { "\($0).\(key)" } ?? key)
+    }
+
+    private func header(of line: Substring) -> String? {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        guard trimmed.hasPrefix("["), !trimmed.hasPrefix("[["), let close = trimmed.firstIndex(of: "]") else { return nil }
+        return trimmed[trimmed.index(after: trimmed.startIndex)..<close]
+            .split(separator: ".").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            .joined(separator: ".")
+    }
+}

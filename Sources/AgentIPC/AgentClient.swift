@@ -1,0 +1,135 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a client call failed before an answer from the agent could be read.
+public enum ClientError: Error, Equatable, Sendable {
+    /// No socket path could be determined (neither AUTH_AGENT_SOCKET nor XDG_RUNTIME_DIR is set).
+    case noSocketPath
+    /// Nothing listens on the socket (ENOENT, ECONNREFUSED): the agent is not running.
+    case agentNotRunning(path: String, errno: Int32)
+    /// The socket exists but we may not use it, or another I/O error happened.
+    case io(String)
+    /// The agent closed the connection or sent something that is not protocol version 1.
+    case protocolViolation(String)
+    /// The agent answered with an error.
+    case agent(WireError)
+}
+
+/// A small blocking client over the agent's Unix socket: no event loop, no threads, so `authctl` starts fast.
+public final class AgentClient {
+    public let path: String
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var nextID = 1
+
+    public init(path: String) throws(ClientError) {
+        self.path = path
+        #if canImport(Glibc)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw .io("socket() failed: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard bytes.count < capacity else {
+            close(fd)
+            throw .io("socket path is too long (\(bytes.count) bytes, at most \(capacity - 1)): \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if result != 0 {
+            let code = errno
+            close(fd)
+            if code == ENOENT || code == ECONNREFUSED { throw .agentNotRunning(path: path, errno: code) }
+            throw .io("cannot connect to \(path): \(String(cString: strerror(code)))")
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Sends one request and returns its result, passing any `event` lines to `onEvent` as they arrive.
+    public func call<R: Codable & Sendable>(_ request: WireRequest, as: R.Type,
+                                            onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> R {
+        var request = request
+        request.id = nextID
+        nextID += 1
+        let encoder = JSONEncoder()
+        guard var line = try? encoder.encode(request) else { throw .protocolViolation("cannot encode request") }
+        line.append(0x0A)
+        try writeAll(Array(line))
+        while true {
+            let reply = try readLine()
+            let decoder = JSONDecoder()
+            let header: WireResponse<NoResult>
+            do {
+                header = try decoder.decode(WireResponse<NoResult>.self, from: Data(reply))
+            } catch {
+                throw .protocolViolation("the agent sent a line that is not a protocol reply")
+            }
+            guard header.v == WireProtocol.version else {
+                throw .protocolViolation("the agent speaks protocol version \(header.v), this authctl speaks \(WireProtocol.version)")
+            }
+            if let event = header.event { onEvent(event); continue }
+            if let error = header.error { throw .agent(error) }
+            do {
+                let full = try decoder.decode(WireResponse<R>.self, from: Data(reply))
+                guard let result = full.result else { throw ClientError.protocolViolation("the reply has no result") }
+                return result
+            } catch let error as ClientError {
+                throw error
+            } catch {
+                throw .protocolViolation("the agent's reply does not match \(R.self)")
+            }
+        }
+    }
+
+    private func writeAll(_ bytes: [UInt8]) throws(ClientError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("cannot write to the agent: \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+    }
+
+    private func readLine() throws(ClientError) -> [UInt8] {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            guard buffer.count <= WireProtocol.maxMessageBytes else {
+                throw .protocolViolation("the agent sent a line longer than \(WireProtocol.maxMessageBytes) bytes")
+            }
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .io("cannot read from the agent: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { throw .protocolViolation("the agent closed the connection without answering") }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+}

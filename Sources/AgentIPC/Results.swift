@@ -1,0 +1,191 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+// The result payloads of protocol version 1. Times are Unix seconds; durations are whole seconds.
+
+public struct PingResult: Codable, Sendable, Equatable {
+    public var agentVersion: String
+    public var protocolVersion: Int
+    public init(agentVersion: String, protocolVersion: Int = WireProtocol.version) {
+        self.agentVersion = agentVersion
+        self.protocolVersion = protocolVersion
+    }
+    enum CodingKeys: String, CodingKey { case agentVersion = "agent_version", protocolVersion = "protocol" }
+}
+
+public struct TokenResult: Codable, Sendable, Equatable {
+    public var account: String
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresIn: Int
+    public var expiresAt: Int
+    public var scopes: [String]?
+    public var idToken: String?
+
+    public init(account: String, accessToken: String, tokenType: String, expiresIn: Int, expiresAt: Int,
+                scopes: [String]?, idToken: String?) {
+        self.account = account
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.expiresAt = expiresAt
+        self.scopes = scopes
+        self.idToken = idToken
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case account, accessToken = "access_token", tokenType = "token_type", expiresIn = "expires_in",
+             expiresAt = "expires_at", scopes, idToken = "id_token"
+    }
+}
+
+public struct LoginResult: Codable, Sendable, Equatable {
+    public var account: String
+    public var subject: String?
+    public var email: String?
+    public var name: String?
+    public var scopes: [String]?
+    public var hasRefreshToken: Bool
+    public var accessTokenExpiresAt: Int
+
+    public init(account: String, subject: String?, email: String?, name: String?, scopes: [String]?,
+                hasRefreshToken: Bool, accessTokenExpiresAt: Int) {
+        self.account = account
+        self.subject = subject
+        self.email = email
+        self.name = name
+        self.scopes = scopes
+        self.hasRefreshToken = hasRefreshToken
+        self.accessTokenExpiresAt = accessTokenExpiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case account, subject, email, name, scopes, hasRefreshToken = "has_refresh_token",
+             accessTokenExpiresAt = "access_token_expires_at"
+    }
+}
+
+public struct LogoutResult: Codable, Sendable, Equatable {
+    public var account: String
+    public var hadRefreshToken: Bool
+    /// null when no revocation was attempted (no token or no revocation endpoint).
+    public var revoked: Bool?
+    public var revocationError: String?
+
+    public init(account: String, hadRefreshToken: Bool, revoked: Bool?, revocationError: String?) {
+        self.account = account
+        self.hadRefreshToken = hadRefreshToken
+        self.revoked = revoked
+        self.revocationError = revocationError
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case account, hadRefreshToken = "had_refresh_token", revoked, revocationError = "revocation_error"
+    }
+}
+
+public struct AccountSummary: Codable, Sendable, Equatable {
+    public var name: String
+    public var issuer: String
+    public var clientID: String
+    public var redirectURI: String
+    public var scopes: [String]
+
+    public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String]) {
+        self.name = name
+        self.issuer = issuer
+        self.clientID = clientID
+        self.redirectURI = redirectURI
+        self.scopes = scopes
+    }
+
+    enum CodingKeys: String, CodingKey { case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes }
+}
+
+public struct AccountsResult: Codable, Sendable, Equatable {
+    public var accounts: [AccountSummary]
+    public init(accounts: [AccountSummary]) { self.accounts = accounts }
+}
+
+public struct StatusResult: Codable, Sendable, Equatable {
+    public struct Agent: Codable, Sendable, Equatable {
+        public var version: String
+        public var protocolVersion: Int
+        public var pid: Int
+        public var uptimeSeconds: Int
+        public var socket: String
+        /// available, locked, absent or error.
+        public var keyring: String
+
+        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String) {
+            self.version = version
+            self.protocolVersion = WireProtocol.version
+            self.pid = pid
+            self.uptimeSeconds = uptimeSeconds
+            self.socket = socket
+            self.keyring = keyring
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring
+        }
+    }
+
+    public struct LastError: Codable, Sendable, Equatable {
+        public var code: String
+        public var message: String
+        public var at: Int
+        public init(code: String, message: String, at: Int) {
+            self.code = code
+            self.message = message
+            self.at = at
+        }
+    }
+
+    public struct Account: Codable, Sendable, Equatable {
+        public var name: String
+        public var issuer: String
+        public var clientID: String
+        public var redirectURI: String
+        public var scopes: [String]
+        /// true/false when the keyring could be asked; null when it is locked or absent.
+        public var signedIn: Bool?
+        public var accessTokenExpiresAt: Int?
+        public var accessTokenExpiresIn: Int?
+        public var lastRefresh: Int?
+        public var lastError: LastError?
+        public var loginPending: Bool
+
+        public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
+                    signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
+                    lastError: LastError?, loginPending: Bool) {
+            self.name = name
+            self.issuer = issuer
+            self.clientID = clientID
+            self.redirectURI = redirectURI
+            self.scopes = scopes
+            self.signedIn = signedIn
+            self.accessTokenExpiresAt = accessTokenExpiresAt
+            self.accessTokenExpiresIn = accessTokenExpiresIn
+            self.lastRefresh = lastRefresh
+            self.lastError = lastError
+            self.loginPending = loginPending
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
+                 accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
+                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending"
+        }
+    }
+
+    public var agent: Agent
+    public var accounts: [Account]
+    public init(agent: Agent, accounts: [Account]) {
+        self.agent = agent
+        self.accounts = accounts
+    }
+}

@@ -1,0 +1,145 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The socket protocol, version 1 (docs/PROTOCOL.md). Newline-delimited JSON: one request object per line, one or
+/// more reply lines per request (zero or more `event` lines, then exactly one with `result` or `error`), each
+/// echoing the request's `id`. Versioned independently of the domain types, so AgentIPC does not import AuthCore.
+public enum WireProtocol {
+    public static let version = 1
+    /// No line, in either direction, may exceed this many bytes (newline excluded).
+    public static let maxMessageBytes = 64 * 1024
+}
+
+public enum Operation: String, Codable, Sendable, CaseIterable {
+    case ping, status, accounts, token, login, logout
+}
+
+public struct WireRequest: Codable, Sendable, Equatable {
+    public var v: Int
+    public var id: Int?
+    public var op: String
+    public var account: String?
+    /// `token`: the token must stay valid at least this many seconds.
+    public var minValid: Int?
+    /// `token`: refresh even if the cached token is fresh.
+    public var forceRefresh: Bool?
+    /// `token`: when no sign-in is stored, start (or join) a browser sign-in and answer when it completes.
+    public var interactive: Bool?
+    /// `token`: include the OIDC ID token in the result.
+    public var idToken: Bool?
+
+    public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
+                forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil) {
+        self.v = WireProtocol.version
+        self.id = id
+        self.op = op.rawValue
+        self.account = account
+        self.minValid = minValid
+        self.forceRefresh = forceRefresh
+        self.interactive = interactive
+        self.idToken = idToken
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token"
+    }
+}
+
+/// Stable error codes. Clients switch on these; messages are for people and may change.
+public enum ErrorCode: String, Codable, Sendable, CaseIterable {
+    // Protocol
+    case badRequest = "bad_request"
+    case unsupportedVersion = "unsupported_version"
+    case unknownOp = "unknown_op"
+    case messageTooLarge = "message_too_large"
+    case permissionDenied = "permission_denied"
+    // Accounts and sign-in
+    case unknownAccount = "unknown_account"
+    case loginRequired = "login_required"
+    case loginTimeout = "login_timeout"
+    case loginCancelled = "login_cancelled"
+    case accessDenied = "access_denied"
+    case loginFailed = "login_failed"
+    case minValidUnsatisfiable = "min_valid_unsatisfiable"
+    // Keyring
+    case keyringLocked = "keyring_locked"
+    case keyringUnavailable = "keyring_unavailable"
+    case keyringError = "keyring_error"
+    // Authorization server
+    case serverUnreachable = "server_unreachable"
+    case serverError = "server_error"
+    case invalidClient = "invalid_client"
+    case invalidTokenResponse = "invalid_token_response"
+    case invalidMetadata = "invalid_metadata"
+    case invalidIDToken = "invalid_id_token"
+    // Agent
+    case invalidConfig = "invalid_config"
+    case internalError = "internal_error"
+}
+
+public struct WireError: Codable, Sendable, Equatable, Error {
+    /// Kept as a string so a newer agent's unknown code still decodes; see ``knownCode``.
+    public var code: String
+    public var message: String
+    public var retryAfter: Int?
+
+    public init(_ code: ErrorCode, _ message: String, retryAfter: Int? = nil) {
+        self.code = code.rawValue
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    public var knownCode: ErrorCode? { ErrorCode(rawValue: code) }
+
+    enum CodingKeys: String, CodingKey { case code, message, retryAfter = "retry_after" }
+}
+
+/// A progress line sent before the final reply (today only by `login` and interactive `token`).
+public struct WireEvent: Codable, Sendable, Equatable {
+    public var type: String
+    public var url: String?
+    public var redirectURI: String?
+    public var browserOpened: Bool?
+    public var browserError: String?
+    public var timeoutSeconds: Int?
+
+    public static let loginStarted = "login_started"
+
+    public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
+                browserError: String? = nil, timeoutSeconds: Int? = nil) {
+        self.type = type
+        self.url = url
+        self.redirectURI = redirectURI
+        self.browserOpened = browserOpened
+        self.browserError = browserError
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case type, url, redirectURI = "redirect_uri", browserOpened = "browser_opened",
+             browserError = "browser_error", timeoutSeconds = "timeout_s"
+    }
+}
+
+/// One reply line. Exactly one of `result`, `error`, `event` is present.
+public struct WireResponse<Result: Codable & Sendable>: Codable, Sendable {
+    public var v: Int
+    public var id: Int?
+    public var result: Result?
+    public var error: WireError?
+    public var event: WireEvent?
+
+    public init(id: Int?, result: Result? = nil, error: WireError? = nil, event: WireEvent? = nil) {
+        self.v = WireProtocol.version
+        self.id = id
+        self.result = result
+        self.error = error
+        self.event = event
+    }
+}
+
+/// For reply lines that carry no result (errors and events).
+public struct NoResult: Codable, Sendable, Equatable {}

@@ -1,0 +1,34 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+
+/// The kernel's view of who is on the other end of a Unix socket (`SO_PEERCRED`). Same layout as `struct ucred`,
+/// which Swift cannot see without _GNU_SOURCE.
+public struct PeerCredentials: Sendable, Equatable, CustomStringConvertible {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+
+    public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid)" }
+
+    #if os(Linux)
+    static let option = NIOBSDSocket.Option(rawValue: SO_PEERCRED)
+    #else
+    static let option = NIOBSDSocket.Option(rawValue: 0x1001)
+    #endif
+
+    /// Reads the credentials of a connected channel. Must run on the channel's event loop.
+    static func of(_ channel: any Channel) -> EventLoopFuture<PeerCredentials> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(ServerError.peerCredentialsUnavailable)
+        }
+        return provider.unsafeGetSocketOption(level: .socket, name: option)
+    }
+}

@@ -1,0 +1,167 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentIPC
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The agent's Unix socket server. One task per connection; a bad or slow client affects only itself.
+public final class SocketServer: Service {
+    public enum Endpoint: Sendable {
+        /// Bind this path ourselves (the directory must already be prepared).
+        case path(String)
+        /// A listening socket passed by systemd (LISTEN_FDS).
+        case inherited(fd: Int32)
+    }
+
+    /// At most this many requests in flight per connection; more wait until one finishes.
+    public static let maxInFlightPerConnection = 16
+
+    let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    let dispatcher: RequestDispatcher
+    let logger: Logger
+    let boundPath: String?
+
+    private init(serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>,
+                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?) {
+        self.serverChannel = serverChannel
+        self.dispatcher = dispatcher
+        self.logger = logger
+        self.boundPath = boundPath
+    }
+
+    /// Starts listening. When this returns, clients can connect (send READY=1 after it).
+    public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
+                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
+        let myUID = getuid()
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> = { channel in
+            PeerCredentials.of(channel).flatMapThrowing { peer in
+                guard peer.uid == myUID else {
+                    logger.warning("refused a connection from another user",
+                                   metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
+                    let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only")) + [0x0A]
+                    channel.writeAndFlush(ByteBuffer(bytes: reply)).whenComplete { _ in channel.close(promise: nil) }
+                    throw ServerError.peerRejected(peer)
+                }
+                try channel.pipeline.syncOperations.addHandler(
+                    ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
+                try channel.pipeline.syncOperations.addHandler(PeerCredentialsHandler(peer: peer))
+                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
+        }
+        let channel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+        var boundPath: String?
+        switch endpoint {
+        case .path(let path):
+            // umask makes the socket 0600 from the moment it exists; chmod repeats it for clarity.
+            let old = umask(0o177)
+            defer { umask(old) }
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false,
+                                               childChannelInitializer: initializer)
+            chmod(path, 0o600)
+            boundPath = path
+        case .inherited(let fd):
+            channel = try await bootstrap.bind(NIOBSDSocket.Handle(fd), cleanupExistingSocketFile: false,
+                                               childChannelInitializer: initializer)
+        }
+        return SocketServer(serverChannel: channel, dispatcher: dispatcher, logger: logger, boundPath: boundPath)
+    }
+
+    public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await serverChannel.executeThenClose { inbound in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } onGracefulShutdown: {
+            self.serverChannel.channel.close(promise: nil)
+        }
+        if let boundPath { unlink(boundPath) }
+    }
+
+    /// Serves one connection until the client closes it. Errors end this connection only.
+    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        let peer = (try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get().peer)
+            ?? PeerCredentials(pid: 0, uid: 0, gid: 0)
+        let dispatcher = self.dispatcher
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                let writer = LineWriter(outbound: outbound)
+                await withTaskGroup(of: Void.self) { group in
+                    var inFlight = 0
+                    var personTasks: [Task<Void, Never>] = []
+                    do {
+                        for try await line in inbound {
+                            if inFlight >= SocketServer.maxInFlightPerConnection {
+                                await group.next()
+                                inFlight -= 1
+                            }
+                            switch dispatcher.decode(Array(buffer: line)) {
+                            case .invalid(let id, let error):
+                                await writer.write(dispatcher.encodeError(id, error))
+                            case .request(let request):
+                                inFlight += 1
+                                if dispatcher.waitsForPerson(request) {
+                                    // Cancelled when the client hangs up: a closed `authctl login` cancels its sign-in.
+                                    let task = Task {
+                                        let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
+                                        await writer.write(reply)
+                                    }
+                                    personTasks.append(task)
+                                    group.addTask { await task.value }
+                                } else {
+                                    group.addTask {
+                                        let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
+                                        await writer.write(reply)
+                                    }
+                                }
+                            }
+                        }
+                    } catch is LineFrameDecoder.LineTooLong {
+                        await writer.write(dispatcher.encodeError(nil, WireError(.messageTooLarge,
+                            "a request line exceeded \(WireProtocol.maxMessageBytes) bytes; closing the connection")))
+                    } catch {
+                        logger.debug("connection ended with an error", metadata: ["peer_pid": "\(peer.pid)", "error": "\(error)"])
+                    }
+                    // The client closed its side: requests that only answer still get their reply (half-close);
+                    // requests that wait for a person are cancelled.
+                    for task in personTasks { task.cancel() }
+                    await group.waitForAll()
+                }
+            }
+        } catch {
+            logger.debug("connection closed", metadata: ["peer_pid": "\(peer.pid)", "error": "\(error)"])
+        }
+    }
+}
+
+/// Writes whole lines; a write to a vanished client fails quietly (SIGPIPE is ignored process-wide and NIO uses
+/// MSG_NOSIGNAL semantics), never taking the agent down.
+actor LineWriter {
+    let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) { self.outbound = outbound }
+
+    func write(_ line: [UInt8]) async {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(line.count + 1)
+        buffer.writeBytes(line)
+        buffer.writeInteger(UInt8(0x0A))
+        try? await outbound.write(buffer)
+    }
+}
+
+/// Carries the peer's credentials from channel set-up to the connection task.
+final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    let peer: PeerCredentials
+    init(peer: PeerCredentials) { self.peer = peer }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// One configured account, resolved and validated once at start-up and passed around by value.
+public struct AccountConfig: Sendable, Equatable {
+    public enum ClientAuthMethod: String, Sendable, Equatable {
+        case none, clientSecretBasic = "client_secret_basic", clientSecretPost = "client_secret_post"
+    }
+
+    public var name: String
+    public var issuer: URL
+    public var clientID: String
+    public var clientSecret: Secret?
+    public var scopes: [String]
+    public var authorizationEndpoint: URL?
+    public var tokenEndpoint: URL?
+    public var revocationEndpoint: URL?
+    /// 0 means an ephemeral port chosen per sign-in.
+    public var redirectPort: UInt16
+    public var redirectPath: String
+    public var extraAuthParams: [String: String]
+    public var clientAuthMethod: ClientAuthMethod?
+    public var loginTimeout: Duration
+
+    public init(
+        name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],
+        authorizationEndpoint: URL? = nil, tokenEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
+        redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
+        clientAuthMethod: ClientAuthMethod? = nil, loginTimeout: Duration = .seconds(300)
+    ) {
+        self.name = name
+        self.issuer = issuer
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.scopes = scopes
+        self.authorizationEndpoint = authorizationEndpoint
+        self.tokenEndpoint = tokenEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.redirectPort = redirectPort
+        self.redirectPath = redirectPath ?? AccountConfig.defaultRedirectPath(for: name)
+        self.extraAuthParams = extraAuthParams
+        self.clientAuthMethod = clientAuthMethod
+        self.loginTimeout = loginTimeout
+    }
+
+    /// Unique per account (RFC 8252 §8.10): a response for one account can never complete another's sign-in.
+    public static func defaultRedirectPath(for name: String) -> String { "/oauth2/callback/\(name)" }
+
+    /// The redirect URI to register at the provider. With an ephemeral port, providers that follow RFC 8252 §7.3
+    /// accept any port on the loopback literal, so the port-less form is what gets registered.
+    public var registeredRedirectURI: String {
+        redirectPort == 0 ? "http://127.0.0.1\(redirectPath)" : "http://127.0.0.1:\(redirectPort)\(redirectPath)"
+    }
+
+    public var wantsOpenID: Bool { scopes.contains("openid") }
+
+    /// Authorization request parameters that `extra_auth_params` may not override.
+    public static let reservedAuthParams: Set<String> = [
+        "response_type", "client_id", "redirect_uri", "scope", "state", "nonce",
+        "code_challenge", "code_challenge_method",
+    ]
+    /// Account names appear in paths and keyring attributes: keep them boring.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 64 && name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "."
+        } && !name.hasPrefix("-") && !name.hasPrefix(".")
+    }
+}

@@ -1,0 +1,51 @@
+/// The one error type of AuthCore. `code` is stable and maps one-to-one onto the socket protocol's error codes;
+/// `message` is for people and never contains a secret.
+public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: String, Sendable, CaseIterable {
+        case unknownAccount = "unknown_account"
+        case loginRequired = "login_required"
+        case loginTimeout = "login_timeout"
+        case loginCancelled = "login_cancelled"
+        case accessDenied = "access_denied"
+        case loginFailed = "login_failed"
+        case keyringLocked = "keyring_locked"
+        case keyringUnavailable = "keyring_unavailable"
+        case keyringError = "keyring_error"
+        case serverUnreachable = "server_unreachable"
+        case serverError = "server_error"
+        case invalidClient = "invalid_client"
+        case invalidTokenResponse = "invalid_token_response"
+        case invalidMetadata = "invalid_metadata"
+        case invalidIDToken = "invalid_id_token"
+        case invalidConfig = "invalid_config"
+        case minValidUnsatisfiable = "min_valid_unsatisfiable"
+        case internalError = "internal_error"
+    }
+
+    public let code: Code
+    public let message: String
+    /// Seconds the server asked us to wait (`Retry-After`), when it said so.
+    public let retryAfter: Int?
+
+    public init(_ code: Code, _ message: String, retryAfter: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    public static func unknownAccount(_ name: String) -> AuthError {
+        AuthError(.unknownAccount, "no account named '\(name)' is configured")
+    }
+    public static func loginRequired(_ account: String) -> AuthError {
+        AuthError(.loginRequired, "account '\(account)' needs to sign in: run `authctl login \(account)`")
+    }
+    public static func keyringLocked() -> AuthError {
+        AuthError(.keyringLocked, "the keyring is locked: unlock it (e.g. log in to the desktop session) and try again")
+    }
+    public static func keyringUnavailable(_ detail: String) -> AuthError {
+        AuthError(.keyringUnavailable, "no Secret Service (GNOME keyring) is reachable on the session bus: \(detail)")
+    }
+    public static func internalError(_ detail: String) -> AuthError { AuthError(.internalError, detail) }
+}

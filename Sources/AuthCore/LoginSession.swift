@@ -1,0 +1,111 @@
+import Foundation
+
+/// One pending authorization request: the secrets it was sent with and the rules its response must meet.
+/// Building the URL and judging a redirect are pure, so every rule is tested without a network.
+public struct LoginSession: Sendable {
+    public let account: String
+    public let issuer: URL
+    public let clientID: String
+    public let redirectURI: String
+    public let redirectPath: String
+    public let state: Secret
+    public let nonce: Secret?
+    public let pkce: PKCE
+    public let requiresIss: Bool
+    public let authorizationURL: URL
+
+    public init(account: AccountConfig, metadata: ProviderMetadata, redirectURI: String,
+                pkce: PKCE = PKCE(), state: String = Randomness.token(bytes: 32),
+                nonce: String = Randomness.token(bytes: 32)) {
+        self.account = account.name
+        self.issuer = metadata.issuer
+        self.clientID = account.clientID
+        self.redirectURI = redirectURI
+        self.redirectPath = account.redirectPath
+        self.state = Secret(state)
+        self.nonce = account.wantsOpenID ? Secret(nonce) : nil
+        self.pkce = pkce
+        self.requiresIss = metadata.requiresIssInResponse
+
+        var components = URLComponents(url: metadata.authorizationEndpoint, resolvingAgainstBaseURL: false)!
+        var items = components.queryItems ?? []
+        items += [
+            URLQueryItem(name: "response_type", value: "code"),
+            URLQueryItem(name: "client_id", value: account.clientID),
+            URLQueryItem(name: "redirect_uri", value: redirectURI),
+            URLQueryItem(name: "scope", value: account.scopes.joined(separator: " ")),
+            URLQueryItem(name: "state", value: state),
+            URLQueryItem(name: "code_challenge", value: pkce.challenge),
+            URLQueryItem(name: "code_challenge_method", value: PKCE.method),
+        ]
+        if account.wantsOpenID { items.append(URLQueryItem(name: "nonce", value: nonce)) }
+        for key in account.extraAuthParams.keys.sorted() where !AccountConfig.reservedAuthParams.contains(key) {
+            items.append(URLQueryItem(name: key, value: account.extraAuthParams[key]))
+        }
+        if account.scopes.isEmpty { items.removeAll { $0.name == "scope" } }
+        components.percentEncodedQueryItems = items.map {
+            URLQueryItem(name: $0.name, value: $0.value.map(LoginSession.formEncode))
+        }
+        self.authorizationURL = components.url!
+    }
+
+    /// What a redirect that reached the listener amounts to.
+    public enum Verdict: Sendable, Equatable {
+        /// A valid response: exchange this code.
+        case code(Secret)
+        /// The server (or user) refused, and the response is genuine (valid state).
+        case denied(error: String, description: String?)
+        /// Not a valid response for this request; the login keeps waiting for the real one.
+        case rejected(reason: String)
+    }
+
+    /// Judges the query string of a request that arrived on the exact redirect path.
+    /// State is checked first, in constant time; an `error=` response counts only with a valid state (SECURITY.md 9).
+    public func judge(query: String?) -> Verdict {
+        let params = LoginSession.parseQuery(query ?? "")
+        guard let stateValues = params["state"], stateValues.count == 1 else {
+            return .rejected(reason: "missing or repeated state")
+        }
+        guard state.constantTimeEquals(stateValues[0]) else { return .rejected(reason: "state does not match") }
+        if requiresIss {
+            guard let iss = params["iss"], iss.count == 1 else { return .rejected(reason: "missing iss (RFC 9207)") }
+            guard iss[0] == issuer.absoluteString else { return .rejected(reason: "iss does not match the issuer (RFC 9207)") }
+        } else if let iss = params["iss"], iss.count != 1 || iss[0] != issuer.absoluteString {
+            return .rejected(reason: "iss does not match the issuer (RFC 9207)")
+        }
+        if let error = params["error"]?.first {
+            return .denied(error: LoginSession.printable(error), description: params["error_description"]?.first.map(LoginSession.printable))
+        }
+        guard let codes = params["code"], codes.count == 1, !codes[0].isEmpty else {
+            return .rejected(reason: "missing or repeated code")
+        }
+        return .code(Secret(codes[0]))
+    }
+
+    /// Application/x-www-form-urlencoded value encoding (RFC 6749 Appendix B): only unreserved characters stay.
+    public static func formEncode(_ value: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return value.unicodeScalars.map { scalar -> String in
+            if scalar.isASCII, allowed.contains(scalar) { return String(scalar) }
+            return String(scalar).utf8.map { String(format: "%%%02X", $0) }.joined()
+        }.joined()
+    }
+
+    public static func parseQuery(_ query: String) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let decode = { (s: Substring) in (String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding) ?? "" }
+            let key = decode(parts[0])
+            let value = parts.count > 1 ? decode(parts[1]) : ""
+            result[key, default: []].append(value)
+        }
+        return result
+    }
+
+    /// Text from the network shown to people: printable ASCII only, bounded.
+    static func printable(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }).prefix(200))
+    }
+}

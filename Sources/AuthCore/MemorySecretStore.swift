@@ -1,0 +1,34 @@
+/// An in-memory ``SecretStore`` for unit tests of broker logic. Never used by the agent itself.
+public actor MemorySecretStore: SecretStore {
+    public private(set) var items: [SecretKey: Secret] = [:]
+    public var forcedState: KeyringState = .available
+    public private(set) var writes = 0
+
+    public init(items: [SecretKey: Secret] = [:]) { self.items = items }
+
+    public func setState(_ state: KeyringState) { forcedState = state }
+
+    public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
+        try check()
+        return items[key]
+    }
+    public func store(_ secret: Secret, for key: SecretKey) throws(AuthError) {
+        try check()
+        items[key] = secret
+        writes += 1
+    }
+    public func delete(_ key: SecretKey) throws(AuthError) -> Bool {
+        try check()
+        return items.removeValue(forKey: key) != nil
+    }
+    public func state() -> KeyringState { forcedState }
+
+    private func check() throws(AuthError) {
+        switch forcedState {
+        case .available: return
+        case .locked: throw AuthError.keyringLocked()
+        case .absent: throw AuthError.keyringUnavailable("test store is absent")
+        case .error: throw AuthError(.keyringError, "test store failure")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Where refresh tokens live. The production adapter is `KeyringStore.LibsecretStore` (GNOME keyring over the
+/// Secret Service); tests of broker logic use ``MemorySecretStore``. Implementations throw ``AuthError`` with
+/// `keyringLocked`, `keyringUnavailable` or `keyringError`, never a silent "not found" for a locked keyring.
+public protocol SecretStore: Sendable {
+    func load(_ key: SecretKey) async throws(AuthError) -> Secret?
+    func store(_ secret: Secret, for key: SecretKey) async throws(AuthError)
+    /// Deletes the item; returns whether one existed.
+    @discardableResult func delete(_ key: SecretKey) async throws(AuthError) -> Bool
+    func state() async -> KeyringState
+}
+
+/// Identifies one account's refresh token: the account name, issuer and client, so a changed issuer or client
+/// never picks up a stale token.
+public struct SecretKey: Sendable, Hashable {
+    public var account: String
+    public var issuer: String
+    public var clientID: String
+    public init(account: String, issuer: String, clientID: String) {
+        self.account = account
+        self.issuer = issuer
+        self.clientID = clientID
+    }
+    public init(_ config: AccountConfig) {
+        self.init(account: config.name, issuer: config.issuer.absoluteString, clientID: config.clientID)
+    }
+}
+
+public enum KeyringState: String, Sendable, Equatable {
+    case available, locked, absent, error
+}
+
+/// HTTP to the authorization server. Adapters throw `serverUnreachable` for network failures and time-outs and
+/// return every HTTP reply (any status) as an ``HTTPReply``.
+public protocol HTTPTransport: Sendable {
+    func get(_ url: URL) async throws(AuthError) -> HTTPReply
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply
+}
+
+/// Opens the loopback redirect listener for one sign-in.
+public protocol RedirectListenerFactory: Sendable {
+    /// Binds the loopback literal on `port` (0 = ephemeral) and calls `judge` for each request on exactly `path`.
+    func listen(port: UInt16, path: String, judge: @escaping @Sendable (_ query: String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener
+}
+
+public protocol RedirectListener: Sendable {
+    /// `http://127.0.0.1:PORT/path`.
+    var redirectURI: String { get }
+    func close() async
+}
+
+/// The static page the listener shows the browser. No page echoes anything from the request.
+public enum RedirectPage: Sendable, Equatable {
+    case success, denied, invalid
+}
+
+/// Starts the user's browser on a URL, without a shell.
+public protocol BrowserLauncher: Sendable {
+    func open(_ url: URL) throws(AuthError)
+}
+
+/// The clock. Production uses `ContinuousClock` (CLOCK_BOOTTIME on Linux: it counts suspended time) so expiry is
+/// right after a laptop sleeps; tests inject a manual clock and never sleep.
+public protocol TimeSource: Sendable {
+    func now() -> ContinuousClock.Instant
+    func wallClock() -> Date
+}
+
+public struct SystemTimeSource: TimeSource {
+    public init() {}
+    public func now() -> ContinuousClock.Instant { ContinuousClock.now }
+    public func wallClock() -> Date { Date() }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// The parts of RFC 8414 / OIDC discovery metadata the agent uses, after validation.
+public struct ProviderMetadata: Sendable, Equatable {
+    public var issuer: URL
+    public var authorizationEndpoint: URL
+    public var tokenEndpoint: URL
+    public var revocationEndpoint: URL?
+    public var jwksURI: URL?
+    public var codeChallengeMethods: [String]
+    public var tokenEndpointAuthMethods: [String]
+    /// RFC 9207: when true, the authorization response must carry `iss` equal to ``issuer``.
+    public var requiresIssInResponse: Bool
+
+    public init(
+        issuer: URL, authorizationEndpoint: URL, tokenEndpoint: URL, revocationEndpoint: URL? = nil,
+        jwksURI: URL? = nil, codeChallengeMethods: [String] = ["S256"], tokenEndpointAuthMethods: [String] = [],
+        requiresIssInResponse: Bool = false
+    ) {
+        self.issuer = issuer
+        self.authorizationEndpoint = authorizationEndpoint
+        self.tokenEndpoint = tokenEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.jwksURI = jwksURI
+        self.codeChallengeMethods = codeChallengeMethods
+        self.tokenEndpointAuthMethods = tokenEndpointAuthMethods
+        self.requiresIssInResponse = requiresIssInResponse
+    }
+
+    /// The discovery URLs to try, in order: OIDC (`issuer + /.well-known/openid-configuration`), then RFC 8414
+    /// (`/.well-known/oauth-authorization-server` inserted before the issuer's path).
+    public static func discoveryURLs(for issuer: URL) -> [URL] {
+        var text = issuer.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        var urls: [URL] = []
+        if let oidc = URL(string: text + "/.well-known/openid-configuration") { urls.append(oidc) }
+        if var components = URLComponents(url: issuer, resolvingAgainstBaseURL: false) {
+            let path = components.path == "/" ? "" : components.path
+            components.path = "/.well-known/oauth-authorization-server" + path
+            if let rfc8414 = components.url { urls.append(rfc8414) }
+        }
+        return urls
+    }
+
+    /// Parses and checks a discovery document: `issuer` must equal the configured one exactly, endpoints must pass
+    /// ``EndpointPolicy``, and S256 must be advertised when the server lists its PKCE methods.
+    public static func parse(_ body: [UInt8], expectedIssuer: URL) throws(AuthError) -> ProviderMetadata {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            throw AuthError(.invalidMetadata, "the discovery document from \(expectedIssuer.absoluteString) is not a JSON object")
+        }
+        guard let issuer = object["issuer"] as? String else {
+            throw AuthError(.invalidMetadata, "the discovery document has no 'issuer'")
+        }
+        guard normalize(issuer) == normalize(expectedIssuer.absoluteString) else {
+            throw AuthError(.invalidMetadata,
+                "the discovery document names issuer '\(issuer)', not the configured '\(expectedIssuer.absoluteString)'")
+        }
+        func endpoint(_ key: String, required: Bool) throws(AuthError) -> URL? {
+            guard let value = object[key] as? String else {
+                if required { throw AuthError(.invalidMetadata, "the discovery document has no '\(key)'") }
+                return nil
+            }
+            switch EndpointPolicy.validate(value) {
+            case .success(let url): return url
+            case .failure(let rejection):
+                throw AuthError(.invalidMetadata, "the discovery document's '\(key)' \(rejection.reason)")
+            }
+        }
+        let methods = object["code_challenge_methods_supported"] as? [String]
+        if let methods, !methods.contains("S256") {
+            throw AuthError(.invalidMetadata, "the server does not support PKCE with S256 (it lists \(methods))")
+        }
+        return ProviderMetadata(
+            issuer: expectedIssuer,
+            authorizationEndpoint: try endpoint("authorization_endpoint", required: true)!,
+            tokenEndpoint: try endpoint("token_endpoint", required: true)!,
+            revocationEndpoint: try endpoint("revocation_endpoint", required: false),
+            jwksURI: try endpoint("jwks_uri", required: false),
+            codeChallengeMethods: methods ?? [],
+            tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [],
+            requiresIssInResponse: object["authorization_response_iss_parameter_supported"] as? Bool ?? false
+        )
+    }
+
+    /// Applies the account's explicit endpoint overrides on top of discovered (or absent) metadata.
+    public static func resolve(_ discovered: ProviderMetadata?, for account: AccountConfig) throws(AuthError) -> ProviderMetadata {
+        guard let authorization = account.authorizationEndpoint ?? discovered?.authorizationEndpoint,
+              let token = account.tokenEndpoint ?? discovered?.tokenEndpoint
+        else {
+            throw AuthError(.invalidConfig,
+                "account '\(account.name)': no discovery document and no authorization_endpoint/token_endpoint configured")
+        }
+        var result = discovered ?? ProviderMetadata(issuer: account.issuer, authorizationEndpoint: authorization, tokenEndpoint: token)
+        result.authorizationEndpoint = authorization
+        result.tokenEndpoint = token
+        if let revocation = account.revocationEndpoint { result.revocationEndpoint = revocation }
+        return result
+    }
+
+    private static func normalize(_ issuer: String) -> String {
+        var text = issuer
+        while text.hasSuffix("/") { text.removeLast() }
+        return text
+    }
+}

@@ -1,0 +1,559 @@
+import Foundation
+import Logging
+
+/// The heart of the agent: per-account token cache, single-flight refresh, sign-in and sign-out.
+///
+/// Everything here talks to the world only through ports (``SecretStore``, ``HTTPTransport``,
+/// ``RedirectListenerFactory``, ``BrowserLauncher``, ``TimeSource``), so the socket server and any future
+/// D-Bus front end share one implementation, and the logic is tested with in-memory adapters.
+public actor TokenBroker {
+    struct CachedToken: Sendable {
+        var tokens: TokenSet
+    }
+
+    struct PendingLogin {
+        let id: UUID
+        let start: Task<LoginStart, Error>
+        let completion: Task<LoginOutcome, Error>
+        var waiters: Int
+    }
+
+    struct LoginStart: Sendable {
+        let ticket: LoginTicket
+        let listener: any RedirectListener
+        let session: LoginSession
+        let metadata: ProviderMetadata
+        let verdicts: AsyncStream<LoginSession.Verdict>
+    }
+
+    struct AccountState {
+        let config: AccountConfig
+        var metadata: ProviderMetadata?
+        var metadataFetchedAt: ContinuousClock.Instant?
+        var cache: CachedToken?
+        var refresh: Task<CachedToken, Error>?
+        var login: PendingLogin?
+        var lastRefresh: Date?
+        var lastError: RecordedError?
+        /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
+        var unsavedRefreshToken: Secret?
+    }
+
+    let store: any SecretStore
+    let http: any HTTPTransport
+    let redirects: any RedirectListenerFactory
+    let browser: any BrowserLauncher
+    let time: any TimeSource
+    let policy: RefreshPolicy
+    let logger: Logger
+    var accounts: [String: AccountState]
+    let accountOrder: [String]
+
+    public static let metadataMaxAge: Duration = .seconds(3600)
+
+    public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
+                redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
+                time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(), logger: Logger) {
+        self.store = store
+        self.http = http
+        self.redirects = redirects
+        self.browser = browser
+        self.time = time
+        self.policy = policy
+        self.logger = logger
+        self.accountOrder = accounts.map(\.name)
+        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0)) })
+    }
+
+    // MARK: Tokens
+
+    /// A token valid for at least `minValid`. Serves the cache when it can; otherwise joins or starts the one
+    /// refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
+    public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
+                            interactive: Bool = false) async throws(AuthError) -> AccessTokenGrant {
+        let state = try self.state(name)
+        if !forceRefresh, let cached = state.cache,
+           policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: minValid) {
+            return grant(name, cached)
+        }
+        let refreshed: CachedToken
+        do throws(AuthError) {
+            refreshed = try await refreshOnce(name, joinOnly: false)
+        } catch let error where error.code == .loginRequired && interactive {
+            let ticket = try await beginLogin(account: name)
+            _ = try await awaitLogin(ticket)
+            guard let cached = accounts[name]?.cache else { throw AuthError.loginRequired(name) }
+            refreshed = cached
+        }
+        guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, now: time.now(), minValid: minValid) else {
+            throw AuthError(.minValidUnsatisfiable,
+                "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(minValid.components.seconds) s asked for")
+        }
+        return grant(name, refreshed)
+    }
+
+    /// Single flight: every caller that needs a refresh while one is running waits for that one.
+    private func refreshOnce(_ name: String, joinOnly: Bool) async throws(AuthError) -> CachedToken {
+        let task: Task<CachedToken, Error>
+        if let running = accounts[name]?.refresh {
+            task = running
+        } else {
+            task = Task { try await self.performRefresh(name) }
+            accounts[name]?.refresh = task
+        }
+        do {
+            let result = try await task.value
+            clearRefresh(name, task)
+            return result
+        } catch {
+            clearRefresh(name, task)
+            throw TokenBroker.authError(error)
+        }
+    }
+
+    private func clearRefresh(_ name: String, _ task: Task<CachedToken, Error>) {
+        if accounts[name]?.refresh == task { accounts[name]?.refresh = nil }
+    }
+
+    private func performRefresh(_ name: String) async throws(AuthError) -> CachedToken {
+        let config = try state(name).config
+        let key = SecretKey(config)
+        do throws(AuthError) {
+            let refreshToken: Secret
+            if let unsaved = accounts[name]?.unsavedRefreshToken {
+                refreshToken = unsaved
+            } else if let stored = try await store.load(key) {
+                refreshToken = stored
+            } else {
+                // A locked collection hides its items: say "locked", never "not signed in".
+                switch await store.state() {
+                case .locked: throw AuthError.keyringLocked()
+                case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
+                case .available, .error: throw AuthError.loginRequired(name)
+                }
+            }
+            let metadata = try await metadata(for: name)
+            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
+            let basic = clientAuthentication(config, metadata, into: &fields)
+            let sentAt = time.now()
+            logger.debug("refreshing", metadata: ["account": "\(name)"])
+            let reply = try await http.postForm(metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+            var tokens: TokenSet
+            do throws(AuthError) {
+                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+            } catch let error where error.code == .loginRequired {
+                try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
+                throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
+            }
+            if tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
+            // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
+            if let rotated = tokens.refreshToken, rotated != refreshToken {
+                accounts[name]?.unsavedRefreshToken = rotated
+                try await store.store(rotated, for: key)
+                accounts[name]?.unsavedRefreshToken = nil
+            } else if accounts[name]?.unsavedRefreshToken != nil {
+                try await store.store(refreshToken, for: key)
+                accounts[name]?.unsavedRefreshToken = nil
+            }
+            let cached = CachedToken(tokens: tokens)
+            accounts[name]?.cache = cached
+            accounts[name]?.lastRefresh = time.wallClock()
+            accounts[name]?.lastError = nil
+            logger.info("refreshed access token", metadata: ["account": "\(name)", "expires_in_s": "\(tokens.lifetime.components.seconds)"])
+            return cached
+        } catch {
+            record(name, error)
+            throw error
+        }
+    }
+
+    /// `invalid_grant`: delete only the refresh token that was sent, and only if it is still the stored one.
+    private func forgetDeadRefreshToken(_ name: String, key: SecretKey, sent: Secret) async throws(AuthError) {
+        accounts[name]?.cache = nil
+        if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
+        if let current = try await store.load(key), current == sent {
+            try await store.delete(key)
+            logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
+        }
+    }
+
+    // MARK: Sign-in
+
+    /// Starts a sign-in for the account, or joins the one already pending. Each caller must later call
+    /// ``awaitLogin(_:)``; a caller that goes away (task cancelled) releases its interest, and the sign-in is
+    /// cancelled when nobody waits for it any more.
+    public func beginLogin(account name: String) async throws(AuthError) -> LoginTicket {
+        let config = try state(name).config
+        if accounts[name]?.login == nil {
+            let id = UUID()
+            let start = Task { try await self.startLogin(config) }
+            let completion = Task { try await self.completeLogin(name, id: id, start: start) }
+            accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
+        }
+        accounts[name]?.login?.waiters += 1
+        guard let pending = accounts[name]?.login else { throw AuthError.internalError("sign-in vanished") }
+        do {
+            return try await pending.start.value.ticket
+        } catch {
+            releaseWaiter(name, id: pending.id)
+            throw TokenBroker.authError(error)
+        }
+    }
+
+    /// Waits for the pending sign-in that `ticket` came from.
+    public func awaitLogin(_ ticket: LoginTicket) async throws(AuthError) -> LoginOutcome {
+        let name = ticket.account
+        guard let pending = accounts[name]?.login else {
+            // Finished between begin and await: report the current state.
+            if let cached = accounts[name]?.cache { return outcome(name, cached.tokens) }
+            throw accounts[name]?.lastError.map { AuthError($0.code, $0.message) } ?? AuthError.loginRequired(name)
+        }
+        let id = pending.id
+        do {
+            return try await withTaskCancellationHandler {
+                try await pending.completion.value
+            } onCancel: {
+                Task { await self.releaseWaiter(name, id: id) }
+            }
+        } catch {
+            throw TokenBroker.authError(error)
+        }
+    }
+
+    private func releaseWaiter(_ name: String, id: UUID) {
+        guard var pending = accounts[name]?.login, pending.id == id else { return }
+        pending.waiters -= 1
+        accounts[name]?.login = pending
+        if pending.waiters <= 0 {
+            logger.info("sign-in cancelled: nobody is waiting for it", metadata: ["account": "\(name)"])
+            pending.completion.cancel()
+        }
+    }
+
+    private func startLogin(_ config: AccountConfig) async throws -> LoginStart {
+        let metadata = try await metadata(for: config.name)
+        let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
+        let box = SessionBox()
+        let listener = try await redirects.listen(port: config.redirectPort, path: config.redirectPath) { query in
+            guard let session = box.session else { return .invalid }
+            let verdict = session.judge(query: query)
+            switch verdict {
+            case .code:
+                guard box.claim() else { return .invalid }
+                continuation.yield(verdict)
+                return .success
+            case .denied:
+                guard box.claim() else { return .invalid }
+                continuation.yield(verdict)
+                return .denied
+            case .rejected:
+                continuation.yield(verdict)
+                return .invalid
+            }
+        }
+        let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
+        box.session = session
+        var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
+                                 redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout)
+        do {
+            try browser.open(session.authorizationURL)
+            ticket.browserOpened = true
+        } catch {
+            ticket.browserError = error.message
+            logger.warning("could not start a browser; the URL is shown to the user instead",
+                           metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+        }
+        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)"])
+        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts)
+    }
+
+    private func completeLogin(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
+        defer { finishLogin(name, id: id) }
+        let begun: LoginStart
+        do {
+            begun = try await withTaskCancellationHandler { try await start.value } onCancel: { start.cancel() }
+        } catch {
+            let failure = TokenBroker.authError(error)
+            record(name, failure)
+            throw failure
+        }
+        do {
+            let code = try await waitForCode(begun)
+            await begun.listener.close()
+            let outcome = try await exchange(name, code: code, begun: begun)
+            return outcome
+        } catch {
+            await begun.listener.close()
+            let failure = TokenBroker.authError(error)
+            record(name, failure)
+            logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
+            throw failure
+        }
+    }
+
+    private func finishLogin(_ name: String, id: UUID) {
+        if accounts[name]?.login?.id == id { accounts[name]?.login = nil }
+    }
+
+    /// The first genuine response wins; rejected ones are logged and the wait goes on, up to the timeout.
+    private func waitForCode(_ begun: LoginStart) async throws -> Secret {
+        let timeout = begun.ticket.timeout
+        let logger = self.logger
+        let account = begun.ticket.account
+        return try await withThrowingTaskGroup(of: Secret.self) { group in
+            group.addTask {
+                for await verdict in begun.verdicts {
+                    switch verdict {
+                    case .code(let code): return code
+                    case .denied(let error, let description):
+                        let detail = description.map { ": \($0)" } ?? ""
+                        if error == "access_denied" {
+                            throw AuthError(.accessDenied, "sign-in was denied at the authorization server (\(error)\(detail))")
+                        }
+                        throw AuthError(.loginFailed, "the authorization server returned an error (\(error)\(detail))")
+                    case .rejected(let reason):
+                        logger.warning("ignored a redirect that is not a valid response",
+                                       metadata: ["account": "\(account)", "reason": "\(reason)"])
+                    }
+                }
+                throw CancellationError()
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw AuthError(.loginTimeout, "no sign-in completed within \(timeout.components.seconds) s")
+            }
+            defer { group.cancelAll() }
+            guard let code = try await group.next() else { throw CancellationError() }
+            return code
+        }
+    }
+
+    private func exchange(_ name: String, code: Secret, begun: LoginStart) async throws(AuthError) -> LoginOutcome {
+        let config = try state(name).config
+        var fields = [
+            ("grant_type", "authorization_code"), ("code", code.reveal()),
+            ("redirect_uri", begun.session.redirectURI), ("code_verifier", begun.session.pkce.verifier.reveal()),
+        ]
+        let basic = clientAuthentication(config, begun.metadata, into: &fields)
+        let sentAt = time.now()
+        let reply = try await http.postForm(begun.metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+        var tokens: TokenSet
+        do throws(AuthError) {
+            tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+        } catch let error where error.code == .loginRequired {
+            throw AuthError(.loginFailed, "the authorization server did not accept the authorization code (\(error.message))")
+        }
+        if config.wantsOpenID, tokens.idToken == nil {
+            throw AuthError(.invalidIDToken, "the server returned no ID token although 'openid' was requested")
+        }
+        var claims: IDTokenClaims?
+        if let idToken = tokens.idToken {
+            claims = try IDTokenClaims.validate(idToken, issuer: begun.metadata.issuer, clientID: config.clientID,
+                                                nonce: begun.session.nonce, now: time.wallClock())
+        }
+        if let refresh = tokens.refreshToken {
+            try await store.store(refresh, for: SecretKey(config))
+            accounts[name]?.unsavedRefreshToken = nil
+        } else {
+            logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
+                           metadata: ["account": "\(name)"])
+        }
+        tokens.refreshToken = nil
+        accounts[name]?.cache = CachedToken(tokens: tokens)
+        accounts[name]?.lastRefresh = time.wallClock()
+        accounts[name]?.lastError = nil
+        logger.info("signed in", metadata: ["account": "\(name)"])
+        var result = outcome(name, tokens)
+        result.subject = claims?.subject
+        result.email = claims?.email
+        result.name = claims?.name
+        result.hasRefreshToken = reply.status == 200 && (try? TokenResponseParser.parse(reply, receivedAt: sentAt).refreshToken) != nil
+        return result
+    }
+
+    // MARK: Sign-out
+
+    /// Revokes the refresh token (RFC 7009) when the server has an endpoint, then always deletes it locally and
+    /// drops cached access tokens. Revocation failure is reported, not fatal.
+    public func logout(account name: String) async throws(AuthError) -> LogoutOutcome {
+        let config = try state(name).config
+        accounts[name]?.login?.completion.cancel()
+        accounts[name]?.cache = nil
+        let key = SecretKey(config)
+        let unsaved = accounts[name]?.unsavedRefreshToken
+        accounts[name]?.unsavedRefreshToken = nil
+        let stored = try await store.load(key)
+        var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
+        if let token = unsaved ?? stored {
+            do throws(AuthError) {
+                let metadata = try await metadata(for: name)
+                if let endpoint = metadata.revocationEndpoint {
+                    var fields = [("token", token.reveal()), ("token_type_hint", "refresh_token")]
+                    let basic = clientAuthentication(config, metadata, into: &fields)
+                    let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
+                    result.revoked = reply.status == 200
+                    if reply.status != 200 { result.revocationError = "the revocation endpoint answered HTTP \(reply.status)" }
+                }
+            } catch {
+                result.revoked = false
+                result.revocationError = error.message
+            }
+        }
+        if stored != nil { try await store.delete(key) }
+        accounts[name]?.lastError = nil
+        logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
+        return result
+    }
+
+    // MARK: Status
+
+    public func status() async -> BrokerStatus {
+        let keyring = await store.state()
+        var list: [AccountStatus] = []
+        for name in accountOrder {
+            guard let state = accounts[name] else { continue }
+            var hasRefresh: Bool?
+            if keyring == .available {
+                do { hasRefresh = try await store.load(SecretKey(state.config)) != nil } catch { hasRefresh = nil }
+            }
+            if state.unsavedRefreshToken != nil { hasRefresh = true }
+            let now = time.now()
+            let cache = accounts[name]?.cache
+            let remaining = cache.map { $0.tokens.expiresAt - now }
+            list.append(AccountStatus(
+                name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
+                registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
+                hasRefreshToken: hasRefresh,
+                accessTokenExpiresAt: remaining.map { time.wallClock().addingTimeInterval(Double($0.components.seconds)) },
+                accessTokenExpiresIn: remaining,
+                lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
+                loginPending: accounts[name]?.login != nil))
+        }
+        return BrokerStatus(keyring: keyring, accounts: list)
+    }
+
+    public var accountNames: [String] { accountOrder }
+
+    // MARK: Helpers
+
+    private func state(_ name: String) throws(AuthError) -> AccountState {
+        guard let state = accounts[name] else { throw AuthError.unknownAccount(name) }
+        return state
+    }
+
+    private func metadata(for name: String) async throws(AuthError) -> ProviderMetadata {
+        let state = try self.state(name)
+        if let metadata = state.metadata, let at = state.metadataFetchedAt, time.now() - at < TokenBroker.metadataMaxAge {
+            return metadata
+        }
+        let config = state.config
+        var discovered: ProviderMetadata?
+        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil {
+            discovered = try await discover(config)
+        }
+        let resolved = try ProviderMetadata.resolve(discovered, for: config)
+        accounts[name]?.metadata = resolved
+        accounts[name]?.metadataFetchedAt = time.now()
+        return resolved
+    }
+
+    /// OIDC discovery, then RFC 8414. With both endpoints configured, a missing document is not an error.
+    private func discover(_ config: AccountConfig) async throws(AuthError) -> ProviderMetadata? {
+        let explicit = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
+        var lastStatus = 0
+        var found: ProviderMetadata?
+        for url in ProviderMetadata.discoveryURLs(for: config.issuer) {
+            let reply: HTTPReply
+            do throws(AuthError) {
+                reply = try await http.get(url)
+            } catch {
+                if explicit || found != nil { return found }
+                throw error
+            }
+            if reply.status == 200 {
+                if var first = found {
+                    // Some servers (Django OAuth Toolkit, others) list revocation only in the RFC 8414 document.
+                    first.revocationEndpoint = (try? ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer))?.revocationEndpoint
+                    return first
+                }
+                let metadata = try ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer)
+                if metadata.revocationEndpoint != nil { return metadata }
+                found = metadata
+                continue
+            }
+            if found != nil { return found }
+            lastStatus = reply.status
+            if reply.status >= 500 || reply.status == 429, !explicit {
+                throw AuthError(.serverError, "discovery at \(url.absoluteString) answered HTTP \(reply.status)")
+            }
+        }
+        if explicit || found != nil { return found }
+        throw AuthError(.invalidMetadata,
+            "no discovery document at \(config.issuer.absoluteString) (HTTP \(lastStatus)); check 'issuer' or configure the endpoints")
+    }
+
+    /// Public clients send `client_id` in the body; confidential ones use client_secret_basic unless the server
+    /// (or the account) says client_secret_post.
+    private func clientAuthentication(_ config: AccountConfig, _ metadata: ProviderMetadata,
+                                      into fields: inout [(String, String)]) -> (user: String, password: Secret)? {
+        guard let secret = config.clientSecret else {
+            fields.append(("client_id", config.clientID))
+            return nil
+        }
+        let method = config.clientAuthMethod
+            ?? (metadata.tokenEndpointAuthMethods.contains("client_secret_basic") || metadata.tokenEndpointAuthMethods.isEmpty
+                ? .clientSecretBasic : .clientSecretPost)
+        if method == .clientSecretPost {
+            fields.append(("client_id", config.clientID))
+            fields.append(("client_secret", secret.reveal()))
+            return nil
+        }
+        // RFC 6749 §2.3.1: both parts are form-encoded before being joined.
+        return (LoginSession.formEncode(config.clientID), Secret(LoginSession.formEncode(secret.reveal())))
+    }
+
+    private func grant(_ name: String, _ cached: CachedToken) -> AccessTokenGrant {
+        let remaining = cached.tokens.expiresAt - time.now()
+        return AccessTokenGrant(
+            account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
+            expiresIn: remaining, expiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)),
+            scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
+    }
+
+    private func outcome(_ name: String, _ tokens: TokenSet) -> LoginOutcome {
+        let remaining = tokens.expiresAt - time.now()
+        return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
+                            hasRefreshToken: tokens.refreshToken != nil,
+                            accessTokenExpiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)))
+    }
+
+    private func record(_ name: String, _ error: AuthError) {
+        accounts[name]?.lastError = RecordedError(code: error.code, message: error.message, at: time.wallClock())
+    }
+
+    static func authError(_ error: any Error) -> AuthError {
+        if let error = error as? AuthError { return error }
+        if error is CancellationError { return AuthError(.loginCancelled, "the sign-in was cancelled") }
+        return AuthError.internalError("unexpected error: \(type(of: error))")
+    }
+}
+
+/// Hands the session to the listener's callback once it exists, and lets exactly one response complete it.
+final class SessionBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _session: LoginSession?
+    private var claimed = false
+
+    var session: LoginSession? {
+        get { lock.withLock { _session } }
+        set { lock.withLock { _session = newValue } }
+    }
+
+    func claim() -> Bool {
+        lock.withLock {
+            if claimed { return false }
+            claimed = true
+            return true
+        }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+
+/// A successful token response, validated. Expiry is kept on the injected monotonic clock (counts suspend).
+public struct TokenSet: Sendable {
+    public var accessToken: Secret
+    public var tokenType: String
+    public var refreshToken: Secret?
+    public var idToken: Secret?
+    public var scopes: [String]?
+    public var lifetime: Duration
+    public var receivedAt: ContinuousClock.Instant
+    public var expiresAt: ContinuousClock.Instant { receivedAt + lifetime }
+
+    public init(accessToken: Secret, tokenType: String = "Bearer", refreshToken: Secret? = nil, idToken: Secret? = nil,
+                scopes: [String]? = nil, lifetime: Duration, receivedAt: ContinuousClock.Instant) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.scopes = scopes
+        self.lifetime = lifetime
+        self.receivedAt = receivedAt
+    }
+}
+
+/// A raw HTTP reply as the transport saw it; parsing lives here so it is tested without a network.
+public struct HTTPReply: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+    public var retryAfter: String?
+    public init(status: Int, body: [UInt8], retryAfter: String? = nil) {
+        self.status = status
+        self.body = body
+        self.retryAfter = retryAfter
+    }
+}
+
+/// Turns a token endpoint reply into a ``TokenSet`` or an ``AuthError`` (SECURITY.md 12, 16).
+public enum TokenResponseParser {
+    /// Used when a server omits `expires_in` (it is only RECOMMENDED in RFC 6749 §5.1).
+    public static let defaultLifetime: Duration = .seconds(3600)
+    /// Longer than any real access token; anything above is treated as a broken response.
+    public static let maximumLifetime: Int = 366 * 24 * 3600
+
+    public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant) throws(AuthError) -> TokenSet {
+        guard (200..<300).contains(reply.status) else { throw error(from: reply) }
+        let body: Body
+        do {
+            body = try JSONDecoder().decode(Body.self, from: Data(reply.body))
+        } catch let failure as AuthError {
+            throw failure
+        } catch {
+            throw AuthError(.invalidTokenResponse,
+                "the token endpoint answered HTTP \(reply.status) with a body that is not a valid token response")
+        }
+        guard let access = body.access_token, !access.isEmpty else {
+            throw AuthError(.invalidTokenResponse, "the token response has no access_token")
+        }
+        guard let type = body.token_type, type.lowercased() == "bearer" else {
+            let shown = body.token_type.map { "'\(LoginSession.printable($0))'" } ?? "none"
+            throw AuthError(.invalidTokenResponse, "the token response has token_type \(shown); only Bearer is supported")
+        }
+        var lifetime = defaultLifetime
+        if let seconds = body.expires_in?.value {
+            guard seconds > 0, seconds <= maximumLifetime else {
+                throw AuthError(.invalidTokenResponse, "the token response has expires_in \(seconds), outside 1...\(maximumLifetime)")
+            }
+            lifetime = .seconds(seconds)
+        }
+        func nonEmpty(_ value: String?, _ key: String) throws(AuthError) -> String? {
+            guard let value else { return nil }
+            guard !value.isEmpty else { throw AuthError(.invalidTokenResponse, "the token response has an empty \(key)") }
+            return value
+        }
+        return TokenSet(
+            accessToken: Secret(access),
+            tokenType: "Bearer",
+            refreshToken: try nonEmpty(body.refresh_token, "refresh_token").map(Secret.init),
+            idToken: try nonEmpty(body.id_token, "id_token").map(Secret.init),
+            scopes: body.scope.map { $0.split(separator: " ").map(String.init) },
+            lifetime: lifetime,
+            receivedAt: receivedAt
+        )
+    }
+
+    /// The fields of RFC 6749 §5.1 we read. Unknown fields are ignored; wrong types fail decoding.
+    private struct Body: Decodable {
+        var access_token: String?
+        var token_type: String?
+        var expires_in: LenientInt?
+        var refresh_token: String?
+        var id_token: String?
+        var scope: String?
+    }
+
+    /// An integer, or an integer in a string (some providers send `"3600"`); never a fraction or a boolean.
+    private struct LenientInt: Decodable {
+        var value: Int
+        init(from decoder: Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let number = try? container.decode(Int.self) {
+                value = number
+            } else if let text = try? container.decode(String.self), let number = Int(text) {
+                value = number
+            } else {
+                throw AuthError(.invalidTokenResponse, "the token response has an invalid expires_in")
+            }
+        }
+    }
+
+    /// Classifies an error reply. `invalid_grant` means the refresh token (or code) is dead: sign-in required.
+    public static func error(from reply: HTTPReply) -> AuthError {
+        let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { min(max($0, 0), 3600) }
+        if reply.status == 429 || reply.status >= 500 {
+            return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
+        }
+        let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
+        let code = (object?["error"] as? String).map(LoginSession.printable)
+        let description = (object?["error_description"] as? String).map(LoginSession.printable)
+        let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
+        switch code {
+        case "invalid_grant":
+            return AuthError(.loginRequired, "the authorization server rejected the grant (\(detail))")
+        case "invalid_client", "unauthorized_client":
+            return AuthError(.invalidClient, "the authorization server rejected the client (\(detail)): check client_id/client_secret")
+        case .some:
+            return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) (\(detail))")
+        case nil:
+            return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) without an OAuth error")
+        }
+    }
+}

@@ -1,0 +1,5 @@
+#include "agent_process.h"
+#include <sys/prctl.h>
+
+int aa_process_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+int aa_process_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }

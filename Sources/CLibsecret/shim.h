@@ -1,0 +1,139 @@
+/* A small, non-variadic C API over libsecret for Swift (which cannot call C-variadic functions).
+ * Every symbol is prefixed aa_secret_. Errors come back as GError; aa_secret_error_kind() classifies them
+ * because GLib's error-domain macros are function-like and do not import into Swift. */
+#ifndef AUTH_AGENT_LIBSECRET_SHIM_H
+#define AUTH_AGENT_LIBSECRET_SHIM_H
+
+#include <libsecret/secret.h>
+#include <gio/gio.h>
+#include <string.h>
+
+/* The schema of our items. Attribute names are part of the on-disk contract: do not rename. */
+static inline const SecretSchema *aa_secret_schema(void) {
+    static const SecretSchema schema = {
+        "dev.auth-agent.RefreshToken", SECRET_SCHEMA_NONE,
+        {
+            { "account", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { "issuer", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { "client_id", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { NULL, 0 },
+        },
+        0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    };
+    return &schema;
+}
+
+static inline GHashTable *aa_secret_attributes(const char *account, const char *issuer, const char *client_id) {
+    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_insert(attributes, (gpointer)"account", (gpointer)account);
+    g_hash_table_insert(attributes, (gpointer)"issuer", (gpointer)issuer);
+    g_hash_table_insert(attributes, (gpointer)"client_id", (gpointer)client_id);
+    return attributes;
+}
+
+/* Returns 1 on success, 0 with *error set on failure. Stores into the default collection; an item with the same
+ * attributes is replaced in place, which is what makes refresh-token rotation atomic. */
+static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
+                                  const char *secret, GCancellable *cancellable, GError **error) {
+    GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
+    gboolean ok = secret_password_storev_sync(aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label,
+                                              secret, cancellable, error);
+    g_hash_table_unref(attributes);
+    return ok ? 1 : 0;
+}
+
+/* Returns the secret (free with aa_secret_free) or NULL; NULL with *error unset means "no such item" (or a locked
+ * collection, which hides its items: check aa_secret_keyring_state). */
+static inline char *aa_secret_lookup(const char *account, const char *issuer, const char *client_id,
+                                     GCancellable *cancellable, GError **error) {
+    GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
+    gchar *secret = secret_password_lookupv_sync(aa_secret_schema(), attributes, cancellable, error);
+    g_hash_table_unref(attributes);
+    return secret;
+}
+
+/* Returns 1 if an item was deleted, 0 if none or on error (*error set). */
+static inline int aa_secret_clear(const char *account, const char *issuer, const char *client_id,
+                                  GCancellable *cancellable, GError **error) {
+    GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
+    gboolean ok = secret_password_clearv_sync(aa_secret_schema(), attributes, cancellable, error);
+    g_hash_table_unref(attributes);
+    return ok ? 1 : 0;
+}
+
+/* Wipes and frees a secret returned by aa_secret_lookup. */
+static inline void aa_secret_free(char *secret) { secret_password_free(secret); }
+
+enum {
+    AA_ERROR_OTHER = 0,
+    AA_ERROR_CANCELLED = 1,
+    AA_ERROR_LOCKED = 2,
+    AA_ERROR_NO_SERVICE = 3,
+    AA_ERROR_TIMED_OUT = 4,
+};
+
+static inline int aa_secret_error_kind(const GError *error) {
+    if (error == NULL) return AA_ERROR_OTHER;
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) return AA_ERROR_CANCELLED;
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) return AA_ERROR_TIMED_OUT;
+    if (g_error_matches(error, SECRET_ERROR, SECRET_ERROR_IS_LOCKED)) return AA_ERROR_LOCKED;
+    if (error->domain == G_DBUS_ERROR) {
+        switch (error->code) {
+        case G_DBUS_ERROR_SERVICE_UNKNOWN:
+        case G_DBUS_ERROR_NAME_HAS_NO_OWNER:
+        case G_DBUS_ERROR_SPAWN_SERVICE_NOT_FOUND:
+        case G_DBUS_ERROR_SPAWN_EXEC_FAILED:
+        case G_DBUS_ERROR_NO_SERVER:
+        case G_DBUS_ERROR_FILE_NOT_FOUND:
+            return AA_ERROR_NO_SERVICE;
+        default: break;
+        }
+    }
+    if (error->domain == G_IO_ERROR &&
+        (error->code == G_IO_ERROR_NOT_FOUND || error->code == G_IO_ERROR_DBUS_ERROR || error->code == G_IO_ERROR_FAILED)
+        && error->message && (strstr(error->message, "org.freedesktop.secrets") || strstr(error->message, "DBUS_SESSION_BUS_ADDRESS")))
+        return AA_ERROR_NO_SERVICE;
+    /* "Cannot create an item in a locked collection" comes back as a plain D-Bus error. */
+    if (error->message && strstr(error->message, "locked")) return AA_ERROR_LOCKED;
+    return AA_ERROR_OTHER;
+}
+
+enum {
+    AA_KEYRING_AVAILABLE = 0,
+    AA_KEYRING_LOCKED = 1,
+    AA_KEYRING_ABSENT = 2,
+    AA_KEYRING_ERROR = 3,
+    AA_KEYRING_NO_DEFAULT_COLLECTION = 4,
+};
+
+/* The default collection's state. A locked collection makes lookups return "nothing" without an error, so callers
+ * must ask this before concluding that an item does not exist.
+ * ABSENT: no Secret Service on the bus (*error set, kind AA_ERROR_NO_SERVICE). It can show up at either call:
+ * secret_service_get_sync only builds a proxy, so a missing service often fails only at the alias lookup.
+ * ERROR: any other failure (*error set, e.g. cancelled), or NULL with no GError, which libsecret does return.
+ * NO_DEFAULT_COLLECTION: the service answers but has no "default" alias (no login keyring yet). */
+static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **error) {
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    if (service == NULL)
+        return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE) ? AA_KEYRING_ABSENT
+                                                                                     : AA_KEYRING_ERROR;
+    SecretCollection *collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT,
+                                                                    SECRET_COLLECTION_NONE, cancellable, error);
+    int state;
+    if (collection == NULL) {
+        if (error && *error)
+            state = aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE ? AA_KEYRING_ABSENT : AA_KEYRING_ERROR;
+        else
+            state = AA_KEYRING_NO_DEFAULT_COLLECTION;
+    } else {
+        state = secret_collection_get_locked(collection) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
+        g_object_unref(collection);
+    }
+    g_object_unref(service);
+    return state;
+}
+
+static inline const char *aa_secret_error_message(const GError *error) { return error ? error->message : ""; }
+static inline void aa_secret_error_free(GError *error) { if (error) g_error_free(error); }
+
+#endif

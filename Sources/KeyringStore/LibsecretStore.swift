@@ -1,0 +1,131 @@
+import AuthCore
+import CLibsecret
+
+/// A ``SecretStore`` over libsecret: refresh tokens live in the Secret Service's default collection (the GNOME
+/// login keyring), one item per ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes
+/// `account`, `issuer` and `client_id`.
+///
+/// Every call runs off the Swift concurrency pool on one serial queue and gives up after `timeout` (a stopped
+/// daemon, or an unlock prompt nobody answers, would otherwise block for ~50 s). Errors map to
+/// `keyringLocked`, `keyringUnavailable` (no Secret Service on the bus) and `keyringError`; no message ever
+/// contains a secret.
+///
+/// A locked collection hides its items: ``load(_:)`` then returns nil without an error, so callers that get nil
+/// ask ``state()`` before concluding that there is no token.
+public final class LibsecretStore: SecretStore {
+    /// How long one keyring call may take.
+    public let timeout: Duration
+    private let label: @Sendable (SecretKey) -> String
+    private let caller: LibsecretCaller
+
+    /// - Parameters:
+    ///   - timeout: how long one keyring call may take before it is cancelled and fails with `keyringError`.
+    ///   - label: the item label people see in Seahorse / `secret-tool search`. Never put the secret in it.
+    public init(
+        timeout: Duration = .seconds(25),
+        label: @escaping @Sendable (SecretKey) -> String = LibsecretStore.defaultLabel
+    ) {
+        self.timeout = timeout
+        self.label = label
+        self.caller = LibsecretCaller(timeout: timeout)
+    }
+
+    /// `auth-agent refresh token for <account> (<issuer>)`.
+    @Sendable public static func defaultLabel(_ key: SecretKey) -> String {
+        "auth-agent refresh token for \(key.account) (\(key.issuer))"
+    }
+
+    public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
+        let outcome = await caller.call { cancellable, error -> Secret? in
+            key.account.withCString { account in
+                key.issuer.withCString { issuer in
+                    key.clientID.withCString { clientID in
+                        guard let found = aa_secret_lookup(account, issuer, clientID, cancellable, error) else {
+                            return nil
+                        }
+                        // Copy into Swift, then let libsecret wipe and free its copy.
+                        defer { aa_secret_free(found) }
+                        return Secret(String(cString: found))
+                    }
+                }
+            }
+        }
+        if let failure = outcome.failure { throw authError(failure) }
+        return outcome.value
+    }
+
+    public func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
+        let itemLabel = label(key)
+        let outcome = await caller.call { cancellable, error -> Bool in
+            key.account.withCString { account in
+                key.issuer.withCString { issuer in
+                    key.clientID.withCString { clientID in
+                        itemLabel.withCString { itemLabel in
+                            secret.reveal().withCString { value in
+                                aa_secret_store(account, issuer, clientID, itemLabel, value, cancellable, error) == 1
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let failure = outcome.failure { throw authError(failure) }
+        // libsecret documents FALSE with an error; be safe if it ever returns FALSE without one.
+        guard outcome.value else { throw AuthError(.keyringError, "the keyring refused to store the token") }
+    }
+
+    @discardableResult
+    public func delete(_ key: SecretKey) async throws(AuthError) -> Bool {
+        let outcome = await caller.call { cancellable, error -> Bool in
+            key.account.withCString { account in
+                key.issuer.withCString { issuer in
+                    key.clientID.withCString { clientID in
+                        aa_secret_clear(account, issuer, clientID, cancellable, error) == 1
+                    }
+                }
+            }
+        }
+        if let failure = outcome.failure { throw authError(failure) }
+        return outcome.value
+    }
+
+    /// The default collection's state.
+    ///
+    /// - `available`: unlocked, or the service answers but has no default collection yet (no login keyring):
+    ///   nothing is hidden, so a nil ``load(_:)`` really means "no token"; the first ``store(_:for:)`` asks the
+    ///   keyring to create the collection (a prompt on a desktop; a `keyringError` when headless).
+    /// - `locked`: items are hidden and stores fail until the user unlocks it.
+    /// - `absent`: no Secret Service on the session bus (or no session bus).
+    /// - `error`: anything else, including a keyring that did not answer within `timeout`.
+    public func state() async -> KeyringState {
+        let outcome = await caller.call { cancellable, error in Int(aa_secret_keyring_state(cancellable, error)) }
+        switch outcome.value {
+        case AA_KEYRING_AVAILABLE, AA_KEYRING_NO_DEFAULT_COLLECTION: return .available
+        case AA_KEYRING_LOCKED: return .locked
+        case AA_KEYRING_ABSENT: return .absent
+        default:
+            switch outcome.failure?.kind {
+            case .noService: return .absent
+            case .locked: return .locked
+            default: return .error
+            }
+        }
+    }
+
+    private func authError(_ failure: LibsecretFailure) -> AuthError {
+        switch failure.kind {
+        case .locked:
+            return AuthError.keyringLocked()
+        case .noService:
+            return AuthError.keyringUnavailable(failure.message)
+        case .cancelled where failure.deadlinePassed, .timedOut:
+            return AuthError(
+                .keyringError,
+                "the keyring did not answer within \(timeout.secondsText) s (is an unlock prompt waiting?)")
+        case .cancelled:
+            return AuthError(.keyringError, "the keyring call was cancelled")
+        case .other:
+            return AuthError(.keyringError, "keyring error: \(failure.message)")
+        }
+    }
+}

@@ -1,0 +1,142 @@
+// auth-agent: the composition root. Parses options, loads the configuration, hardens the process, takes or binds
+// the socket, wires the adapters into the TokenBroker, signals readiness to systemd and runs until SIGTERM.
+import AgentConfig
+import AgentIPC
+import AgentServer
+import ArgumentParser
+import AuthCore
+import AuthTransport
+import CAgentProcess
+import Foundation
+import KeyringStore
+import Logging
+import ServiceLifecycle
+import SystemdSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let agentVersion = "0.1.0"
+
+@main
+struct AuthAgent: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "auth-agent",
+        abstract: "Per-user OAuth 2.0 credential agent: signs in through your browser, keeps refresh tokens in the keyring and serves fresh access tokens over a Unix socket.",
+        discussion: """
+        Configuration: --config, else $AUTH_AGENT_CONFIG, else $XDG_CONFIG_HOME/auth-agent/config.toml.
+        Socket: taken from systemd (LISTEN_FDS) when socket-activated, else $AUTH_AGENT_SOCKET, else
+        $XDG_RUNTIME_DIR/auth-agent/agent.sock. Logs go to stderr.
+        """,
+        version: agentVersion)
+
+    @Option(name: .long, help: "Path of config.toml.")
+    var config: String?
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical (overrides the config).")
+    var logLevel: String?
+
+    @Flag(name: .long, help: "Check the configuration, print a summary and exit.")
+    var checkConfig = false
+
+    func run() async throws {
+        ProcessHardening.apply()
+        let environment = ProcessInfo.processInfo.environment
+
+        guard let (path, explicit) = AgentConfiguration.defaultPath(explicit: config, environment: environment) else {
+            fail("cannot find a configuration path: set HOME, XDG_CONFIG_HOME or use --config", code: 78)
+        }
+        let configuration: AgentConfiguration
+        do {
+            configuration = try ConfigLoader.load(path: path, explicit: explicit)
+        } catch {
+            fail("configuration error: \(error)", code: 78)
+        }
+        if checkConfig {
+            print("\(configuration.path): \(configuration.accounts.count) account(s)")
+            for account in configuration.accounts {
+                print("  \(account.name): issuer \(account.issuer.absoluteString), redirect URI \(account.registeredRedirectURI)")
+            }
+            return
+        }
+
+        let level = Logger.Level(rawValue: logLevel ?? configuration.logLevel ?? "info") ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "auth-agent")
+        if configuration.fileMissing {
+            logger.warning("no configuration file; running with no accounts", metadata: ["path": "\(configuration.path)"])
+        }
+
+        let runtime: String
+        do {
+            runtime = try RuntimeDirectory.validate(environment: environment)
+        } catch {
+            fail(error.message, code: 1)
+        }
+        let socketPath = SocketPath.resolve(environment: environment) ?? SocketPath.defaultPath(runtimeDirectory: runtime)
+
+        let http = HTTPClientTransport(userAgent: "auth-agent/\(agentVersion)")
+        let broker = TokenBroker(
+            accounts: configuration.accounts, store: LibsecretStore(), http: http,
+            redirects: LoopbackRedirectListenerFactory(), browser: ExecBrowserLauncher(environment: environment),
+            logger: logger)
+        let dispatcher = RequestDispatcher(
+            broker: broker,
+            info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath),
+            logger: logger)
+
+        let server: SocketServer
+        do {
+            let inherited = try ListenFDs.take()
+            if let fd = inherited.first {
+                logger.info("using the socket passed by systemd", metadata: ["fd": "\(fd)"])
+                server = try await SocketServer.listen(.inherited(fd: fd), dispatcher: dispatcher, logger: logger)
+            } else {
+                try RuntimeDirectory.prepareSocketDirectory(for: socketPath)
+                try RuntimeDirectory.removeStaleSocket(at: socketPath)
+                server = try await SocketServer.listen(.path(socketPath), dispatcher: dispatcher, logger: logger)
+            }
+        } catch let error as ServerError {
+            fail(error.message, code: 1)
+        } catch {
+            fail("cannot listen on \(socketPath): \(error)", code: 1)
+        }
+
+        logger.info("ready", metadata: ["socket": "\(socketPath)", "accounts": "\(configuration.accounts.count)",
+                                        "version": "\(agentVersion)"])
+        SystemdNotifier.notify("READY=1\nSTATUS=Serving \(configuration.accounts.count) account(s) on \(socketPath)")
+
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("agent stopped with an error", metadata: ["error": "\(error)"])
+        }
+        SystemdNotifier.notify("STOPPING=1")
+        await http.shutdown()
+        logger.info("stopped")
+    }
+
+    func fail(_ message: String, code: Int32) -> Never {
+        FileHandle.standardError.write(Data("auth-agent: \(message)\n".utf8))
+        Glibc.exit(code)
+    }
+}
+
+/// Process-wide protections that must be in place before any secret exists (SECURITY.md 22, 23).
+enum ProcessHardening {
+    static func apply() {
+        // Not dumpable: no core dumps, and other same-user processes cannot ptrace us or read /proc/PID/mem.
+        _ = aa_process_set_not_dumpable()
+        var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+        // A client that vanishes mid-reply must not kill us.
+        signal(SIGPIPE, SIG_IGN)
+        umask(0o077)
+    }
+}

@@ -1,0 +1,209 @@
+import AgentIPC
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let authctlVersion = "0.1.0"
+
+@main
+struct AuthCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authctl",
+        abstract: "Control auth-agent and get OAuth access tokens from it.",
+        discussion: """
+        Examples:
+          authctl login work                 sign in to the account 'work' in your browser
+          authctl token work                 print a fresh access token (and nothing else)
+          curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
+          authctl status                     show the agent and every account
+
+        Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required,
+        5 keyring locked or unavailable, 6 authorization server unavailable or failing,
+        7 sign-in did not complete, 8 unknown account or bad configuration, 9 protocol error.
+        """,
+        version: authctlVersion,
+        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, Version.self])
+
+    /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as CLIFailure {
+            error.report()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                writeStderr((fullMessage(for: error) + "\n"))
+                Glibc.exit(ExitStatus.usage)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "The agent's socket (default: $AUTH_AGENT_SOCKET, else $XDG_RUNTIME_DIR/auth-agent/agent.sock).")
+    var socket: String?
+
+    func connect() throws(CLIFailure) -> AgentClient {
+        guard let path = socket ?? SocketPath.resolve(environment: ProcessInfo.processInfo.environment) else {
+            throw CLIFailure(ClientError.noSocketPath)
+        }
+        do {
+            return try AgentClient(path: path)
+        } catch {
+            throw CLIFailure(error)
+        }
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the agent and every account.")
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON (the protocol's status result).") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let status = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .status), as: StatusResult.self) }
+        if json { return printJSON(status) }
+        print(Formatter.status(status, now: Int(Date().timeIntervalSince1970), color: Terminal.wantsColor))
+    }
+}
+
+struct Login: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign in to an account in your browser.",
+        discussion: "The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account name from config.toml.") var account: String
+    @Flag(help: "Print the result as JSON (progress still goes to stderr).") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(WireRequest(op: .login, account: account), as: LoginResult.self) { event in
+                Terminal.announce(event, account: account)
+            }
+        }
+        if json { return printJSON(result) }
+        var who = [result.name, result.email, result.subject].compactMap { $0 }.first.map { " as \($0)" } ?? ""
+        if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
+        let scopes = result.scopes.map { " (scopes: \($0.joined(separator: " ")))" } ?? ""
+        print("Signed in to '\(account)'\(who)\(scopes).")
+        if !result.hasRefreshToken {
+            print("Note: the server issued no refresh token; you will need to sign in again when the access token expires.")
+        }
+    }
+}
+
+struct Logout: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign out: revoke the refresh token at the server, delete it from the keyring, forget access tokens.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account name.") var account: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(WireRequest(op: .logout, account: account), as: LogoutResult.self)
+        }
+        if json { return printJSON(result) }
+        guard result.hadRefreshToken else { return print("'\(account)' was not signed in; cached access tokens were dropped.") }
+        switch result.revoked {
+        case true?: print("Signed out of '\(account)': the refresh token was revoked at the server and deleted from the keyring.")
+        case false?:
+            print("Signed out of '\(account)': the refresh token was deleted from the keyring.")
+            writeStderr("authctl: warning: revocation at the server failed: \(result.revocationError ?? "unknown error")\n")
+        case nil: print("Signed out of '\(account)': the refresh token was deleted from the keyring (the server has no revocation endpoint).")
+        }
+    }
+}
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a fresh access token for an account, and nothing else.",
+        discussion: """
+        Examples:
+          curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
+          authctl token work --header | curl -H @- https://api.example.com/
+          authctl token work --min-valid 600     a token valid for at least 10 more minutes
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account name.") var account: String
+    @Option(help: "The token must stay valid at least this many seconds.") var minValid: Int = 0
+    @Flag(help: "Refresh even if the cached token is still fresh.") var refresh = false
+    @Flag(help: "If the account needs to sign in, open the browser and wait instead of failing.") var interactive = false
+    @Flag(help: "Print the OIDC ID token instead of the access token.") var idToken = false
+    @Flag(help: "Print an HTTP header line: 'Authorization: Bearer TOKEN'.") var header = false
+    @Flag(help: "Print JSON: token, type, expiry, scopes.") var json = false
+
+    func validate() throws {
+        guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
+        guard !(header && idToken) else { throw ValidationError("--header and --id-token do not go together") }
+    }
+
+    func run() throws {
+        let client = try global.connect()
+        let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
+                                  interactive: interactive, idToken: idToken || json)
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(request, as: TokenResult.self) { event in Terminal.announce(event, account: account) }
+        }
+        if json { return printJSON(result) }
+        if idToken {
+            guard let id = result.idToken else {
+                throw CLIFailure(message: "account '\(account)' has no ID token (is 'openid' among its scopes?)", exit: ExitStatus.failure)
+            }
+            return print(id)
+        }
+        print(header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
+    }
+}
+
+struct Accounts: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the configured accounts and the redirect URI to register for each.")
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
+        if json { return printJSON(result) }
+        if result.accounts.isEmpty { return print("No accounts are configured.") }
+        let rows = [["ACCOUNT", "ISSUER", "REDIRECT URI"]] + result.accounts.map { [$0.name, $0.issuer, $0.redirectURI] }
+        print(Formatter.table(rows))
+    }
+}
+
+struct Version: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print authctl's version and, if it runs, the agent's.")
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        var agent: PingResult?
+        if let client = try? global.connect() {
+            agent = try? client.call(WireRequest(op: .ping), as: PingResult.self)
+        }
+        if json {
+            struct Versions: Codable { var authctl: String; var agent: String?; var `protocol`: Int }
+            return printJSON(Versions(authctl: authctlVersion, agent: agent?.agentVersion, protocol: WireProtocol.version))
+        }
+        print("authctl \(authctlVersion) (protocol \(WireProtocol.version))")
+        print(agent.map { "auth-agent \($0.agentVersion) (protocol \($0.protocolVersion))" } ?? "auth-agent: not running")
+    }
+}
+
+func printJSON<T: Encodable>(_ value: T) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    if let data = try? encoder.encode(value), let text = String(data: data, encoding: .utf8) { print(text) }
+}

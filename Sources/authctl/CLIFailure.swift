@@ -1,0 +1,100 @@
+import AgentIPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// authctl's documented exit codes (README, `authctl --help`).
+enum ExitStatus {
+    static let ok: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 2
+    static let agentNotRunning: Int32 = 3
+    static let loginRequired: Int32 = 4
+    static let keyring: Int32 = 5
+    static let server: Int32 = 6
+    static let loginIncomplete: Int32 = 7
+    static let account: Int32 = 8
+    static let protocolError: Int32 = 9
+
+    static func forCode(_ code: ErrorCode?) -> Int32 {
+        switch code {
+        case .loginRequired?: return loginRequired
+        case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
+        case .serverUnreachable?, .serverError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?: return server
+        case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?: return loginIncomplete
+        case .unknownAccount?, .invalidConfig?: return account
+        case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
+        case .minValidUnsatisfiable?, .internalError?, nil: return failure
+        }
+    }
+}
+
+/// A failure to report: one sentence on stderr, a hint, and an exit code.
+struct CLIFailure: Error {
+    var message: String
+    var hint: String?
+    var exit: Int32
+
+    init(message: String, hint: String? = nil, exit: Int32) {
+        self.message = message
+        self.hint = hint
+        self.exit = exit
+    }
+
+    init(_ error: ClientError) {
+        switch error {
+        case .noSocketPath:
+            self.init(message: "cannot find the agent's socket: neither AUTH_AGENT_SOCKET nor XDG_RUNTIME_DIR is set",
+                      hint: "run authctl from your desktop session, or set AUTH_AGENT_SOCKET", exit: ExitStatus.agentNotRunning)
+        case .agentNotRunning(let path, _):
+            self.init(message: "auth-agent is not running (nothing listens on \(path))",
+                      hint: "start it with `systemctl --user start auth-agent.socket`, or run `auth-agent &`",
+                      exit: ExitStatus.agentNotRunning)
+        case .io(let text):
+            self.init(message: text, exit: ExitStatus.failure)
+        case .protocolViolation(let text):
+            self.init(message: text, hint: "authctl and auth-agent may be different versions", exit: ExitStatus.protocolError)
+        case .agent(let wire):
+            self.init(message: wire.message, hint: CLIFailure.hint(for: wire.knownCode), exit: ExitStatus.forCode(wire.knownCode))
+        }
+    }
+
+    static func hint(for code: ErrorCode?) -> String? {
+        switch code {
+        case .keyringLocked?: return "unlock your login keyring (e.g. with Seahorse, or by logging in to the desktop) and retry"
+        case .keyringUnavailable?: return "start gnome-keyring-daemon (or another Secret Service) in your session"
+        case .unknownAccount?: return "see `authctl accounts` for the configured names"
+        case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
+        case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
+        default: return nil
+        }
+    }
+
+    func report() -> Never {
+        var text = "authctl: \(message)\n"
+        if let hint { text += "hint: \(hint)\n" }
+        writeStderr(text)
+        Glibc.exit(self.exit)
+    }
+
+    /// Runs a client call, turning its typed error into a reportable failure.
+    static func wrap<T>(_ body: () throws(ClientError) -> T) throws(CLIFailure) -> T {
+        do { return try body() } catch { throw CLIFailure(error) }
+    }
+}
+
+/// Writes to stderr without Foundation's FileHandle (authctl uses FoundationEssentials only, to start fast).
+func writeStderr(_ text: String) {
+    var bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeMutableBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        offset += n
+    }
+}

@@ -1,0 +1,98 @@
+import AgentIPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Human output: aligned columns and relative times.
+enum Formatter {
+    static func duration(_ seconds: Int) -> String {
+        var s = abs(seconds)
+        let days = s / 86400; s %= 86400
+        let hours = s / 3600; s %= 3600
+        let minutes = s / 60; s %= 60
+        if days > 0 { return "\(days)d \(hours)h" }
+        if hours > 0 { return "\(hours)h \(minutes)m" }
+        if minutes > 0 { return "\(minutes)m \(s)s" }
+        return "\(s)s"
+    }
+
+    static func relative(_ at: Int, now: Int) -> String {
+        at >= now ? "in \(duration(at - now))" : "\(duration(now - at)) ago"
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        guard let columns = rows.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count) }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func status(_ status: StatusResult, now: Int, color: Bool) -> String {
+        func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
+        let agent = status.agent
+        var lines = [
+            "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
+            "socket:  \(agent.socket)",
+            "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, "31"))",
+        ]
+        if status.accounts.isEmpty {
+            lines.append("")
+            lines.append("No accounts are configured. Add one to ~/.config/auth-agent/config.toml (see README).")
+            return lines.joined(separator: "\n")
+        }
+        for account in status.accounts {
+            lines.append("")
+            let state: String
+            switch (account.signedIn, account.loginPending) {
+            case (_, true): state = paint("signing in", "33")
+            case (true?, _): state = paint("signed in", "32")
+            case (false?, _): state = paint("not signed in", "33")
+            case (nil, _): state = paint("unknown (keyring \(agent.keyring))", "31")
+            }
+            var rows = [["account:", "\(account.name) — \(state)"], ["issuer:", account.issuer],
+                        ["redirect URI:", "\(account.redirectURI)  (register this at the provider)"]]
+            if let expires = account.accessTokenExpiresAt {
+                rows.append(["access token:", expires > now ? "expires \(relative(expires, now: now))" : "expired \(relative(expires, now: now))"])
+            } else {
+                rows.append(["access token:", "none cached"])
+            }
+            if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
+            if let error = account.lastError {
+                rows.append(["last error:", paint("\(error.code): \(error.message) (\(relative(error.at, now: now)))", "31")])
+            }
+            lines.append(table(rows))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+enum Terminal {
+    /// Colour only on a terminal, and never with NO_COLOR (https://no-color.org).
+    static var wantsColor: Bool {
+        isatty(STDOUT_FILENO) == 1 && (ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
+            && ProcessInfo.processInfo.environment["TERM"] != "dumb"
+    }
+
+    /// Progress of a sign-in, on stderr so stdout stays clean for tokens and JSON.
+    static func announce(_ event: WireEvent, account: String) {
+        guard event.type == WireEvent.loginStarted, let url = event.url else { return }
+        var text = ""
+        if event.browserOpened == true {
+            text += "Opened your browser to sign in to '\(account)'. If it did not open, visit:\n"
+        } else {
+            text += "Could not open a browser\(event.browserError.map { " (\($0))" } ?? ""). To sign in to '\(account)', visit:\n"
+        }
+        text += "\n  \(url)\n\n"
+        let minutes = (event.timeoutSeconds ?? 300) / 60
+        text += "Waiting for the sign-in to finish (gives up after \(minutes) min; Ctrl-C cancels)...\n"
+        writeStderr(text)
+    }
+}

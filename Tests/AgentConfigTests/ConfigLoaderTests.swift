@@ -1,0 +1,99 @@
+@testable import AgentConfig
+import AuthCore
+import Foundation
+import XCTest
+
+final class ConfigLoaderTests: XCTestCase {
+    func parse(_ text: String) throws -> AgentConfiguration { try ConfigLoader.parse(text, path: "/cfg/config.toml") }
+
+    func expectError(_ text: String, line: Int?, contains fragment: String, file: StaticString = #filePath, l: UInt = #line) {
+        XCTAssertThrowsError(try parse(text), file: file, line: l) { error in
+            guard let error = error as? ConfigError else { return XCTFail("not a ConfigError: \(error)", file: file, line: l) }
+            XCTAssertEqual(error.file, "/cfg/config.toml", file: file, line: l)
+            XCTAssertEqual(error.line, line, "\(error)", file: file, line: l)
+            XCTAssertTrue(error.message.contains(fragment), "\(error.message) lacks '\(fragment)'", file: file, line: l)
+        }
+    }
+
+    func testFullAccount() throws {
+        let config = try parse("""
+        [agent]
+        log_level = "debug"
+
+        [accounts.work]
+        issuer = "https://login.example.com"
+        client_id = "my-public-client"
+        client_secret = "shh"
+        scopes = ["openid", "email", "offline_access"]
+        token_endpoint = "https://login.example.com/token"
+        redirect_port = 8400
+        redirect_path = "/cb/work"
+        extra_auth_params = { access_type = "offline", prompt = "consent" }
+        login_timeout = 120
+
+        [accounts.personal]
+        issuer = "http://127.0.0.1:9000/o"
+        client_id = "c2"
+        """)
+        XCTAssertEqual(config.logLevel, "debug")
+        XCTAssertEqual(config.accounts.map(\.name), ["work", "personal"], "accounts keep file order")
+        let work = config.accounts[0]
+        XCTAssertEqual(work.issuer.absoluteString, "https://login.example.com")
+        XCTAssertEqual(work.clientSecret?.reveal(), "shh")
+        XCTAssertEqual(work.scopes, ["openid", "email", "offline_access"])
+        XCTAssertEqual(work.tokenEndpoint?.absoluteString, "https://login.example.com/token")
+        XCTAssertEqual(work.redirectPort, 8400)
+        XCTAssertEqual(work.registeredRedirectURI, "http://127.0.0.1:8400/cb/work")
+        XCTAssertEqual(work.extraAuthParams, ["access_type": "offline", "prompt": "consent"])
+        XCTAssertEqual(work.loginTimeout, .seconds(120))
+        let personal = config.accounts[1]
+        XCTAssertEqual(personal.redirectPath, "/oauth2/callback/personal")
+        XCTAssertEqual(personal.registeredRedirectURI, "http://127.0.0.1/oauth2/callback/personal")
+        XCTAssertNil(personal.clientSecret)
+        XCTAssertEqual(personal.loginTimeout, .seconds(300))
+    }
+
+    func testErrorsNameFileLineAndFix() {
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nclient_sceret = \"s\"\n",
+                    line: 4, contains: "unknown key 'client_sceret'")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\n", line: 1, contains: "'client_id' is missing")
+        expectError("[accounts.work]\nissuer = \"http://x.example\"\nclient_id = \"c\"\n", line: 2, contains: "https")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nrevocation_endpoint = \"file:///etc/passwd\"\n",
+                    line: 4, contains: "https")
+        expectError("[accounts.work]\nissuer = \"--help\"\nclient_id = \"c\"\n", line: 2, contains: "'-'")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nscopes = \"openid\"\n", line: 4, contains: "array")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nredirect_port = 70000\n", line: 4, contains: "65535")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nredirect_path = \"cb\"\n", line: 4, contains: "path")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nextra_auth_params = { state = \"x\" }\n",
+                    line: 4, contains: "'state'")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n[accounts.work.nested]\n", line: 4, contains: "unknown key 'nested'")
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = [\n", line: 3, contains: "invalid TOML")
+        expectError("[accounts.\"bad name\"]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n", line: 1, contains: "account names")
+        expectError("surprise = 1\n", line: 1, contains: "unknown key 'surprise'")
+        expectError("[agent]\nlog_level = \"loud\"\n", line: 2, contains: "log_level")
+    }
+
+    func testFileChecks() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("config.toml").path
+        XCTAssertEqual(try ConfigLoader.load(path: path, explicit: false).fileMissing, true)
+        XCTAssertThrowsError(try ConfigLoader.load(path: path, explicit: true))
+        try "[accounts.a]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        XCTAssertEqual(try ConfigLoader.load(path: path, explicit: true).accounts.count, 1)
+        chmod(path, 0o666)
+        XCTAssertThrowsError(try ConfigLoader.load(path: path, explicit: true)) { error in
+            XCTAssertTrue("\(error)".contains("writable by group or others"))
+        }
+    }
+
+    func testDefaultPathOrder() {
+        XCTAssertEqual(AgentConfiguration.defaultPath(explicit: "/a.toml", environment: ["AUTH_AGENT_CONFIG": "/b.toml"])?.path, "/a.toml")
+        XCTAssertEqual(AgentConfiguration.defaultPath(explicit: nil, environment: ["AUTH_AGENT_CONFIG": "/b.toml", "HOME": "/h"])?.path, "/b.toml")
+        XCTAssertEqual(AgentConfiguration.defaultPath(explicit: nil, environment: ["XDG_CONFIG_HOME": "/x", "HOME": "/h"])?.path,
+                       "/x/auth-agent/config.toml")
+        XCTAssertEqual(AgentConfiguration.defaultPath(explicit: nil, environment: ["HOME": "/h"])?.path, "/h/.config/auth-agent/config.toml")
+    }
+}

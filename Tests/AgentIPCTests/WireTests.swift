@@ -1,0 +1,47 @@
+@testable import AgentIPC
+import Foundation
+import XCTest
+
+final class WireTests: XCTestCase {
+    func testRequestEncodingUsesSnakeCaseAndVersion() throws {
+        let data = try JSONEncoder().encode(WireRequest(op: .token, id: 3, account: "work", minValid: 60, forceRefresh: true))
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
+        XCTAssertEqual(object["v"] as? Int, 1)
+        XCTAssertEqual(object["op"] as? String, "token")
+        XCTAssertEqual(object["min_valid"] as? Int, 60)
+        XCTAssertEqual(object["force_refresh"] as? Bool, true)
+        XCTAssertNil(object["interactive"], "absent options are omitted")
+    }
+
+    func testResponsesDecodeAsDocumented() throws {
+        let token = #"{"v":1,"id":7,"result":{"account":"work","access_token":"AT","token_type":"Bearer","expires_in":59,"expires_at":1800000059,"scopes":["openid"]}}"#
+        let decoded = try JSONDecoder().decode(WireResponse<TokenResult>.self, from: Data(token.utf8))
+        XCTAssertEqual(decoded.id, 7)
+        XCTAssertEqual(decoded.result?.accessToken, "AT")
+        XCTAssertEqual(decoded.result?.expiresIn, 59)
+        let error = #"{"v":1,"id":2,"error":{"code":"login_required","message":"run authctl login work"}}"#
+        let decodedError = try JSONDecoder().decode(WireResponse<NoResult>.self, from: Data(error.utf8))
+        XCTAssertEqual(decodedError.error?.knownCode, .loginRequired)
+        let future = #"{"v":1,"error":{"code":"brand_new_code","message":"x"}}"#
+        XCTAssertNil(try JSONDecoder().decode(WireResponse<NoResult>.self, from: Data(future.utf8)).error?.knownCode,
+                     "an unknown code from a newer agent still decodes")
+    }
+
+    func testSocketPathResolution() {
+        XCTAssertEqual(SocketPath.resolve(environment: ["AUTH_AGENT_SOCKET": "/x.sock", "XDG_RUNTIME_DIR": "/run/user/1"]), "/x.sock")
+        XCTAssertEqual(SocketPath.resolve(environment: ["XDG_RUNTIME_DIR": "/run/user/1/"]), "/run/user/1/auth-agent/agent.sock")
+        XCTAssertNil(SocketPath.resolve(environment: [:]))
+    }
+
+    func testClientReportsAgentNotRunning() {
+        XCTAssertThrowsError(try AgentClient(path: "/nonexistent-\(UUID().uuidString)/agent.sock")) { error in
+            guard case ClientError.agentNotRunning = error else { return XCTFail("\(error)") }
+        }
+    }
+
+    func testErrorCodesAreUniqueSnakeCase() {
+        let codes = ErrorCode.allCases.map(\.rawValue)
+        XCTAssertEqual(Set(codes).count, codes.count)
+        for code in codes { XCTAssertTrue(code.allSatisfy { $0.isLowercase || $0 == "_" }, code) }
+    }
+}

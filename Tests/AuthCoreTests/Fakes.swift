@@ -1,0 +1,129 @@
+@testable import AuthCore
+import Foundation
+import Logging
+import Synchronization
+
+/// A clock tests move by hand: expiry logic is tested without sleeping.
+final class ManualClock: TimeSource, @unchecked Sendable {
+    private let lock = NSLock()
+    private let origin = ContinuousClock.now
+    private let wallOrigin = Date(timeIntervalSince1970: 1_800_000_000)
+    private var offset: Duration = .zero
+
+    func now() -> ContinuousClock.Instant { lock.withLock { origin + offset } }
+    func wallClock() -> Date { lock.withLock { wallOrigin.addingTimeInterval(Double(offset.components.seconds)) } }
+    func advance(_ by: Duration) { lock.withLock { offset += by } }
+}
+
+/// Scripted token/discovery endpoint that records every request.
+final class FakeHTTP: HTTPTransport, @unchecked Sendable {
+    private let lock = NSLock()
+    var discovery: [String: HTTPReply] = [:]
+    var tokenReplies: [HTTPReply] = []
+    var revocationStatus = 200
+    private(set) var posts: [(url: URL, fields: [String: String], basic: Bool)] = []
+    /// Delay before the token endpoint answers (to let concurrent callers pile up).
+    var tokenDelay: Duration = .zero
+
+    func get(_ url: URL) async throws(AuthError) -> HTTPReply {
+        lock.withLock { discovery[url.absoluteString] } ?? HTTPReply(status: 404, body: [])
+    }
+
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+        let delay = lock.withLock { () -> Duration in
+            posts.append((url, Dictionary(fields, uniquingKeysWith: { a, _ in a }), basicAuth != nil))
+            return tokenDelay
+        }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        if url.path.hasSuffix("revoke") { return HTTPReply(status: revocationStatus, body: []) }
+        return lock.withLock {
+            guard !tokenReplies.isEmpty else { return HTTPReply(status: 500, body: Array("no scripted reply".utf8)) }
+            return tokenReplies.removeFirst()
+        }
+    }
+
+    var tokenPosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("token") }.map(\.fields) } }
+    var revokePosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("revoke") }.map(\.fields) } }
+
+    static func tokenReply(access: String, refresh: String? = nil, expiresIn: Int = 3600, idToken: String? = nil) -> HTTPReply {
+        var object: [String: Any] = ["access_token": access, "token_type": "Bearer", "expires_in": expiresIn]
+        if let refresh { object["refresh_token"] = refresh }
+        if let idToken { object["id_token"] = idToken }
+        return HTTPReply(status: 200, body: Array(try! JSONSerialization.data(withJSONObject: object)))
+    }
+
+    static func errorReply(_ status: Int, _ error: String) -> HTTPReply {
+        HTTPReply(status: status, body: Array(#"{"error":"\#(error)"}"#.utf8))
+    }
+}
+
+/// A redirect listener whose "browser" is the test: `deliver(query:)` calls the judge as a request would.
+final class FakeRedirects: RedirectListenerFactory, @unchecked Sendable {
+    private let lock = NSLock()
+    private var judge: (@Sendable (String?) -> RedirectPage)?
+    private(set) var closed = 0
+    private(set) var opened = 0
+
+    func listen(port: UInt16, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
+        lock.withLock {
+            self.judge = judge
+            opened += 1
+        }
+        return Listener(uri: "http://127.0.0.1:50000\(path)") { [weak self] in self?.lock.withLock { self?.closed += 1 } }
+    }
+
+    func deliver(_ query: String?) -> RedirectPage? {
+        let judge = lock.withLock { self.judge }
+        return judge?(query)
+    }
+
+    struct Listener: RedirectListener {
+        let uri: String
+        let onClose: @Sendable () -> Void
+        var redirectURI: String { uri }
+        func close() async { onClose() }
+    }
+}
+
+final class FakeBrowser: BrowserLauncher, @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var opened: [URL] = []
+    var fails = false
+    func open(_ url: URL) throws(AuthError) {
+        if fails { throw AuthError(.loginFailed, "no browser") }
+        lock.withLock { opened.append(url) }
+    }
+    var lastQuery: [String: [String]] {
+        lock.withLock { LoginSession.parseQuery(URLComponents(url: opened.last!, resolvingAgainstBaseURL: false)!.percentEncodedQuery ?? "") }
+    }
+}
+
+enum Fixtures {
+    static let issuer = URL(string: "https://issuer.example")!
+    static func account(_ name: String = "work", scopes: [String] = ["openid", "email"], secret: String? = nil) -> AccountConfig {
+        AccountConfig(name: name, issuer: issuer, clientID: "client-1", clientSecret: secret.map(Secret.init), scopes: scopes,
+                      loginTimeout: .seconds(5))
+    }
+    static let discoveryBody = Array("""
+    {"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/authorize",
+     "token_endpoint":"https://issuer.example/token","revocation_endpoint":"https://issuer.example/revoke",
+     "code_challenge_methods_supported":["S256"]}
+    """.utf8)
+
+    static func idToken(nonce: String?, aud: Any = "client-1", iss: String = "https://issuer.example", exp: Double = 1_800_003_600,
+                        alg: String = "RS256", signature: String = "c2ln") -> String {
+        var claims: [String: Any] = ["iss": iss, "aud": aud, "sub": "alice", "email": "alice@example.test", "exp": exp, "iat": 1_800_000_000]
+        if let nonce { claims["nonce"] = nonce }
+        let header = Base64URL.encode(try! JSONSerialization.data(withJSONObject: ["alg": alg, "typ": "JWT"]))
+        let payload = Base64URL.encode(try! JSONSerialization.data(withJSONObject: claims))
+        return "\(header).\(payload).\(signature)"
+    }
+
+    static func broker(accounts: [AccountConfig] = [account()], store: MemorySecretStore = MemorySecretStore(),
+                       http: FakeHTTP = FakeHTTP(), redirects: FakeRedirects = FakeRedirects(),
+                       browser: FakeBrowser = FakeBrowser(), clock: ManualClock = ManualClock()) -> TokenBroker {
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: discoveryBody)
+        return TokenBroker(accounts: accounts, store: store, http: http, redirects: redirects, browser: browser, time: clock,
+                           logger: Logger(label: "test"))
+    }
+}

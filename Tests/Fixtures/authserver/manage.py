@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""Django manage.py for the test authorization server (needs AS_STATE_DIR)."""
+import os
+import sys
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "asproject.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)

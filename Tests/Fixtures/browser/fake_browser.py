@@ -1,0 +1,156 @@
+"""Scripted browser: logs in to the test authorization server and delivers the
+authorization response to the agent's loopback listener. See ../README.md.
+
+Env: FAKE_BROWSER_MODE (login|deny|wrong-state|none|fail), FAKE_BROWSER_USER,
+FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries.
+"""
+import os
+import re
+import secrets
+import sys
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit, urlunsplit
+
+TIMEOUT = 30
+LOG = os.environ.get("FAKE_BROWSER_LOG")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1")
+
+
+def log(line):
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def fail(reason):
+    log(f"FAIL {reason}")
+    print(f"fake-browser: {reason}", file=sys.stderr)
+    sys.exit(1)
+
+
+def path_of(url):
+    return urlsplit(url).path or "/"
+
+
+def with_query(url, params):
+    p = urlsplit(url)
+    return urlunsplit((p.scheme, p.netloc, p.path, urlencode(params), ""))
+
+
+class Browser:
+    def __init__(self):
+        import requests
+
+        self.requests = requests
+        self.s = requests.Session()
+        self.s.trust_env = False  # ignore proxies / netrc from the agent's environment
+        self.s.headers["User-Agent"] = "fake-browser/1"
+
+    def request(self, method, url, note="", **kw):
+        try:
+            r = self.s.request(method, url, allow_redirects=False, timeout=TIMEOUT, **kw)
+        except self.requests.RequestException as e:
+            # Exception text may contain the full URL (code/state): report type + path only.
+            fail(f"{method} {urlsplit(url).netloc}{path_of(url)}: {type(e).__name__}")
+        log(f"{method} {path_of(url)} -> {r.status_code}{note}")
+        return r
+
+
+def is_callback(url, as_netloc):
+    p = urlsplit(url)
+    return (p.scheme == "http" and p.hostname in LOOPBACK_HOSTS
+            and as_netloc is not None and p.netloc != as_netloc)
+
+
+def login_form(html):
+    if 'name="password"' not in html:
+        return None
+    m = re.search(r'name="csrfmiddlewaretoken"\s+value="([^"]+)"', html)
+    if not m:
+        fail("login form without csrf token")
+    action = re.search(r'<form[^>]*action="([^"]*)"', html)
+    nxt = re.search(r'name="next"\s+value="([^"]*)"', html)
+    return m.group(1), (action.group(1) if action else ""), (nxt.group(1).replace("&amp;", "&") if nxt else "")
+
+
+def run_flow(b, url):
+    """Follows redirects / logs in until a redirect to the loopback callback; returns its URL."""
+    as_netloc = None
+    logged_in = False
+    for _ in range(30):
+        if "/o/authorize" in path_of(url):
+            as_netloc = urlsplit(url).netloc
+        r = b.request("GET", url)
+        while True:
+            if r.is_redirect:
+                url = urljoin(url, r.headers["Location"])
+                if is_callback(url, as_netloc):
+                    return url
+                break
+            if r.status_code != 200:
+                fail(f"unexpected HTTP {r.status_code} at {path_of(url)}")
+            form = login_form(r.text)
+            if form is None:
+                fail(f"no redirect and no login form at {path_of(url)}")
+            if logged_in:
+                fail("login rejected (bad username/password?)")
+            token, action, nxt = form
+            url = urljoin(url, action or url)
+            r = b.request("POST", url, data={
+                "csrfmiddlewaretoken": token, "next": nxt,
+                "username": os.environ.get("FAKE_BROWSER_USER", "alice"),
+                "password": os.environ.get("FAKE_BROWSER_PASSWORD", "correct-horse-battery"),
+            }, headers={"Referer": url})
+            logged_in = True
+    fail("too many redirects")
+
+
+def deliver(b, url, note=""):
+    r = b.request("GET", url, note=note)
+    return r.status_code
+
+
+def main():
+    mode = os.environ.get("FAKE_BROWSER_MODE", "login") or "login"
+    if mode not in ("login", "deny", "wrong-state", "none", "fail"):
+        print(f"fake-browser: unknown FAKE_BROWSER_MODE {mode!r}", file=sys.stderr)
+        sys.exit(2)
+    if len(sys.argv) != 2:
+        print("usage: fake-browser URL", file=sys.stderr)
+        sys.exit(2)
+    log(f"START mode={mode}")
+    if mode == "fail":
+        fail("simulated browser failure (FAKE_BROWSER_MODE=fail)")
+    if mode == "none":
+        log("DONE none")
+        return
+
+    original = sys.argv[1]
+    b = Browser()
+    callback = run_flow(b, original)
+    query = parse_qs(urlsplit(callback).query)
+    if mode == "deny":
+        params = {"error": "access_denied"}
+        state = parse_qs(urlsplit(original).query).get("state")
+        if state:
+            params["state"] = state[0]
+        status = deliver(b, with_query(callback, params), " (callback, error=access_denied)")
+        log(f"DONE deny callback={status}")
+        return
+    if "code" not in query:  # AS error redirect: deliver it like a real browser, then fail
+        status = deliver(b, callback, " (callback, AS error)")
+        fail(f"authorization server returned error={query.get('error', ['?'])[0]} "
+             f"(callback answered HTTP {status})")
+    if mode == "wrong-state":
+        params = {k: v[0] for k, v in query.items()}
+        params["state"] = "wrong-" + secrets.token_hex(8)
+        first = deliver(b, with_query(callback, params), " (callback, wrong state)")
+        if first < 400:
+            print(f"fake-browser: warning: wrong state accepted with HTTP {first}", file=sys.stderr)
+    status = deliver(b, callback, " (callback)")
+    if status >= 400:
+        fail(f"callback returned HTTP {status}")
+    log(f"DONE {mode} callback={status}")
+
+
+if __name__ == "__main__":
+    main()

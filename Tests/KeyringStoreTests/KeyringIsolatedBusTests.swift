@@ -1,0 +1,131 @@
+import AuthCore
+import Foundation
+import KeyringStore
+import XCTest
+
+/// Keyring situations that need a bus of their own: a locked collection and a bus without a Secret Service.
+///
+/// libsecret and GDBus cache the session bus connection and the service proxy per process, so another bus cannot
+/// be used from this process. Each test here re-runs this test binary on a fresh bus, filtered to one
+/// ``KeyringProbeTests`` method, and requires that child run to pass. Locking the shared keyring instead would
+/// need a way to unlock it again, which gnome-keyring only offers through a prompt.
+final class KeyringIsolatedBusTests: XCTestCase {
+    override func setUp() async throws {
+        try await KeyringTest.require()
+    }
+
+    /// Items of a locked collection are invisible (`load` returns nil, no error), `state()` says `.locked` so
+    /// the broker reports "locked" instead of "not signed in", and `store` fails with `keyringLocked`.
+    func testLockedKeyring() throws {
+        try runProbe("testLockedKeyring", launcher: [KeyringTest.withKeyringScript])
+    }
+
+    /// A session bus on which nothing provides org.freedesktop.secrets: every call fails fast with
+    /// `keyringUnavailable` and `state()` says `.absent`.
+    func testNoSecretService() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-agent-bus-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The stock session.conf, minus <servicedir>/<standard_session_servicedirs/>: nothing is activatable.
+        let config = directory.appendingPathComponent("session.conf")
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <keep_umask/>
+              <listen>unix:dir=\(directory.path)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """.write(to: config, atomically: true, encoding: .utf8)
+        try runProbe("testNoSecretService", launcher: ["dbus-run-session", "--config-file=\(config.path)", "--"])
+    }
+
+    /// No session bus at all (a dead address): the same answers as a bus without the service.
+    func testNoSessionBus() throws {
+        try runProbe("testNoSessionBus", launcher: [],
+                     environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/auth-agent-test-bus"])
+    }
+
+    private func runProbe(_ name: String, launcher: [String], environment: [String: String] = [:],
+                          file: StaticString = #filePath, line: UInt = #line) throws {
+        var env = environment
+        env["AUTH_AGENT_KEYRING_PROBE"] = name
+        let result = try runProcess(
+            launcher + [KeyringTest.testExecutable, "KeyringStoreTests.KeyringProbeTests/\(name)"],
+            environment: env)
+        let passed = result.status == 0 && result.output.contains("Executed 1 test, with 0 failures")
+        XCTAssertTrue(passed, "probe \(name) failed (exit \(result.status)):\n\(result.output)", file: file, line: line)
+    }
+}
+
+/// The child side of ``KeyringIsolatedBusTests``: each method runs only when that test starts it on its own bus
+/// (`AUTH_AGENT_KEYRING_PROBE` names the method) and skips otherwise.
+final class KeyringProbeTests: XCTestCase {
+    private func requireProbe(_ name: String = #function) throws {
+        let wanted = String(name.prefix { $0 != "(" })
+        guard ProcessInfo.processInfo.environment["AUTH_AGENT_KEYRING_PROBE"] == wanted else {
+            throw XCTSkip("runs only in a child process started by KeyringIsolatedBusTests.\(wanted)")
+        }
+    }
+
+    func testLockedKeyring() async throws {
+        try requireProbe()
+        let store = LibsecretStore(timeout: .seconds(5))
+        let key = KeyringTest.uniqueKey()
+        try await store.store(Secret("hidden-while-locked"), for: key)
+
+        let lock = try runProcess([
+            "gdbus", "call", "--session", "--dest", "org.freedesktop.secrets",
+            "--object-path", "/org/freedesktop/secrets", "--method", "org.freedesktop.Secret.Service.Lock",
+            "['/org/freedesktop/secrets/collection/login']",
+        ])
+        XCTAssertEqual(lock.status, 0, lock.output)
+
+        let state = await store.state()
+        XCTAssertEqual(state, .locked)
+        let loaded = try await store.load(key)
+        XCTAssertNil(loaded, "a locked collection hides its items")
+        let error = await assertThrows(.keyringLocked) { () async throws(AuthError) in
+            try await store.store(Secret("new"), for: key)
+        }
+        XCTAssertFalse(error?.message.contains("new") ?? false)
+        // Delete cannot see the hidden item either: it reports "nothing deleted", not an error.
+        let deleted = try await store.delete(key)
+        XCTAssertFalse(deleted)
+    }
+
+    func testNoSecretService() async throws {
+        try requireProbe()
+        try await assertUnavailable()
+    }
+
+    func testNoSessionBus() async throws {
+        try requireProbe()
+        try await assertUnavailable()
+    }
+
+    private func assertUnavailable(file: StaticString = #filePath, line: UInt = #line) async throws {
+        let store = LibsecretStore(timeout: .seconds(5))
+        let key = KeyringTest.uniqueKey()
+        let start = ContinuousClock.now
+        let state = await store.state()
+        XCTAssertEqual(state, .absent, file: file, line: line)
+        let loadError = await assertThrows(.keyringUnavailable, file: file, line: line) {
+            () async throws(AuthError) in try await store.load(key)
+        }
+        await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
+            try await store.store(Secret("never-stored"), for: key)
+        }
+        await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
+            try await store.delete(key)
+        }
+        print("unavailable: \(loadError?.message ?? "-"); four calls took \(milliseconds(since: start)) ms")
+        XCTAssertLessThan(milliseconds(since: start), 2000, "a missing service must fail fast", file: file, line: line)
+    }
+}
