@@ -85,6 +85,15 @@ public struct LogoutResult: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case account, hadRefreshToken = "had_refresh_token", revoked, revocationError = "revocation_error"
     }
+
+    /// `revoked` is always present: null means "not attempted", which differs from false ("attempted, failed").
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(account, forKey: .account)
+        try container.encode(hadRefreshToken, forKey: .hadRefreshToken)
+        try container.encode(revoked, forKey: .revoked)
+        try container.encodeIfPresent(revocationError, forKey: .revocationError)
+    }
 }
 
 public struct AccountSummary: Codable, Sendable, Equatable {
@@ -179,6 +188,22 @@ public struct StatusResult: Codable, Sendable, Equatable {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending"
+        }
+
+        /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(issuer, forKey: .issuer)
+            try container.encode(clientID, forKey: .clientID)
+            try container.encode(redirectURI, forKey: .redirectURI)
+            try container.encode(scopes, forKey: .scopes)
+            try container.encode(signedIn, forKey: .signedIn)
+            try container.encodeIfPresent(accessTokenExpiresAt, forKey: .accessTokenExpiresAt)
+            try container.encodeIfPresent(accessTokenExpiresIn, forKey: .accessTokenExpiresIn)
+            try container.encodeIfPresent(lastRefresh, forKey: .lastRefresh)
+            try container.encodeIfPresent(lastError, forKey: .lastError)
+            try container.encode(loginPending, forKey: .loginPending)
         }
     }
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -23,6 +24,7 @@ public final class SocketServer: Service {
     let dispatcher: RequestDispatcher
     let logger: Logger
     let boundPath: String?
+    let connections = ConnectionRegistry()
 
     private init(serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>,
                  dispatcher: RequestDispatcher, logger: Logger, boundPath: String?) {
@@ -82,7 +84,10 @@ public final class SocketServer: Service {
                 }
             }
         } onGracefulShutdown: {
+            // Stop accepting, then stop reading from every client: requests already running still get their
+            // reply, sign-ins waiting for a person are cancelled, idle connections end.
             self.serverChannel.channel.close(promise: nil)
+            self.connections.closeInputOfAll()
         }
         if let boundPath { unlink(boundPath) }
     }
@@ -92,6 +97,8 @@ public final class SocketServer: Service {
         let peer = (try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get().peer)
             ?? PeerCredentials(pid: 0, uid: 0, gid: 0)
         let dispatcher = self.dispatcher
+        let registration = connections.add(connection.channel)
+        defer { connections.remove(registration) }
         do {
             try await connection.executeThenClose { inbound, outbound in
                 let writer = LineWriter(outbound: outbound)
@@ -164,4 +171,36 @@ final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
     typealias InboundOut = ByteBuffer
     let peer: PeerCredentials
     init(peer: PeerCredentials) { self.peer = peer }
+}
+
+/// The open client connections, so shutdown can reach them.
+final class ConnectionRegistry: @unchecked Sendable {
+    private let lock = NSLock()
+    private var channels: [Int: any Channel] = [:]
+    private var next = 0
+    private var closing = false
+
+    func add(_ channel: any Channel) -> Int {
+        let (id, closing) = lock.withLock { () -> (Int, Bool) in
+            next += 1
+            channels[next] = channel
+            return (next, self.closing)
+        }
+        if closing { ConnectionRegistry.closeInput(channel) }
+        return id
+    }
+
+    func remove(_ id: Int) { lock.withLock { _ = channels.removeValue(forKey: id) } }
+
+    func closeInputOfAll() {
+        let all = lock.withLock { () -> [any Channel] in
+            closing = true
+            return Array(channels.values)
+        }
+        for channel in all { ConnectionRegistry.closeInput(channel) }
+    }
+
+    static func closeInput(_ channel: any Channel) {
+        channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
+    }
 }

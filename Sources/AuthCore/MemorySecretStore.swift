@@ -1,4 +1,5 @@
-/// An in-memory ``SecretStore`` for unit tests of broker logic. Never used by the agent itself.
+/// An in-memory ``SecretStore`` for unit tests of broker logic, mimicking libsecret's behaviour when the keyring is
+/// locked or absent. Never used by the agent itself.
 public actor MemorySecretStore: SecretStore {
     public private(set) var items: [SecretKey: Secret] = [:]
     public var forcedState: KeyringState = .available
@@ -8,7 +9,9 @@ public actor MemorySecretStore: SecretStore {
 
     public func setState(_ state: KeyringState) { forcedState = state }
 
+    /// Like libsecret: a locked collection hides its items, so a lookup returns nothing rather than failing.
     public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
+        if forcedState == .locked { return nil }
         try check()
         return items[key]
     }
@@ -18,6 +21,7 @@ public actor MemorySecretStore: SecretStore {
         writes += 1
     }
     public func delete(_ key: SecretKey) throws(AuthError) -> Bool {
+        if forcedState == .locked { return false }
         try check()
         return items.removeValue(forKey: key) != nil
     }

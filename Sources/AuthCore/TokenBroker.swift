@@ -122,15 +122,10 @@ public actor TokenBroker {
             let refreshToken: Secret
             if let unsaved = accounts[name]?.unsavedRefreshToken {
                 refreshToken = unsaved
-            } else if let stored = try await store.load(key) {
+            } else if let stored = try await loadRefreshToken(key) {
                 refreshToken = stored
             } else {
-                // A locked collection hides its items: say "locked", never "not signed in".
-                switch await store.state() {
-                case .locked: throw AuthError.keyringLocked()
-                case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
-                case .available, .error: throw AuthError.loginRequired(name)
-                }
+                throw AuthError.loginRequired(name)
             }
             let metadata = try await metadata(for: name)
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
@@ -164,6 +159,18 @@ public actor TokenBroker {
         } catch {
             record(name, error)
             throw error
+        }
+    }
+
+    /// The stored refresh token, or nil when there truly is none. A locked collection hides its items (a lookup
+    /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
+    /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
+    private func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
+        if let stored = try await store.load(key) { return stored }
+        switch await store.state() {
+        case .locked: throw AuthError.keyringLocked()
+        case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
+        case .available, .error: return nil
         }
     }
 
@@ -382,7 +389,7 @@ public actor TokenBroker {
         let key = SecretKey(config)
         let unsaved = accounts[name]?.unsavedRefreshToken
         accounts[name]?.unsavedRefreshToken = nil
-        let stored = try await store.load(key)
+        let stored = try await loadRefreshToken(key)
         var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
         if let token = unsaved ?? stored {
             do throws(AuthError) {
@@ -403,6 +410,23 @@ public actor TokenBroker {
         accounts[name]?.lastError = nil
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
         return result
+    }
+
+    // MARK: Shutdown
+
+    /// Cancels pending sign-ins and waits (up to `timeout`) for running refreshes, so a rotated refresh token that
+    /// the server already issued is in the keyring before the process exits.
+    public func drain(timeout: Duration = .seconds(10)) async {
+        let refreshes = accounts.values.compactMap(\.refresh)
+        for state in accounts.values { state.login?.completion.cancel() }
+        guard !refreshes.isEmpty else { return }
+        logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for task in refreshes { _ = try? await task.value } }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     // MARK: Status
@@ -476,7 +500,17 @@ public actor TokenBroker {
                     first.revocationEndpoint = (try? ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer))?.revocationEndpoint
                     return first
                 }
-                let metadata = try ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer)
+                let metadata: ProviderMetadata
+                do throws(AuthError) {
+                    metadata = try ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer)
+                } catch {
+                    // With both endpoints configured, discovery only fills gaps; a document we cannot trust is skipped.
+                    if explicit {
+                        logger.notice("ignoring the discovery document", metadata: ["account": "\(config.name)", "reason": "\(error.message)"])
+                        return nil
+                    }
+                    throw error
+                }
                 if metadata.revocationEndpoint != nil { return metadata }
                 found = metadata
                 continue

@@ -49,7 +49,7 @@ public final class HTTPClientTransport: HTTPTransport {
     private func execute(_ request: HTTPClientRequest, url: URL) async throws(AuthError) -> HTTPReply {
         var request = request
         request.headers.add(name: "User-Agent", value: userAgent)
-        let where_ = "\(url.scheme ?? "?")://\(url.host ?? "?")\(url.port.map { ":\($0)" } ?? "")\(url.path)"
+        let where_ = url.absoluteString.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "?"
         do {
             let response = try await client.execute(request, timeout: timeout)
             let body: ByteBuffer

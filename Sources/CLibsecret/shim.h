@@ -89,9 +89,19 @@ static inline int aa_secret_error_kind(const GError *error) {
         default: break;
         }
     }
+    /* No session bus to talk to: a dead address ("Could not connect: No such file or directory" / "Connection
+     * refused"), a bus that went away ("The connection is closed"). Remote D-Bus errors never arrive in G_IO_ERROR
+     * with these codes, so the codes alone are safe (the messages are translated). */
     if (error->domain == G_IO_ERROR &&
-        (error->code == G_IO_ERROR_NOT_FOUND || error->code == G_IO_ERROR_DBUS_ERROR || error->code == G_IO_ERROR_FAILED)
-        && error->message && (strstr(error->message, "org.freedesktop.secrets") || strstr(error->message, "DBUS_SESSION_BUS_ADDRESS")))
+        (error->code == G_IO_ERROR_NOT_FOUND || error->code == G_IO_ERROR_CONNECTION_REFUSED ||
+         error->code == G_IO_ERROR_CLOSED))
+        return AA_ERROR_NO_SERVICE;
+    /* No DBUS_SESSION_BUS_ADDRESS and no X display: "Cannot autolaunch D-Bus without X11 $DISPLAY". The name
+     * and the variable names survive translation. */
+    if (error->domain == G_IO_ERROR &&
+        (error->code == G_IO_ERROR_DBUS_ERROR || error->code == G_IO_ERROR_FAILED)
+        && error->message && (strstr(error->message, "org.freedesktop.secrets") ||
+                              strstr(error->message, "DBUS_SESSION_BUS_ADDRESS") || strstr(error->message, "$DISPLAY")))
         return AA_ERROR_NO_SERVICE;
     /* "Cannot create an item in a locked collection" comes back as a plain D-Bus error. */
     if (error->message && strstr(error->message, "locked")) return AA_ERROR_LOCKED;
@@ -108,11 +118,18 @@ enum {
 
 /* The default collection's state. A locked collection makes lookups return "nothing" without an error, so callers
  * must ask this before concluding that an item does not exist.
- * ABSENT: no Secret Service on the bus (*error set, kind AA_ERROR_NO_SERVICE). It can show up at either call:
- * secret_service_get_sync only builds a proxy, so a missing service often fails only at the alias lookup.
+ * ABSENT: no session bus, or no Secret Service on it (*error usually set). A missing service can show up at
+ * either libsecret call: secret_service_get_sync only builds a proxy, so it often fails only at the alias lookup.
  * ERROR: any other failure (*error set, e.g. cancelled), or NULL with no GError, which libsecret does return.
  * NO_DEFAULT_COLLECTION: the service answers but has no "default" alias (no login keyring yet). */
 static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **error) {
+    /* Ask for the bus first: "no session bus" is then ABSENT whatever the (translated) message says. The
+     * connection is the process-wide singleton that libsecret uses too. */
+    GDBusConnection *bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, error);
+    if (bus == NULL)
+        return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_CANCELLED) ? AA_KEYRING_ERROR
+                                                                                    : AA_KEYRING_ABSENT;
+    g_object_unref(bus);
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (service == NULL)
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE) ? AA_KEYRING_ABSENT

@@ -51,7 +51,7 @@ public final class LibsecretStore: SecretStore {
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
-        return outcome.value
+        return outcome.value ?? nil
     }
 
     public func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
@@ -71,7 +71,7 @@ public final class LibsecretStore: SecretStore {
         }
         if let failure = outcome.failure { throw authError(failure) }
         // libsecret documents FALSE with an error; be safe if it ever returns FALSE without one.
-        guard outcome.value else { throw AuthError(.keyringError, "the keyring refused to store the token") }
+        guard outcome.value == true else { throw AuthError(.keyringError, "the keyring refused to store the token") }
     }
 
     @discardableResult
@@ -86,7 +86,7 @@ public final class LibsecretStore: SecretStore {
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
-        return outcome.value
+        return outcome.value ?? false
     }
 
     /// The default collection's state.
@@ -99,7 +99,7 @@ public final class LibsecretStore: SecretStore {
     /// - `error`: anything else, including a keyring that did not answer within `timeout`.
     public func state() async -> KeyringState {
         let outcome = await caller.call { cancellable, error in Int(aa_secret_keyring_state(cancellable, error)) }
-        switch outcome.value {
+        switch outcome.value ?? AA_KEYRING_ERROR {
         case AA_KEYRING_AVAILABLE, AA_KEYRING_NO_DEFAULT_COLLECTION: return .available
         case AA_KEYRING_LOCKED: return .locked
         case AA_KEYRING_ABSENT: return .absent
@@ -118,10 +118,13 @@ public final class LibsecretStore: SecretStore {
             return AuthError.keyringLocked()
         case .noService:
             return AuthError.keyringUnavailable(failure.message)
-        case .cancelled where failure.deadlinePassed, .timedOut:
+        case .cancelled where failure.deadlinePassed:
             return AuthError(
                 .keyringError,
                 "the keyring did not answer within \(timeout.secondsText) s (is an unlock prompt waiting?)")
+        case .timedOut:
+            // D-Bus's own call timeout (25 s), which only fires first when `timeout` is longer.
+            return AuthError(.keyringError, "the keyring did not answer in time (is an unlock prompt waiting?)")
         case .cancelled:
             return AuthError(.keyringError, "the keyring call was cancelled")
         case .other:

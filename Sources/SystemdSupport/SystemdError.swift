@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// A failure of a libsystemd call, with the negative errno it returned turned into a code and a message.
 public struct SystemdError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The call that failed, e.g. `sd_listen_fds`.
@@ -14,9 +20,3 @@ public struct SystemdError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var description: String { "\(function): \(message) (errno \(errno))" }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif

@@ -108,7 +108,7 @@ struct AuthAgent: AsyncParsableCommand {
 
         logger.info("ready", metadata: ["socket": "\(socketPath)", "accounts": "\(configuration.accounts.count)",
                                         "version": "\(agentVersion)"])
-        SystemdNotifier.notify("READY=1\nSTATUS=Serving \(configuration.accounts.count) account(s) on \(socketPath)")
+        _ = SystemdNotifier.ready(status: "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -117,7 +117,8 @@ struct AuthAgent: AsyncParsableCommand {
         } catch {
             logger.error("agent stopped with an error", metadata: ["error": "\(error)"])
         }
-        SystemdNotifier.notify("STOPPING=1")
+        _ = SystemdNotifier.stopping()
+        await broker.drain()
         await http.shutdown()
         logger.info("stopped")
     }

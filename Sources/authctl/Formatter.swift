@@ -22,7 +22,8 @@ enum Formatter {
     }
 
     static func relative(_ at: Int, now: Int) -> String {
-        at >= now ? "in \(duration(at - now))" : "\(duration(now - at)) ago"
+        if at == now { return "just now" }
+        return at > now ? "in \(duration(at - now))" : "\(duration(now - at)) ago"
     }
 
     static func table(_ rows: [[String]]) -> String {
@@ -91,8 +92,7 @@ enum Terminal {
             text += "Could not open a browser\(event.browserError.map { " (\($0))" } ?? ""). To sign in to '\(account)', visit:\n"
         }
         text += "\n  \(url)\n\n"
-        let minutes = (event.timeoutSeconds ?? 300) / 60
-        text += "Waiting for the sign-in to finish (gives up after \(minutes) min; Ctrl-C cancels)...\n"
+        text += "Waiting for the sign-in to finish (gives up after \(Formatter.duration(event.timeoutSeconds ?? 300)); Ctrl-C cancels)...\n"
         writeStderr(text)
     }
 }

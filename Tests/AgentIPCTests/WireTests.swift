@@ -27,6 +27,17 @@ final class WireTests: XCTestCase {
                      "an unknown code from a newer agent still decodes")
     }
 
+    func testUnknownSignInStateIsAnExplicitNull() throws {
+        let account = StatusResult.Account(name: "a", issuer: "https://x", clientID: "c", redirectURI: "http://127.0.0.1/cb",
+                                           scopes: [], signedIn: nil, accessTokenExpiresAt: nil, accessTokenExpiresIn: nil,
+                                           lastRefresh: nil, lastError: nil, loginPending: false)
+        let text = String(decoding: try JSONEncoder().encode(account), as: UTF8.self)
+        XCTAssertTrue(text.contains(#""signed_in":null"#), text)
+        XCTAssertFalse(text.contains("last_error"), "other absent fields are omitted")
+        let logout = String(decoding: try JSONEncoder().encode(LogoutResult(account: "a", hadRefreshToken: false, revoked: nil, revocationError: nil)), as: UTF8.self)
+        XCTAssertTrue(logout.contains(#""revoked":null"#), logout)
+    }
+
     func testSocketPathResolution() {
         XCTAssertEqual(SocketPath.resolve(environment: ["AUTH_AGENT_SOCKET": "/x.sock", "XDG_RUNTIME_DIR": "/run/user/1"]), "/x.sock")
         XCTAssertEqual(SocketPath.resolve(environment: ["XDG_RUNTIME_DIR": "/run/user/1/"]), "/run/user/1/auth-agent/agent.sock")

@@ -98,6 +98,20 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertNil(status.accounts.first?.hasRefreshToken, "locked keyring: sign-in state unknown, not 'signed out'")
     }
 
+    func testLogoutWithLockedKeyringSaysLockedAndKeepsTheToken() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        await store.setState(.locked)
+        let http = FakeHTTP()
+        let broker = Fixtures.broker(store: store, http: http)
+        await assertThrows(.keyringLocked) { _ = try await broker.logout(account: "work") }
+        XCTAssertTrue(http.revokePosts.isEmpty)
+        await store.setState(.available)
+        let kept = await store.items[key]
+        XCTAssertEqual(kept?.reveal(), "rt-1", "nothing was deleted behind the user's back")
+        let outcome = try await broker.logout(account: "work")
+        XCTAssertEqual(outcome.revoked, true, "after unlocking, logout works")
+    }
+
     func testNoRefreshTokenMeansLoginRequired() async throws {
         let broker = Fixtures.broker()
         await assertThrows(.loginRequired) { _ = try await broker.accessToken(account: "work") }
@@ -218,6 +232,28 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertNotNil(outcome2.revocationError)
         let gone2 = await store2.items[key]
         XCTAssertNil(gone2)
+    }
+
+    func testExplicitEndpointsSurviveAnUntrustworthyDiscoveryDocument() async throws {
+        var account = Fixtures.account()
+        account.authorizationEndpoint = URL(string: "https://issuer.example/authorize")
+        account.tokenEndpoint = URL(string: "https://issuer.example/token")
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at")]
+        let broker = Fixtures.broker(accounts: [account], store: store, http: http)
+        // A templated issuer, as Microsoft's /common/v2.0 document has: not equal to the configured one.
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: Array(
+            #"{"issuer":"https://issuer.example/{tenantid}","authorization_endpoint":"https://x.example/a","token_endpoint":"https://x.example/t"}"#.utf8))
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.accessToken.reveal(), "at")
+        XCTAssertEqual(http.tokenPosts.count, 1)
+
+        // Without explicit endpoints the same document is an error.
+        let bad = http.discovery["https://issuer.example/.well-known/openid-configuration"]
+        let strict = Fixtures.broker(store: MemorySecretStore(items: [key: Secret("rt-1")]), http: http)
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = bad
+        await assertThrows(.invalidMetadata) { _ = try await strict.accessToken(account: "work") }
     }
 
     func testConfidentialClientUsesBasicAuth() async throws {

@@ -23,10 +23,26 @@ final class KeyringIsolatedBusTests: XCTestCase {
     /// A session bus on which nothing provides org.freedesktop.secrets: every call fails fast with
     /// `keyringUnavailable` and `state()` says `.absent`.
     func testNoSecretService() throws {
+        try withBusConfig(repliesAllowed: true) { config in
+            try runProbe("testNoSecretService", launcher: ["dbus-run-session", "--config-file=\(config)", "--"])
+        }
+    }
+
+    /// A bus that never answers (its policy drops every reply, so even GDBus's `Hello` hangs, and that wait
+    /// ignores the GCancellable): every call still answers at its deadline.
+    func testUnresponsiveBus() throws {
+        try withBusConfig(repliesAllowed: false) { config in
+            try runProbe("testUnresponsiveBus", launcher: ["dbus-run-session", "--config-file=\(config)", "--"])
+        }
+    }
+
+    /// A session bus config with no service directories (nothing is activatable), so org.freedesktop.secrets
+    /// has no owner. Without `<allow eavesdrop="true"/>` the default policy rejects every message to clients,
+    /// replies included.
+    private func withBusConfig(repliesAllowed: Bool, _ body: (String) throws -> Void) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("auth-agent-bus-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        // The stock session.conf, minus <servicedir>/<standard_session_servicedirs/>: nothing is activatable.
         let config = directory.appendingPathComponent("session.conf")
         try """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -38,12 +54,12 @@ final class KeyringIsolatedBusTests: XCTestCase {
               <auth>EXTERNAL</auth>
               <policy context="default">
                 <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
+                \(repliesAllowed ? #"<allow eavesdrop="true"/>"# : "")
                 <allow own="*"/>
               </policy>
             </busconfig>
             """.write(to: config, atomically: true, encoding: .utf8)
-        try runProbe("testNoSecretService", launcher: ["dbus-run-session", "--config-file=\(config.path)", "--"])
+        try body(config.path)
     }
 
     /// No session bus at all (a dead address): the same answers as a bus without the service.
@@ -52,13 +68,19 @@ final class KeyringIsolatedBusTests: XCTestCase {
                      environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/auth-agent-test-bus"])
     }
 
+    /// No `DBUS_SESSION_BUS_ADDRESS` and no X display (a service started outside a desktop session): GDBus
+    /// cannot autolaunch a bus.
+    func testNoSessionBusAddress() throws {
+        try runProbe("testNoSessionBusAddress", launcher: [], removing: ["DBUS_SESSION_BUS_ADDRESS", "DISPLAY"])
+    }
+
     private func runProbe(_ name: String, launcher: [String], environment: [String: String] = [:],
-                          file: StaticString = #filePath, line: UInt = #line) throws {
+                          removing: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws {
         var env = environment
         env["AUTH_AGENT_KEYRING_PROBE"] = name
         let result = try runProcess(
             launcher + [KeyringTest.testExecutable, "KeyringStoreTests.KeyringProbeTests/\(name)"],
-            environment: env)
+            environment: env, removing: removing)
         let passed = result.status == 0 && result.output.contains("Executed 1 test, with 0 failures")
         XCTAssertTrue(passed, "probe \(name) failed (exit \(result.status)):\n\(result.output)", file: file, line: line)
     }
@@ -110,6 +132,33 @@ final class KeyringProbeTests: XCTestCase {
         try await assertUnavailable()
     }
 
+    func testNoSessionBusAddress() async throws {
+        try requireProbe()
+        try await assertUnavailable()
+    }
+
+    func testUnresponsiveBus() async throws {
+        try requireProbe()
+        let store = LibsecretStore(timeout: .seconds(2))
+        let key = KeyringTest.uniqueKey()
+        var start = ContinuousClock.now
+        let state = await store.state()
+        XCTAssertEqual(state, .error)
+        XCTAssertLessThan(milliseconds(since: start), 3500)
+        // Queued behind the stuck `state` call: each still answers within its own 2 s.
+        for _ in 0..<2 {
+            start = .now
+            let error = await assertThrows(.keyringError) { () async throws(AuthError) in try await store.load(key) }
+            XCTAssertEqual(error?.message, "the keyring did not answer within 2 s (is an unlock prompt waiting?)")
+            XCTAssertLessThan(milliseconds(since: start), 3500)
+        }
+        start = .now
+        await assertThrows(.keyringError) { () async throws(AuthError) in
+            try await store.store(Secret("never-stored"), for: key)
+        }
+        XCTAssertLessThan(milliseconds(since: start), 3500)
+    }
+
     private func assertUnavailable(file: StaticString = #filePath, line: UInt = #line) async throws {
         let store = LibsecretStore(timeout: .seconds(5))
         let key = KeyringTest.uniqueKey()
@@ -125,7 +174,7 @@ final class KeyringProbeTests: XCTestCase {
         await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
             try await store.delete(key)
         }
-        print("unavailable: \(loadError?.message ?? "-"); four calls took \(milliseconds(since: start)) ms")
+        print("probe: \(loadError?.message ?? "-"); four calls took \(milliseconds(since: start)) ms")
         XCTAssertLessThan(milliseconds(since: start), 2000, "a missing service must fail fast", file: file, line: line)
     }
 }

@@ -150,6 +150,7 @@ final class LibsecretStoreTests: XCTestCase {
         XCTAssertEqual(error?.message, "the keyring did not answer within 2 s (is an unlock prompt waiting?)")
         XCTAssertGreaterThanOrEqual(elapsed, 1900)
         XCTAssertLessThan(elapsed, 4000)
+        print(String(format: "stopped daemon: load gave up after %.0f ms", elapsed))
 
         start = .now
         let state = await store.state()

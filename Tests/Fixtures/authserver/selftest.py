@@ -27,6 +27,18 @@ BROWSER = HERE.parent / "browser" / "fake-browser"
 CLIENT = "auth-agent-test"
 
 
+def redact(text):
+    """Token responses never reach test output: keep only the field names and non-secret values."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text[:100]
+    if not isinstance(body, dict):
+        return "non-object JSON"
+    secret = {"access_token", "refresh_token", "id_token"}
+    return json.dumps({k: ("<redacted>" if k in secret else v) for k, v in body.items()})
+
+
 def check(cond, what):
     if not cond:
         sys.exit(f"selftest FAILED: {what}")
@@ -117,7 +129,7 @@ def run(state_dir):
     r = s.post(token_url, timeout=30, data={
         "grant_type": "authorization_code", "code": lst.code, "redirect_uri": redirect_uri,
         "client_id": CLIENT, "code_verifier": verifier})
-    check(r.status_code == 200, f"code exchange 200 ({r.status_code} {r.text[:200]})")
+    check(r.status_code == 200, f"code exchange 200 ({r.status_code} {redact(r.text)})")
     tok = r.json()
     check(all(k in tok for k in ("access_token", "refresh_token", "id_token", "expires_in")),
           f"token response has access/refresh/id token + expires_in (token_type={tok.get('token_type')!r}, "
@@ -133,7 +145,7 @@ def run(state_dir):
             "grant_type": "refresh_token", "refresh_token": rt, "client_id": CLIENT})
 
     r = refresh(tok["refresh_token"])
-    check(r.status_code == 200, f"refresh 200 ({r.status_code} {r.text[:200]})")
+    check(r.status_code == 200, f"refresh 200 ({r.status_code} {redact(r.text)})")
     tok2 = r.json()
     check(tok2["refresh_token"] != tok["refresh_token"], "refresh token rotated")
     r = refresh(tok["refresh_token"])
@@ -142,7 +154,7 @@ def run(state_dir):
 
     r = s.post(f"{base}/o/introspect/", data={"token": tok2["access_token"]},
                auth=("introspector", "introspector-secret"), timeout=30)
-    check(r.status_code == 200 and r.json().get("active") is True, f"introspection active=true ({r.text[:300]})")
+    check(r.status_code == 200 and r.json().get("active") is True, f"introspection active=true ({redact(r.text)})")
 
     r = s.post(f"{base}/o/revoke_token/", timeout=30, data={
         "token": tok2["refresh_token"], "token_type_hint": "refresh_token", "client_id": CLIENT})

@@ -1,0 +1,140 @@
+"""systemd integration without systemd as PID 1: socket activation through systemd-socket-activate, sd_notify to a
+NOTIFY_SOCKET the test opens, and `systemd-analyze --user verify` of the shipped units."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, SYSTEM_PATH, bin_dir, short_tmpdir, wait_for
+
+UNITS = REPO / "systemd"
+
+
+def read_notifications(sock: socket.socket, until: str, timeout: float) -> list[str]:
+    messages = []
+    deadline = time.monotonic() + timeout
+    while not any(until in m for m in messages):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no {until!r} on NOTIFY_SOCKET within {timeout} s; got {messages}")
+        sock.settimeout(remaining)
+        try:
+            messages.append(sock.recv(4096).decode())
+        except socket.timeout:
+            continue
+    return messages
+
+
+def test_socket_activation_and_readiness(make_agent, keyring, auth_server):
+    agent = make_agent(start=False)
+    notify_dir = short_tmpdir("aa-ntf-")
+    notify_path = notify_dir / "notify.sock"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(notify_path))
+    try:
+        sock = agent.socket_path
+        sock.parent.mkdir(mode=0o700)
+        env = dict(agent.env, NOTIFY_SOCKET=str(notify_path))
+        forwarded = ["XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET", "BROWSER",
+                     "FAKE_BROWSER_PYTHON", "FAKE_BROWSER_LOG", "FAKE_BROWSER_MODE", "LANG"]
+        args = ["systemd-socket-activate", "-l", str(sock)]
+        for name in forwarded:
+            args += ["-E", name]
+        args += [str(bin_dir() / "auth-agent"), "--log-level", "debug"]
+        agent._stderr = open(agent.stderr_path, "ab")
+        agent.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=agent._stderr,
+                                      stderr=agent._stderr, start_new_session=True)
+        wait_for(lambda: sock.exists() or agent.proc.poll() is not None, 10, "systemd-socket-activate to listen")
+        assert agent.proc.poll() is None, agent.log()
+        # Nothing has started yet: the agent is launched by the first connection.
+        assert "ready" not in agent.log()
+
+        status = agent.authctl("status", "--json", env={"AUTH_AGENT_SOCKET": str(sock)}, timeout=30)
+        assert status.returncode == 0, (status.returncode, status.stderr, agent.log()[-2000:])
+        messages = read_notifications(notify, "READY=1", 10)
+        assert any("STATUS=" in m for m in messages), messages
+        assert "using the socket passed by systemd" in agent.log()
+        import json
+        data = json.loads(status.stdout)
+        assert data["agent"]["socket"] == str(sock)
+        assert data["agent"]["pid"] == agent.proc.pid, "systemd-socket-activate execs the agent in place"
+        assert data["accounts"][0]["name"] == "work"
+
+        # The activated agent is a fully working agent (keyring and browser environment forwarded).
+        agent.login("work")
+        token = agent.token("work")
+        assert auth_server.introspect(token)["active"] is True
+        agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+        agent.stop()
+        read_notifications(notify, "STOPPING=1", 5)
+    finally:
+        notify.close()
+        shutil.rmtree(notify_dir, ignore_errors=True)
+
+
+def test_no_notify_socket_is_fine(agent):
+    # Started by hand (no NOTIFY_SOCKET, no LISTEN_FDS): binds its own socket and says so.
+    assert "using the socket passed by systemd" not in agent.log()
+    assert "ready" in agent.log()
+
+
+@pytest.fixture
+def unit_files():
+    service, sock = UNITS / "auth-agent.service", UNITS / "auth-agent.socket"
+    if not service.exists() or not sock.exists():
+        pytest.skip("systemd/auth-agent.service or systemd/auth-agent.socket does not exist yet")
+    return service, sock
+
+
+def test_units_verify(unit_files, tmp_path):
+    service, sock = unit_files
+    work = short_tmpdir("aa-units-")
+    try:
+        runtime = work / "run"
+        runtime.mkdir(mode=0o700)
+        text = service.read_text()
+        assert re.search(r"^ExecStart=", text, re.M)
+        # ExecStart names the installed binary (%h/.local/bin/auth-agent); point it at the built one.
+        text = re.sub(r"^ExecStart=\S*auth-agent", f"ExecStart={bin_dir() / 'auth-agent'}", text, flags=re.M)
+        (work / "auth-agent.service").write_text(text)
+        (work / "auth-agent.socket").write_text(sock.read_text())
+        env = {"PATH": SYSTEM_PATH, "HOME": str(work), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8"}
+        result = subprocess.run(["systemd-analyze", "--user", "verify", str(work / "auth-agent.service"),
+                                 str(work / "auth-agent.socket")],
+                                env=env, capture_output=True, text=True, timeout=60, cwd=work)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output
+        assert "Unknown key" not in output, output
+        assert "Unknown section" not in output, output
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _settings(path) -> dict:
+    settings = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")) and "=" in line:
+            key, value = line.split("=", 1)
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_units_are_hardened_as_documented(unit_files):
+    """SECURITY.md 21 and 23: explicit socket modes, hardened service, socket where the agent looks for it."""
+    service, sock = (_settings(p) for p in unit_files)
+    assert sock["SocketMode"] == ["0600"]
+    assert sock["DirectoryMode"] == ["0700"]
+    assert sock["ListenStream"] == ["%t/auth-agent/agent.sock"]
+    assert service["Type"] == ["notify"]
+    assert service["NoNewPrivileges"] == ["yes"]
+    assert service["UMask"] == ["0077"]
+    assert service["LimitCORE"] == ["0"]
+    assert set(service["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+    assert "@system-service" in service["SystemCallFilter"][0]
+    assert "ProtectHome" not in service, "ProtectHome hides /run/user (PLATFORM.md)"
