@@ -153,7 +153,7 @@ struct Token: ParsableCommand {
     func run() throws {
         let client = try global.connect()
         let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
-                                  interactive: interactive, idToken: idToken || json)
+                                  interactive: interactive, idToken: idToken)
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.call(request, as: TokenResult.self) { event in Terminal.announce(event, account: account) }
         }

@@ -225,6 +225,12 @@ def test_token_output_formats(signed_in_agent, auth_server):
     assert abs(data["expires_at"] - (time.time() + data["expires_in"])) < 5
     assert data["scopes"] == ["openid", "email", "offline_access"]
     assert "refresh_token" not in data
+    assert "id_token" not in data, "--json alone carries the access token only"
+
+    with_id = agent.authctl("token", "work", "--json", "--id-token")
+    assert with_id.returncode == 0, with_id.stderr
+    data = json.loads(with_id.stdout)
+    assert data["access_token"] == plain
     claims = jwt_claims(data["id_token"])
     assert claims["iss"] == auth_server.issuer
     assert claims["aud"] == CLIENT_ID or CLIENT_ID in claims["aud"]
