@@ -1,12 +1,61 @@
-/// When a cached access token is good enough to hand out.
+/// When a cached access token is good enough to hand out, when to refresh it ahead of expiry, and how long to
+/// wait after a failure. Pure: every decision takes `now` (and randomness) as input, so it is tested without sleeping.
 public struct RefreshPolicy: Sendable, Equatable {
     /// Never hand out a token with less than this left, whatever the caller asked: covers clock skew and the time
     /// the caller needs to use it.
     public var minimumRemaining: Duration
+    /// Refresh ahead of expiry when this share of the lifetime is left...
+    public var earlyFraction: Double
+    /// ...but at least this much before expiry (capped at half the lifetime for very short-lived tokens).
+    public var earlyMinimum: Duration
+    /// Proactive refresh keeps tokens fresh only for accounts used within this window.
+    public var recentUse: Duration
+    /// Backoff after transient failures: base * 2^(failures-1), at most `backoffCap`, with ±25 % jitter; never
+    /// shorter than the server's Retry-After.
+    public var backoffBase: Duration
+    public var backoffCap: Duration
 
-    public init(minimumRemaining: Duration = .seconds(10)) { self.minimumRemaining = minimumRemaining }
+    public init(minimumRemaining: Duration = .seconds(10), earlyFraction: Double = 0.1, earlyMinimum: Duration = .seconds(60),
+                recentUse: Duration = .seconds(3600), backoffBase: Duration = .seconds(2), backoffCap: Duration = .seconds(300)) {
+        self.minimumRemaining = minimumRemaining
+        self.earlyFraction = earlyFraction
+        self.earlyMinimum = earlyMinimum
+        self.recentUse = recentUse
+        self.backoffBase = backoffBase
+        self.backoffCap = backoffCap
+    }
 
     public func isFresh(expiresAt: ContinuousClock.Instant, now: ContinuousClock.Instant, minValid: Duration) -> Bool {
         now + max(minValid, minimumRemaining) <= expiresAt
+    }
+
+    /// How long before expiry a token of this lifetime should be refreshed. `jitter` in 0..<1 spreads refreshes of
+    /// many accounts (and many agents) over up to a fifth more of the margin.
+    public func earlyMargin(lifetime: Duration, jitter: Double) -> Duration {
+        let fraction = lifetime * earlyFraction
+        let margin = min(max(fraction, earlyMinimum), lifetime / 2)
+        return margin + margin * (0.2 * min(max(jitter, 0), 1))
+    }
+
+    /// The moment a token should be refreshed ahead of its expiry.
+    public func refreshAt(receivedAt: ContinuousClock.Instant, lifetime: Duration, jitter: Double) -> ContinuousClock.Instant {
+        receivedAt + lifetime - earlyMargin(lifetime: lifetime, jitter: jitter)
+    }
+
+    /// The wait before the next attempt after `failures` consecutive transient failures.
+    public func backoff(failures: Int, retryAfter: Int?, jitter: Double) -> Duration {
+        let exponent = max(0, min(failures - 1, 20))
+        var delay = min(backoffBase * (1 << exponent), backoffCap)
+        delay = delay * (0.75 + 0.5 * min(max(jitter, 0), 1))
+        if let retryAfter { delay = max(delay, .seconds(retryAfter)) }
+        return delay
+    }
+
+    /// Failures that say nothing about the sign-in itself: the refresh token is kept and the next attempt waits.
+    public static func isTransient(_ code: AuthError.Code) -> Bool {
+        switch code {
+        case .serverUnreachable, .serverError, .invalidTokenResponse, .invalidMetadata, .keyringError: return true
+        default: return false
+        }
     }
 }

@@ -37,6 +37,13 @@ public actor TokenBroker {
         var lastError: RecordedError?
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
         var unsavedRefreshToken: Secret?
+        /// When a caller last asked for a token: only recently used accounts are refreshed proactively.
+        var lastUsed: ContinuousClock.Instant?
+        /// Consecutive transient failures, and the earliest moment the server may be asked again.
+        var failures = 0
+        var retryNotBefore: ContinuousClock.Instant?
+        /// Per-token jitter for the early-refresh moment, fixed when the token arrives.
+        var refreshJitter = 0.0
     }
 
     let store: any SecretStore
@@ -45,6 +52,7 @@ public actor TokenBroker {
     let browser: any BrowserLauncher
     let time: any TimeSource
     let policy: RefreshPolicy
+    let random: @Sendable () -> Double
     let logger: Logger
     var accounts: [String: AccountState]
     let accountOrder: [String]
@@ -53,13 +61,15 @@ public actor TokenBroker {
 
     public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
-                time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(), logger: Logger) {
+                time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(),
+                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, logger: Logger) {
         self.store = store
         self.http = http
         self.redirects = redirects
         self.browser = browser
         self.time = time
         self.policy = policy
+        self.random = random
         self.logger = logger
         self.accountOrder = accounts.map(\.name)
         self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0)) })
@@ -72,9 +82,26 @@ public actor TokenBroker {
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                             interactive: Bool = false) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
+        let now = time.now()
+        accounts[name]?.lastUsed = now
         if !forceRefresh, let cached = state.cache,
-           policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: minValid) {
+           policy.isFresh(expiresAt: cached.tokens.expiresAt, now: now, minValid: minValid) {
+            // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
+            // refresh happens behind it, so the next caller finds a fresh one.
+            if now >= policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
+                                       jitter: state.refreshJitter) {
+                refreshInBackground(name)
+            }
             return grant(name, cached)
+        }
+        // After a transient failure the server is not asked again before the backoff ends.
+        if !forceRefresh, let notBefore = state.retryNotBefore, now < notBefore, state.refresh == nil {
+            if let cached = usableDuringOutage(state) { return grant(name, cached) }
+            let wait = Int((notBefore - now).components.seconds) + 1
+            let last = state.lastError
+            throw AuthError(last?.code ?? .serverUnreachable,
+                            "\(last?.message ?? "the authorization server is unavailable"); next attempt in \(wait) s",
+                            retryAfter: wait)
         }
         let refreshed: CachedToken
         do throws(AuthError) {
@@ -84,6 +111,14 @@ public actor TokenBroker {
             _ = try await awaitLogin(ticket)
             guard let cached = accounts[name]?.cache else { throw AuthError.loginRequired(name) }
             refreshed = cached
+        } catch let error where RefreshPolicy.isTransient(error.code) && !forceRefresh {
+            // The server or network is down: a token that is still valid beats an error.
+            if let state = accounts[name], let cached = usableDuringOutage(state) {
+                logger.notice("serving a cached token while the authorization server is unavailable",
+                              metadata: ["account": "\(name)", "error_code": "\(error.code.rawValue)"])
+                return grant(name, cached)
+            }
+            throw error
         }
         guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, now: time.now(), minValid: minValid) else {
             throw AuthError(.minValidUnsatisfiable,
@@ -113,6 +148,72 @@ public actor TokenBroker {
 
     private func clearRefresh(_ name: String, _ task: Task<CachedToken, Error>) {
         if accounts[name]?.refresh == task { accounts[name]?.refresh = nil }
+    }
+
+    /// Starts the account's refresh without waiting for it (unless one runs already or the backoff forbids it).
+    private func refreshInBackground(_ name: String) {
+        guard let state = accounts[name], state.refresh == nil else { return }
+        if let notBefore = state.retryNotBefore, time.now() < notBefore { return }
+        Task { _ = try? await self.refreshOnce(name, joinOnly: false) }
+    }
+
+    /// During an outage a cached token is served as long as it is valid for the policy's minimum.
+    private func usableDuringOutage(_ state: AccountState) -> CachedToken? {
+        guard let cached = state.cache,
+              policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: .zero) else { return nil }
+        return cached
+    }
+
+    // MARK: Proactive refresh
+
+    /// Accounts whose token should be refreshed now: used recently, past the early-refresh moment, not already
+    /// refreshing, not in backoff. Pure over the broker's state and the clock, so it is tested without sleeping.
+    public func accountsDueForRefresh() -> [String] {
+        let now = time.now()
+        return accountOrder.filter { name in
+            guard let state = accounts[name], let cached = state.cache, state.refresh == nil,
+                  let used = state.lastUsed, now - used <= policy.recentUse else { return false }
+            if let notBefore = state.retryNotBefore, now < notBefore { return false }
+            return now >= policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
+                                           jitter: state.refreshJitter)
+        }
+    }
+
+    /// How long until an account may next need a proactive refresh (at most `ceiling`).
+    public func nextProactiveCheck(ceiling: Duration = .seconds(60)) -> Duration {
+        let now = time.now()
+        var next = ceiling
+        for state in accounts.values {
+            guard let cached = state.cache, let used = state.lastUsed, now - used <= policy.recentUse else { continue }
+            var at = policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
+                                      jitter: state.refreshJitter)
+            if let notBefore = state.retryNotBefore, notBefore > at { at = notBefore }
+            next = min(next, max(at - now, .milliseconds(100)))
+        }
+        return next
+    }
+
+    /// Refreshes every due account (each through the single-flight path). Returns the names refreshed.
+    @discardableResult
+    public func refreshDueAccounts() async -> [String] {
+        let due = accountsDueForRefresh()
+        for name in due {
+            do {
+                _ = try await refreshOnce(name, joinOnly: false)
+            } catch {
+                logger.notice("proactive refresh failed", metadata: ["account": "\(name)", "error_code": "\(error.code.rawValue)"])
+            }
+        }
+        return due
+    }
+
+    /// Runs until cancelled: keeps recently used accounts' tokens fresh ahead of expiry.
+    public func runProactiveRefresh() async {
+        while !Task.isCancelled {
+            let wait = nextProactiveCheck()
+            do { try await Task.sleep(for: wait) } catch { return }
+            await refreshDueAccounts()
+        }
     }
 
     private func performRefresh(_ name: String) async throws(AuthError) -> CachedToken {
@@ -152,12 +253,24 @@ public actor TokenBroker {
             }
             let cached = CachedToken(tokens: tokens)
             accounts[name]?.cache = cached
+            accounts[name]?.refreshJitter = random()
             accounts[name]?.lastRefresh = time.wallClock()
             accounts[name]?.lastError = nil
+            accounts[name]?.failures = 0
+            accounts[name]?.retryNotBefore = nil
             logger.info("refreshed access token", metadata: ["account": "\(name)", "expires_in_s": "\(tokens.lifetime.components.seconds)"])
             return cached
         } catch {
             record(name, error)
+            if RefreshPolicy.isTransient(error.code) {
+                let failures = (accounts[name]?.failures ?? 0) + 1
+                let delay = policy.backoff(failures: failures, retryAfter: error.retryAfter, jitter: random())
+                accounts[name]?.failures = failures
+                accounts[name]?.retryNotBefore = time.now() + delay
+                logger.notice("refresh failed; backing off", metadata: [
+                    "account": "\(name)", "error_code": "\(error.code.rawValue)", "failures": "\(failures)",
+                    "retry_in_s": "\(delay.components.seconds)"])
+            }
             throw error
         }
     }
@@ -367,8 +480,11 @@ public actor TokenBroker {
         }
         tokens.refreshToken = nil
         accounts[name]?.cache = CachedToken(tokens: tokens)
+        accounts[name]?.refreshJitter = random()
         accounts[name]?.lastRefresh = time.wallClock()
         accounts[name]?.lastError = nil
+        accounts[name]?.failures = 0
+        accounts[name]?.retryNotBefore = nil
         logger.info("signed in", metadata: ["account": "\(name)"])
         var result = outcome(name, tokens)
         result.subject = claims?.subject
@@ -408,6 +524,8 @@ public actor TokenBroker {
         }
         if stored != nil { try await store.delete(key) }
         accounts[name]?.lastError = nil
+        accounts[name]?.failures = 0
+        accounts[name]?.retryNotBefore = nil
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
         return result
     }
@@ -431,14 +549,20 @@ public actor TokenBroker {
 
     // MARK: Status
 
+    /// The agent's view of every account. Keyring probes are bounded (`keyringProbeLimit`), so a keyring that hangs
+    /// (an unanswered unlock prompt, a stopped daemon) shows as `error` instead of stalling `status`.
     public func status() async -> BrokerStatus {
-        let keyring = await store.state()
+        let store = self.store
+        let keyring = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
         var list: [AccountStatus] = []
         for name in accountOrder {
             guard let state = accounts[name] else { continue }
             var hasRefresh: Bool?
             if keyring == .available {
-                do { hasRefresh = try await store.load(SecretKey(state.config)) != nil } catch { hasRefresh = nil }
+                let key = SecretKey(state.config)
+                hasRefresh = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: nil) { () async -> Bool? in
+                    do { return try await store.load(key) != nil } catch { return nil }
+                }
             }
             if state.unsavedRefreshToken != nil { hasRefresh = true }
             let now = time.now()
@@ -457,6 +581,22 @@ public actor TokenBroker {
     }
 
     public var accountNames: [String] { accountOrder }
+
+    public static let keyringProbeLimit: Duration = .seconds(2)
+
+    /// `body`'s result, or `fallback` if it takes longer than `limit` (the body is then cancelled).
+    static func within<T: Sendable>(_ limit: Duration, fallback: T, _ body: @escaping @Sendable () async -> T) async -> T {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? fallback
+        }
+    }
 
     // MARK: Helpers
 

@@ -111,7 +111,8 @@ struct AuthAgent: AsyncParsableCommand {
         _ = SystemdNotifier.ready(status: "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: [.init(service: server), .init(service: ProactiveRefreshService(broker: broker))],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {

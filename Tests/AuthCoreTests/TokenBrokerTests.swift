@@ -9,8 +9,8 @@ final class TokenBrokerTests: XCTestCase {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()
         let clock = ManualClock()
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 60),
-                             FakeHTTP.tokenReply(access: "at-2", refresh: "rt-3", expiresIn: 60)]
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600),
+                             FakeHTTP.tokenReply(access: "at-2", refresh: "rt-3", expiresIn: 3600)]
         let broker = Fixtures.broker(store: store, http: http, clock: clock)
 
         let first = try await broker.accessToken(account: "work")
@@ -20,12 +20,12 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertEqual(http.tokenPosts.first?["refresh_token"], "rt-1")
         XCTAssertEqual(http.tokenPosts.first?["client_id"], "client-1")
 
-        clock.advance(.seconds(30))
+        clock.advance(.seconds(1800))
         let cached = try await broker.accessToken(account: "work")
         XCTAssertEqual(cached.accessToken.reveal(), "at-1")
         XCTAssertEqual(http.tokenPosts.count, 1, "a fresh cached token needs no request")
 
-        let longer = try await broker.accessToken(account: "work", minValid: .seconds(40))
+        let longer = try await broker.accessToken(account: "work", minValid: .seconds(1900))
         XCTAssertEqual(longer.accessToken.reveal(), "at-2", "min_valid beyond the cached expiry forces a refresh")
         XCTAssertEqual(http.tokenPosts.last?["refresh_token"], "rt-2")
         let final = await store.items[key]
