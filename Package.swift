@@ -48,7 +48,7 @@ let package = Package(
         .systemLibrary(name: "CLibsecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "SystemdSupport", dependencies: ["CSystemd"]),
+        .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC"),
         .target(name: "CAgentProcess"),
         .target(

@@ -71,7 +71,7 @@ public struct RequestDispatcher: Sendable {
     public func execute(_ request: WireRequest, peer: PeerCredentials,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
-        var meta: Logger.Metadata = ["op": "\(op.rawValue)", "peer_pid": "\(peer.pid)"]
+        var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"]
         if let account = request.account { meta["account"] = "\(account)" }
         logger.debug("request", metadata: meta)
         do throws(WireError) {

@@ -61,7 +61,11 @@ struct AuthAgent: AsyncParsableCommand {
         }
 
         let level = Logger.Level(rawValue: logLevel ?? configuration.logLevel ?? "info") ?? .info
+        // Under systemd (stderr connected to the journal) entries go to the journal with structured fields;
+        // otherwise plain lines on stderr.
+        let toJournal = JournalStream.isStderrJournal()
         LoggingSystem.bootstrap { label in
+            if toJournal { return JournalLogHandler(identifier: "auth-agent", level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -110,8 +114,17 @@ struct AuthAgent: AsyncParsableCommand {
                                         "version": "\(agentVersion)"])
         _ = SystemdNotifier.ready(status: "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server), .init(service: ProactiveRefreshService(broker: broker)),
+        ]
+        if let interval = SystemdNotifier.watchdogInterval() {
+            logger.info("watchdog enabled", metadata: ["interval": "\(interval)"])
+            services.append(.init(service: WatchdogService(interval: interval, broker: broker, logger: logger) {
+                _ = SystemdNotifier.watchdog()
+            }))
+        }
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server), .init(service: ProactiveRefreshService(broker: broker))],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

@@ -432,28 +432,27 @@ class Keyring:
         assert self.collection_locked() is False, "the login collection is still locked"
 
 
-@pytest.fixture
-def keyring():
-    base = short_tmpdir("aa-kr-")
-    kr = Keyring(base, with_keyring=True)
+def _private_bus(prefix: str, with_keyring: bool):
+    base = short_tmpdir(prefix)
+    kr = Keyring(base, with_keyring=with_keyring)
     try:
         kr.start()
         yield kr
     finally:
         kr.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def keyring():
+    """A private session bus with a real, unlocked gnome-keyring."""
+    yield from _private_bus("aa-kr-", with_keyring=True)
 
 
 @pytest.fixture
 def bus_without_keyring():
-    base = short_tmpdir("aa-bus-")
-    kr = Keyring(base, with_keyring=False)
-    try:
-        kr.start()
-        yield kr
-    finally:
-        kr.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    """A private session bus with no Secret Service and no service activation."""
+    yield from _private_bus("aa-bus-", with_keyring=False)
 
 
 # ----------------------------------------------------------------------------------------------------------------

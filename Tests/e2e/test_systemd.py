@@ -5,6 +5,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -138,3 +139,109 @@ def test_units_are_hardened_as_documented(unit_files):
     assert set(service["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
     assert "@system-service" in service["SystemCallFilter"][0]
     assert "ProtectHome" not in service, "ProtectHome hides /run/user (PLATFORM.md)"
+
+
+def test_watchdog_pings_while_healthy(make_agent):
+    """WatchdogSec=: with WATCHDOG_USEC set, WATCHDOG=1 arrives at about half the interval, after READY=1."""
+    notify_dir = short_tmpdir("aa-wd-")
+    notify_path = notify_dir / "notify.sock"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(notify_path))
+    try:
+        agent = make_agent(env={"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "1000000"})
+        started = time.monotonic()
+        messages = read_notifications(notify, "READY=1", 10)
+        pings = 0
+        while pings < 3:
+            assert time.monotonic() - started < 10, f"only {pings} watchdog pings in 10 s: {messages}"
+            messages += read_notifications(notify, "WATCHDOG=1", 5)
+            pings = sum("WATCHDOG=1" in m for m in messages)
+        ready_index = next(i for i, m in enumerate(messages) if "READY=1" in m)
+        first_ping = next(i for i, m in enumerate(messages) if "WATCHDOG=1" in m)
+        assert ready_index < first_ping, messages
+        assert "watchdog enabled" in agent.log()
+        agent.stop()
+    finally:
+        notify.close()
+        shutil.rmtree(notify_dir, ignore_errors=True)
+
+
+def test_no_watchdog_without_watchdog_usec(agent):
+    assert "watchdog enabled" not in agent.log()
+
+
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+
+
+def parse_journal_datagram(data: bytes) -> dict[str, str]:
+    """systemd's native journal protocol: KEY=VALUE\\n, or KEY\\n<le64 size><bytes>\\n for binary values."""
+    fields, i = {}, 0
+    while i < len(data):
+        nl = data.index(b"\n", i)
+        line = data[i:nl]
+        if b"=" in line:
+            key, value = line.split(b"=", 1)
+            i = nl + 1
+        else:
+            key, size = line, int.from_bytes(data[nl + 1:nl + 9], "little")
+            value = data[nl + 9:nl + 9 + size]
+            i = nl + 9 + size + 1
+        fields[key.decode()] = value.decode(errors="replace")
+    return fields
+
+
+def test_journal_entries_are_structured_and_secret_free(make_agent, keyring, auth_server):
+    """Under systemd (stderr is the journal stream) entries go to the journal with uppercase fields."""
+    if os.path.exists(JOURNAL_SOCKET):
+        pytest.skip("a journald is running here; this test plays journald itself")
+    if os.geteuid() != 0:
+        pytest.skip("binding /run/systemd/journal/socket needs root")
+    os.makedirs(os.path.dirname(JOURNAL_SOCKET), exist_ok=True)
+    journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    journal.bind(JOURNAL_SOCKET)
+    journal.settimeout(0.2)
+    received, stop = [], threading.Event()
+
+    def drain():  # like journald: read continuously (a full datagram queue would block the sender)
+        while not stop.is_set():
+            try:
+                received.append(journal.recv(1 << 20))
+            except socket.timeout:
+                continue
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        agent = make_agent(start=False)
+        agent.stderr_path.touch()
+        st = os.stat(agent.stderr_path)
+        agent.env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+        agent.start()
+        agent.login("work")
+        token = agent.token("work")
+        refreshed = agent.authctl("token", "work", "--refresh").stdout.strip()
+        agent.remember(token, refreshed, keyring.secret_tool_lookup("work", auth_server.issuer))
+        assert agent.authctl("logout", "work").returncode == 0
+        agent.stop()
+
+        stop.set()
+        reader.join(timeout=5)
+        entries = [parse_journal_datagram(d) for d in received]
+        raw = b"".join(received)
+        assert entries, "nothing reached the journal"
+        assert all(e.get("SYSLOG_IDENTIFIER") == "auth-agent" for e in entries)
+        messages = [e["MESSAGE"] for e in entries]
+        assert "ready" in messages and "signed in" in messages and "signed out" in messages, messages
+        signed_in = next(e for e in entries if e["MESSAGE"] == "signed in")
+        assert signed_in["ACCOUNT"] == "work" and signed_in["PRIORITY"] == "6"
+        requests = [e for e in entries if e["MESSAGE"] == "request"]
+        assert any(e.get("OPERATION") == "token" and e.get("PEER_PID", "").isdigit() for e in requests), requests
+        # Nothing went to stderr: the journal is the sink. And no secret went anywhere.
+        assert agent.log().strip() == "", agent.log()[:500]
+        for secret in agent.secrets | set(auth_server.issued_secrets()):
+            assert secret.encode() not in raw, "a token reached the journal"
+    finally:
+        stop.set()
+        reader.join(timeout=5)
+        journal.close()
+        os.unlink(JOURNAL_SOCKET)

@@ -1,0 +1,86 @@
+# auth-agent: build and install for one user (default) or for packagers.
+#
+#   make install                 # release build into ~/.local, user units, completions, man page; enables the socket
+#   make install PREFIX=/usr DESTDIR=/tmp/pkgroot    # for packagers: nothing is enabled
+#   make uninstall               # removes exactly what `make install` recorded
+#
+# CONFIGURATION=debug reuses the debug build (used by the tests).
+
+PREFIX        ?= $(HOME)/.local
+DESTDIR       ?=
+CONFIGURATION ?= release
+SWIFT         ?= swift
+
+BINDIR        := $(PREFIX)/bin
+DATADIR       := $(PREFIX)/share
+MANDIR        := $(DATADIR)/man/man1
+DOCDIR        := $(DATADIR)/doc/auth-agent
+BASHCOMPDIR   := $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR    := $(DATADIR)/zsh/site-functions
+FISHCOMPDIR   := $(DATADIR)/fish/vendor_completions.d
+# systemd looks for user units in ~/.config/systemd/user (per user) and $PREFIX/lib/systemd/user (packages).
+ifeq ($(PREFIX),$(HOME)/.local)
+USERUNITDIR   ?= $(HOME)/.config/systemd/user
+else
+USERUNITDIR   ?= $(PREFIX)/lib/systemd/user
+endif
+MANIFEST      := $(DATADIR)/auth-agent/install-manifest
+
+BUILDDIR       = $(shell $(SWIFT) build -c $(CONFIGURATION) --show-bin-path)
+
+.PHONY: all build install uninstall man test demo
+
+all: build
+
+build:
+	$(SWIFT) build -c $(CONFIGURATION) --product auth-agent
+	$(SWIFT) build -c $(CONFIGURATION) --product authctl
+
+install: build
+	@set -e; root="$(DESTDIR)"; bin="$(BUILDDIR)"; manifest="$$root$(MANIFEST)"; \
+	put() { install -D -m "$$1" "$$2" "$$root$$3"; echo "$(strip $$3)" >> "$$manifest.tmp"; echo "  $$root$$3"; }; \
+	mkdir -p "$$(dirname "$$manifest")"; : > "$$manifest.tmp"; \
+	echo "installing into $${root:-/}$(PREFIX):"; \
+	put 755 "$$bin/auth-agent" "$(BINDIR)/auth-agent"; \
+	put 755 "$$bin/authctl" "$(BINDIR)/authctl"; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|' systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
+	put 644 "$$tmp/auth-agent.service" "$(USERUNITDIR)/auth-agent.service"; \
+	put 644 systemd/auth-agent.socket "$(USERUNITDIR)/auth-agent.socket"; \
+	"$$bin/authctl" --generate-completion-script bash > "$$tmp/authctl.bash"; \
+	"$$bin/authctl" --generate-completion-script zsh > "$$tmp/_authctl"; \
+	"$$bin/authctl" --generate-completion-script fish > "$$tmp/authctl.fish"; \
+	put 644 "$$tmp/authctl.bash" "$(BASHCOMPDIR)/authctl"; \
+	put 644 "$$tmp/_authctl" "$(ZSHCOMPDIR)/_authctl"; \
+	put 644 "$$tmp/authctl.fish" "$(FISHCOMPDIR)/authctl.fish"; \
+	put 644 docs/man/authctl.1 "$(MANDIR)/authctl.1"; \
+	put 644 docs/man/auth-agent.1 "$(MANDIR)/auth-agent.1"; \
+	put 644 README.md "$(DOCDIR)/README.md"; \
+	put 644 docs/PROTOCOL.md "$(DOCDIR)/PROTOCOL.md"; \
+	echo "$(MANIFEST)" >> "$$manifest.tmp"; mv "$$manifest.tmp" "$$manifest"; \
+	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then \
+		systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket && \
+		echo "enabled auth-agent.socket; next: authctl login ACCOUNT (after adding it to ~/.config/auth-agent/config.toml)"; \
+	else \
+		echo "no user systemd instance here (or DESTDIR set): run 'systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket' in your session"; \
+	fi
+
+uninstall:
+	@set -e; root="$(DESTDIR)"; manifest="$$root$(MANIFEST)"; \
+	if [ ! -f "$$manifest" ]; then echo "nothing to uninstall: $$manifest not found"; exit 0; fi; \
+	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then \
+		systemctl --user disable --now auth-agent.socket auth-agent.service 2>/dev/null || true; fi; \
+	while read -r path; do case "$$path" in "$(PREFIX)"/*|"$(USERUNITDIR)"/*) rm -f "$$root$$path"; echo "  removed $$root$$path";; \
+		*) echo "  skipped $$path (outside PREFIX)";; esac; done < "$$manifest"; \
+	rmdir "$$root$(DATADIR)/auth-agent" "$$root$(DOCDIR)" 2>/dev/null || true; \
+	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then systemctl --user daemon-reload; fi
+
+# Regenerates the committed man page from authctl's own help (swift-argument-parser's generate-manual plugin).
+man:
+	$(SWIFT) package --allow-writing-to-directory docs/man generate-manual --output-directory docs/man
+
+test:
+	scripts/test
+
+demo:
+	scripts/demo
