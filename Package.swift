@@ -83,6 +83,9 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AuthTransportTests", dependencies: ["AuthTransport", "AuthCore"]),
+        .testTarget(
+            name: "AuthTransportTests",
+            dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio")]
+        ),
     ]
 )

@@ -241,7 +241,7 @@ public actor TokenBroker {
         let metadata = try await metadata(for: config.name)
         let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
         let box = SessionBox()
-        let listener = try await redirects.listen(port: config.redirectPort, path: config.redirectPath) { query in
+        let listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort, path: config.redirectPath) { query in
             guard let session = box.session else { return .invalid }
             let verdict = session.judge(query: query)
             switch verdict {

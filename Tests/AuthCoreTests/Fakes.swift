@@ -64,7 +64,7 @@ final class FakeRedirects: RedirectListenerFactory, @unchecked Sendable {
     private(set) var closed = 0
     private(set) var opened = 0
 
-    func listen(port: UInt16, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
+    func listen(host: LoopbackHost, port: UInt16, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
         lock.withLock {
             self.judge = judge
             opened += 1
