@@ -7,7 +7,7 @@ import TOMLKit
 public enum ConfigLoader {
     static let accountKeys: Set<String> = [
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
-        "revocation_endpoint", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
+        "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout",
     ]
     static let agentKeys: Set<String> = ["log_level"]
@@ -174,7 +174,7 @@ public enum ConfigLoader {
         return AccountConfig(
             name: name, issuer: issuer, clientID: clientID, clientSecret: secret.map(Secret.init), scopes: scopes,
             authorizationEndpoint: try endpoint("authorization_endpoint"), tokenEndpoint: try endpoint("token_endpoint"),
-            revocationEndpoint: try endpoint("revocation_endpoint"),
+            revocationEndpoint: try endpoint("revocation_endpoint"), jwksURI: try endpoint("jwks_uri"),
             redirectHost: redirectHost, redirectPort: port, redirectPath: redirectPath,
             extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout)
     }

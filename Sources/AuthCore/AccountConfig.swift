@@ -14,6 +14,8 @@ public struct AccountConfig: Sendable, Equatable {
     public var authorizationEndpoint: URL?
     public var tokenEndpoint: URL?
     public var revocationEndpoint: URL?
+    /// Where the provider publishes its ID token signing keys, when discovery does not say.
+    public var jwksURI: URL?
     /// The loopback literal tried first for the redirect listener; the other one is the fallback.
     public var redirectHost: LoopbackHost
     /// 0 means an ephemeral port chosen per sign-in.
@@ -26,7 +28,7 @@ public struct AccountConfig: Sendable, Equatable {
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],
         authorizationEndpoint: URL? = nil, tokenEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
-        redirectHost: LoopbackHost = .ipv4, redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
+        jwksURI: URL? = nil, redirectHost: LoopbackHost = .ipv4, redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
         clientAuthMethod: ClientAuthMethod? = nil, loginTimeout: Duration = .seconds(300)
     ) {
         self.name = name
@@ -37,6 +39,7 @@ public struct AccountConfig: Sendable, Equatable {
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
+        self.jwksURI = jwksURI
         self.redirectHost = redirectHost
         self.redirectPort = redirectPort
         self.redirectPath = redirectPath ?? AccountConfig.defaultRedirectPath(for: name)

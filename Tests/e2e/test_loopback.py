@@ -1,5 +1,6 @@
-"""The loopback redirect listener under the real agent (RFC 8252 §7.3, §8.3, B.5; SECURITY.md 5-6): what it binds,
-hostile local clients during a pending sign-in and the IPv6 literal."""
+"""The loopback redirect listener under the real agent (RFC 8252 §7.3, §8.3, B.5; SECURITY.md 4-6): what it binds,
+hostile local clients during a pending sign-in, the IPv6 literal, and ID token verification against the real
+server's JWKS."""
 import re
 import socket
 import subprocess
@@ -100,3 +101,16 @@ def test_ipv6_literal_when_configured(make_agent, keyring, auth_server):
     assert listening_addresses(redirect.port) == [], "the listener is closed after the sign-in"
     agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
 
+
+def test_sign_in_verifies_the_id_token_against_the_servers_jwks(make_agent, keyring, private_auth_server):
+    """The real server signs ID tokens with RS256; the agent fetches its JWKS (once, then from the cache) to verify."""
+    agent = make_agent(server=private_auth_server,
+                       accounts={"work": {"issuer": private_auth_server.issuer, "client_id": "auth-agent-test",
+                                          "scopes": ["openid", "email", "offline_access"], "login_timeout": 30}})
+    for _ in range(2):
+        result = agent.authctl("login", "work")
+        assert result.returncode == 0, result.stderr
+        assert "alice@example.test" in result.stdout
+    jwks = [line for line in private_auth_server.requests_log() if line.startswith("GET /o/.well-known/jwks.json ")]
+    assert len(jwks) == 1 and " 200 " in jwks[0], jwks
+    agent.remember(keyring.secret_tool_lookup("work", private_auth_server.issuer))
