@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Module boundaries (see docs/ARCHITECTURE.md):
-//   AuthCore       pure domain + ports; no NIO, no C.
+//   AuthCore       pure domain + ports; no NIO, no C (ID token signatures via jwt-kit over swift-crypto).
 //   AuthTransport  HTTP (AsyncHTTPClient) and the loopback redirect listener (NIOHTTP1).
 //   KeyringStore   SecretStore over libsecret (CLibsecret shim).
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
@@ -22,15 +22,18 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        // jwt-kit 5 needs swift-crypto 4.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         .target(
             name: "AuthCore",
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -78,11 +81,22 @@ let package = Package(
             name: "authctl",
             dependencies: ["AgentIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "AuthCoreTests", dependencies: ["AuthCore"]),
+        .testTarget(
+            name: "AuthCoreTests",
+            dependencies: [
+                "AuthCore",
+                // Tests make their own keys and sign tokens with them.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AuthTransportTests", dependencies: ["AuthTransport", "AuthCore"]),
+        .testTarget(
+            name: "AuthTransportTests",
+            dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio")]
+        ),
     ]
 )

@@ -7,7 +7,7 @@ import TOMLKit
 public enum ConfigLoader {
     static let accountKeys: Set<String> = [
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
-        "revocation_endpoint", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
+        "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout",
     ]
     static let agentKeys: Set<String> = ["log_level"]
@@ -127,6 +127,13 @@ public enum ConfigLoader {
             }
             port = UInt16(number)
         }
+        var redirectHost = LoopbackHost.ipv4
+        if let text = try string("redirect_host") {
+            guard let host = LoopbackHost(rawValue: text) else {
+                throw fail("redirect_host", "'redirect_host' must be \"127.0.0.1\" or \"[::1]\" (a loopback literal; never localhost or a wildcard)")
+            }
+            redirectHost = host
+        }
         let redirectPath = try string("redirect_path")
         if let redirectPath {
             let allowed = redirectPath.unicodeScalars.allSatisfy {
@@ -167,7 +174,8 @@ public enum ConfigLoader {
         return AccountConfig(
             name: name, issuer: issuer, clientID: clientID, clientSecret: secret.map(Secret.init), scopes: scopes,
             authorizationEndpoint: try endpoint("authorization_endpoint"), tokenEndpoint: try endpoint("token_endpoint"),
-            revocationEndpoint: try endpoint("revocation_endpoint"), redirectPort: port, redirectPath: redirectPath,
+            revocationEndpoint: try endpoint("revocation_endpoint"), jwksURI: try endpoint("jwks_uri"),
+            redirectHost: redirectHost, redirectPort: port, redirectPath: redirectPath,
             extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout)
     }
 }

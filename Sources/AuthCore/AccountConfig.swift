@@ -14,6 +14,10 @@ public struct AccountConfig: Sendable, Equatable {
     public var authorizationEndpoint: URL?
     public var tokenEndpoint: URL?
     public var revocationEndpoint: URL?
+    /// Where the provider publishes its ID token signing keys, when discovery does not say.
+    public var jwksURI: URL?
+    /// The loopback literal tried first for the redirect listener; the other one is the fallback.
+    public var redirectHost: LoopbackHost
     /// 0 means an ephemeral port chosen per sign-in.
     public var redirectPort: UInt16
     public var redirectPath: String
@@ -24,7 +28,7 @@ public struct AccountConfig: Sendable, Equatable {
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],
         authorizationEndpoint: URL? = nil, tokenEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
-        redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
+        jwksURI: URL? = nil, redirectHost: LoopbackHost = .ipv4, redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
         clientAuthMethod: ClientAuthMethod? = nil, loginTimeout: Duration = .seconds(300)
     ) {
         self.name = name
@@ -35,6 +39,8 @@ public struct AccountConfig: Sendable, Equatable {
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
+        self.jwksURI = jwksURI
+        self.redirectHost = redirectHost
         self.redirectPort = redirectPort
         self.redirectPath = redirectPath ?? AccountConfig.defaultRedirectPath(for: name)
         self.extraAuthParams = extraAuthParams
@@ -46,9 +52,11 @@ public struct AccountConfig: Sendable, Equatable {
     public static func defaultRedirectPath(for name: String) -> String { "/oauth2/callback/\(name)" }
 
     /// The redirect URI to register at the provider. With an ephemeral port, providers that follow RFC 8252 §7.3
-    /// accept any port on the loopback literal, so the port-less form is what gets registered.
+    /// accept any port on the loopback literal, so the port-less form is what gets registered. Register the
+    /// fallback literal's form too if the machine may lack this family's loopback.
     public var registeredRedirectURI: String {
-        redirectPort == 0 ? "http://127.0.0.1\(redirectPath)" : "http://127.0.0.1:\(redirectPort)\(redirectPath)"
+        let host = redirectHost.uriLiteral
+        return redirectPort == 0 ? "http://\(host)\(redirectPath)" : "http://\(host):\(redirectPort)\(redirectPath)"
     }
 
     public var wantsOpenID: Bool { scopes.contains("openid") }

@@ -1,36 +1,41 @@
 import Foundation
 
-/// Claim checks on an OIDC ID token (OIDC Core §3.1.3.7): `alg` is not `none`, and `iss`, `aud`/`azp`, `exp`,
-/// `iat` and `nonce` match the request.
+/// The claims of an OIDC ID token and their checks (OIDC Core §3.1.3.7 items 2-3, 9-11): `iss`, `aud`/`azp`, `exp`,
+/// `iat` (with a bounded ``leeway``) and `nonce` match the request. For a token from a refresh (§12.2), `iss`, `sub`,
+/// `aud` and `azp` must equal the original's and `nonce` need not be present.
 ///
-/// Signature verification against the provider's JWKS is not done here yet (see docs/ARCHITECTURE.md): the token
-/// arrives directly from the token endpoint over TLS, which OIDC Core §3.1.3.7 item 6 allows as the basis of trust.
+/// The signature is checked first, by ``IDTokenVerifier``; never trust these claims without it.
 public struct IDTokenClaims: Sendable, Equatable {
-    public var subject: String?
+    public var issuer: String
+    public var subject: String
+    public var audiences: [String]
+    public var authorizedParty: String?
+    /// Kept to compare a refreshed token's nonce with the original's; a nonce is single-use, not a secret.
+    public var nonce: String?
     public var email: String?
     public var name: String?
 
+    /// Clock skew tolerated on `exp` and `iat`.
     public static let leeway: Double = 300
 
-    public static func validate(_ token: Secret, issuer: URL, clientID: String, nonce: Secret?, now: Date) throws(AuthError) -> IDTokenClaims {
+    public static func validate(_ token: Secret, issuer: URL, clientID: String, nonce: Secret?, now: Date,
+                                original: IDTokenClaims? = nil) throws(AuthError) -> IDTokenClaims {
         let parts = token.reveal().split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let headerData = Base64URL.decode(String(parts[0])),
               let payloadData = Base64URL.decode(String(parts[1])),
-              let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
               let claims = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
         else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
-        guard let alg = header["alg"] as? String, alg.lowercased() != "none", !parts[2].isEmpty else {
-            throw AuthError(.invalidIDToken, "the ID token is unsigned (alg none)")
-        }
+        _ = try IDTokenVerifier.Header(token)
         func trimmed(_ s: String) -> String { s.hasSuffix("/") ? String(s.dropLast()) : s }
         guard let iss = claims["iss"] as? String, trimmed(iss) == trimmed(issuer.absoluteString) else {
             throw AuthError(.invalidIDToken, "the ID token's issuer does not match")
         }
+        guard let sub = claims["sub"] as? String, !sub.isEmpty else { throw AuthError(.invalidIDToken, "the ID token has no subject (sub)") }
         let audiences: [String] = (claims["aud"] as? String).map { [$0] } ?? (claims["aud"] as? [String]) ?? []
         guard audiences.contains(clientID) else { throw AuthError(.invalidIDToken, "the ID token is not meant for this client (aud)") }
+        let azp = claims["azp"] as? String
         if audiences.count > 1 || claims["azp"] != nil {
-            guard claims["azp"] as? String == clientID else { throw AuthError(.invalidIDToken, "the ID token's azp does not match") }
+            guard azp == clientID else { throw AuthError(.invalidIDToken, "the ID token's azp does not match") }
         }
         guard let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp + leeway > now.timeIntervalSince1970 else {
             throw AuthError(.invalidIDToken, "the ID token has expired")
@@ -38,11 +43,22 @@ public struct IDTokenClaims: Sendable, Equatable {
         if let iat = (claims["iat"] as? NSNumber)?.doubleValue, iat - leeway > now.timeIntervalSince1970 {
             throw AuthError(.invalidIDToken, "the ID token was issued in the future")
         }
+        let gotNonce = claims["nonce"] as? String
         if let nonce {
-            guard let got = claims["nonce"] as? String, nonce.constantTimeEquals(got) else {
+            guard let gotNonce, nonce.constantTimeEquals(gotNonce) else {
                 throw AuthError(.invalidIDToken, "the ID token's nonce does not match the request")
             }
         }
-        return IDTokenClaims(subject: claims["sub"] as? String, email: claims["email"] as? String, name: claims["name"] as? String)
+        let result = IDTokenClaims(issuer: iss, subject: sub, audiences: audiences, authorizedParty: azp, nonce: gotNonce,
+                                   email: claims["email"] as? String, name: claims["name"] as? String)
+        if let original {
+            guard result.issuer == original.issuer, result.subject == original.subject,
+                  Set(result.audiences) == Set(original.audiences), result.authorizedParty == original.authorizedParty
+            else { throw AuthError(.invalidIDToken, "the refreshed ID token names another issuer, subject or audience than the sign-in's") }
+            if let gotNonce, let first = original.nonce, gotNonce != first {
+                throw AuthError(.invalidIDToken, "the refreshed ID token's nonce differs from the sign-in's")
+            }
+        }
+        return result
     }
 }

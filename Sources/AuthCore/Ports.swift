@@ -40,12 +40,13 @@ public protocol HTTPTransport: Sendable {
 
 /// Opens the loopback redirect listener for one sign-in.
 public protocol RedirectListenerFactory: Sendable {
-    /// Binds the loopback literal on `port` (0 = ephemeral) and calls `judge` for each request on exactly `path`.
-    func listen(port: UInt16, path: String, judge: @escaping @Sendable (_ query: String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener
+    /// Binds `host` (or, when this machine has no loopback of that family, the other literal) on `port`
+    /// (0 = ephemeral) and calls `judge` for each request on exactly `path`.
+    func listen(host: LoopbackHost, port: UInt16, path: String, judge: @escaping @Sendable (_ query: String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener
 }
 
 public protocol RedirectListener: Sendable {
-    /// `http://127.0.0.1:PORT/path`.
+    /// `http://127.0.0.1:PORT/path` or `http://[::1]:PORT/path`: the literal actually bound.
     var redirectURI: String { get }
     func close() async
 }

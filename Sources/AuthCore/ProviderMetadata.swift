@@ -94,6 +94,7 @@ public struct ProviderMetadata: Sendable, Equatable {
         result.authorizationEndpoint = authorization
         result.tokenEndpoint = token
         if let revocation = account.revocationEndpoint { result.revocationEndpoint = revocation }
+        if let jwks = account.jwksURI { result.jwksURI = jwks }
         return result
     }
 

@@ -44,6 +44,16 @@ public actor TokenBroker {
         var retryNotBefore: ContinuousClock.Instant?
         /// Per-token jitter for the early-refresh moment, fixed when the token arrives.
         var refreshJitter = 0.0
+        /// The provider's signing keys (see TokenBroker+IDToken.swift).
+        var signingKeys: CachedSigningKeys?
+        /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
+        var idClaims: IDTokenClaims?
+    }
+
+    struct CachedSigningKeys {
+        let source: URL
+        let keys: JSONWebKeySet
+        let fetchedAt: ContinuousClock.Instant
     }
 
     let store: any SecretStore
@@ -241,7 +251,6 @@ public actor TokenBroker {
                 try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
-            if tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
             // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 accounts[name]?.unsavedRefreshToken = rotated
@@ -251,6 +260,17 @@ public actor TokenBroker {
                 try await store.store(refreshToken, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
             }
+            // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
+            // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
+            if let idToken = tokens.idToken {
+                if let claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
+                                                          original: accounts[name]?.idClaims) {
+                    accounts[name]?.idClaims = claims
+                } else {
+                    tokens.idToken = nil
+                }
+            }
+            if tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
             let cached = CachedToken(tokens: tokens)
             accounts[name]?.cache = cached
             accounts[name]?.refreshJitter = random()
@@ -354,7 +374,7 @@ public actor TokenBroker {
         let metadata = try await metadata(for: config.name)
         let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
         let box = SessionBox()
-        let listener = try await redirects.listen(port: config.redirectPort, path: config.redirectPath) { query in
+        let listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort, path: config.redirectPath) { query in
             guard let session = box.session else { return .invalid }
             let verdict = session.judge(query: query)
             switch verdict {
@@ -468,8 +488,8 @@ public actor TokenBroker {
         }
         var claims: IDTokenClaims?
         if let idToken = tokens.idToken {
-            claims = try IDTokenClaims.validate(idToken, issuer: begun.metadata.issuer, clientID: config.clientID,
-                                                nonce: begun.session.nonce, now: time.wallClock())
+            claims = try await verifiedIDToken(idToken, account: name, metadata: begun.metadata, nonce: begun.session.nonce, original: nil)
+            if claims == nil { tokens.idToken = nil }
         }
         if let refresh = tokens.refreshToken {
             try await store.store(refresh, for: SecretKey(config))
@@ -479,6 +499,7 @@ public actor TokenBroker {
                            metadata: ["account": "\(name)"])
         }
         tokens.refreshToken = nil
+        accounts[name]?.idClaims = claims
         accounts[name]?.cache = CachedToken(tokens: tokens)
         accounts[name]?.refreshJitter = random()
         accounts[name]?.lastRefresh = time.wallClock()
@@ -502,6 +523,7 @@ public actor TokenBroker {
         let config = try state(name).config
         accounts[name]?.login?.completion.cancel()
         accounts[name]?.cache = nil
+        accounts[name]?.idClaims = nil
         let key = SecretKey(config)
         let unsaved = accounts[name]?.unsavedRefreshToken
         accounts[name]?.unsavedRefreshToken = nil
@@ -600,7 +622,7 @@ public actor TokenBroker {
 
     // MARK: Helpers
 
-    private func state(_ name: String) throws(AuthError) -> AccountState {
+    func state(_ name: String) throws(AuthError) -> AccountState {
         guard let state = accounts[name] else { throw AuthError.unknownAccount(name) }
         return state
     }
@@ -612,7 +634,8 @@ public actor TokenBroker {
         }
         let config = state.config
         var discovered: ProviderMetadata?
-        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil {
+        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil
+            || (config.wantsOpenID && config.jwksURI == nil) {
             discovered = try await discover(config)
         }
         let resolved = try ProviderMetadata.resolve(discovered, for: config)

@@ -2,43 +2,92 @@ import AuthCore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The loopback redirect listener (RFC 8252 §7.3, §8.3, Appendix B.5): binds the literal 127.0.0.1 only, port 0
-/// unless the account fixes one, without SO_REUSEADDR/SO_REUSEPORT; answers GET on the exact path with a matching
-/// Host header; closes when the sign-in ends.
+/// The loopback redirect listener (RFC 8252 §7.3, §8.3, Appendix B.5): binds a loopback literal only (the account's
+/// preference, or the other one when this machine has no loopback of that family), port 0 unless the account fixes
+/// one, without SO_REUSEADDR/SO_REUSEPORT; answers GET on the exact path with a matching Host header; closes when the
+/// sign-in ends.
+///
+/// Hostile local clients: each connection may send at most ``maxRequestBytes`` and ``maxHeaderCount`` headers, and
+/// lives at most ``connectionDeadline``; connections are independent, so idle or slow ones never delay the browser's.
 public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
-    public static let host = "127.0.0.1"
+    /// A redirect is one GET with a short query; browsers send well under 8 KiB of headers.
+    public static let maxRequestBytes = 16 * 1024
+    public static let maxHeaderCount = 64
+    /// Every connection is closed this long after it was accepted, whatever it did (idle or trickling bytes).
+    public static let connectionDeadline: TimeAmount = .seconds(10)
+
     let group: any EventLoopGroup
+    let limits: Limits
 
-    public init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) { self.group = group }
+    struct Limits: Sendable {
+        var maxRequestBytes = LoopbackRedirectListenerFactory.maxRequestBytes
+        var maxHeaderCount = LoopbackRedirectListenerFactory.maxHeaderCount
+        var connectionDeadline = LoopbackRedirectListenerFactory.connectionDeadline
+    }
 
-    public func listen(port: UInt16, path: String,
+    public init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.init(group: group, limits: Limits())
+    }
+
+    init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, limits: Limits) {
+        self.group = group
+        self.limits = limits
+    }
+
+    public func listen(host: LoopbackHost, port: UInt16, path: String,
                        judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
         do {
-            let channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(ChannelOptions.backlog, value: 64)
-                .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        try channel.pipeline.syncOperations.addHandler(
-                            RedirectRequestHandler(path: path, judge: judge))
-                        // A connection that sends nothing useful cannot hold a slot for long.
-                        channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
-                    }
-                }
-                .bind(host: LoopbackRedirectListenerFactory.host, port: Int(port))
-                .get()
-            guard let bound = channel.localAddress?.port else {
-                try? await channel.close()
-                throw AuthError.internalError("the redirect listener has no port")
-            }
-            return LoopbackRedirectListener(channel: channel, redirectURI: "http://\(LoopbackRedirectListenerFactory.host):\(bound)\(path)")
+            return try await bind([(host.address, host.uriLiteral), (host.fallback.address, host.fallback.uriLiteral)],
+                                  port: port, path: path, judge: judge)
         } catch let error as AuthError {
             throw error
         } catch {
-            throw AuthError(.loginFailed, "cannot open the redirect listener on \(LoopbackRedirectListenerFactory.host):\(port): \(error)")
+            throw AuthError(.loginFailed, "cannot open the redirect listener on \(host.uriLiteral):\(port): \(error)")
         }
+    }
+
+    /// Binds the first candidate (address, URI literal) that this machine has. Only "no such address here" moves
+    /// on to the next: a port in use (perhaps taken by another user) is an error, never a reason to switch family.
+    func bind(_ candidates: [(address: String, literal: String)], port: UInt16, path: String,
+              judge: @escaping @Sendable (String?) -> RedirectPage) async throws -> LoopbackRedirectListener {
+        var lastError: (any Error)?
+        for (address, literal) in candidates {
+            do {
+                let channel = try await bootstrap(literal: literal, path: path, judge: judge)
+                    .bind(to: SocketAddress(ipAddress: address, port: Int(port)))
+                    .get()
+                guard let bound = channel.localAddress?.port else {
+                    try? await channel.close()
+                    throw AuthError.internalError("the redirect listener has no port")
+                }
+                return LoopbackRedirectListener(channel: channel, redirectURI: "http://\(literal):\(bound)\(path)")
+            } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL || error.errnoCode == EAFNOSUPPORT {
+                lastError = error
+                continue
+            }
+        }
+        throw lastError ?? AuthError.internalError("no loopback address to bind")
+    }
+
+    private func bootstrap(literal: String, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) -> ServerBootstrap {
+        let limits = self.limits
+        return ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 128)
+            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    // Before the HTTP decoder, so an endless request line or header block is cut off unparsed.
+                    try channel.pipeline.syncOperations.addHandler(RequestSizeLimiter(limit: limits.maxRequestBytes))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(
+                        RedirectRequestHandler(path: path, hostLiteral: literal, maxHeaderCount: limits.maxHeaderCount, judge: judge))
+                    channel.eventLoop.scheduleTask(in: limits.connectionDeadline) { channel.close(promise: nil) }
+                }
+            }
     }
 }
 
@@ -62,11 +111,16 @@ final class RedirectRequestHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias OutboundOut = HTTPServerResponsePart
 
     let path: String
+    /// `127.0.0.1` or `[::1]`, as bound: the only acceptable `Host` (with the port).
+    let hostLiteral: String
+    let maxHeaderCount: Int
     let judge: @Sendable (String?) -> RedirectPage
     private var head: HTTPRequestHead?
 
-    init(path: String, judge: @escaping @Sendable (String?) -> RedirectPage) {
+    init(path: String, hostLiteral: String, maxHeaderCount: Int, judge: @escaping @Sendable (String?) -> RedirectPage) {
         self.path = path
+        self.hostLiteral = hostLiteral
+        self.maxHeaderCount = maxHeaderCount
         self.judge = judge
     }
 
@@ -82,12 +136,15 @@ final class RedirectRequestHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     private func respond(context: ChannelHandlerContext, to head: HTTPRequestHead) {
+        guard head.headers.count <= maxHeaderCount else {
+            return write(context, .requestHeaderFieldsTooLarge, RedirectPages.invalid)
+        }
         let (requestPath, query) = RedirectRequestHandler.split(head.uri)
         guard requestPath == path else { return write(context, .notFound, RedirectPages.notFound) }
         guard head.method == .GET else { return write(context, .methodNotAllowed, RedirectPages.invalid) }
         let port = context.channel.localAddress?.port ?? 0
         let hosts = head.headers["Host"]
-        guard hosts.count == 1, hosts[0] == "\(LoopbackRedirectListenerFactory.host):\(port)" else {
+        guard hosts.count == 1, hosts[0] == "\(hostLiteral):\(port)" else {
             return write(context, .badRequest, RedirectPages.invalid)
         }
         switch judge(query) {
@@ -116,6 +173,32 @@ final class RedirectRequestHandler: ChannelInboundHandler, RemovableChannelHandl
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: page)))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+}
+
+/// Cuts a connection off once it has sent more than `limit` bytes: one redirect is a short GET, so anything longer
+/// is hostile. Answers 431 (raw bytes: it sits before the HTTP codec) and closes; nothing reaches the decoder after.
+final class RequestSizeLimiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let limit: Int
+    private var received = 0
+    private var tripped = false
+
+    init(limit: Int) { self.limit = limit }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !tripped else { return }
+        received += unwrapInboundIn(data).readableBytes
+        guard received <= limit else {
+            tripped = true
+            let reply = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: reply))).whenComplete { _ in context.close(promise: nil) }
+            return
+        }
+        context.fireChannelRead(data)
     }
 }
 

@@ -73,6 +73,23 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[agent]\nlog_level = \"loud\"\n", line: 2, contains: "log_level")
     }
 
+    func testRedirectHostAndJWKSURI() throws {
+        let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+        let v4 = try parse(base)
+        XCTAssertEqual(v4.accounts[0].redirectHost, .ipv4, "127.0.0.1 unless configured")
+        XCTAssertNil(v4.accounts[0].jwksURI)
+        let v6 = try parse(base + "redirect_host = \"[::1]\"\nredirect_port = 8400\njwks_uri = \"https://x.example/keys\"\n")
+        XCTAssertEqual(v6.accounts[0].redirectHost, .ipv6)
+        XCTAssertEqual(v6.accounts[0].registeredRedirectURI, "http://[::1]:8400/oauth2/callback/work")
+        XCTAssertEqual(v6.accounts[0].jwksURI?.absoluteString, "https://x.example/keys")
+        XCTAssertEqual(try parse(base + "redirect_host = \"127.0.0.1\"\n").accounts[0].redirectHost, .ipv4)
+        for bad in ["localhost", "0.0.0.0", "::", "[::]", "::1", "127.0.0.2", "[::1]:8400", ""] {
+            expectError(base + "redirect_host = \"\(bad)\"\n", line: 4, contains: "loopback literal")
+        }
+        expectError(base + "redirect_host = 1\n", line: 4, contains: "must be a string")
+        expectError(base + "jwks_uri = \"http://x.example/keys\"\n", line: 4, contains: "https")
+    }
+
     func testFileChecks() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -25,9 +25,17 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     /// Delay before the token endpoint answers (to let concurrent callers pile up).
     var tokenDelay: Duration = .zero
 
+    private(set) var gets: [URL] = []
+
     func get(_ url: URL) async throws(AuthError) -> HTTPReply {
-        lock.withLock { discovery[url.absoluteString] } ?? HTTPReply(status: 404, body: [])
+        lock.withLock {
+            gets.append(url)
+            return discovery[url.absoluteString]
+        } ?? HTTPReply(status: 404, body: [])
     }
+
+    /// How often the provider's JWKS was fetched.
+    var jwksFetches: Int { lock.withLock { gets.filter { $0.path == "/jwks" }.count } }
 
     func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
         let delay = lock.withLock { () -> Duration in
@@ -64,7 +72,7 @@ final class FakeRedirects: RedirectListenerFactory, @unchecked Sendable {
     private(set) var closed = 0
     private(set) var opened = 0
 
-    func listen(port: UInt16, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
+    func listen(host: LoopbackHost, port: UInt16, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
         lock.withLock {
             self.judge = judge
             opened += 1
@@ -107,9 +115,17 @@ enum Fixtures {
     static let discoveryBody = Array("""
     {"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/authorize",
      "token_endpoint":"https://issuer.example/token","revocation_endpoint":"https://issuer.example/revoke",
-     "code_challenge_methods_supported":["S256"]}
+     "jwks_uri":"https://issuer.example/jwks","code_challenge_methods_supported":["S256"]}
     """.utf8)
 
+    static let jwksURI = "https://issuer.example/jwks"
+
+    /// A properly signed ID token for the default account (RS256, kid "rsa-1").
+    static func signedIDToken(nonce: String?, sub: String = "alice") async -> String {
+        await TestKeys.sign(TestKeys.Claims(sub: sub, nonce: nonce))
+    }
+
+    /// An ID token with the given claims and a junk signature: for claim checks only.
     static func idToken(nonce: String?, aud: Any = "client-1", iss: String = "https://issuer.example", exp: Double = 1_800_003_600,
                         alg: String = "RS256", signature: String = "c2ln") -> String {
         var claims: [String: Any] = ["iss": iss, "aud": aud, "sub": "alice", "email": "alice@example.test", "exp": exp, "iat": 1_800_000_000]
@@ -123,6 +139,7 @@ enum Fixtures {
                        http: FakeHTTP = FakeHTTP(), redirects: FakeRedirects = FakeRedirects(),
                        browser: FakeBrowser = FakeBrowser(), clock: ManualClock = ManualClock()) -> TokenBroker {
         http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: discoveryBody)
+        if http.discovery[jwksURI] == nil { http.discovery[jwksURI] = HTTPReply(status: 200, body: TestKeys.defaultJWKS) }
         return TokenBroker(accounts: accounts, store: store, http: http, redirects: redirects, browser: browser, time: clock,
                            logger: Logger(label: "test"))
     }

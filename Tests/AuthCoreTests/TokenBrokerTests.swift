@@ -130,7 +130,7 @@ final class TokenBrokerTests: XCTestCase {
         let query = browser.lastQuery
         let state = try XCTUnwrap(query["state"]?.first)
         let nonce = try XCTUnwrap(query["nonce"]?.first)
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: Fixtures.idToken(nonce: nonce))]
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: nonce))]
 
         XCTAssertEqual(redirects.deliver("code=c&state=forged"), .invalid, "a wrong state is rejected")
         XCTAssertEqual(redirects.deliver("code=the-code&state=\(state)"), .success)
@@ -160,7 +160,7 @@ final class TokenBrokerTests: XCTestCase {
         let broker = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
         let ticket = try await broker.beginLogin(account: "work")
         let state = try XCTUnwrap(browser.lastQuery["state"]?.first)
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: Fixtures.idToken(nonce: "replayed"))]
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: "replayed"))]
         _ = redirects.deliver("code=the-code&state=\(state)")
         await assertThrows(.invalidIDToken) { _ = try await broker.awaitLogin(ticket) }
         let stored = await store.items[key]

@@ -1,0 +1,129 @@
+@testable import AuthCore
+import Foundation
+import XCTest
+
+/// Signature verification against a JWKS (OIDC Core §3.1.3.7, SECURITY.md 4), with keys made for this run.
+final class IDTokenVerifierTests: XCTestCase {
+    let verifier = IDTokenVerifier(issuer: Fixtures.issuer, clientID: "client-1")
+    let now = Date(timeIntervalSince1970: 1_800_000_100)
+
+    /// A key source that serves `sets` in turn and counts every request (`refetch` flags included).
+    final class Keys: @unchecked Sendable {
+        private let lock = NSLock()
+        private var sets: [[UInt8]]
+        private(set) var requests: [Bool] = []
+        init(_ sets: [UInt8]...) { self.sets = sets }
+        var source: IDTokenVerifier.KeySource {
+            { (refetch: Bool) async throws(AuthError) -> JSONWebKeySet in
+                let body = self.lock.withLock { () -> [UInt8] in
+                    self.requests.append(refetch)
+                    return self.sets.count > 1 ? self.sets.removeFirst() : self.sets[0]
+                }
+                return try JSONWebKeySet.parse(body)
+            }
+        }
+    }
+
+    func verify(_ token: String, keys: Keys = Keys(TestKeys.defaultJWKS), nonce: String? = "n-1",
+                original: IDTokenClaims? = nil) async throws -> IDTokenClaims {
+        try await verifier.verify(Secret(token), nonce: nonce.map(Secret.init), original: original, now: now, keys: keys.source)
+    }
+
+    func assertRejected(_ token: String, keys: Keys = Keys(TestKeys.defaultJWKS), nonce: String? = "n-1", original: IDTokenClaims? = nil,
+                        _ fragment: String, file: StaticString = #filePath, line: UInt = #line) async {
+        do {
+            _ = try await verify(token, keys: keys, nonce: nonce, original: original)
+            XCTFail("accepted a token that should fail with '\(fragment)'", file: file, line: line)
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken, "\(error)", file: file, line: line)
+            XCTAssertTrue("\(error)".contains(fragment), "\(error) lacks '\(fragment)'", file: file, line: line)
+        }
+    }
+
+    func testGoodTokensVerify() async throws {
+        let keys = Keys(TestKeys.defaultJWKS)
+        let rs256 = try await verify(await TestKeys.sign(.init(nonce: "n-1")), keys: keys)
+        XCTAssertEqual(rs256.subject, "alice")
+        XCTAssertEqual(rs256.email, "alice@example.test")
+        XCTAssertEqual(keys.requests, [false], "a known key needs no refetch")
+        let es256 = try await verify(await TestKeys.sign(.init(nonce: "n-1"), kid: "ec-1", with: .es256))
+        XCTAssertEqual(es256.subject, "alice")
+        // PS256 with a key that names no alg; and a token without kid against a one-key set.
+        let pssKeys = Keys(TestKeys.jwks([TestKeys.jwk(rsa: TestKeys.rsa, kid: "rsa-1", alg: nil)]))
+        _ = try await verify(await TestKeys.sign(.init(nonce: "n-1"), with: .ps256), keys: pssKeys)
+        _ = try await verify(await TestKeys.sign(.init(nonce: "n-1"), kid: nil), keys: pssKeys)
+    }
+
+    func testBadSignatureIsRejectedWithoutRefetch() async {
+        let keys = Keys(TestKeys.defaultJWKS)
+        let forged = await TestKeys.sign(.init(nonce: "n-1"), rsaKey: TestKeys.otherRSA)
+        await assertRejected(forged, keys: keys, "signature does not verify")
+        XCTAssertEqual(keys.requests, [false])
+        // A genuine signature over other claims: swap the payload of a good token.
+        let good = await TestKeys.sign(.init(nonce: "n-1")).split(separator: ".")
+        let evil = await TestKeys.sign(.init(sub: "mallory", nonce: "n-1"), rsaKey: TestKeys.otherRSA).split(separator: ".")
+        await assertRejected("\(good[0]).\(evil[1]).\(good[2])", "signature does not verify")
+    }
+
+    func testUnknownKidRefetchesOnceThenFails() async {
+        let keys = Keys(TestKeys.defaultJWKS)
+        await assertRejected(await TestKeys.sign(.init(nonce: "n-1"), kid: "rotated-away"), keys: keys, "does not list")
+        XCTAssertEqual(keys.requests, [false, true], "one refetch, no more")
+    }
+
+    func testUnknownKidFoundAfterRotation() async throws {
+        let rotated = TestKeys.jwks([TestKeys.jwk(rsa: TestKeys.otherRSA, kid: "rsa-2")])
+        let keys = Keys(TestKeys.defaultJWKS, rotated)
+        let claims = try await verify(await TestKeys.sign(.init(nonce: "n-1"), kid: "rsa-2", rsaKey: TestKeys.otherRSA), keys: keys)
+        XCTAssertEqual(claims.subject, "alice")
+        XCTAssertEqual(keys.requests, [false, true])
+    }
+
+    func testAlgNoneIsRejectedBeforeAnyKeyLookup() async {
+        let keys = Keys(TestKeys.defaultJWKS)
+        for token in TestKeys.unsigned(.init(nonce: "n-1")) {
+            await assertRejected(token, keys: keys, "unsigned")
+        }
+        XCTAssertEqual(keys.requests, [], "no key is fetched for an unsigned token")
+    }
+
+    func testHMACSignedWithThePublicKeyIsRejected() async throws {
+        let keys = Keys(TestKeys.defaultJWKS)
+        await assertRejected(await TestKeys.hmacWithPublicKey(.init(nonce: "n-1")), keys: keys, "algorithm the agent does not accept")
+        XCTAssertEqual(keys.requests, [])
+        // Even a header alg the verifier allows cannot pick a key of another type or another declared alg.
+        let ecUnderRSAKid = await TestKeys.sign(.init(nonce: "n-1"), kid: "rsa-1", with: .es256)
+        await assertRejected(ecUnderRSAKid, "does not list")
+        let psUnderRS256Key = await TestKeys.sign(.init(nonce: "n-1"), with: .ps256)
+        await assertRejected(psUnderRS256Key, "does not list")
+        // A JWKS entry for a symmetric key is never used.
+        let set = try JSONWebKeySet.parse(TestKeys.jwks([["kty": "oct", "kid": "rsa-1", "k": "c2VjcmV0"], ["kty": "RSA", "use": "enc", "kid": "x", "n": "AQAB", "e": "AQAB"]]))
+        XCTAssertEqual(set.count, 0)
+    }
+
+    func testClaimsAreCheckedAfterTheSignature() async {
+        await assertRejected(await TestKeys.sign(.init(aud: ["someone-else"], nonce: "n-1")), "aud")
+        await assertRejected(await TestKeys.sign(.init(aud: ["client-1", "other"], nonce: "n-1")), "azp")
+        await assertRejected(await TestKeys.sign(.init(nonce: "replayed")), "nonce")
+        await assertRejected(await TestKeys.sign(.init(nonce: nil)), "nonce")
+        await assertRejected(await TestKeys.sign(.init(exp: 1_799_999_000, nonce: "n-1")), "expired")
+        await assertRejected(await TestKeys.sign(.init(iss: "https://evil.example", nonce: "n-1")), "issuer")
+        await assertRejected(await TestKeys.sign(.init(iat: 1_800_001_000, nonce: "n-1")), "future")
+    }
+
+    func testLeewayIsBounded() async throws {
+        // Within the leeway (300 s) an expired token still passes; beyond it, not.
+        _ = try await verify(await TestKeys.sign(.init(exp: 1_800_000_100 - 299, nonce: "n-1")))
+        await assertRejected(await TestKeys.sign(.init(exp: 1_800_000_100 - 301, nonce: "n-1")), "expired")
+    }
+
+    func testRefreshedTokenMustNameTheSameUser() async throws {
+        let original = try await verify(await TestKeys.sign(.init(nonce: "n-1")))
+        let refreshed = try await verify(await TestKeys.sign(.init(iat: 1_800_000_050)), nonce: nil, original: original)
+        XCTAssertEqual(refreshed.subject, "alice", "no nonce is needed on refresh")
+        _ = try await verify(await TestKeys.sign(.init(nonce: "n-1")), nonce: nil, original: original)
+        await assertRejected(await TestKeys.sign(.init(sub: "mallory")), nonce: nil, original: original, "subject")
+        await assertRejected(await TestKeys.sign(.init(nonce: "other")), nonce: nil, original: original, "nonce")
+        await assertRejected(await TestKeys.sign(.init(), rsaKey: TestKeys.otherRSA), nonce: nil, original: original, "signature")
+    }
+}

@@ -1,0 +1,105 @@
+@testable import AuthCore
+import Foundation
+import XCTest
+
+/// The broker's use of ``IDTokenVerifier``: the per-account JWKS cache, the rule without `jwks_uri`, and ID tokens
+/// that arrive with a refresh (OIDC Core §12.2).
+final class TokenBrokerIDTokenTests: XCTestCase {
+    let key = SecretKey(Fixtures.account())
+
+    /// Signs in through the fake browser; `idToken` builds the token from the request's nonce.
+    func signIn(_ broker: TokenBroker, _ http: FakeHTTP, _ redirects: FakeRedirects, _ browser: FakeBrowser,
+                idToken: (String) async -> String) async throws -> LoginOutcome {
+        let ticket = try await broker.beginLogin(account: "work")
+        let state = try XCTUnwrap(browser.lastQuery["state"]?.first)
+        let nonce = try XCTUnwrap(browser.lastQuery["nonce"]?.first)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await idToken(nonce))]
+        XCTAssertEqual(redirects.deliver("code=c&state=\(state)"), .success)
+        return try await broker.awaitLogin(ticket)
+    }
+
+    func testSigningKeysAreCachedPerAccountWithAMaxAge() async throws {
+        let (http, redirects, browser, clock) = (FakeHTTP(), FakeRedirects(), FakeBrowser(), ManualClock())
+        let broker = Fixtures.broker(http: http, redirects: redirects, browser: browser, clock: clock)
+        let first = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+        XCTAssertEqual(first.subject, "alice")
+        _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+        XCTAssertEqual(http.jwksFetches, 1, "the second sign-in uses the cached keys")
+        clock.advance(TokenBroker.signingKeysMaxAge + .seconds(1))
+        _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+        XCTAssertEqual(http.jwksFetches, 2, "keys older than the max age are fetched again")
+    }
+
+    func testUnknownKidRefetchesOnceThenFailsTheSignIn() async throws {
+        let (store, http, redirects, browser) = (MemorySecretStore(), FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
+        do {
+            _ = try await signIn(broker, http, redirects, browser) { await TestKeys.sign(.init(nonce: $0), kid: "gone") }
+            XCTFail("signed in with a token from an unknown key")
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
+        }
+        XCTAssertEqual(http.jwksFetches, 2, "fetched, then refetched once")
+        let stored = await store.items[key]
+        XCTAssertNil(stored, "nothing is stored from a rejected sign-in")
+    }
+
+    func testOpenIDWithoutJWKSURIFailsTheSignIn() async throws {
+        let (store, http, redirects, browser) = (MemorySecretStore(), FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
+        let withoutJWKS = String(decoding: Fixtures.discoveryBody, as: UTF8.self)
+            .replacingOccurrences(of: #""jwks_uri":"https://issuer.example/jwks","#, with: "")
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: Array(withoutJWKS.utf8))
+        do {
+            _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+            XCTFail("signed in although the ID token's signature could not be checked")
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
+            XCTAssertTrue("\(error)".contains("jwks_uri"), "\(error)")
+        }
+        let stored = await store.items[key]
+        XCTAssertNil(stored)
+    }
+
+    func testConfiguredJWKSURIIsUsedWithoutDiscovery() async throws {
+        var account = Fixtures.account()
+        account.authorizationEndpoint = URL(string: "https://issuer.example/authorize")
+        account.tokenEndpoint = URL(string: "https://issuer.example/token")
+        account.revocationEndpoint = URL(string: "https://issuer.example/revoke")
+        account.jwksURI = URL(string: "https://issuer.example/jwks")
+        let (http, redirects, browser) = (FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(accounts: [account], http: http, redirects: redirects, browser: browser)
+        let outcome = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+        XCTAssertEqual(outcome.subject, "alice")
+        XCTAssertEqual(http.gets.map(\.path), ["/jwks"], "no discovery needed")
+    }
+
+    func testRefreshedIDTokenIsVerifiedAndBoundToTheSignIn() async throws {
+        let (store, http, redirects, browser) = (MemorySecretStore(), FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
+        _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
+
+        let refreshed = await TestKeys.sign(.init(iat: 1_800_000_050))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-2", refresh: "rt-2", idToken: refreshed)]
+        let grant = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(grant.idToken?.reveal(), refreshed, "a good refreshed ID token (no nonce) replaces the old one")
+
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-3", refresh: "rt-3", idToken: await Fixtures.signedIDToken(nonce: nil, sub: "mallory"))]
+        do {
+            _ = try await broker.accessToken(account: "work", forceRefresh: true)
+            XCTFail("accepted a refreshed ID token for another user")
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
+        }
+        let stored = await store.items[key]
+        XCTAssertEqual(stored?.reveal(), "rt-3", "the rotated refresh token is kept even when its ID token is refused")
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-4", refresh: "rt-4",
+                                                 idToken: await TestKeys.sign(.init(), rsaKey: TestKeys.otherRSA))]
+        do {
+            _ = try await broker.accessToken(account: "work", forceRefresh: true)
+            XCTFail("accepted a refreshed ID token with a bad signature")
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
+        }
+    }
+}
