@@ -9,7 +9,8 @@ import PackageDescription
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
 //   AgentServer    socket server, peer credentials, dispatch onto AuthCore.TokenBroker.
-//   auth-agent     composition root.  authctl: thin CLI over AgentIPC.
+//   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential (no I/O).
+//   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 let package = Package(
     name: "auth-agent",
     platforms: [.macOS(.v14)],
@@ -53,6 +54,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC"),
+        .target(name: "AuthCLI"),
         .target(name: "CAgentProcess"),
         .target(
             name: "AgentConfig",
@@ -79,7 +81,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AgentIPC", "AuthCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(
             name: "AuthCoreTests",
@@ -91,6 +93,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
+        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI"]),
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),

@@ -20,6 +20,8 @@ public struct LoginTicket: Sendable {
     public var browserOpened: Bool
     public var browserError: String?
     public var timeout: Duration
+    /// Which sign-in this ticket belongs to (a later sign-in of the same account is a different one).
+    public var loginID: UUID
 }
 
 public struct LoginOutcome: Sendable {

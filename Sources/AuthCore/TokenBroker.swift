@@ -33,6 +33,9 @@ public actor TokenBroker {
         var cache: CachedToken?
         var refresh: Task<CachedToken, Error>?
         var login: PendingLogin?
+        /// The last sign-in that ended, so a caller whose ticket came from it still gets its result (it may end
+        /// between `beginLogin` and `awaitLogin` when the browser is fast).
+        var finishedLogin: (id: UUID, completion: Task<LoginOutcome, Error>)?
         var lastRefresh: Date?
         var lastError: RecordedError?
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
@@ -326,7 +329,7 @@ public actor TokenBroker {
         let config = try state(name).config
         if accounts[name]?.login == nil {
             let id = UUID()
-            let start = Task { try await self.startLogin(config) }
+            let start = Task { try await self.startLogin(config, id: id) }
             let completion = Task { try await self.completeLogin(name, id: id, start: start) }
             accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
         }
@@ -343,10 +346,12 @@ public actor TokenBroker {
     /// Waits for the pending sign-in that `ticket` came from.
     public func awaitLogin(_ ticket: LoginTicket) async throws(AuthError) -> LoginOutcome {
         let name = ticket.account
-        guard let pending = accounts[name]?.login else {
-            // Finished between begin and await: report the current state.
-            if let cached = accounts[name]?.cache { return outcome(name, cached.tokens) }
-            throw accounts[name]?.lastError.map { AuthError($0.code, $0.message) } ?? AuthError.loginRequired(name)
+        guard let pending = accounts[name]?.login, pending.id == ticket.loginID else {
+            // The sign-in this ticket came from has ended already: report its own result.
+            if let done = accounts[name]?.finishedLogin, done.id == ticket.loginID {
+                do { return try await done.completion.value } catch { throw TokenBroker.authError(error) }
+            }
+            throw AuthError(.loginCancelled, "the sign-in this request waited for is no longer pending")
         }
         let id = pending.id
         do {
@@ -370,7 +375,7 @@ public actor TokenBroker {
         }
     }
 
-    private func startLogin(_ config: AccountConfig) async throws -> LoginStart {
+    private func startLogin(_ config: AccountConfig, id: UUID) async throws -> LoginStart {
         let metadata = try await metadata(for: config.name)
         let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
         let box = SessionBox()
@@ -394,7 +399,8 @@ public actor TokenBroker {
         let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
         box.session = session
         var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
-                                 redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout)
+                                 redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
+                                 loginID: id)
         do {
             try browser.open(session.authorizationURL)
             ticket.browserOpened = true
@@ -432,7 +438,10 @@ public actor TokenBroker {
     }
 
     private func finishLogin(_ name: String, id: UUID) {
-        if accounts[name]?.login?.id == id { accounts[name]?.login = nil }
+        if let pending = accounts[name]?.login, pending.id == id {
+            accounts[name]?.finishedLogin = (id, pending.completion)
+            accounts[name]?.login = nil
+        }
     }
 
     /// The first genuine response wins; rejected ones are logged and the wait goes on, up to the timeout.

@@ -22,13 +22,15 @@ struct AuthCtl: ParsableCommand {
           authctl token work                 print a fresh access token (and nothing else)
           curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
           authctl status                     show the agent and every account
+          authctl git-credential --help      set authctl up as git's credential helper
 
         Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required,
         5 keyring locked or unavailable, 6 authorization server unavailable or failing,
         7 sign-in did not complete, 8 unknown account or bad configuration, 9 protocol error.
         """,
         version: authctlVersion,
-        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, Version.self])
+        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, GitCredentialCommand.self,
+                      KubeCredentialCommand.self, Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
     static func main() {

@@ -276,3 +276,26 @@ final class TokenBrokerTests: XCTestCase {
         }
     }
 }
+
+extension TokenBrokerTests {
+    /// A browser can finish before the caller gets to `awaitLogin`: the caller must still get that sign-in's own
+    /// result (who signed in), not a reconstruction from the cache.
+    func testSignInThatEndsBeforeAwaitStillReportsItsOutcome() async throws {
+        let (http, redirects, browser) = (FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(http: http, redirects: redirects, browser: browser)
+        let ticket = try await broker.beginLogin(account: "work")
+        let state = try XCTUnwrap(browser.lastQuery["state"]?.first)
+        let nonce = try XCTUnwrap(browser.lastQuery["nonce"]?.first)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: nonce))]
+        XCTAssertEqual(redirects.deliver("code=c&state=\(state)"), .success)
+        for _ in 0..<200 {
+            if await broker.status().accounts[0].loginPending == false { break }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let pending = await broker.status().accounts[0].loginPending
+        XCTAssertFalse(pending, "the sign-in ended before anyone awaited it")
+        let outcome = try await broker.awaitLogin(ticket)
+        XCTAssertEqual(outcome.subject, "alice")
+        XCTAssertEqual(outcome.email, "alice@example.test")
+    }
+}

@@ -1,0 +1,36 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A Kubernetes `ExecCredential` (`client.authentication.k8s.io/v1`), the object a kubectl exec credential plugin
+/// prints on stdout: a bearer token and when kubectl must ask again.
+public struct ExecCredential: Codable, Sendable, Equatable {
+    public static let apiVersion = "client.authentication.k8s.io/v1"
+
+    public struct Status: Codable, Sendable, Equatable {
+        public var token: String
+        /// RFC 3339, UTC. kubectl reuses the token until then and runs the plugin again after.
+        public var expirationTimestamp: String
+    }
+
+    public var apiVersion: String
+    public var kind: String
+    public var status: Status
+
+    public init(token: String, expiresAt unixSeconds: Int) {
+        self.apiVersion = Self.apiVersion
+        self.kind = "ExecCredential"
+        self.status = Status(token: token, expirationTimestamp: RFC3339.utc(unixSeconds: unixSeconds))
+    }
+
+    /// One line of JSON with sorted keys (stable output for people and tests).
+    public func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding three strings cannot fail.
+        let data = (try? encoder.encode(self)) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

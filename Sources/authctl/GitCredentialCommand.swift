@@ -1,0 +1,92 @@
+import AgentIPC
+import ArgumentParser
+import AuthCLI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authctl git-credential`: git's credential-helper protocol (gitcredentials(7)) over the agent.
+struct GitCredentialCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "git-credential",
+        abstract: "A git credential helper: answers with an access token from the agent.",
+        discussion: """
+        git runs this with the request (protocol, host, path, ...) on stdin.
+        For 'get', authctl prints username=, password= (a fresh access token)
+        and password_expiry_utc=, then a blank line. 'store' and 'erase' (and
+        any other action) read the request and do nothing: the agent owns the
+        tokens, so there is nothing for git to store or forget.
+
+        The token is sent only for https, or for plain http to 127.0.0.1 or
+        [::1]. If the account must sign in (or anything else fails), nothing is
+        printed on stdout, the reason goes to stderr and the exit code is
+        non-zero (4: sign-in required; see `authctl --help`). git then tries
+        its other helpers, or prompts.
+
+        Set it up for one host only, so the token never goes elsewhere:
+          git config --global credential.https://gitlab.com.helper \\
+            '!authctl git-credential --account gitlab'
+        Two accounts on one host: let git pass the path, scope by path.
+          git config --global credential.https://gitlab.com.useHttpPath true
+          git config --global credential.https://gitlab.com/team.helper \\
+            '!authctl git-credential --account team'
+
+        Usernames: GitLab requires 'oauth2' (the default) with an OAuth access
+        token; GitHub accepts any username with a token ('--username
+        x-access-token' is the form GitHub documents for app tokens).
+        """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The account whose access token git gets.") var account: String
+    @Option(help: "The username to give git.") var username = "oauth2"
+    @Option(help: "The token must stay valid at least this many seconds.") var minValid = 60
+    @Argument(help: "git's action: get, store or erase.") var action: String
+
+    func validate() throws {
+        guard GitCredentialReply.isSafeValue(username), !username.isEmpty else {
+            throw ValidationError("--username must be non-empty and on one line")
+        }
+        guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
+    }
+
+    func run() throws {
+        let request: GitCredentialRequest
+        do {
+            request = try GitCredentialRequest.parse(try readRequest())
+        } catch {
+            throw CLIFailure(message: error.description, hint: "authctl git-credential reads git's credential format on stdin",
+                             exit: ExitStatus.usage)
+        }
+        // gitcredentials(7): helpers ignore actions they do not know. store/erase: the agent owns the tokens.
+        guard action == "get" else { return }
+        if let refusal = request.refusal {
+            throw CLIFailure(message: refusal, hint: "scope the helper to https URLs: credential.https://HOST.helper",
+                             exit: ExitStatus.failure)
+        }
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(WireRequest(op: .token, account: account, minValid: minValid), as: TokenResult.self)
+        }
+        let reply = GitCredentialReply(username: username, password: result.accessToken, passwordExpiryUTC: result.expiresAt)
+        do {
+            print(try reply.encoded(), terminator: "")
+        } catch {
+            throw CLIFailure(message: error.description, exit: ExitStatus.protocolError)
+        }
+    }
+
+    /// Reads stdin up to the blank line that ends the request, or its end, at most a little over the size cap
+    /// (the parser then refuses it).
+    private func readRequest() throws(GitCredentialInputError) -> [UInt8] {
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while !GitCredentialRequest.isComplete(buffer) {
+            guard buffer.count <= GitCredentialRequest.maxInputBytes else { throw .inputTooLarge(limit: GitCredentialRequest.maxInputBytes) }
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+        return buffer
+    }
+}
