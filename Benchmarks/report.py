@@ -179,6 +179,11 @@ def main():
         w(f"| keyring lookup, same way (the agent reads the refresh token before each refresh) | {fmt(lookup, ' ms')} |")
         w(f"| **overhead** = end to end − server − keyring write | **{fmt(over, ' ms')}** |")
         w(f"| overhead without the keyring lookup as well | {fmt(over - (lookup or 0), ' ms')} |")
+        hb = by("http_baseline")
+        if hb and hb[0]["client_ms"] and hb[0]["server_ms"]:
+            gap = statistics.median(hb[0]["client_ms"]) - statistics.median(hb[0]["server_ms"])
+            w(f"| baseline: a minimal HTTP client (Python `http.client`, new connection) around the same endpoint, "
+              f"total − the server's logged time (waitress, TCP, HTTP outside the log) | {fmt(gap, ' ms')} |")
         w("")
         w(f"Other server requests during the refreshes: {rs[0]['other_requests']} (metadata is cached).")
         targets.append(("refresh overhead over the server's time, besides the keyring write: <= 5 ms",

@@ -84,6 +84,26 @@ load refresh --socket "$SOCK" --clients 1 --mode persistent --count 20 --duratio
 server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
 others=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '!($1 == "POST" && $2 == "/o/token/")' | wc -l)
 emit "{\"kind\":\"refresh_server\",\"token_ms\":[$server],\"other_requests\":$others}"
+# What a minimal HTTP client pays around the same endpoint beyond the time the server logs (waitress, TCP, HTTP):
+# 20 refresh-token POSTs with an unknown token (400 invalid_grant), each on a new connection, timed in-process.
+before=$(wc -l <"$AS1/requests.log")
+client_ms=$("$ROOT/.venv/bin/python" - "$(cat "$AS1/issuer")/token/" <<'PY'
+import http.client, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+body = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": "bench-unknown", "client_id": "auth-agent-test"})
+out = []
+for _ in range(20):
+    t0 = time.monotonic()
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.request("POST", u.path, body, {"Content-Type": "application/x-www-form-urlencoded"})
+    c.getresponse().read()
+    out.append((time.monotonic() - t0) * 1000)
+    c.close()
+print(",".join(f"{x:.3f}" for x in out))
+PY
+)
+server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+emit "{\"kind\":\"http_baseline\",\"client_ms\":[$client_ms],\"server_ms\":[$server]}"
 emit "{\"kind\":\"keyring\",\"data\":$("$TOOLS/keyring_time" 30)}"
 
 say "single flight: 1,000 concurrent requests for personal's expired token"
