@@ -1,0 +1,126 @@
+# The measuring half of scripts/bench; runs inside scripts/with-keyring (a real GNOME keyring on a private bus).
+# Expects from scripts/bench: ROOT BIN TOOLS WORK SOCK AS1 AS2 DURATION SPAWN_RUNS. Appends one JSON object per figure
+# to $WORK/results.jsonl; Benchmarks/report.py turns them into the table.
+set -euo pipefail
+R=$WORK/results.jsonl
+export XDG_RUNTIME_DIR="$WORK/run" XDG_CONFIG_HOME="$WORK/config"
+export BROWSER="$ROOT/Benchmarks/timed-browser" FAKE_BROWSER_PYTHON="$ROOT/.venv/bin/python"
+export BENCH_CALLBACK_T0_FILE="$WORK/callback_t0"
+TOKEN_REQ='{"v":1,"id":1,"op":"token","account":"work"}'
+say() { printf '== %s\n' "$*" >&2; }
+emit() { printf '%s\n' "$1" >>"$R"; }
+loadavg() { emit "{\"kind\":\"loadavg\",\"at\":\"$1\",\"value\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
+kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+# loadgen wrapper: a run that reports errors is still recorded (the report flags it); a crash is recorded as such.
+load() {
+    local target=$1; shift
+    local out
+    out=$("$TOOLS/loadgen" "$@") || true
+    [ -n "$out" ] || out='{"errors":-1}'
+    emit "{\"kind\":\"load\",\"target\":\"$target\",\"data\":$out}"
+    printf '   %s %s\n' "$target" "$out" >&2
+}
+tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
+
+say "starting the release agent"
+"$BIN/auth-agent" 2>>"$WORK/agent.log" &
+AGENT=$!
+for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
+[ -S "$SOCK" ] || { echo "bench: the agent did not start; log:" >&2; cat "$WORK/agent.log" >&2; exit 1; }
+sleep 0.5
+emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+
+say "signing in work and personal (scripted browser)"
+"$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
+"$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
+
+say "login overhead: 5 sign-ins of 'other'"
+for i in 1 2 3 4 5; do
+    before=$(wc -l <"$AS1/requests.log")
+    out=$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/login_timer.py" "$SOCK" other)
+    # The token endpoint's own time: every request the server logged after the browser's last /o/authorize/.
+    server_ms=$(tail -n +"$((before + 1))" "$AS1/requests.log" |
+        awk '/^GET \/o\/authorize\// { s = 0; n = 0; next } { s += $4; n++ } END { printf "%.3f", s }')
+    after_paths=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '/^GET \/o\/authorize\// { p = ""; next } { p = p $1 " " $2 " " $3 ";" } END { print p }')
+    emit "{\"kind\":\"login\",\"data\":$out,\"server_ms_after_callback\":$server_ms,\"server_requests_after_callback\":\"$after_paths\"}"
+    printf '   %s server %s ms (%s)\n' "$out" "$server_ms" "$after_paths" >&2
+done
+
+say "idle memory, 3 accounts signed in"
+sleep 2
+emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+
+# The floor answers with a line exactly as long as the agent's real token reply.
+"$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 1 >"$WORK/probe.json"
+REPLY_BYTES=$("$ROOT/.venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["reply_bytes"])' "$WORK/probe.json")
+"$TOOLS/floor_server" "$WORK/floor.sock" "$REPLY_BYTES" &
+FLOOR=$!
+for _ in $(seq 100); do [ -S "$WORK/floor.sock" ] && break; sleep 0.02; done
+emit "{\"kind\":\"reply_bytes\",\"value\":$REPLY_BYTES,\"request_bytes\":$((${#TOKEN_REQ} + 1))}"
+
+loadavg before-load
+say "cached token vs floor (${DURATION}s per shape; reply $REPLY_BYTES bytes)"
+"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up
+"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
+for clients in 1 8 64; do
+    for mode in new persistent; do
+        load floor --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor
+        load agent --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent
+    done
+done
+load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$FLOOR" --label floor
+emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
+kill "$FLOOR"; wait "$FLOOR" || true
+emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+
+say "authctl token work as a whole process vs /bin/true ($SPAWN_RUNS runs each)"
+emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label true "$SPAWN_RUNS" /bin/true)}"
+emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label authctl "$SPAWN_RUNS" "$BIN/authctl" token work)}"
+
+say "refresh overhead: 20 forced refreshes of work, then the keyring alone"
+before=$(wc -l <"$AS1/requests.log")
+load refresh --socket "$SOCK" --clients 1 --mode persistent --count 20 --duration 120 --timeout 60 \
+    --request '{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}'
+server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+others=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '!($1 == "POST" && $2 == "/o/token/")' | wc -l)
+emit "{\"kind\":\"refresh_server\",\"token_ms\":[$server],\"other_requests\":$others}"
+# What a minimal HTTP client pays around the same endpoint beyond the time the server logs (waitress, TCP, HTTP):
+# 20 refresh-token POSTs with an unknown token (400 invalid_grant), each on a new connection, timed in-process.
+before=$(wc -l <"$AS1/requests.log")
+client_ms=$("$ROOT/.venv/bin/python" - "$(cat "$AS1/issuer")/token/" <<'PY'
+import http.client, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+body = urllib.parse.urlencode({"grant_type": "refresh_token", "refresh_token": "bench-unknown", "client_id": "auth-agent-test"})
+out = []
+for _ in range(20):
+    t0 = time.monotonic()
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.request("POST", u.path, body, {"Content-Type": "application/x-www-form-urlencoded"})
+    c.getresponse().read()
+    out.append((time.monotonic() - t0) * 1000)
+    c.close()
+print(",".join(f"{x:.3f}" for x in out))
+PY
+)
+server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+emit "{\"kind\":\"http_baseline\",\"client_ms\":[$client_ms],\"server_ms\":[$server]}"
+emit "{\"kind\":\"keyring\",\"data\":$("$TOOLS/keyring_time" 30)}"
+
+say "single flight: 1,000 concurrent requests for personal's expired token"
+for _ in $(seq 120); do
+    left=$("$BIN/authctl" status --json | "$ROOT/.venv/bin/python" -c '
+import json, sys
+for a in json.load(sys.stdin)["accounts"]:
+    if a["name"] == "personal": print(a.get("access_token_expires_in", -1))')
+    [ "$left" -lt 0 ] && break
+    sleep 1
+done
+before=$(tokens_in "$AS2")
+load singleflight --socket "$SOCK" --clients 1000 --mode once --timeout 60 \
+    --request '{"v":1,"id":1,"op":"token","account":"personal"}'
+sleep 0.5
+emit "{\"kind\":\"singleflight\",\"expired_for_s\":$((-left)),\"token_requests\":$(($(tokens_in "$AS2") - before))}"
+
+emit "{\"kind\":\"memory\",\"at\":\"end\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+loadavg end
+kill "$AGENT"; wait "$AGENT" || true
