@@ -46,9 +46,11 @@ public final class SocketServer: Service {
                 guard peer.uid == myUID else {
                     logger.warning("refused a connection from another user",
                                    metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
-                    let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only")) + [0x0A]
-                    channel.writeAndFlush(ByteBuffer(bytes: reply)).whenComplete { _ in channel.close(promise: nil) }
-                    throw ServerError.peerRejected(peer)
+                    // Not thrown: a failed child initializer leaves the accepted channel unregistered, so it can
+                    // neither be written to nor closed and its fd leaks. serve() answers permission_denied and
+                    // closes it, without reading anything from it.
+                    try channel.pipeline.syncOperations.addHandler(PeerCredentialsHandler(peer: peer, refused: true))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
                 try channel.pipeline.syncOperations.addHandler(
                     ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
@@ -94,9 +96,18 @@ public final class SocketServer: Service {
 
     /// Serves one connection until the client closes it. Errors end this connection only.
     func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        let peer = (try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get().peer)
-            ?? PeerCredentials(pid: 0, uid: 0, gid: 0)
         let dispatcher = self.dispatcher
+        // No credentials (cannot happen: the initializer adds them) is treated like another user: fail closed.
+        guard let credentials = try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get(),
+              !credentials.refused
+        else {
+            let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(getuid()) only"))
+            try? await connection.executeThenClose { _, outbound in
+                try await outbound.write(ByteBuffer(bytes: reply + [0x0A]))
+            }
+            return
+        }
+        let peer = credentials.peer
         let registration = connections.add(connection.channel)
         defer { connections.remove(registration) }
         do {
@@ -170,7 +181,12 @@ final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     let peer: PeerCredentials
-    init(peer: PeerCredentials) { self.peer = peer }
+    /// The peer is another user: the connection gets permission_denied and is closed, nothing is read.
+    let refused: Bool
+    init(peer: PeerCredentials, refused: Bool = false) {
+        self.peer = peer
+        self.refused = refused
+    }
 }
 
 /// The open client connections, so shutdown can reach them.

@@ -3,6 +3,8 @@ authorization response to the agent's loopback listener. See ../README.md.
 
 Env: FAKE_BROWSER_MODE (login|deny|wrong-state|none|fail), FAKE_BROWSER_USER,
 FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries.
+FAKE_BROWSER_PROC_DUMP=FILE: on start, appends this process's own /proc/self/cmdline and /proc/self/environ
+(what the agent gave it) to FILE, so a test can check that no token reached the browser's argv or environment.
 """
 import os
 import re
@@ -118,6 +120,12 @@ def main():
         print("usage: fake-browser URL", file=sys.stderr)
         sys.exit(2)
     log(f"START mode={mode}")
+    dump = os.environ.get("FAKE_BROWSER_PROC_DUMP")
+    if dump:
+        with open(dump, "ab") as f:
+            for name in ("cmdline", "environ"):
+                with open(f"/proc/self/{name}", "rb") as src:
+                    f.write(f"== {name}\n".encode() + src.read().replace(b"\0", b"\n") + b"\n")
     if mode == "fail":
         fail("simulated browser failure (FAKE_BROWSER_MODE=fail)")
     if mode == "none":

@@ -1,0 +1,118 @@
+"""A small fault-injecting HTTP proxy for the end-to-end tests: it sits between the agent and the auth server (the
+account's `token_endpoint` points at it) and, per request, forwards, hangs before or after forwarding, or answers
+with a canned response. Used by test_hostile.py.
+
+Modes (FaultProxy.set):
+  pass           forward to the upstream server and relay its answer
+  hang_before    signal `reached`, then hold the request without forwarding until `release` (then drop it)
+  hang_after     forward (the server acts on it, e.g. rotates the refresh token), signal `reached`, hold the
+                 answer until `release`, then drop the connection without replying
+  after_response forward, relay the answer, then signal `reached`
+  canned         answer (status, content_type, body) without contacting the server
+Every request is counted in `hits` (method + path).
+"""
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "User-Agent")
+HOLD_LIMIT = 60  # seconds a hung request is held at most (so a forgotten release cannot wedge the test run)
+
+
+class FaultProxy:
+    def __init__(self, upstream_base: str):
+        self.upstream = urlsplit(upstream_base)
+        self.mode = "pass"
+        self.canned: tuple[int, str, bytes] | None = None
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.hits: list[str] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet: request lines carry no secrets, but keep pytest output small
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with proxy._lock:
+                    proxy.hits.append(f"{self.command} {self.path}")
+                    mode, canned = proxy.mode, proxy.canned
+                if mode == "canned":
+                    status, ctype, payload = canned
+                    return self._reply(status, [("Content-Type", ctype)], payload)
+                if mode == "hang_before":
+                    proxy.reached.set()
+                    proxy.release.wait(HOLD_LIMIT)
+                    self.close_connection = True
+                    return
+                status, headers, payload = proxy._forward(self.command, self.path, self.headers, body)
+                if mode == "hang_after":
+                    proxy.reached.set()
+                    proxy.release.wait(HOLD_LIMIT)
+                    self.close_connection = True
+                    return
+                self._reply(status, headers, payload)
+                if mode == "after_response":
+                    proxy.reached.set()
+
+            def _reply(self, status, headers, payload):
+                try:
+                    self.send_response(status)
+                    for key, value in headers:
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
+            do_GET = do_POST = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _forward(self, method, path, headers, body):
+        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        try:
+            fwd = {k: headers[k] for k in FORWARDED_HEADERS if headers.get(k)}
+            conn.request(method, path, body=body, headers=fwd)
+            r = conn.getresponse()
+            payload = r.read()
+            keep = [(k, v) for k, v in r.getheaders() if k.lower() in ("content-type", "cache-control", "pragma")]
+            return r.status, keep, payload
+        finally:
+            conn.close()
+
+    def set(self, mode: str, canned: tuple[int, str, bytes] | None = None):
+        with self._lock:
+            self.release.set()  # let go of anything still held from the previous mode
+            self.mode, self.canned = mode, canned
+            self.reached = threading.Event()
+            self.release = threading.Event()
+
+    def token_posts(self) -> int:
+        with self._lock:
+            return sum(1 for h in self.hits if h.startswith("POST /o/token/"))
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
