@@ -24,6 +24,10 @@ public actor TokenBroker {
         let session: LoginSession
         let metadata: ProviderMetadata
         let verdicts: AsyncStream<LoginSession.Verdict>
+        /// Feeds responses that did not come through the listener (a pasted redirect URL) into the same wait.
+        let continuation: AsyncStream<LoginSession.Verdict>.Continuation
+        /// Lets exactly one response, from the listener or pasted, complete the sign-in.
+        let box: SessionBox
     }
 
     struct AccountState {
@@ -325,11 +329,13 @@ public actor TokenBroker {
     /// Starts a sign-in for the account, or joins the one already pending. Each caller must later call
     /// ``awaitLogin(_:)``; a caller that goes away (task cancelled) releases its interest, and the sign-in is
     /// cancelled when nobody waits for it any more.
-    public func beginLogin(account name: String) async throws(AuthError) -> LoginTicket {
+    /// With `openBrowser` false the browser is not started (manual paste); it only matters to the caller that
+    /// starts the sign-in, a caller that joins gets the pending one as it is.
+    public func beginLogin(account name: String, openBrowser: Bool = true) async throws(AuthError) -> LoginTicket {
         let config = try state(name).config
         if accounts[name]?.login == nil {
             let id = UUID()
-            let start = Task { try await self.startLogin(config, id: id) }
+            let start = Task { try await self.startLogin(config, id: id, openBrowser: openBrowser) }
             let completion = Task { try await self.completeLogin(name, id: id, start: start) }
             accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
         }
@@ -375,7 +381,7 @@ public actor TokenBroker {
         }
     }
 
-    private func startLogin(_ config: AccountConfig, id: UUID) async throws -> LoginStart {
+    private func startLogin(_ config: AccountConfig, id: UUID, openBrowser: Bool) async throws -> LoginStart {
         let metadata = try await metadata(for: config.name)
         let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
         let box = SessionBox()
@@ -401,16 +407,47 @@ public actor TokenBroker {
         var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
                                  redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
                                  loginID: id)
-        do {
-            try browser.open(session.authorizationURL)
-            ticket.browserOpened = true
-        } catch {
-            ticket.browserError = error.message
-            logger.warning("could not start a browser; the URL is shown to the user instead",
-                           metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+        if openBrowser {
+            do {
+                try browser.open(session.authorizationURL)
+                ticket.browserOpened = true
+            } catch {
+                ticket.browserError = error.message
+                logger.warning("could not start a browser; the URL is shown to the user instead",
+                               metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+            }
+        } else {
+            ticket.browserError = "not started: the client asked for no browser"
         }
-        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)"])
-        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts)
+        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
+                                                  "browser": "\(openBrowser)"])
+        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
+                          continuation: continuation, box: box)
+    }
+
+    /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is
+    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:)``), and the first
+    /// genuine response, pasted or received, wins. A rejected URL is an error for this call only: the sign-in keeps
+    /// waiting. The URL is never logged (it carries the code).
+    public func submitRedirect(account name: String, url: String) async throws(AuthError) {
+        _ = try state(name)
+        guard let pending = accounts[name]?.login else {
+            throw AuthError(.loginFailed, "no sign-in is pending for '\(name)'; start one with `authctl login --no-browser \(name)`")
+        }
+        let begun: LoginStart
+        do { begun = try await pending.start.value } catch { throw TokenBroker.authError(error) }
+        let verdict = begun.session.judge(pastedURL: url)
+        switch verdict {
+        case .code, .denied:
+            guard begun.box.claim() else {
+                throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
+            }
+            logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
+            begun.continuation.yield(verdict)
+        case .rejected(let reason):
+            begun.continuation.yield(verdict)
+            throw AuthError(.loginFailed, "the pasted URL is not a response to this sign-in (\(reason)); the sign-in is still waiting")
+        }
     }
 
     private func completeLogin(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
