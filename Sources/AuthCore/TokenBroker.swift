@@ -640,7 +640,7 @@ public actor TokenBroker {
                 name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
                 hasRefreshToken: hasRefresh,
-                accessTokenExpiresAt: remaining.map { time.wallClock().addingTimeInterval(Double($0.components.seconds)) },
+                accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: accounts[name]?.login != nil))
@@ -759,7 +759,7 @@ public actor TokenBroker {
         let remaining = cached.tokens.expiresAt - time.now()
         return AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
-            expiresIn: remaining, expiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)),
+            expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining),
             scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
     }
 
@@ -767,7 +767,14 @@ public actor TokenBroker {
         let remaining = tokens.expiresAt - time.now()
         return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
                             hasRefreshToken: tokens.refreshToken != nil,
-                            accessTokenExpiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)))
+                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
+    }
+
+    /// `now + remaining` with the sub-second part kept, so the wall-clock expiry of one token is the same instant on
+    /// every call (truncating `remaining` made `expires_at` differ by a second between two calls).
+    static func wallClockInstant(_ now: Date, plus remaining: Duration) -> Date {
+        let parts = remaining.components
+        return now.addingTimeInterval(Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
     }
 
     private func record(_ name: String, _ error: AuthError) {
