@@ -214,3 +214,15 @@ public struct StatusResult: Codable, Sendable, Equatable {
         self.accounts = accounts
     }
 }
+
+/// `login_callback`: the pasted redirect was accepted and handed to the pending sign-in; the `login` request that
+/// started it receives the sign-in's result.
+public struct LoginCallbackResult: Codable, Sendable, Equatable {
+    public var account: String
+    public var accepted: Bool
+
+    public init(account: String, accepted: Bool) {
+        self.account = account
+        self.accepted = accepted
+    }
+}

@@ -15,6 +15,8 @@ public enum WireProtocol {
 
 public enum Operation: String, Codable, Sendable, CaseIterable {
     case ping, status, accounts, token, login, logout
+    /// Manual paste: hands the final redirect URL of a pending sign-in to the agent.
+    case loginCallback = "login_callback"
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -30,9 +32,14 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var interactive: Bool?
     /// `token`: include the OIDC ID token in the result.
     public var idToken: Bool?
+    /// `login`: start the browser (default true); false for manual paste (the URL is only shown).
+    public var browser: Bool?
+    /// `login_callback`: the final redirect URL the user pasted.
+    public var url: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
-                forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil) {
+                forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
+                browser: Bool? = nil, url: String? = nil) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -41,10 +48,13 @@ public struct WireRequest: Codable, Sendable, Equatable {
         self.forceRefresh = forceRefresh
         self.interactive = interactive
         self.idToken = idToken
+        self.browser = browser
+        self.url = url
     }
 
     enum CodingKeys: String, CodingKey {
-        case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token"
+        case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
+             browser, url
     }
 }
 

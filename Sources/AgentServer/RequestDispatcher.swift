@@ -113,7 +113,7 @@ public struct RequestDispatcher: Sendable {
             case .login:
                 let account = try requireAccount(request)
                 let outcome = try await translate { () async throws(AuthError) -> LoginOutcome in
-                    let ticket = try await broker.beginLogin(account: account)
+                    let ticket = try await broker.beginLogin(account: account, openBrowser: request.browser ?? true)
                     await emit(encodeEvent(request.id, ticket))
                     return try await broker.awaitLogin(ticket)
                 }
@@ -121,6 +121,15 @@ public struct RequestDispatcher: Sendable {
                     account: outcome.account, subject: outcome.subject, email: outcome.email, name: outcome.name,
                     scopes: outcome.scopes, hasRefreshToken: outcome.hasRefreshToken,
                     accessTokenExpiresAt: Int(outcome.accessTokenExpiresAt.timeIntervalSince1970)))
+            case .loginCallback:
+                let account = try requireAccount(request)
+                guard let url = request.url, !url.isEmpty else {
+                    throw WireError(.badRequest, "the 'login_callback' request needs a 'url'")
+                }
+                try await translate { () async throws(AuthError) in
+                    try await broker.submitRedirect(account: account, url: url)
+                }
+                return encode(request.id, LoginCallbackResult(account: account, accepted: true))
             case .logout:
                 let account = try requireAccount(request)
                 let outcome = try await translate { () async throws(AuthError) -> LogoutOutcome in

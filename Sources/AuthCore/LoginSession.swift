@@ -82,6 +82,43 @@ public struct LoginSession: Sendable {
         return .code(Secret(codes[0]))
     }
 
+    /// The longest pasted redirect URL accepted (manual paste, `authctl login --no-browser`).
+    public static let maxPastedURLBytes = 8 * 1024
+
+    /// Judges a final redirect URL that a person pasted (manual paste): it must be this request's redirect URI
+    /// exactly (scheme, host literal, port, path; no user info, no fragment), and then its query is judged like a
+    /// response that reached the loopback listener (SECURITY.md 3, 7, 8, 9). Reasons never contain the URL.
+    public func judge(pastedURL text: String) -> Verdict {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { return .rejected(reason: "the pasted URL is empty") }
+        guard trimmed.utf8.count <= LoginSession.maxPastedURLBytes else {
+            return .rejected(reason: "the pasted URL is longer than \(LoginSession.maxPastedURLBytes) bytes")
+        }
+        guard trimmed.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            return .rejected(reason: "the pasted URL contains spaces or characters that are not printable ASCII")
+        }
+        guard let pasted = URLComponents(string: trimmed), let expected = URLComponents(string: redirectURI) else {
+            return .rejected(reason: "the pasted text is not a URL")
+        }
+        guard pasted.scheme?.lowercased() == expected.scheme?.lowercased() else {
+            return .rejected(reason: "the pasted URL's scheme is not the redirect URI's (\(expected.scheme ?? "?"))")
+        }
+        guard pasted.percentEncodedUser == nil, pasted.percentEncodedPassword == nil else {
+            return .rejected(reason: "the pasted URL has user information")
+        }
+        guard let host = pasted.percentEncodedHost, host == expected.percentEncodedHost else {
+            return .rejected(reason: "the pasted URL's host is not the redirect URI's (\(expected.percentEncodedHost ?? "?"))")
+        }
+        guard pasted.port == expected.port, pasted.port != nil else {
+            return .rejected(reason: "the pasted URL's port is not the redirect URI's (\(expected.port.map(String.init) ?? "?"))")
+        }
+        guard pasted.percentEncodedPath == expected.percentEncodedPath else {
+            return .rejected(reason: "the pasted URL's path is not the redirect path (\(expected.percentEncodedPath))")
+        }
+        guard pasted.percentEncodedFragment == nil else { return .rejected(reason: "the pasted URL has a fragment") }
+        return judge(query: pasted.percentEncodedQuery)
+    }
+
     /// Application/x-www-form-urlencoded value encoding (RFC 6749 Appendix B): only unreserved characters stay.
     public static func formEncode(_ value: String) -> String {
         var allowed = CharacterSet.alphanumerics

@@ -24,6 +24,10 @@ public actor TokenBroker {
         let session: LoginSession
         let metadata: ProviderMetadata
         let verdicts: AsyncStream<LoginSession.Verdict>
+        /// Feeds responses that did not come through the listener (a pasted redirect URL) into the same wait.
+        let continuation: AsyncStream<LoginSession.Verdict>.Continuation
+        /// Lets exactly one response, from the listener or pasted, complete the sign-in.
+        let box: SessionBox
     }
 
     struct AccountState {
@@ -325,11 +329,13 @@ public actor TokenBroker {
     /// Starts a sign-in for the account, or joins the one already pending. Each caller must later call
     /// ``awaitLogin(_:)``; a caller that goes away (task cancelled) releases its interest, and the sign-in is
     /// cancelled when nobody waits for it any more.
-    public func beginLogin(account name: String) async throws(AuthError) -> LoginTicket {
+    /// With `openBrowser` false the browser is not started (manual paste); it only matters to the caller that
+    /// starts the sign-in, a caller that joins gets the pending one as it is.
+    public func beginLogin(account name: String, openBrowser: Bool = true) async throws(AuthError) -> LoginTicket {
         let config = try state(name).config
         if accounts[name]?.login == nil {
             let id = UUID()
-            let start = Task { try await self.startLogin(config, id: id) }
+            let start = Task { try await self.startLogin(config, id: id, openBrowser: openBrowser) }
             let completion = Task { try await self.completeLogin(name, id: id, start: start) }
             accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
         }
@@ -375,7 +381,7 @@ public actor TokenBroker {
         }
     }
 
-    private func startLogin(_ config: AccountConfig, id: UUID) async throws -> LoginStart {
+    private func startLogin(_ config: AccountConfig, id: UUID, openBrowser: Bool) async throws -> LoginStart {
         let metadata = try await metadata(for: config.name)
         let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
         let box = SessionBox()
@@ -401,16 +407,47 @@ public actor TokenBroker {
         var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
                                  redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
                                  loginID: id)
-        do {
-            try browser.open(session.authorizationURL)
-            ticket.browserOpened = true
-        } catch {
-            ticket.browserError = error.message
-            logger.warning("could not start a browser; the URL is shown to the user instead",
-                           metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+        if openBrowser {
+            do {
+                try browser.open(session.authorizationURL)
+                ticket.browserOpened = true
+            } catch {
+                ticket.browserError = error.message
+                logger.warning("could not start a browser; the URL is shown to the user instead",
+                               metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+            }
+        } else {
+            ticket.browserError = "not started: the client asked for no browser"
         }
-        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)"])
-        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts)
+        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
+                                                  "browser": "\(openBrowser)"])
+        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
+                          continuation: continuation, box: box)
+    }
+
+    /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is
+    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:)``), and the first
+    /// genuine response, pasted or received, wins. A rejected URL is an error for this call only: the sign-in keeps
+    /// waiting. The URL is never logged (it carries the code).
+    public func submitRedirect(account name: String, url: String) async throws(AuthError) {
+        _ = try state(name)
+        guard let pending = accounts[name]?.login else {
+            throw AuthError(.loginFailed, "no sign-in is pending for '\(name)'; start one with `authctl login --no-browser \(name)`")
+        }
+        let begun: LoginStart
+        do { begun = try await pending.start.value } catch { throw TokenBroker.authError(error) }
+        let verdict = begun.session.judge(pastedURL: url)
+        switch verdict {
+        case .code, .denied:
+            guard begun.box.claim() else {
+                throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
+            }
+            logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
+            begun.continuation.yield(verdict)
+        case .rejected(let reason):
+            begun.continuation.yield(verdict)
+            throw AuthError(.loginFailed, "the pasted URL is not a response to this sign-in (\(reason)); the sign-in is still waiting")
+        }
     }
 
     private func completeLogin(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
@@ -603,7 +640,7 @@ public actor TokenBroker {
                 name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
                 hasRefreshToken: hasRefresh,
-                accessTokenExpiresAt: remaining.map { time.wallClock().addingTimeInterval(Double($0.components.seconds)) },
+                accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: accounts[name]?.login != nil))
@@ -722,7 +759,7 @@ public actor TokenBroker {
         let remaining = cached.tokens.expiresAt - time.now()
         return AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
-            expiresIn: remaining, expiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)),
+            expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining),
             scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
     }
 
@@ -730,7 +767,14 @@ public actor TokenBroker {
         let remaining = tokens.expiresAt - time.now()
         return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
                             hasRefreshToken: tokens.refreshToken != nil,
-                            accessTokenExpiresAt: time.wallClock().addingTimeInterval(Double(remaining.components.seconds)))
+                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
+    }
+
+    /// `now + remaining` with the sub-second part kept, so the wall-clock expiry of one token is the same instant on
+    /// every call (truncating `remaining` made `expires_at` differ by a second between two calls).
+    static func wallClockInstant(_ now: Date, plus remaining: Duration) -> Date {
+        let parts = remaining.components
+        return now.addingTimeInterval(Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
     }
 
     private func record(_ name: String, _ error: AuthError) {

@@ -54,10 +54,15 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: "The agent's socket (default: $AUTH_AGENT_SOCKET, else $XDG_RUNTIME_DIR/auth-agent/agent.sock).")
     var socket: String?
 
-    func connect() throws(CLIFailure) -> AgentClient {
+    func path() throws(CLIFailure) -> String {
         guard let path = socket ?? SocketPath.resolve(environment: ProcessInfo.processInfo.environment) else {
             throw CLIFailure(ClientError.noSocketPath)
         }
+        return path
+    }
+
+    func connect() throws(CLIFailure) -> AgentClient {
+        let path = try self.path()
         do {
             return try AgentClient(path: path)
         } catch {
@@ -82,16 +87,34 @@ struct Status: ParsableCommand {
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign in to an account in your browser.",
-        discussion: "The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.")
+        discussion: """
+        The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.
+
+        With --no-browser no browser is started: open the printed URL in a browser on any machine, sign in, then copy
+        the address the browser was sent to at the end (http://127.0.0.1:PORT/oauth2/callback/ACCOUNT?code=...; the
+        page may fail to load there) and paste it as one line. It is checked exactly like a redirect that reaches the
+        agent's loopback listener; a wrong URL is refused and you can paste again.
+        """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name from config.toml.") var account: String
     @Flag(help: "Print the result as JSON (progress still goes to stderr).") var json = false
+    @Flag(name: .customLong("no-browser"), help: "Do not start a browser: print the URL and read the final redirect URL from stdin.")
+    var noBrowser = false
 
     func run() throws {
         let client = try global.connect()
+        let socketPath = try global.path()
+        let account = self.account
+        let noBrowser = self.noBrowser
+        var reader: PasteReader?
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .login, account: account), as: LoginResult.self) { event in
-                Terminal.announce(event, account: account)
+            try client.call(WireRequest(op: .login, account: account, browser: noBrowser ? false : nil), as: LoginResult.self) { event in
+                guard noBrowser else { return Terminal.announce(event, account: account) }
+                Terminal.announcePaste(event, account: account)
+                if reader == nil, event.type == WireEvent.loginStarted {
+                    reader = PasteReader(socketPath: socketPath, account: account)
+                    reader?.start()
+                }
             }
         }
         if json { return printJSON(result) }

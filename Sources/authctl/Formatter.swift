@@ -82,6 +82,17 @@ enum Terminal {
             && ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 
+    /// Manual paste (`login --no-browser`): the URL to open elsewhere and what to paste back.
+    static func announcePaste(_ event: WireEvent, account: String) {
+        guard event.type == WireEvent.loginStarted, let url = event.url else { return }
+        var text = "To sign in to '\(account)', open this URL in a browser (on this or another machine):\n"
+        text += "\n  \(url)\n\n"
+        text += "After signing in, the browser is sent to \(event.redirectURI ?? "the redirect URI") (the page may not load there).\n"
+        text += "Copy that full address from the address bar, paste it here and press Enter "
+        text += "(gives up after \(Formatter.duration(event.timeoutSeconds ?? 300)); Ctrl-C cancels):\n"
+        writeStderr(text)
+    }
+
     /// Progress of a sign-in, on stderr so stdout stays clean for tokens and JSON.
     static func announce(_ event: WireEvent, account: String) {
         guard event.type == WireEvent.loginStarted, let url = event.url else { return }

@@ -35,7 +35,7 @@ def redact(text):
         return text[:100]
     if not isinstance(body, dict):
         return "non-object JSON"
-    secret = {"access_token", "refresh_token", "id_token"}
+    secret = {"access_token", "refresh_token", "id_token", "device_code"}
     return json.dumps({k: ("<redacted>" if k in secret else v) for k, v in body.items()})
 
 
@@ -93,6 +93,67 @@ def authorize(base, mode="login", client=CLIENT):
     check(p.returncode == 0, f"fake-browser mode={mode} exits 0 ({p.stderr.strip()})")
     check(lst.result.is_set(), f"listener got callback with correct state (mode={mode})")
     return lst, verifier, redirect_uri
+
+
+DEVICE_CLIENT = "auth-agent-test-device"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def csrf(html):
+    import re
+    m = re.search(r'name="csrfmiddlewaretoken"\s+value="([^"]+)"', html)
+    check(m is not None, "page has a csrf token")
+    return m.group(1)
+
+
+def approve_device(base, user_code, action):
+    """The person's side of RFC 8628 §3.3: log in, enter the user code, accept or deny."""
+    b = requests.Session()
+    b.trust_env = False
+    login = f"{base}/accounts/login/"
+    r = b.post(login, timeout=30, headers={"Referer": login}, data={
+        "csrfmiddlewaretoken": csrf(b.get(login, timeout=30).text), "username": "alice",
+        "password": "correct-horse-battery", "next": "/o/device/"})
+    check(r.status_code == 200 and r.url.endswith("/o/device/"), f"device: logged in ({r.status_code})")
+    r = b.post(r.url, timeout=30, headers={"Referer": r.url},
+               data={"csrfmiddlewaretoken": csrf(r.text), "user_code": user_code})
+    check(r.status_code == 200 and "/o/device-confirm/" in r.url, f"device: user code accepted ({r.status_code})")
+    r = b.post(r.url, timeout=30, headers={"Referer": r.url},
+               data={"csrfmiddlewaretoken": csrf(r.text), "action": action})
+    check(r.status_code == 200, f"device: {action} ({r.status_code})")
+
+
+def device_grant(s, base, token_url):
+    def start():
+        r = s.post(f"{base}/o/device-authorization/", timeout=30,
+                   data={"client_id": DEVICE_CLIENT, "scope": "openid email offline_access"})
+        check(r.status_code == 200, f"device authorization 200 ({r.status_code} {redact(r.text)[:200]})")
+        d = r.json()
+        check(d["verification_uri"] == f"{base}/o/device/" and d["interval"] >= 1 and d["expires_in"] > 0
+              and d["user_code"], f"device authorization: verification_uri, interval={d['interval']}, user_code")
+        return d
+
+    def poll(d):
+        return s.post(token_url, timeout=30, data={
+            "grant_type": DEVICE_GRANT, "device_code": d["device_code"], "client_id": DEVICE_CLIENT})
+
+    d = start()
+    r = poll(d)
+    check(r.status_code == 400 and r.json().get("error") == "authorization_pending",
+          f"device poll before approval -> authorization_pending ({r.status_code} {r.text[:100]})")
+    approve_device(base, d["user_code"], "accept")
+    r = poll(d)
+    # No id_token: oauthlib's device grant is plain OAuth 2.0, even with the openid scope.
+    check(r.status_code == 200 and all(k in r.json() for k in ("access_token", "refresh_token")),
+          f"device poll after approval -> access + refresh token ({r.status_code} {redact(r.text)[:200]})")
+    r = poll(d)
+    check(r.status_code == 400 and r.json().get("error") == "expired_token",
+          f"device_code is single use: replay -> expired_token ({r.status_code} {redact(r.text)[:100]})")
+    d = start()
+    approve_device(base, d["user_code"], "deny")
+    r = poll(d)
+    check(r.status_code == 400 and r.json().get("error") == "access_denied",
+          f"device poll after deny -> access_denied ({r.status_code} {r.text[:100]})")
 
 
 def main():
@@ -177,6 +238,8 @@ def run(state_dir):
         "grant_type": "authorization_code", "code": lst.code, "redirect_uri": redirect_uri,
         "code_verifier": verifier})
     check(r.status_code == 200 and "refresh_token" in r.json(), f"confidential client_secret_basic exchange ({r.status_code})")
+
+    device_grant(s, base, token_url)
 
     n = sum(1 for line in (state_dir / "requests.log").read_text().splitlines() if line.startswith("POST /o/token/ "))
     check(n >= 5, f"requests.log has {n} 'POST /o/token/' lines")

@@ -41,6 +41,8 @@ def seed():
         dict(client_id="auth-agent-test-confidential", name="auth-agent-test-confidential",
              client_type=App.CLIENT_CONFIDENTIAL, authorization_grant_type=App.GRANT_AUTHORIZATION_CODE,
              client_secret="confidential-secret", redirect_uris=REDIRECT_URIS),
+        dict(client_id="auth-agent-test-device", name="auth-agent-test-device", client_type=App.CLIENT_PUBLIC,
+             authorization_grant_type=App.GRANT_DEVICE_CODE, client_secret="", redirect_uris=""),
         dict(client_id="introspector", name="introspector", client_type=App.CLIENT_CONFIDENTIAL,
              authorization_grant_type=App.GRANT_CLIENT_CREDENTIALS, client_secret="introspector-secret",
              redirect_uris=""),

@@ -1,8 +1,9 @@
 """Scripted browser: logs in to the test authorization server and delivers the
 authorization response to the agent's loopback listener. See ../README.md.
 
-Env: FAKE_BROWSER_MODE (login|deny|wrong-state|none|fail), FAKE_BROWSER_USER,
-FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries.
+Env: FAKE_BROWSER_MODE (login|deny|wrong-state|none|fail|print-redirect), FAKE_BROWSER_USER,
+FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries
+(print-redirect prints the final redirect URL, with its code, on stdout: that is its purpose).
 FAKE_BROWSER_PROC_DUMP=FILE: on start, appends this process's own /proc/self/cmdline and /proc/self/environ
 (what the agent gave it) to FILE, so a test can check that no token reached the browser's argv or environment.
 """
@@ -113,7 +114,7 @@ def deliver(b, url, note=""):
 
 def main():
     mode = os.environ.get("FAKE_BROWSER_MODE", "login") or "login"
-    if mode not in ("login", "deny", "wrong-state", "none", "fail"):
+    if mode not in ("login", "deny", "wrong-state", "none", "fail", "print-redirect"):
         print(f"fake-browser: unknown FAKE_BROWSER_MODE {mode!r}", file=sys.stderr)
         sys.exit(2)
     if len(sys.argv) != 2:
@@ -136,6 +137,11 @@ def main():
     b = Browser()
     callback = run_flow(b, original)
     query = parse_qs(urlsplit(callback).query)
+    if mode == "print-redirect":
+        # Manual paste: a browser on another machine cannot reach the loopback URI; the user copies it instead.
+        print(callback)
+        log("DONE print-redirect")
+        return
     if mode == "deny":
         params = {"error": "access_denied"}
         state = parse_qs(urlsplit(original).query).get("state")

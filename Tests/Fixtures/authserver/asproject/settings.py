@@ -108,4 +108,6 @@ OAUTH2_PROVIDER = {
         "introspection": "Token introspection",
     },
     "DEFAULT_SCOPES": ["read"],
+    "OAUTH_DEVICE_VERIFICATION_URI": ISSUER + "/device/",
+    "DEVICE_FLOW_INTERVAL": int(os.environ.get("AS_DEVICE_INTERVAL", "1")),
 }

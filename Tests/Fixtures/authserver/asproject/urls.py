@@ -8,3 +8,18 @@ urlpatterns = [
     path(".well-known/oauth-authorization-server/o", dot_views.OAuthServerMetadataView.as_view()),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
 ]
+
+
+class DeviceAuthorizationView(dot_views.DeviceAuthorizationView):
+    """RFC 8628 §3.1-3.2. DOT 3.4.1 passes oauthlib 4's extra `scope` key to DeviceCodeResponse (TypeError,
+    HTTP 500); the scope is still stored, DOT reads it from the request."""
+
+    def create_device_authorization_response(self, request):
+        headers, response, status = super().create_device_authorization_response(request)
+        if status == 200 and isinstance(response, dict):
+            response.pop("scope", None)
+        return headers, response, status
+
+
+# Ahead of DOT's own view at the same path.
+urlpatterns.insert(0, path("o/device-authorization/", DeviceAuthorizationView.as_view(), name="device-authorization-fixed"))

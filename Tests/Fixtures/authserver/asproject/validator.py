@@ -22,3 +22,25 @@ class Validator(OAuth2Validator):
 
     def validate_silent_authorization(self, request):
         return True
+
+    # RFC 8628 device grant: oauthlib 4 asks the validator for the device_code's status, a hook that
+    # django-oauth-toolkit 3.4.1 does not implement (polling after approval -> AttributeError, HTTP 500).
+    def validate_device_code(self, client_id, code, request, *args, **kwargs):
+        from oauth2_provider.models import get_device_grant_model
+        from oauthlib.oauth2.rfc8628.grant_types.device_code import DeviceCodeGrant
+
+        model = get_device_grant_model()
+        grant = model.objects.filter(device_code=code, client_id=client_id).first()
+        if grant is None:
+            return None
+        if grant.is_expired():
+            return DeviceCodeGrant.DEVICE_CODE_EXPIRED
+        if grant.status == model.DENIED:
+            return DeviceCodeGrant.DEVICE_CODE_DENIED
+        if grant.status == model.AUTHORIZED and grant.user is not None:
+            request.user = grant.user
+            request.scopes = grant.scope.split() if grant.scope else []
+            grant.status = model.EXPIRED  # single use: a replayed device_code gets expired_token
+            grant.save(update_fields=["status"])
+            return DeviceCodeGrant.DEVICE_CODE_AUTHORIZED
+        return DeviceCodeGrant.DEVICE_CODE_PENDING
