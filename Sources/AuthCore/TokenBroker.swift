@@ -122,7 +122,7 @@ public actor TokenBroker {
         }
         let refreshed: CachedToken
         do throws(AuthError) {
-            refreshed = try await refreshOnce(name, joinOnly: false)
+            refreshed = try await refreshOnce(name)
         } catch let error where error.code == .loginRequired && interactive {
             let ticket = try await beginLogin(account: name)
             _ = try await awaitLogin(ticket)
@@ -145,7 +145,7 @@ public actor TokenBroker {
     }
 
     /// Single flight: every caller that needs a refresh while one is running waits for that one.
-    private func refreshOnce(_ name: String, joinOnly: Bool) async throws(AuthError) -> CachedToken {
+    private func refreshOnce(_ name: String) async throws(AuthError) -> CachedToken {
         let task: Task<CachedToken, Error>
         if let running = accounts[name]?.refresh {
             task = running
@@ -171,7 +171,7 @@ public actor TokenBroker {
     private func refreshInBackground(_ name: String) {
         guard let state = accounts[name], state.refresh == nil else { return }
         if let notBefore = state.retryNotBefore, time.now() < notBefore { return }
-        Task { _ = try? await self.refreshOnce(name, joinOnly: false) }
+        Task { _ = try? await self.refreshOnce(name) }
     }
 
     /// During an outage a cached token is served as long as it is valid for the policy's minimum.
@@ -216,7 +216,7 @@ public actor TokenBroker {
         let due = accountsDueForRefresh()
         for name in due {
             do {
-                _ = try await refreshOnce(name, joinOnly: false)
+                _ = try await refreshOnce(name)
             } catch {
                 logger.notice("proactive refresh failed", metadata: ["account": "\(name)", "error_code": "\(error.code.rawValue)"])
             }
@@ -278,13 +278,7 @@ public actor TokenBroker {
                 }
             }
             if tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
-            let cached = CachedToken(tokens: tokens)
-            accounts[name]?.cache = cached
-            accounts[name]?.refreshJitter = random()
-            accounts[name]?.lastRefresh = time.wallClock()
-            accounts[name]?.lastError = nil
-            accounts[name]?.failures = 0
-            accounts[name]?.retryNotBefore = nil
+            let cached = cacheFreshTokens(name, tokens)
             logger.info("refreshed access token", metadata: ["account": "\(name)", "expires_in_s": "\(tokens.lifetime.components.seconds)"])
             return cached
         } catch {
@@ -544,20 +538,13 @@ public actor TokenBroker {
             logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                            metadata: ["account": "\(name)"])
         }
-        tokens.refreshToken = nil
         accounts[name]?.idClaims = claims
-        accounts[name]?.cache = CachedToken(tokens: tokens)
-        accounts[name]?.refreshJitter = random()
-        accounts[name]?.lastRefresh = time.wallClock()
-        accounts[name]?.lastError = nil
-        accounts[name]?.failures = 0
-        accounts[name]?.retryNotBefore = nil
+        let cached = cacheFreshTokens(name, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
-        var result = outcome(name, tokens)
+        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil)
         result.subject = claims?.subject
         result.email = claims?.email
         result.name = claims?.name
-        result.hasRefreshToken = reply.status == 200 && (try? TokenResponseParser.parse(reply, receivedAt: sentAt).refreshToken) != nil
         return result
     }
 
@@ -763,10 +750,25 @@ public actor TokenBroker {
             scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
     }
 
-    private func outcome(_ name: String, _ tokens: TokenSet) -> LoginOutcome {
+    /// Caches newly issued tokens (without the refresh token, which lives only in the keyring) and clears the
+    /// account's failure state. Shared by sign-in and refresh.
+    private func cacheFreshTokens(_ name: String, _ tokens: TokenSet) -> CachedToken {
+        var tokens = tokens
+        tokens.refreshToken = nil
+        let cached = CachedToken(tokens: tokens)
+        accounts[name]?.cache = cached
+        accounts[name]?.refreshJitter = random()
+        accounts[name]?.lastRefresh = time.wallClock()
+        accounts[name]?.lastError = nil
+        accounts[name]?.failures = 0
+        accounts[name]?.retryNotBefore = nil
+        return cached
+    }
+
+    private func outcome(_ name: String, _ tokens: TokenSet, hasRefreshToken: Bool) -> LoginOutcome {
         let remaining = tokens.expiresAt - time.now()
         return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
-                            hasRefreshToken: tokens.refreshToken != nil,
+                            hasRefreshToken: hasRefreshToken,
                             accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
     }
 
