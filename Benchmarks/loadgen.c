@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "timing.h"
 
 static const char *sock_path;
 static const char *request = "{\"v\":1,\"id\":1,\"op\":\"token\",\"account\":\"work\"}";
@@ -47,12 +48,6 @@ static uint64_t deadline_ns;
 static pthread_barrier_t start_barrier;
 static uint64_t last_done_ns;
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int connect_socket(void) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -136,11 +131,6 @@ static void *client(void *arg) {
     if (fd >= 0) close(fd);
     free(buf);
     return NULL;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* utime+stime of a process, in clock ticks; -1 if unreadable. */

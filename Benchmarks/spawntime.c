@@ -16,19 +16,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "timing.h"
 
 extern char **environ;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int run_once(char **cmd, posix_spawn_file_actions_t *fa, uint64_t *elapsed) {
     pid_t pid;
