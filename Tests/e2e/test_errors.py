@@ -370,7 +370,8 @@ def test_denied_sign_in(make_agent, keyring):
     result = agent.authctl("login", "work")
     assert result.returncode == 7, (result.returncode, result.stderr)
     assert "denied" in result.stderr
-    assert "DONE deny callback=200" in agent.browser_log.read_text()
+    # The browser process logs DONE after it reads the listener's reply, which can be after authctl returned.
+    wait_for(lambda: "DONE deny callback=200" in agent.browser_log.read_text(), 10, "the browser to finish")
     assert keyring.secret_tool_count("work") == 0
     assert agent.account_status("work")["last_error"]["code"] == "access_denied"
     assert_alive(agent)
