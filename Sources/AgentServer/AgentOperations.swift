@@ -1,0 +1,160 @@
+import AgentIPC
+import AuthCore
+import Foundation
+import Logging
+
+/// Who asked, for the log: the peer's pid and uid (`SO_PEERCRED` on the socket, the bus daemon's credentials on
+/// D-Bus) and which front end carried the request.
+public struct Caller: Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var via: String
+
+    public init(pid: Int32, uid: UInt32, via: String) {
+        self.pid = pid
+        self.uid = uid
+        self.via = via
+    }
+}
+
+/// The agent's operations as typed calls onto ``TokenBroker``, shared by every front end (the socket's
+/// ``RequestDispatcher`` and the D-Bus object), so there is one implementation of each: argument checks, the
+/// interactive-token dance, the mapping of domain results onto the versioned result types and of ``AuthError``
+/// onto the stable ``ErrorCode``s, and the request log. Front ends only decode their own framing and encode
+/// these results.
+public struct AgentOperations: Sendable {
+    public let broker: TokenBroker
+    public let info: AgentInfo
+    let logger: Logger
+
+    public init(broker: TokenBroker, info: AgentInfo, logger: Logger) {
+        self.broker = broker
+        self.info = info
+        self.logger = logger
+    }
+
+    /// Runs one operation with the request log around it: a debug line per request and an info line per failure,
+    /// with the operation, account, peer and error code as metadata (never request data).
+    public func perform<T>(_ op: AgentIPC.Operation, account: String?, caller: Caller,
+                           _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
+        var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
+        if caller.via != "socket" { meta["via"] = "\(caller.via)" }
+        if let account { meta["account"] = "\(account)" }
+        logger.debug("request", metadata: meta)
+        do {
+            return try await body()
+        } catch {
+            meta["error_code"] = "\(error.code)"
+            logger.info("request failed", metadata: meta)
+            throw error
+        }
+    }
+
+    public func ping() -> PingResult { PingResult(agentVersion: info.version) }
+
+    public func accounts() async -> AccountsResult {
+        let status = await broker.status()
+        return AccountsResult(accounts: status.accounts.map {
+            AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
+                           redirectURI: $0.registeredRedirectURI, scopes: $0.scopes)
+        })
+    }
+
+    /// An access token valid for `minValid` seconds. With `interactive`, a missing sign-in is started (or joined)
+    /// and announced through `loginStarted` before the wait.
+    public func token(account: String, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
+                      includeIDToken: Bool = false,
+                      loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
+        guard minValid >= 0, minValid <= 366 * 24 * 3600 else {
+            throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
+        }
+        let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
+            if interactive {
+                // Announce the sign-in if one is needed, so the caller can show the URL.
+                do throws(AuthError) {
+                    return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh)
+                } catch let error where error.code == .loginRequired {
+                    let ticket = try await broker.beginLogin(account: account)
+                    await loginStarted(AgentOperations.event(ticket))
+                    _ = try await broker.awaitLogin(ticket)
+                }
+            }
+            return try await broker.accessToken(account: account, minValid: .seconds(minValid),
+                                                forceRefresh: forceRefresh && !interactive)
+        }
+        return TokenResult(
+            account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
+            expiresIn: Int(grant.expiresIn.components.seconds), expiresAt: Int(grant.expiresAt.timeIntervalSince1970),
+            scopes: grant.scopes, idToken: includeIDToken ? grant.idToken?.reveal() : nil)
+    }
+
+    /// Starts (or joins) the account's sign-in, announces it through `loginStarted`, and waits for it.
+    public func login(account: String, browser: Bool = true,
+                      loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> LoginResult {
+        let outcome = try await translate { () async throws(AuthError) -> LoginOutcome in
+            let ticket = try await broker.beginLogin(account: account, openBrowser: browser)
+            await loginStarted(AgentOperations.event(ticket))
+            return try await broker.awaitLogin(ticket)
+        }
+        return LoginResult(
+            account: outcome.account, subject: outcome.subject, email: outcome.email, name: outcome.name,
+            scopes: outcome.scopes, hasRefreshToken: outcome.hasRefreshToken,
+            accessTokenExpiresAt: Int(outcome.accessTokenExpiresAt.timeIntervalSince1970))
+    }
+
+    /// Manual paste: hands the final redirect URL to the account's pending sign-in.
+    public func loginCallback(account: String, url: String?) async throws(WireError) -> LoginCallbackResult {
+        guard let url, !url.isEmpty else { throw WireError(.badRequest, "the 'login_callback' request needs a 'url'") }
+        try await translate { () async throws(AuthError) in try await broker.submitRedirect(account: account, url: url) }
+        return LoginCallbackResult(account: account, accepted: true)
+    }
+
+    public func logout(account: String) async throws(WireError) -> LogoutResult {
+        let outcome = try await translate { () async throws(AuthError) -> LogoutOutcome in try await broker.logout(account: account) }
+        return LogoutResult(account: outcome.account, hadRefreshToken: outcome.hadRefreshToken,
+                            revoked: outcome.revoked, revocationError: outcome.revocationError)
+    }
+
+    public func status() async -> StatusResult {
+        let status = await broker.status()
+        let uptime = ContinuousClock.now - info.startedAt
+        return StatusResult(
+            agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
+                         socket: info.socketPath, keyring: status.keyring.rawValue),
+            accounts: status.accounts.map { account in
+                StatusResult.Account(
+                    name: account.name, issuer: account.issuer, clientID: account.clientID,
+                    redirectURI: account.registeredRedirectURI, scopes: account.scopes, signedIn: account.hasRefreshToken,
+                    accessTokenExpiresAt: account.accessTokenExpiresAt.map { Int($0.timeIntervalSince1970) },
+                    accessTokenExpiresIn: account.accessTokenExpiresIn.map { Int($0.components.seconds) },
+                    lastRefresh: account.lastRefresh.map { Int($0.timeIntervalSince1970) },
+                    lastError: account.lastError.map {
+                        .init(code: AgentOperations.wireCode($0.code).rawValue, message: $0.message, at: Int($0.at.timeIntervalSince1970))
+                    },
+                    loginPending: account.loginPending)
+            })
+    }
+
+    // MARK: Errors
+
+    /// Runs a broker call and turns its ``AuthError`` into the front ends' ``WireError`` (same code, message and
+    /// Retry-After).
+    func translate<T>(_ body: () async throws(AuthError) -> T) async throws(WireError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw WireError(AgentOperations.wireCode(error.code), error.message, retryAfter: error.retryAfter)
+        }
+    }
+
+    /// Domain codes map one-to-one onto wire codes; the test suite checks that every one of them does.
+    public static func wireCode(_ code: AuthError.Code) -> ErrorCode {
+        ErrorCode(rawValue: code.rawValue) ?? .internalError
+    }
+
+    static func event(_ ticket: LoginTicket) -> WireEvent {
+        WireEvent(type: WireEvent.loginStarted, url: ticket.authorizationURL.absoluteString, redirectURI: ticket.redirectURI,
+                  browserOpened: ticket.browserOpened, browserError: ticket.browserError,
+                  timeoutSeconds: Int(ticket.timeout.components.seconds))
+    }
+}
