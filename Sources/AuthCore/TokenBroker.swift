@@ -73,6 +73,8 @@ public actor TokenBroker {
     let logger: Logger
     var accounts: [String: AccountState]
     let accountOrder: [String]
+    /// Subscribers of ``events()`` (TokenBroker+Events.swift).
+    let eventHub = BrokerEventHub()
 
     public static let metadataMaxAge: Duration = .seconds(3600)
 
@@ -152,6 +154,7 @@ public actor TokenBroker {
         } else {
             task = Task { try await self.performRefresh(name) }
             accounts[name]?.refresh = task
+            publish(.refreshStarted(name))
         }
         do {
             let result = try await task.value
@@ -164,7 +167,10 @@ public actor TokenBroker {
     }
 
     private func clearRefresh(_ name: String, _ task: Task<CachedToken, Error>) {
-        if accounts[name]?.refresh == task { accounts[name]?.refresh = nil }
+        if accounts[name]?.refresh == task {
+            accounts[name]?.refresh = nil
+            publish(.refreshFinished(name))
+        }
     }
 
     /// Starts the account's refresh without waiting for it (unless one runs already or the backoff forbids it).
@@ -283,6 +289,7 @@ public actor TokenBroker {
             return cached
         } catch {
             record(name, error)
+            if error.code == .loginRequired { publish(.signInRequired(name)) }
             if RefreshPolicy.isTransient(error.code) {
                 let failures = (accounts[name]?.failures ?? 0) + 1
                 let delay = policy.backoff(failures: failures, retryAfter: error.retryAfter, jitter: random())
@@ -315,6 +322,7 @@ public actor TokenBroker {
         if let current = try await store.load(key), current == sent {
             try await store.delete(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
+            publish(.accountChanged(name))
         }
     }
 
@@ -332,6 +340,7 @@ public actor TokenBroker {
             let start = Task { try await self.startLogin(config, id: id, openBrowser: openBrowser) }
             let completion = Task { try await self.completeLogin(name, id: id, start: start) }
             accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
+            publish(.signInStarted(name))
         }
         accounts[name]?.login?.waiters += 1
         guard let pending = accounts[name]?.login else { throw AuthError.internalError("sign-in vanished") }
@@ -472,6 +481,7 @@ public actor TokenBroker {
         if let pending = accounts[name]?.login, pending.id == id {
             accounts[name]?.finishedLogin = (id, pending.completion)
             accounts[name]?.login = nil
+            publish(.signInFinished(name))
         }
     }
 
@@ -541,6 +551,7 @@ public actor TokenBroker {
         accounts[name]?.idClaims = claims
         let cached = cacheFreshTokens(name, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
+        publish(.accountChanged(name))
         var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil)
         result.subject = claims?.subject
         result.email = claims?.email
@@ -582,6 +593,7 @@ public actor TokenBroker {
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
+        publish(.accountChanged(name))
         return result
     }
 

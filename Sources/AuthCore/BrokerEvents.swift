@@ -1,0 +1,48 @@
+import Foundation
+
+/// What the broker tells the world about its accounts, for front ends that push (D-Bus signals) and for the
+/// agent's status line. Carries account names only, never tokens.
+public enum BrokerEvent: Sendable, Equatable {
+    /// The account's sign-in state changed: signed in, signed out, or the server rejected its refresh token.
+    case accountChanged(String)
+    /// A token was needed but the account must sign in first (no refresh token, or it was rejected).
+    case signInRequired(String)
+    case refreshStarted(String)
+    case refreshFinished(String)
+    case signInStarted(String)
+    case signInFinished(String)
+
+    public var account: String {
+        switch self {
+        case .accountChanged(let name), .signInRequired(let name), .refreshStarted(let name),
+             .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name):
+            return name
+        }
+    }
+}
+
+/// Fans broker events out to any number of subscribers. Publishing never blocks the broker: each subscriber has
+/// a bounded buffer that keeps the newest events, so a slow one loses old events rather than stalling sign-ins.
+public final class BrokerEventHub: @unchecked Sendable {
+    private let lock = NSLock()
+    private var subscribers: [UUID: AsyncStream<BrokerEvent>.Continuation] = [:]
+
+    public init() {}
+
+    /// A stream of the events published from now on; it ends when the subscriber stops iterating it.
+    public func subscribe(buffer: Int = 256) -> AsyncStream<BrokerEvent> {
+        let (stream, continuation) = AsyncStream<BrokerEvent>.makeStream(bufferingPolicy: .bufferingNewest(buffer))
+        let id = UUID()
+        lock.withLock { subscribers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            _ = self.lock.withLock { self.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    public func publish(_ event: BrokerEvent) {
+        let targets = lock.withLock { Array(subscribers.values) }
+        for continuation in targets { continuation.yield(event) }
+    }
+}
