@@ -8,7 +8,8 @@ import PackageDescription
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
-//   AgentServer    socket server, peer credentials, dispatch onto AuthCore.TokenBroker.
+//   AgentServer    socket server, peer credentials, AgentOperations (shared by both front ends), dispatch.
+//   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential (no I/O).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 let package = Package(
@@ -70,10 +71,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // sd-bus's vtable macros and variadic calls, which Swift cannot use (sd-bus.h comes from libsystemd-dev).
+        .target(name: "CAgentBus", linkerSettings: [.linkedLibrary("systemd")]),
+        .target(
+            name: "AgentDBus",
+            dependencies: [
+                "AgentServer", "AgentIPC", "AuthCore", "CAgentBus",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "auth-agent",
             dependencies: [
-                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentServer", "CAgentProcess",
+                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentServer", "AgentDBus",
+                "CAgentProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -97,6 +109,8 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
+        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore"]),
+        .testTarget(name: "AgentServerTests", dependencies: ["AgentServer", "AgentIPC", "AuthCore"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio")]

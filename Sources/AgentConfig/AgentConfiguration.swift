@@ -8,12 +8,21 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var logLevel: String?
     /// True when the file did not exist and the agent runs with no accounts.
     public var fileMissing: Bool
+    /// `[agent] idle_exit`: when socket-activated, exit after this long without clients, sign-ins or refreshes
+    /// (zero: never). Activation starts the agent again on the next connection.
+    public var idleExit: Duration
 
-    public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false) {
+    /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
+    /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
+    public static let defaultIdleExit: Duration = .seconds(3600)
+
+    public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
+                idleExit: Duration = AgentConfiguration.defaultIdleExit) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
         self.fileMissing = fileMissing
+        self.idleExit = idleExit
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,

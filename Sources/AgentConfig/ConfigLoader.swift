@@ -10,7 +10,7 @@ public enum ConfigLoader {
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout",
     ]
-    static let agentKeys: Set<String> = ["log_level"]
+    static let agentKeys: Set<String> = ["log_level", "idle_exit"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -48,6 +48,7 @@ public enum ConfigLoader {
                               "unknown key '\(key)' (top-level tables are [agent] and [accounts.NAME])")
         }
         var logLevel: String?
+        var idleExit = AgentConfiguration.defaultIdleExit
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -60,6 +61,13 @@ public enum ConfigLoader {
                                       "log_level must be one of \(logLevels.joined(separator: ", "))")
                 }
                 logLevel = value
+            }
+            if let value = agentTable["idle_exit"] {
+                guard let seconds = value.int, (0...(7 * 24 * 3600)).contains(seconds) else {
+                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "idle_exit"),
+                                      "idle_exit must be 0 (never) or a number of seconds up to 604800")
+                }
+                idleExit = .seconds(seconds)
             }
         }
         var accounts: [AccountConfig] = []
@@ -74,7 +82,7 @@ public enum ConfigLoader {
                 accounts.append(try account(name: name, section, path: path, locate: locate))
             }
         }
-        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel)
+        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit)
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {

@@ -25,17 +25,21 @@ public final class SocketServer: Service {
     let logger: Logger
     let boundPath: String?
     let connections = ConnectionRegistry()
+    /// Told about every served connection, for the idle exit.
+    let activity: ActivityTracker?
 
     private init(serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>,
-                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?) {
+                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?, activity: ActivityTracker?) {
         self.serverChannel = serverChannel
         self.dispatcher = dispatcher
         self.logger = logger
         self.boundPath = boundPath
+        self.activity = activity
     }
 
     /// Starts listening. When this returns, clients can connect (send READY=1 after it).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
+                              activity: ActivityTracker? = nil,
                               group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
         let myUID = getuid()
         let bootstrap = ServerBootstrap(group: group)
@@ -73,7 +77,8 @@ public final class SocketServer: Service {
             channel = try await bootstrap.bind(NIOBSDSocket.Handle(fd), cleanupExistingSocketFile: false,
                                                childChannelInitializer: initializer)
         }
-        return SocketServer(serverChannel: channel, dispatcher: dispatcher, logger: logger, boundPath: boundPath)
+        return SocketServer(serverChannel: channel, dispatcher: dispatcher, logger: logger, boundPath: boundPath,
+                            activity: activity)
     }
 
     public func run() async throws {
@@ -109,7 +114,11 @@ public final class SocketServer: Service {
         }
         let peer = credentials.peer
         let registration = connections.add(connection.channel)
-        defer { connections.remove(registration) }
+        activity?.begin()
+        defer {
+            connections.remove(registration)
+            activity?.end()
+        }
         do {
             try await connection.executeThenClose { inbound, outbound in
                 let writer = LineWriter(outbound: outbound)

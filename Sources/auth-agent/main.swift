@@ -1,6 +1,7 @@
 // auth-agent: the composition root. Parses options, loads the configuration, hardens the process, takes or binds
 // the socket, wires the adapters into the TokenBroker, signals readiness to systemd and runs until SIGTERM.
 import AgentConfig
+import AgentDBus
 import AgentIPC
 import AgentServer
 import ArgumentParser
@@ -94,15 +95,20 @@ struct AuthAgent: AsyncParsableCommand {
             logger: logger)
 
         let server: SocketServer
+        let activity = ActivityTracker()
+        var socketActivated = false
         do {
             let inherited = try ListenFDs.take()
             if let fd = inherited.first {
                 logger.info("using the socket passed by systemd", metadata: ["fd": "\(fd)"])
-                server = try await SocketServer.listen(.inherited(fd: fd), dispatcher: dispatcher, logger: logger)
+                socketActivated = true
+                server = try await SocketServer.listen(.inherited(fd: fd), dispatcher: dispatcher, logger: logger,
+                                                       activity: activity)
             } else {
                 try RuntimeDirectory.prepareSocketDirectory(for: socketPath)
                 try RuntimeDirectory.removeStaleSocket(at: socketPath)
-                server = try await SocketServer.listen(.path(socketPath), dispatcher: dispatcher, logger: logger)
+                server = try await SocketServer.listen(.path(socketPath), dispatcher: dispatcher, logger: logger,
+                                                       activity: activity)
             }
         } catch let error as ServerError {
             fail(error.message, code: 1)
@@ -116,13 +122,25 @@ struct AuthAgent: AsyncParsableCommand {
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ProactiveRefreshService(broker: broker)),
+            // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
+            .init(service: DBusService(operations: dispatcher.operations, activity: activity, logger: logger),
+                  successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
         ]
+        // Only when systemd holds the socket: it starts the agent again on the next connection.
+        if socketActivated, configuration.idleExit > .zero {
+            services.append(.init(service: IdleExitService(timeout: configuration.idleExit, activity: activity,
+                                                           broker: broker, logger: logger),
+                                  successTerminationBehavior: .gracefullyShutdownGroup))
+        }
         if let interval = SystemdNotifier.watchdogInterval() {
             logger.info("watchdog enabled", metadata: ["interval": "\(interval)"])
             services.append(.init(service: WatchdogService(interval: interval, broker: broker, logger: logger) {
                 _ = SystemdNotifier.watchdog()
             }))
         }
+        // Last, so it is the first to hear of a shutdown (the group stops services in reverse order): STOPPING=1 goes
+        // out at once, while the others finish their work.
+        services.append(.init(service: StatusReporter(broker: broker) { _ = SystemdNotifier.notify($0) }))
         let group = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -131,7 +149,6 @@ struct AuthAgent: AsyncParsableCommand {
         } catch {
             logger.error("agent stopped with an error", metadata: ["error": "\(error)"])
         }
-        _ = SystemdNotifier.stopping()
         await broker.drain()
         await http.shutdown()
         logger.info("stopped")

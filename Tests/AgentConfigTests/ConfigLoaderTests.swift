@@ -36,6 +36,7 @@ final class ConfigLoaderTests: XCTestCase {
         client_id = "c2"
         """)
         XCTAssertEqual(config.logLevel, "debug")
+        XCTAssertEqual(config.idleExit, AgentConfiguration.defaultIdleExit, "idle_exit defaults to an hour")
         XCTAssertEqual(config.accounts.map(\.name), ["work", "personal"], "accounts keep file order")
         let work = config.accounts[0]
         XCTAssertEqual(work.issuer.absoluteString, "https://login.example.com")
@@ -71,6 +72,14 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[accounts.\"bad name\"]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n", line: 1, contains: "account names")
         expectError("surprise = 1\n", line: 1, contains: "unknown key 'surprise'")
         expectError("[agent]\nlog_level = \"loud\"\n", line: 2, contains: "log_level")
+        expectError("[agent]\nidle_exit = -5\n", line: 2, contains: "idle_exit must be 0 (never)")
+        expectError("[agent]\nidle_exit = \"1h\"\n", line: 2, contains: "idle_exit")
+    }
+
+    func testIdleExit() throws {
+        XCTAssertEqual(try parse("[agent]\nidle_exit = 0\n").idleExit, .zero)
+        XCTAssertEqual(try parse("[agent]\nidle_exit = 600\n").idleExit, .seconds(600))
+        XCTAssertEqual(try parse("").idleExit, .seconds(3600))
     }
 
     func testRedirectHostAndJWKSURI() throws {

@@ -1,0 +1,60 @@
+import AgentIPC
+import AgentServer
+
+/// One method call of `dev.authagent.Agent1`, with its arguments (already type-checked by sd-bus against the
+/// vtable in CAgentBus).
+public enum BusCall: Sendable, Equatable {
+    case getAccessToken(account: String, minValid: UInt32)
+    case listAccounts
+    case getStatus
+    case login(account: String)
+    case logout(account: String)
+
+    /// Calls that wait for a person: cancelled when the agent shuts down.
+    public var waitsForPerson: Bool {
+        if case .login = self { return true }
+        return false
+    }
+}
+
+/// What goes back to the caller: the method's out arguments, or a named error.
+public enum BusReply: Sendable, Equatable {
+    case values([BusValue])
+    case error(name: String, message: String)
+}
+
+/// The interface's semantics: each method is one of the shared ``AgentOperations`` (the very calls the socket
+/// protocol makes), its result encoded as D-Bus values and its ``WireError`` as the matching named error. Nothing
+/// here knows about sd-bus, so it is tested without a bus.
+public enum AgentBusAPI {
+    public static func perform(_ call: BusCall, on ops: AgentOperations, caller: Caller) async -> BusReply {
+        do throws(WireError) {
+            switch call {
+            case .getAccessToken(let account, let minValid):
+                let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
+                    try await ops.token(account: account, minValid: Int(minValid))
+                }
+                return .values([.string(token.accessToken), .int64(Int64(token.expiresAt))])
+            case .listAccounts:
+                let list = try await ops.perform(.accounts, account: nil, caller: caller) { await ops.accounts() }
+                return .values([.dictArray(list.accounts.map { BusValue.dictionary(encoding: $0) })])
+            case .getStatus:
+                let status = try await ops.perform(.status, account: nil, caller: caller) { await ops.status() }
+                return .values([.dict(BusValue.dictionary(encoding: status.agent)),
+                                .dictArray(status.accounts.map { BusValue.dictionary(encoding: $0) })])
+            case .login(let account):
+                let result = try await ops.perform(.login, account: account, caller: caller) { () async throws(WireError) in
+                    try await ops.login(account: account)
+                }
+                return .values([.dict(BusValue.dictionary(encoding: result))])
+            case .logout(let account):
+                let result = try await ops.perform(.logout, account: account, caller: caller) { () async throws(WireError) in
+                    try await ops.logout(account: account)
+                }
+                return .values([.dict(BusValue.dictionary(encoding: result))])
+            }
+        } catch {
+            return .error(name: DBusErrorName.forCode(error.code), message: error.message)
+        }
+    }
+}

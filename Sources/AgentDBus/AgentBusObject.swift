@@ -1,0 +1,105 @@
+import AgentServer
+import AuthCore
+import CAgentBus
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The object at `/dev/authagent/Agent1`. Method calls arrive on the bus thread; each is checked (the caller's uid
+/// must be the agent's), its message referenced, and its work run as a task, so a refresh or a sign-in never
+/// blocks the bus. The reply is sent from the bus thread when the task finishes.
+final class AgentBusObject: @unchecked Sendable {
+    let operations: AgentOperations
+    let loop: BusLoop
+    let activity: ActivityTracker?
+    let logger: Logger
+    let uid = getuid()
+
+    private let lock = NSLock()
+    private var calls: [UInt64: (task: Task<Void, Never>, waitsForPerson: Bool)] = [:]
+    private var nextCall: UInt64 = 0
+
+    init(operations: AgentOperations, loop: BusLoop, activity: ActivityTracker?, logger: Logger) {
+        self.operations = operations
+        self.loop = loop
+        self.activity = activity
+        self.logger = logger
+    }
+
+    /// The C handler registered with the vtable; `context` is an unretained `AgentBusObject`.
+    static let handler: aa_bus_method_handler = { message, context, error in
+        guard let message, let context, let error else { return -EINVAL }
+        return Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().handle(message, error)
+    }
+
+    /// Bus thread.
+    func handle(_ message: OpaquePointer, _ error: UnsafeMutablePointer<sd_bus_error>) -> Int32 {
+        var uid: uid_t = 0
+        var pid: pid_t = 0
+        let r = aa_bus_sender_identity(message, &uid, &pid)
+        guard r >= 0, uid == self.uid else {
+            logger.warning("refused a D-Bus call from another user",
+                           metadata: ["peer_pid": "\(pid)", "peer_uid": "\(r >= 0 ? String(uid) : "unknown")", "via": "dbus"])
+            return aa_bus_error_set(error, DBusErrorName.accessDenied, "this agent serves uid \(self.uid) only")
+        }
+        guard let call = BusMessage.readCall(message) else {
+            return aa_bus_error_set(error, "org.freedesktop.DBus.Error.UnknownMethod", "no such method on dev.authagent.Agent1")
+        }
+        _ = sd_bus_message_ref(message)
+        let reference = BusMessageRef(raw: message)
+        let caller = Caller(pid: pid, uid: uid, via: "dbus")
+        let operations = self.operations
+        activity?.begin()
+        lock.withLock {
+            nextCall += 1
+            let id = nextCall
+            let task = Task {
+                let reply = await AgentBusAPI.perform(call, on: operations, caller: caller)
+                self.loop.submit { _ in
+                    BusMessage.send(reply, for: reference.raw)
+                    _ = sd_bus_message_unref(reference.raw)
+                }
+                self.finished(id)
+            }
+            calls[id] = (task, call.waitsForPerson)
+        }
+        return 1
+    }
+
+    private func finished(_ id: UInt64) {
+        lock.withLock { calls[id] = nil }
+        activity?.end()
+    }
+
+    /// Number of calls whose reply has not been handed to the bus thread yet.
+    var inFlight: Int { lock.withLock { calls.count } }
+
+    /// Shutdown: cancels calls that wait for a person (a sign-in), then waits up to `timeout` for the others, so
+    /// their replies are queued before the loop stops.
+    func finish(timeout: Duration) async {
+        let waiting = lock.withLock { calls.values.filter(\.waitsForPerson).map(\.task) }
+        waiting.forEach { $0.cancel() }
+        let deadline = ContinuousClock.now + timeout
+        while inFlight > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Emits the signal for a broker event, if it has one (from any thread).
+    func emit(_ event: BrokerEvent) {
+        let member: String
+        switch event {
+        case .accountChanged: member = "AccountChanged"
+        case .signInRequired: member = "SignInRequired"
+        default: return
+        }
+        let account = event.account
+        let logger = self.logger
+        loop.submit { bus in
+            let r = aa_bus_emit_account_signal(bus, member, account)
+            if r < 0 { logger.debug("cannot emit a D-Bus signal", metadata: ["signal": "\(member)", "errno": "\(-r)"]) }
+        }
+    }
+}

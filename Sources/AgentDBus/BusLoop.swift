@@ -1,0 +1,97 @@
+import CAgentBus
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one thread that owns an sd-bus connection. sd-bus is not thread-safe, so every call on the bus, and on
+/// messages that belong to it, happens on this thread: other threads hand work over with ``submit(_:)``, which
+/// queues a closure and wakes the thread through an eventfd. The thread polls the bus fd (with sd-bus's own
+/// events and timeout) and the eventfd, dispatches incoming messages with `sd_bus_process`, and runs queued work.
+final class BusLoop: @unchecked Sendable {
+    /// How the loop ended.
+    enum End: Equatable {
+        /// ``stop()`` was called and every queued job ran.
+        case stopped
+        /// The bus failed (the daemon went away): the negative errno from sd-bus.
+        case failed(Int32)
+    }
+
+    private let lock = NSLock()
+    private var jobs: [@Sendable (OpaquePointer) -> Void] = []
+    private var stopRequested = false
+    private let wakeFD: Int32
+
+    init() {
+        wakeFD = aa_bus_wakeup_fd()
+    }
+
+    deinit {
+        if wakeFD >= 0 { close(wakeFD) }
+    }
+
+    /// Runs `job` on the bus thread with the bus. Callable from any thread; jobs run in order. Jobs submitted after
+    /// the loop ended never run.
+    func submit(_ job: @escaping @Sendable (OpaquePointer) -> Void) {
+        lock.withLock { jobs.append(job) }
+        wake()
+    }
+
+    /// Asks the loop to end once the jobs queued so far have run (their replies are flushed before it returns).
+    func stop() {
+        lock.withLock { stopRequested = true }
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, MemoryLayout<UInt64>.size)
+    }
+
+    /// Serves `bus` on the calling thread until ``stop()`` or a bus failure. The caller still owns `bus`.
+    func run(_ bus: OpaquePointer) -> End {
+        let busFD = sd_bus_get_fd(bus)
+        guard busFD >= 0, wakeFD >= 0 else { return .failed(busFD < 0 ? busFD : -EBADF) }
+        while true {
+            while true {
+                let r = sd_bus_process(bus, nil)
+                if r < 0 { return .failed(r) }
+                if r == 0 { break }
+            }
+            let (pending, stopping) = lock.withLock { () -> ([@Sendable (OpaquePointer) -> Void], Bool) in
+                defer { jobs.removeAll() }
+                return (jobs, stopRequested)
+            }
+            for job in pending { job(bus) }
+            if !pending.isEmpty { continue }
+            if stopping {
+                _ = sd_bus_flush(bus)
+                return .stopped
+            }
+            let events = sd_bus_get_events(bus)
+            if events < 0 { return .failed(events) }
+            var deadline: UInt64 = 0
+            _ = sd_bus_get_timeout(bus, &deadline)
+            var fds = [pollfd(fd: busFD, events: Int16(events), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            let r = poll(&fds, 2, BusLoop.pollTimeout(deadline: deadline, now: BusLoop.monotonicMicroseconds()))
+            if r < 0 && errno != EINTR { return .failed(-errno) }
+            if fds[1].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
+            }
+        }
+    }
+
+    /// poll(2)'s timeout in milliseconds for sd-bus's absolute CLOCK_MONOTONIC deadline (`UINT64_MAX`: none).
+    static func pollTimeout(deadline: UInt64, now: UInt64) -> Int32 {
+        if deadline == UInt64.max { return -1 }
+        if deadline <= now { return 0 }
+        return Int32(clamping: (deadline - now + 999) / 1000)
+    }
+
+    static func monotonicMicroseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+    }
+}

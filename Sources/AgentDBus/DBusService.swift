@@ -1,0 +1,87 @@
+import AgentServer
+import AuthCore
+import CAgentBus
+import Foundation
+import Logging
+import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The agent on the session bus: owns `dev.authagent.Agent`, serves `dev.authagent.Agent1` at
+/// `/dev/authagent/Agent1` and turns broker events into the `AccountChanged` and `SignInRequired` signals.
+///
+/// Optional by design: with no session bus, or with the name taken, it logs one warning and returns, and the agent
+/// goes on serving its socket (run it with `successTerminationBehavior: .ignore`). On graceful shutdown it cancels
+/// pending sign-ins, waits up to ``drainTimeout`` for other calls, sends their replies and closes the connection.
+public struct DBusService: Service {
+    public static let busName = AA_BUS_NAME
+    public static let objectPath = AA_BUS_PATH
+    public static let interface = AA_BUS_INTERFACE
+    public static let drainTimeout: Duration = .seconds(10)
+
+    let operations: AgentOperations
+    let activity: ActivityTracker?
+    let logger: Logger
+
+    /// `activity` hears of every call in flight (for the idle exit).
+    public init(operations: AgentOperations, activity: ActivityTracker? = nil, logger: Logger) {
+        self.operations = operations
+        self.activity = activity
+        self.logger = logger
+    }
+
+    public func run() async {
+        let loop = BusLoop()
+        let object = AgentBusObject(operations: operations, loop: loop, activity: activity, logger: logger)
+        let events = Task {
+            for await event in operations.broker.events() { object.emit(event) }
+        }
+        defer { events.cancel() }
+        let logger = self.logger
+        await withGracefulShutdownHandler {
+            let end: String? = await withCheckedContinuation { continuation in
+                let thread = Thread { continuation.resume(returning: DBusService.serve(object, loop: loop, logger: logger)) }
+                thread.name = "auth-agent-dbus"
+                thread.start()
+            }
+            if let end { logger.warning("\(end); the D-Bus API is off, the socket still serves") }
+        } onGracefulShutdown: {
+            Task {
+                await object.finish(timeout: DBusService.drainTimeout)
+                loop.stop()
+            }
+        }
+    }
+
+    /// The bus thread: connect, register the object, take the name, serve until stopped. Returns why the D-Bus API
+    /// is not (or no longer) available, or nil after a requested stop.
+    static func serve(_ object: AgentBusObject, loop: BusLoop, logger: Logger) -> String? {
+        var bus: OpaquePointer?
+        var r = sd_bus_open_user_with_description(&bus, "auth-agent")
+        guard r >= 0, let bus else { return "no session bus (\(describe(r)))" }
+        defer { _ = sd_bus_flush_close_unref(bus) }
+        var slot: OpaquePointer?
+        let context = Unmanaged.passRetained(object)
+        defer { context.release() }
+        r = aa_bus_add_agent_object(bus, &slot, AgentBusObject.handler, context.toOpaque())
+        guard r >= 0 else { return "cannot register \(objectPath) (\(describe(r)))" }
+        defer { _ = sd_bus_slot_unref(slot) }
+        // The object is in place before the name is taken, so an activating call finds it.
+        r = sd_bus_request_name(bus, busName, 0)
+        if r == -EEXIST { return "\(busName) is already owned on the session bus (another agent?)" }
+        guard r >= 0 else { return "cannot take \(busName) on the session bus (\(describe(r)))" }
+        logger.info("serving D-Bus", metadata: ["bus_name": "\(busName)", "object_path": "\(objectPath)"])
+        switch loop.run(bus) {
+        case .stopped:
+            _ = sd_bus_release_name(bus, busName)
+            return nil
+        case .failed(let errno):
+            return "the session bus connection failed (\(describe(errno)))"
+        }
+    }
+
+    static func describe(_ negativeErrno: Int32) -> String {
+        String(cString: strerror(-negativeErrno))
+    }
+}

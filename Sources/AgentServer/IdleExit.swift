@@ -1,0 +1,74 @@
+import AuthCore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Counts what keeps the agent busy from the outside: open socket connections and D-Bus calls in flight, and when
+/// the last of them ended. Front ends call ``begin()`` / ``end()``; thread-safe.
+public final class ActivityTracker: @unchecked Sendable {
+    private let lock = NSLock()
+    private var active = 0
+    private var lastActive: ContinuousClock.Instant
+
+    public init(now: ContinuousClock.Instant = .now) { lastActive = now }
+
+    public func begin() { lock.withLock { active += 1 } }
+
+    public func end(now: ContinuousClock.Instant = .now) {
+        lock.withLock {
+            active -= 1
+            lastActive = now
+        }
+    }
+
+    /// Marks the agent busy at `now` (e.g. the broker was refreshing) without a begin/end pair.
+    public func touch(now: ContinuousClock.Instant = .now) { lock.withLock { lastActive = now } }
+
+    public var snapshot: (active: Int, lastActive: ContinuousClock.Instant) { lock.withLock { (active, lastActive) } }
+}
+
+/// When a socket-activated agent may exit. Pure: tested on any instants without sleeping.
+public enum IdlePolicy {
+    /// nil: exit now. Otherwise how long to wait before asking again. Busy (a client connected, a D-Bus call, a
+    /// sign-in pending or a refresh running) restarts the idle period.
+    public static func wait(now: ContinuousClock.Instant, lastActive: ContinuousClock.Instant, busy: Bool,
+                            timeout: Duration) -> Duration? {
+        if busy { return min(timeout, .seconds(5)) }
+        let idle = now - lastActive
+        return idle >= timeout ? nil : timeout - idle
+    }
+}
+
+/// Ends the agent (gracefully) after ``timeout`` with nothing to do; only used when systemd passed the socket, so
+/// the next connection starts it again. Run it with `successTerminationBehavior: .gracefullyShutdownGroup`.
+public struct IdleExitService: Service {
+    let timeout: Duration
+    let activity: ActivityTracker
+    let broker: TokenBroker
+    let logger: Logger
+
+    public init(timeout: Duration, activity: ActivityTracker, broker: TokenBroker, logger: Logger) {
+        self.timeout = timeout
+        self.activity = activity
+        self.broker = broker
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while true {
+                let (active, lastActive) = activity.snapshot
+                let brokerBusy = await broker.isBusy
+                let busy = active > 0 || brokerBusy
+                let now = ContinuousClock.now
+                if busy { activity.touch(now: now) }
+                guard let wait = IdlePolicy.wait(now: now, lastActive: lastActive, busy: busy, timeout: timeout) else {
+                    logger.info("idle; exiting until the next connection starts the agent again",
+                                metadata: ["idle_exit_s": "\(timeout.components.seconds)"])
+                    return
+                }
+                do { try await Task.sleep(for: wait) } catch { return }
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import AuthCore
+import ServiceLifecycle
+
+/// Keeps systemd's `STATUS=` line true (``StatusLine``): follows the broker's events, recounts signed-in accounts
+/// when one changes, and sends a line only when its text changes. On graceful shutdown it sends `STOPPING=1` at
+/// once, so the service manager knows the agent is finishing its work (refreshes in flight, keyring writes).
+/// Put it last in the service group: the group shuts services down in reverse order.
+public struct StatusReporter: Service {
+    let broker: TokenBroker
+    let notify: @Sendable (String) -> Void
+
+    /// `notify` gets sd_notify assignments (`STATUS=...`, `STOPPING=1`).
+    public init(broker: TokenBroker, notify: @escaping @Sendable (String) -> Void) {
+        self.broker = broker
+        self.notify = notify
+    }
+
+    public func run() async throws {
+        let events = broker.events()
+        let broker = self.broker
+        let notify = self.notify
+        let reporter = Task {
+            var line = StatusLine(accounts: await broker.accountNames.count, signedIn: await StatusReporter.signedIn(broker))
+            var sent = ""
+            func send() {
+                guard line.text != sent else { return }
+                sent = line.text
+                notify("STATUS=\(sent)")
+            }
+            send()
+            for await event in events {
+                switch event {
+                case .refreshStarted(let name): line.apply(.refreshStarted, account: name)
+                case .refreshFinished(let name): line.apply(.refreshFinished, account: name)
+                case .signInStarted(let name): line.apply(.signInStarted, account: name)
+                case .signInFinished(let name): line.apply(.signInFinished, account: name)
+                case .accountChanged: line.signedIn = await StatusReporter.signedIn(broker)
+                case .signInRequired: continue
+                }
+                send()
+            }
+        }
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler { await reporter.value } onCancel: { reporter.cancel() }
+        } onGracefulShutdown: {
+            reporter.cancel()
+            notify("STOPPING=1\nSTATUS=Stopping")
+        }
+    }
+
+    static func signedIn(_ broker: TokenBroker) async -> Int? {
+        let status = await broker.status()
+        guard status.keyring == .available else { return nil }
+        return status.accounts.filter { $0.hasRefreshToken == true }.count
+    }
+}

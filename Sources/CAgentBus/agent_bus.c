@@ -1,0 +1,81 @@
+#include "agent_bus.h"
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <systemd/sd-bus-vtable.h>
+
+struct aa_agent_object {
+    aa_bus_method_handler handler;
+    void *context;
+};
+
+static int on_method(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    const struct aa_agent_object *object = userdata;
+    return object->handler(m, object->context, error);
+}
+
+/* Keep in step with dbus/dev.authagent.Agent.xml: a test compares what the agent serves with that file.
+ * UNPRIVILEGED: sd-bus does no per-method access control on the user bus anyway; the handler checks the
+ * caller's uid itself. */
+static const sd_bus_vtable agent_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_METHOD_WITH_NAMES("GetAccessToken", "su", SD_BUS_PARAM(account) SD_BUS_PARAM(min_valid),
+                             "sx", SD_BUS_PARAM(token) SD_BUS_PARAM(expires_at), on_method, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("ListAccounts", "", "", "aa{sv}", SD_BUS_PARAM(accounts), on_method,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("GetStatus", "", "", "a{sv}aa{sv}", SD_BUS_PARAM(agent) SD_BUS_PARAM(accounts), on_method,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("Login", "s", SD_BUS_PARAM(account), "a{sv}", SD_BUS_PARAM(result), on_method,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("Logout", "s", SD_BUS_PARAM(account), "a{sv}", SD_BUS_PARAM(result), on_method,
+                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_NAMES("AccountChanged", "s", SD_BUS_PARAM(account), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("SignInRequired", "s", SD_BUS_PARAM(account), 0),
+    SD_BUS_VTABLE_END
+};
+
+static void free_object(void *userdata) { free(userdata); }
+
+int aa_bus_add_agent_object(sd_bus *bus, sd_bus_slot **slot, aa_bus_method_handler handler, void *context) {
+    struct aa_agent_object *object = calloc(1, sizeof *object);
+    if (!object) return -12; /* ENOMEM */
+    object->handler = handler;
+    object->context = context;
+    int r = sd_bus_add_object_vtable(bus, slot, AA_BUS_PATH, AA_BUS_INTERFACE, agent_vtable, object);
+    if (r < 0) {
+        free(object);
+        return r;
+    }
+    sd_bus_slot_set_destroy_callback(*slot, free_object);
+    return r;
+}
+
+int aa_bus_emit_account_signal(sd_bus *bus, const char *member, const char *account) {
+    return sd_bus_emit_signal(bus, AA_BUS_PATH, AA_BUS_INTERFACE, member, "s", account);
+}
+
+int aa_bus_sender_identity(sd_bus_message *m, uid_t *uid, pid_t *pid) {
+    sd_bus_creds *creds = NULL;
+    int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID | SD_BUS_CREDS_PID, &creds);
+    if (r < 0) return r;
+    r = sd_bus_creds_get_euid(creds, uid);
+    /* dbus-daemon reports one uid (UnixUserID, from SO_PEERCRED: the effective uid at connect time), which sd-bus
+     * may file as the uid rather than the euid. */
+    if (r < 0) r = sd_bus_creds_get_uid(creds, uid);
+    if (r >= 0 && sd_bus_creds_get_pid(creds, pid) < 0) *pid = 0;
+    sd_bus_creds_unref(creds);
+    return r;
+}
+
+int aa_bus_error_set(sd_bus_error *error, const char *name, const char *message) {
+    return sd_bus_error_set(error, name, message);
+}
+
+int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *message) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error_set(&error, name, message);
+    int r = sd_bus_reply_method_error(call, &error);
+    sd_bus_error_free(&error);
+    return r;
+}
+
+int aa_bus_wakeup_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

@@ -1,0 +1,40 @@
+/* The agent's D-Bus object (dev.authagent.Agent1) over libsystemd's sd-bus.
+ *
+ * Swift cannot use sd-bus's vtable macros (SD_BUS_METHOD_WITH_NAMES builds unions) nor call its variadic functions
+ * (sd_bus_emit_signal, sd_bus_message_read), so the vtable and the few variadic calls live here, behind
+ * non-variadic functions with an `aa_bus_` prefix. Everything else (reading arguments, building replies) is plain
+ * sd-bus, called from Swift. None of this is thread-safe: the caller owns the bus on one thread. */
+#ifndef AUTH_AGENT_BUS_H
+#define AUTH_AGENT_BUS_H
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+
+#define AA_BUS_NAME "dev.authagent.Agent"
+#define AA_BUS_PATH "/dev/authagent/Agent1"
+#define AA_BUS_INTERFACE "dev.authagent.Agent1"
+
+/* Called on the bus thread for every method call of the interface; `context` is what was registered. Return 1
+ * after replying (now or later, with a reference to `m`), or a negative errno after setting `error`. */
+typedef int (*aa_bus_method_handler)(sd_bus_message *m, void *context, sd_bus_error *error);
+
+/* Registers the object at AA_BUS_PATH with the interface's vtable. The object lives until `*slot` is unreferenced. */
+int aa_bus_add_agent_object(sd_bus *bus, sd_bus_slot **slot, aa_bus_method_handler handler, void *context);
+
+/* Emits one of the interface's signals that carry an account name (AccountChanged, SignInRequired). */
+int aa_bus_emit_account_signal(sd_bus *bus, const char *member, const char *account);
+
+/* The sender's effective uid and pid, from the message or the bus daemon (GetConnectionCredentials). The pid is 0
+ * when the bus does not know it. Negative errno on failure. */
+int aa_bus_sender_identity(sd_bus_message *m, uid_t *uid, pid_t *pid);
+
+/* Sets `error` to the named error and returns the negative errno sd-bus derives from it. */
+int aa_bus_error_set(sd_bus_error *error, const char *name, const char *message);
+
+/* Replies to `call` with the named error. */
+int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *message);
+
+/* A non-blocking, close-on-exec eventfd for waking the bus thread from other threads. */
+int aa_bus_wakeup_fd(void);
+
+#endif

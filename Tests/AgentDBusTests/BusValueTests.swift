@@ -1,0 +1,43 @@
+@testable import AgentDBus
+import AgentIPC
+import XCTest
+
+final class BusValueTests: XCTestCase {
+    func testEveryErrorCodeHasAValidDistinctName() {
+        let names = ErrorCode.allCases.map { DBusErrorName.forCode($0.rawValue) }
+        XCTAssertEqual(Set(names).count, names.count)
+        for name in names { XCTAssertTrue(DBusErrorName.isValid(name), name) }
+        XCTAssertEqual(DBusErrorName.forCode("login_required"), "dev.authagent.Error.LoginRequired")
+        XCTAssertEqual(DBusErrorName.forCode("invalid_id_token"), "dev.authagent.Error.InvalidIdToken")
+        XCTAssertTrue(DBusErrorName.isValid(DBusErrorName.accessDenied))
+    }
+
+    func testErrorNameValidation() {
+        XCTAssertFalse(DBusErrorName.isValid("NoDots"))
+        XCTAssertFalse(DBusErrorName.isValid("dev.auth-agent.Error"))
+        XCTAssertFalse(DBusErrorName.isValid("dev.9lives.Error"))
+        XCTAssertFalse(DBusErrorName.isValid("dev..Error"))
+    }
+
+    func testResultsBecomeVariantMapsWithTheWireNames() {
+        let account = StatusResult.Account(
+            name: "work", issuer: "https://i", clientID: "c", redirectURI: "http://127.0.0.1/cb", scopes: [],
+            signedIn: nil, accessTokenExpiresAt: 1_800_000_000, accessTokenExpiresIn: nil, lastRefresh: nil,
+            lastError: .init(code: "server_error", message: "boom", at: 5), loginPending: true)
+        let dict = BusValue.dictionary(encoding: account)
+        XCTAssertEqual(dict["name"], .string("work"))
+        XCTAssertEqual(dict["scopes"], .stringArray([]), "an empty list is still a list of strings")
+        XCTAssertNil(dict["signed_in"], "null (unknown) is left out")
+        XCTAssertEqual(dict["access_token_expires_at"], .int64(1_800_000_000))
+        XCTAssertEqual(dict["login_pending"], .bool(true))
+        XCTAssertEqual(dict["last_error"], .dict(["code": .string("server_error"), "message": .string("boom"), "at": .int64(5)]))
+        XCTAssertEqual(BusValue.dict(dict).signature, "a{sv}")
+    }
+
+    func testPollTimeoutFollowsSdBusDeadline() {
+        XCTAssertEqual(BusLoop.pollTimeout(deadline: .max, now: 5), -1)
+        XCTAssertEqual(BusLoop.pollTimeout(deadline: 100, now: 200), 0)
+        XCTAssertEqual(BusLoop.pollTimeout(deadline: 2_500, now: 1_000), 2, "rounded up: never wake before the deadline")
+        XCTAssertEqual(BusLoop.pollTimeout(deadline: 2_000, now: 1_000), 1)
+    }
+}

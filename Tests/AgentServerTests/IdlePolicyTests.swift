@@ -1,0 +1,32 @@
+import AgentServer
+import XCTest
+
+final class IdlePolicyTests: XCTestCase {
+    let start = ContinuousClock.now
+
+    func testExitsOnlyAfterTheWholeIdlePeriod() {
+        XCTAssertEqual(IdlePolicy.wait(now: start + .seconds(100), lastActive: start, busy: false, timeout: .seconds(600)),
+                       .seconds(500))
+        XCTAssertNil(IdlePolicy.wait(now: start + .seconds(600), lastActive: start, busy: false, timeout: .seconds(600)))
+        XCTAssertNil(IdlePolicy.wait(now: start + .seconds(7000), lastActive: start, busy: false, timeout: .seconds(600)))
+    }
+
+    func testNeverWhileBusy() {
+        // A client connected, a D-Bus call, a sign-in pending or a refresh running: look again soon, never exit.
+        XCTAssertEqual(IdlePolicy.wait(now: start + .seconds(7000), lastActive: start, busy: true, timeout: .seconds(600)),
+                       .seconds(5))
+        XCTAssertEqual(IdlePolicy.wait(now: start + .seconds(7000), lastActive: start, busy: true, timeout: .seconds(2)),
+                       .seconds(2))
+    }
+
+    func testTrackerCountsClientsAndRemembersTheLastOne() {
+        let tracker = ActivityTracker(now: start)
+        tracker.begin()
+        tracker.begin()
+        XCTAssertEqual(tracker.snapshot.active, 2)
+        tracker.end(now: start + .seconds(3))
+        tracker.end(now: start + .seconds(9))
+        XCTAssertEqual(tracker.snapshot.active, 0)
+        XCTAssertEqual(tracker.snapshot.lastActive, start + .seconds(9))
+    }
+}
