@@ -1,6 +1,7 @@
 # auth-agent: build and install for one user (default) or for packagers.
 #
-#   make install                 # release build into ~/.local, user units, completions, man page; enables the socket
+#   make install                 # release build into ~/.local, user units, D-Bus service, completions, man page;
+#                                # enables the socket
 #   make install PREFIX=/usr DESTDIR=/tmp/pkgroot    # for packagers: nothing is enabled
 #   make uninstall               # removes exactly what `make install` recorded
 #
@@ -24,6 +25,10 @@ USERUNITDIR   ?= $(HOME)/.config/systemd/user
 else
 USERUNITDIR   ?= $(PREFIX)/lib/systemd/user
 endif
+# The session bus looks for activatable services in $XDG_DATA_HOME/dbus-1/services (~/.local/share) and
+# $XDG_DATA_DIRS/dbus-1/services (/usr/share, /usr/local/share).
+DBUSSERVICEDIR ?= $(DATADIR)/dbus-1/services
+DBUSIFACEDIR   ?= $(DATADIR)/dbus-1/interfaces
 MANIFEST      := $(DATADIR)/auth-agent/install-manifest
 
 BUILDDIR       = $(shell $(SWIFT) build -c $(CONFIGURATION) --show-bin-path)
@@ -47,6 +52,9 @@ install: build
 	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|' systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
 	put 644 "$$tmp/auth-agent.service" "$(USERUNITDIR)/auth-agent.service"; \
 	put 644 systemd/auth-agent.socket "$(USERUNITDIR)/auth-agent.socket"; \
+	sed 's|^Exec=.*|Exec=$(BINDIR)/auth-agent|' dbus/dev.authagent.Agent.service > "$$tmp/dev.authagent.Agent.service"; \
+	put 644 "$$tmp/dev.authagent.Agent.service" "$(DBUSSERVICEDIR)/dev.authagent.Agent.service"; \
+	put 644 dbus/dev.authagent.Agent.xml "$(DBUSIFACEDIR)/dev.authagent.Agent1.xml"; \
 	"$$bin/authctl" --generate-completion-script bash > "$$tmp/authctl.bash"; \
 	"$$bin/authctl" --generate-completion-script zsh > "$$tmp/_authctl"; \
 	"$$bin/authctl" --generate-completion-script fish > "$$tmp/authctl.fish"; \

@@ -290,19 +290,20 @@ def iss_auth_server(tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 # Private D-Bus session bus + gnome-keyring
 
-# A session bus with no <servicedir>: nothing is ever activated, so no second keyring daemon can start with the
-# real HOME, and a bus without gnome-keyring really has no Secret Service.
+# A session bus with no <servicedir> by default: nothing is ever activated, so no second keyring daemon can start
+# with the real HOME, and a bus without gnome-keyring really has no Secret Service. The D-Bus tests add a servicedir
+# that holds only auth-agent's activation file.
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
   <keep_umask/>
   <listen>unix:dir={dir}</listen>
-  <auth>EXTERNAL</auth>
+  <auth>EXTERNAL</auth>{extra}
   <policy context="default">
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
-    <allow own="*"/>
+    <allow own="*"/>{policy}
   </policy>
 </busconfig>
 """
@@ -311,9 +312,12 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
 class Keyring:
     """A private session bus, optionally with a real gnome-keyring-daemon whose `login` collection is unlocked."""
 
-    def __init__(self, base: Path, with_keyring: bool = True):
+    def __init__(self, base: Path, with_keyring: bool = True, service_dir: Path | None = None,
+                 allow_all_users: bool = False):
         self.base = base
         self.with_keyring = with_keyring
+        self.service_dir = service_dir
+        self.allow_all_users = allow_all_users
         self.address: str | None = None
         self.bus_pid: int | None = None
         self.daemon_pid: int | None = None
@@ -331,7 +335,9 @@ class Keyring:
     def start(self):
         (self.base / "bus").mkdir(mode=0o700)
         config = self.base / "session.conf"
-        config.write_text(BUS_CONFIG.format(dir=self.base / "bus"))
+        extra = f"\n  <servicedir>{self.service_dir}</servicedir>" if self.service_dir else ""
+        policy = '\n    <allow user="*"/>' if self.allow_all_users else ""
+        config.write_text(BUS_CONFIG.format(dir=self.base / "bus", extra=extra, policy=policy))
         out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--nosyslog",
                               "--print-address=1", "--print-pid=1"],
                              env={"PATH": SYSTEM_PATH}, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -432,9 +438,12 @@ class Keyring:
         assert self.collection_locked() is False, "the login collection is still locked"
 
 
-def _private_bus(prefix: str, with_keyring: bool):
+def _private_bus(prefix: str, with_keyring: bool, **options):
     base = short_tmpdir(prefix)
-    kr = Keyring(base, with_keyring=with_keyring)
+    if options.get("service_dir") is True:
+        options["service_dir"] = base / "services"
+        options["service_dir"].mkdir(mode=0o700)
+    kr = Keyring(base, with_keyring=with_keyring, **options)
     try:
         kr.start()
         yield kr

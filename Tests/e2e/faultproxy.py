@@ -8,6 +8,7 @@ Modes (FaultProxy.set):
   hang_after     forward (the server acts on it, e.g. rotates the refresh token), signal `reached`, hold the
                  answer until `release`, then drop the connection without replying
   after_response forward, relay the answer, then signal `reached`
+  hold_response  forward (the server acts on it), signal `reached`, hold the answer until `release`, then relay it
   canned         answer (status, content_type, body) without contacting the server
 Every request is counted in `hits` (method + path).
 """
@@ -57,6 +58,9 @@ class FaultProxy:
                     proxy.release.wait(HOLD_LIMIT)
                     self.close_connection = True
                     return
+                if mode == "hold_response":
+                    proxy.reached.set()
+                    proxy.release.wait(HOLD_LIMIT)
                 self._reply(status, headers, payload)
                 if mode == "after_response":
                     proxy.reached.set()

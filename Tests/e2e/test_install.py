@@ -25,7 +25,9 @@ def test_packager_install_and_uninstall(tmp_path):
         "usr/bin/auth-agent", "usr/bin/authctl",
         "usr/lib/systemd/user/auth-agent.service", "usr/lib/systemd/user/auth-agent.socket",
         "usr/share/auth-agent/install-manifest",
-        "usr/share/bash-completion/completions/authctl", "usr/share/doc/auth-agent/PROTOCOL.md",
+        "usr/share/bash-completion/completions/authctl",
+        "usr/share/dbus-1/interfaces/dev.authagent.Agent1.xml", "usr/share/dbus-1/services/dev.authagent.Agent.service",
+        "usr/share/doc/auth-agent/PROTOCOL.md",
         "usr/share/doc/auth-agent/README.md", "usr/share/fish/vendor_completions.d/authctl.fish",
         "usr/share/man/man1/auth-agent.1", "usr/share/man/man1/authctl.1", "usr/share/zsh/site-functions/_authctl",
     ]
@@ -33,6 +35,11 @@ def test_packager_install_and_uninstall(tmp_path):
     assert os.access(root / "usr/bin/authctl", os.X_OK)
     unit = (root / "usr/lib/systemd/user/auth-agent.service").read_text()
     assert "ExecStart=/usr/bin/auth-agent\n" in unit, "ExecStart points at the installed binary"
+    activation = (root / "usr/share/dbus-1/services/dev.authagent.Agent.service").read_text()
+    assert "Exec=/usr/bin/auth-agent\n" in activation and "SystemdService=auth-agent.service\n" in activation
+    assert "Name=dev.authagent.Agent\n" in activation
+    assert (root / "usr/share/dbus-1/interfaces/dev.authagent.Agent1.xml").read_text() == \
+        (REPO / "dbus/dev.authagent.Agent.xml").read_text()
     assert "_authctl" in (root / "usr/share/bash-completion/completions/authctl").read_text()
     assert "logout" in (root / "usr/share/man/man1/authctl.1").read_text()
     manifest = (root / "usr/share/auth-agent/install-manifest").read_text().split()
@@ -52,6 +59,9 @@ def test_user_install_layout(tmp_path):
     base = tmp_path / "d" / str(home).lstrip("/")
     unit = (base / ".config/systemd/user/auth-agent.service").read_text()
     assert f"ExecStart={home}/.local/bin/auth-agent\n" in unit
+    # The session bus finds user-installed activatable services in $XDG_DATA_HOME/dbus-1/services.
+    activation = (base / ".local/share/dbus-1/services/dev.authagent.Agent.service").read_text()
+    assert f"Exec={home}/.local/bin/auth-agent\n" in activation
     assert (base / ".local/bin/authctl").exists()
     result = make("uninstall", f"PREFIX={home}/.local", f"USERUNITDIR={home}/.config/systemd/user", f"DESTDIR={tmp_path}/d")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -138,6 +138,9 @@ def test_units_are_hardened_as_documented(unit_files):
     assert service["LimitCORE"] == ["0"]
     assert set(service["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
     assert "@system-service" in service["SystemCallFilter"][0]
+    for option in ("RestrictNamespaces", "MemoryDenyWriteExecute", "LockPersonality", "RestrictRealtime",
+                   "RestrictSUIDSGID"):
+        assert service[option] == ["yes"], option
     assert "ProtectHome" not in service, "ProtectHome hides /run/user (PLATFORM.md)"
 
 
