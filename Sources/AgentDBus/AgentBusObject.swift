@@ -18,7 +18,9 @@ final class AgentBusObject: @unchecked Sendable {
     let uid = getuid()
 
     private let lock = NSLock()
-    private var calls: [UInt64: (task: Task<Void, Never>, waitsForPerson: Bool)] = [:]
+    /// Calls in flight; a call that waits for a person remembers its caller's unique name, so it is cancelled when
+    /// the caller leaves the bus (like a socket client hanging up).
+    private var calls: [UInt64: (task: Task<Void, Never>, waitsForPerson: Bool, sender: String?)] = [:]
     private var nextCall: UInt64 = 0
 
     init(operations: AgentOperations, loop: BusLoop, activity: ActivityTracker?, logger: Logger) {
@@ -50,6 +52,7 @@ final class AgentBusObject: @unchecked Sendable {
         _ = sd_bus_message_ref(message)
         let reference = BusMessageRef(raw: message)
         let caller = Caller(pid: pid, uid: uid, via: "dbus")
+        let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
         let operations = self.operations
         activity?.begin()
         lock.withLock {
@@ -63,7 +66,7 @@ final class AgentBusObject: @unchecked Sendable {
                 }
                 self.finished(id)
             }
-            calls[id] = (task, call.waitsForPerson)
+            calls[id] = (task, call.waitsForPerson, sender)
         }
         return 1
     }
@@ -85,6 +88,23 @@ final class AgentBusObject: @unchecked Sendable {
         while inFlight > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// The C handler for `NameOwnerChanged`: a unique name that lost its owner is a caller that left the bus.
+    static let nameOwnerChanged: sd_bus_message_handler_t = { message, context, _ in
+        guard let message, let context,
+              let name = BusMessage.readString(message), let _ = BusMessage.readString(message),
+              let newOwner = BusMessage.readString(message), name.hasPrefix(":"), newOwner.isEmpty else { return 0 }
+        Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().callerLeft(name)
+        return 0
+    }
+
+    /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits).
+    func callerLeft(_ sender: String) {
+        let tasks = lock.withLock { calls.values.filter { $0.waitsForPerson && $0.sender == sender }.map(\.task) }
+        guard !tasks.isEmpty else { return }
+        logger.info("a D-Bus caller left; cancelling its sign-in wait", metadata: ["via": "dbus"])
+        tasks.forEach { $0.cancel() }
     }
 
     /// Emits the signal for a broker event, if it has one (from any thread).

@@ -67,6 +67,10 @@ public struct DBusService: Service {
         r = aa_bus_add_agent_object(bus, &slot, AgentBusObject.handler, context.toOpaque())
         guard r >= 0 else { return "cannot register \(objectPath) (\(describe(r)))" }
         defer { _ = sd_bus_slot_unref(slot) }
+        // Callers that leave the bus: their Login calls are cancelled (floating slot, freed with the bus).
+        r = sd_bus_match_signal(bus, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                "NameOwnerChanged", AgentBusObject.nameOwnerChanged, context.toOpaque())
+        if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }
         // The object is in place before the name is taken, so an activating call finds it.
         r = sd_bus_request_name(bus, busName, 0)
         if r == -EEXIST { return "\(busName) is already owned on the session bus (another agent?)" }

@@ -219,6 +219,17 @@ def test_login_does_not_block_the_bus(activatable_agent, activation_bus):
         bus.busctl("Logout", "s", "work")
         _, err = login.communicate(timeout=20)
         assert "dev.authagent.Error.LoginCancelled" in err, err
+
+        # A caller that leaves the bus (like a socket client hanging up) cancels its sign-in.
+        login = subprocess.Popen(["gdbus", "call", "--session", "--dest", NAME, "--object-path", PATH, "--method",
+                                  f"{IFACE}.Login", "work", "--timeout", "60"], env=bus.env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: unpack(bus.busctl("GetStatus")["data"])[1][0]["login_pending"], 20, "the second sign-in")
+        login.kill()
+        login.wait(timeout=5)
+        wait_for(lambda: not unpack(bus.busctl("GetStatus")["data"])[1][0]["login_pending"], 20,
+                 "the sign-in to be cancelled after its caller left")
+        assert "a D-Bus caller left; cancelling its sign-in wait" in agent.log()
     finally:
         if login.poll() is None:
             login.kill()
