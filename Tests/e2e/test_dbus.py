@@ -5,14 +5,13 @@ authctl gets), and the API the agent serves is exactly dbus/dev.authagent.Agent.
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import REPO, SYSTEM_PATH, _private_bus, bin_dir, kill_pid, pid_alive, read_until, short_tmpdir, wait_for
+from conftest import REPO, SYSTEM_PATH, _private_bus, bin_dir, kill_pid, pid_alive, read_until, wait_for
 
 NAME, PATH, IFACE = "dev.authagent.Agent", "/dev/authagent/Agent1", "dev.authagent.Agent1"
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
