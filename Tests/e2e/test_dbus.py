@@ -114,7 +114,9 @@ def test_activation_calls_errors_and_signals(activatable_agent, activation_bus, 
     assert bus.owner_pid() is None, "nothing owns the name before the first call"
 
     # The first call activates the agent; it serves the socket as well.
+    started = time.monotonic()
     status = unpack(bus.busctl("GetStatus")["data"])
+    print(f"first GetStatus, including activation: {time.monotonic() - started:.2f} s")
     agent_info, accounts = status
     pid = bus.owner_pid()
     assert pid and agent_info["pid"] == pid
