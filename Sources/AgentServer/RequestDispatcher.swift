@@ -91,6 +91,7 @@ public struct RequestDispatcher: Sendable {
                 guard (request.minValid ?? 0) >= 0, (request.minValid ?? 0) <= 366 * 24 * 3600 else {
                     throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
                 }
+                let method = try loginMethod(request)
                 let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
                     if request.interactive == true {
                         // Announce the sign-in if one is needed, so the caller can show the URL.
@@ -98,7 +99,7 @@ public struct RequestDispatcher: Sendable {
                             return try await broker.accessToken(account: account, minValid: .seconds(request.minValid ?? 0),
                                                                 forceRefresh: request.forceRefresh ?? false)
                         } catch let error where error.code == .loginRequired {
-                            let ticket = try await broker.beginLogin(account: account)
+                            let ticket = try await broker.beginLogin(account: account, method: method)
                             await emit(encodeEvent(request.id, ticket))
                             _ = try await broker.awaitLogin(ticket)
                         }
@@ -112,8 +113,10 @@ public struct RequestDispatcher: Sendable {
                     scopes: grant.scopes, idToken: request.idToken == true ? grant.idToken?.reveal() : nil))
             case .login:
                 let account = try requireAccount(request)
+                let method = try loginMethod(request)
                 let outcome = try await translate { () async throws(AuthError) -> LoginOutcome in
-                    let ticket = try await broker.beginLogin(account: account, openBrowser: request.browser ?? true)
+                    let ticket = try await broker.beginLogin(account: account, openBrowser: request.browser ?? true,
+                                                             method: method)
                     await emit(encodeEvent(request.id, ticket))
                     return try await broker.awaitLogin(ticket)
                 }
@@ -122,9 +125,13 @@ public struct RequestDispatcher: Sendable {
                     scopes: outcome.scopes, hasRefreshToken: outcome.hasRefreshToken,
                     accessTokenExpiresAt: Int(outcome.accessTokenExpiresAt.timeIntervalSince1970)))
             case .loginCallback:
-                let account = try requireAccount(request)
                 guard let url = request.url, !url.isEmpty else {
                     throw WireError(.badRequest, "the 'login_callback' request needs a 'url'")
+                }
+                // Without an account (`authctl callback`, run by the desktop), the private-use redirect URI names it.
+                let account = try await translate { () async throws(AuthError) -> String in
+                    if let account = request.account, !account.isEmpty { return account }
+                    return try await broker.account(forCallback: url)
                 }
                 try await translate { () async throws(AuthError) in
                     try await broker.submitRedirect(account: account, url: url)
@@ -172,6 +179,14 @@ public struct RequestDispatcher: Sendable {
         return account
     }
 
+    private func loginMethod(_ request: WireRequest) throws(WireError) -> LoginMethod {
+        guard let text = request.method else { return .redirect }
+        guard let name = LoginMethodName(rawValue: text), let method = LoginMethod(rawValue: name.rawValue) else {
+            throw WireError(.badRequest, "unknown sign-in method '\(String(text.prefix(32)))'; known: \(LoginMethodName.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return method
+    }
+
     private func translate<T>(_ body: () async throws(AuthError) -> T) async throws(WireError) -> T {
         do {
             return try await body()
@@ -196,7 +211,15 @@ public struct RequestDispatcher: Sendable {
     }
 
     func encodeEvent(_ id: Int?, _ ticket: LoginTicket) -> [UInt8] {
-        RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: WireEvent(
+        if let device = ticket.device {
+            return RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: WireEvent(
+                type: WireEvent.deviceCode, url: ticket.authorizationURL.absoluteString, browserOpened: false,
+                timeoutSeconds: device.expiresIn, userCode: device.userCode,
+                verificationURI: device.verificationURI.absoluteString,
+                verificationURIComplete: device.verificationURIComplete?.absoluteString,
+                expiresIn: device.expiresIn, interval: device.interval)))
+        }
+        return RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: WireEvent(
             type: WireEvent.loginStarted, url: ticket.authorizationURL.absoluteString, redirectURI: ticket.redirectURI,
             browserOpened: ticket.browserOpened, browserError: ticket.browserError,
             timeoutSeconds: Int(ticket.timeout.components.seconds))))
