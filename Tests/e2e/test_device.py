@@ -6,12 +6,15 @@ The fixture server's metadata has no `device_authorization_endpoint`, so the acc
 import json
 import re
 import subprocess
+import sys
 
 import pytest
-import requests
 
-from conftest import default_account, read_until, wait_for
+from conftest import FIXTURES, default_account, read_until, wait_for
 from faultproxy import FaultProxy
+
+sys.path.insert(0, str(FIXTURES / "authserver"))
+from selftest import approve_device  # noqa: E402  (the fixture's own "person approves the code" steps)
 
 DEVICE_CLIENT = "auth-agent-test-device"
 CODE_RE = re.compile(r"enter the code:\s+(\S+)")
@@ -34,26 +37,10 @@ def device_account(server, proxy=None, **extra) -> dict:
     return default_account(server.issuer, **keys)
 
 
-def csrf(html: str) -> str:
-    m = re.search(r'name="csrfmiddlewaretoken"\s+value="([^"]+)"', html)
-    assert m, "the page has no csrf token"
-    return m.group(1)
-
-
 def approve(server, user_code: str, action: str = "accept"):
-    """The person's side (RFC 8628 §3.3) on another device: log in, enter the user code, accept or deny."""
-    b = requests.Session()
-    b.trust_env = False
-    login = f"{server.base}/accounts/login/"
-    r = b.post(login, timeout=30, headers={"Referer": login}, data={
-        "csrfmiddlewaretoken": csrf(b.get(login, timeout=30).text), "username": "alice",
-        "password": "correct-horse-battery", "next": "/o/device/"})
-    assert r.status_code == 200 and r.url.endswith("/o/device/"), r.status_code
-    r = b.post(r.url, timeout=30, headers={"Referer": r.url},
-               data={"csrfmiddlewaretoken": csrf(r.text), "user_code": user_code})
-    assert r.status_code == 200 and "/o/device-confirm/" in r.url, f"user code refused ({r.status_code})"
-    r = b.post(r.url, timeout=30, headers={"Referer": r.url}, data={"csrfmiddlewaretoken": csrf(r.text), "action": action})
-    assert r.status_code == 200, r.status_code
+    """The person's side (RFC 8628 §3.3) on another device: log in, enter the user code, accept or deny (the
+    fixture's own self-test steps)."""
+    approve_device(server.base, user_code, action)
 
 
 def start_login(agent, *args, env=None):
