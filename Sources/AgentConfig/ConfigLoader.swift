@@ -8,7 +8,7 @@ public enum ConfigLoader {
     static let accountKeys: Set<String> = [
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
-        "login_timeout",
+        "login_timeout", "device_authorization_endpoint", "redirect_uri",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -79,7 +79,12 @@ public enum ConfigLoader {
                 guard let section = accountsTable[name]?.table else {
                     throw ConfigError(file: path, line: locate.line(section: "accounts", key: name), "accounts.\(name) must be a table")
                 }
-                accounts.append(try account(name: name, section, path: path, locate: locate))
+                let parsed = try account(name: name, section, path: path, locate: locate)
+                if let uri = parsed.privateUseRedirect?.uri, let other = accounts.first(where: { $0.privateUseRedirect?.uri == uri }) {
+                    throw ConfigError(file: path, line: locate.line(section: "accounts.\(name)", key: "redirect_uri"),
+                        "[accounts.\(name)] 'redirect_uri' is also account '\(other.name)''s: each account needs its own (RFC 8252 §8.10)")
+                }
+                accounts.append(parsed)
             }
         }
         return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit)
@@ -151,6 +156,16 @@ public enum ConfigLoader {
                 throw fail("redirect_path", "'redirect_path' must be a path like /oauth2/callback/\(name) (letters, digits, / - _ . ~)")
             }
         }
+        var privateUse: PrivateUseRedirect?
+        if let text = try string("redirect_uri") {
+            for key in ["redirect_host", "redirect_port", "redirect_path"] where table[key] != nil {
+                throw fail(key, "'\(key)' is for the loopback redirect; an account with 'redirect_uri' (a private-use scheme) has no listener")
+            }
+            switch PrivateUseRedirect.parse(text) {
+            case .success(let redirect): privateUse = redirect
+            case .failure(let rejection): throw fail("redirect_uri", "'redirect_uri' \(rejection.reason)")
+            }
+        }
         var extra: [String: String] = [:]
         if let value = table["extra_auth_params"] {
             guard let params = value.table else { throw fail("extra_auth_params", "'extra_auth_params' must be a table of strings") }
@@ -183,8 +198,9 @@ public enum ConfigLoader {
             name: name, issuer: issuer, clientID: clientID, clientSecret: secret.map(Secret.init), scopes: scopes,
             authorizationEndpoint: try endpoint("authorization_endpoint"), tokenEndpoint: try endpoint("token_endpoint"),
             revocationEndpoint: try endpoint("revocation_endpoint"), jwksURI: try endpoint("jwks_uri"),
-            redirectHost: redirectHost, redirectPort: port, redirectPath: redirectPath,
-            extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout)
+            redirectHost: redirectHost, redirectPort: port, redirectPath: privateUse?.path ?? redirectPath,
+            extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout,
+            deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"), privateUseRedirect: privateUse)
     }
 }
 

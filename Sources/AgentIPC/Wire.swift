@@ -36,10 +36,12 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var browser: Bool?
     /// `login_callback`: the final redirect URL the user pasted.
     public var url: String?
+    /// `login` and interactive `token`: `redirect` (default), `device` or `prefer_device` (``LoginMethodName``).
+    public var method: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
-                browser: Bool? = nil, url: String? = nil) {
+                browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -50,12 +52,23 @@ public struct WireRequest: Codable, Sendable, Equatable {
         self.idToken = idToken
         self.browser = browser
         self.url = url
+        self.method = method?.rawValue
     }
 
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url
+             browser, url, method
     }
+}
+
+/// The sign-in methods a `login` request may ask for (docs/PROTOCOL.md).
+public enum LoginMethodName: String, Codable, Sendable, CaseIterable {
+    /// Browser and redirect; falls back to the device grant when no browser starts and the server offers it.
+    case redirect
+    /// The device authorization grant (RFC 8628) only.
+    case device
+    /// The device grant when the server offers it, else `redirect` (headless and SSH sessions).
+    case preferDevice = "prefer_device"
 }
 
 /// Stable error codes. Clients switch on these; messages are for people and may change.
@@ -73,6 +86,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case loginCancelled = "login_cancelled"
     case accessDenied = "access_denied"
     case loginFailed = "login_failed"
+    case deviceGrantUnsupported = "device_grant_unsupported"
+    case loginRateLimited = "login_rate_limited"
     case minValidUnsatisfiable = "min_valid_unsatisfiable"
     // Keyring
     case keyringLocked = "keyring_locked"
@@ -84,6 +99,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case invalidClient = "invalid_client"
     case invalidTokenResponse = "invalid_token_response"
     case invalidMetadata = "invalid_metadata"
+    case issuerMismatch = "issuer_mismatch"
+    case pkceUnsupported = "pkce_unsupported"
+    case insecureEndpoint = "insecure_endpoint"
     case invalidIDToken = "invalid_id_token"
     // Agent
     case invalidConfig = "invalid_config"
@@ -115,22 +133,38 @@ public struct WireEvent: Codable, Sendable, Equatable {
     public var browserOpened: Bool?
     public var browserError: String?
     public var timeoutSeconds: Int?
+    /// `device_code` events (RFC 8628 §3.3): what the person opens and types, and how often the agent polls.
+    public var userCode: String?
+    public var verificationURI: String?
+    public var verificationURIComplete: String?
+    public var expiresIn: Int?
+    public var interval: Int?
 
     public static let loginStarted = "login_started"
+    public static let deviceCode = "device_code"
 
     public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
-                browserError: String? = nil, timeoutSeconds: Int? = nil) {
+                browserError: String? = nil, timeoutSeconds: Int? = nil, userCode: String? = nil,
+                verificationURI: String? = nil, verificationURIComplete: String? = nil, expiresIn: Int? = nil,
+                interval: Int? = nil) {
         self.type = type
         self.url = url
         self.redirectURI = redirectURI
         self.browserOpened = browserOpened
         self.browserError = browserError
         self.timeoutSeconds = timeoutSeconds
+        self.userCode = userCode
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.expiresIn = expiresIn
+        self.interval = interval
     }
 
     enum CodingKeys: String, CodingKey {
         case type, url, redirectURI = "redirect_uri", browserOpened = "browser_opened",
-             browserError = "browser_error", timeoutSeconds = "timeout_s"
+             browserError = "browser_error", timeoutSeconds = "timeout_s", userCode = "user_code",
+             verificationURI = "verification_uri", verificationURIComplete = "verification_uri_complete",
+             expiresIn = "expires_in", interval
     }
 }
 

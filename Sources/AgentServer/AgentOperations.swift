@@ -63,7 +63,7 @@ public struct AgentOperations: Sendable {
     /// An access token valid for `minValid` seconds. With `interactive`, a missing sign-in is started (or joined)
     /// and announced through `loginStarted` before the wait.
     public func token(account: String, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
-                      includeIDToken: Bool = false,
+                      includeIDToken: Bool = false, method: LoginMethod = .redirect,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         guard minValid >= 0, minValid <= 366 * 24 * 3600 else {
             throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
@@ -74,7 +74,7 @@ public struct AgentOperations: Sendable {
                 do throws(AuthError) {
                     return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh)
                 } catch let error where error.code == .loginRequired {
-                    let ticket = try await broker.beginLogin(account: account)
+                    let ticket = try await broker.beginLogin(account: account, method: method)
                     await loginStarted(AgentOperations.event(ticket))
                     _ = try await broker.awaitLogin(ticket)
                 }
@@ -89,10 +89,10 @@ public struct AgentOperations: Sendable {
     }
 
     /// Starts (or joins) the account's sign-in, announces it through `loginStarted`, and waits for it.
-    public func login(account: String, browser: Bool = true,
+    public func login(account: String, browser: Bool = true, method: LoginMethod = .redirect,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> LoginResult {
         let outcome = try await translate { () async throws(AuthError) -> LoginOutcome in
-            let ticket = try await broker.beginLogin(account: account, openBrowser: browser)
+            let ticket = try await broker.beginLogin(account: account, openBrowser: browser, method: method)
             await loginStarted(AgentOperations.event(ticket))
             return try await broker.awaitLogin(ticket)
         }
@@ -102,9 +102,14 @@ public struct AgentOperations: Sendable {
             accessTokenExpiresAt: Int(outcome.accessTokenExpiresAt.timeIntervalSince1970))
     }
 
-    /// Manual paste: hands the final redirect URL to the account's pending sign-in.
-    public func loginCallback(account: String, url: String?) async throws(WireError) -> LoginCallbackResult {
+    /// Manual paste or a private-use scheme handler: hands the final redirect URL to the account's pending sign-in.
+    /// Without an account (`authctl callback`, run by the desktop), the private-use redirect URI names it.
+    public func loginCallback(account: String?, url: String?) async throws(WireError) -> LoginCallbackResult {
         guard let url, !url.isEmpty else { throw WireError(.badRequest, "the 'login_callback' request needs a 'url'") }
+        let account = try await translate { () async throws(AuthError) -> String in
+            if let account, !account.isEmpty { return account }
+            return try await broker.account(forCallback: url)
+        }
         try await translate { () async throws(AuthError) in try await broker.submitRedirect(account: account, url: url) }
         return LoginCallbackResult(account: account, accepted: true)
     }
@@ -153,7 +158,15 @@ public struct AgentOperations: Sendable {
     }
 
     static func event(_ ticket: LoginTicket) -> WireEvent {
-        WireEvent(type: WireEvent.loginStarted, url: ticket.authorizationURL.absoluteString, redirectURI: ticket.redirectURI,
+        if let device = ticket.device {
+            return WireEvent(
+                type: WireEvent.deviceCode, url: ticket.authorizationURL.absoluteString, browserOpened: false,
+                timeoutSeconds: device.expiresIn, userCode: device.userCode,
+                verificationURI: device.verificationURI.absoluteString,
+                verificationURIComplete: device.verificationURIComplete?.absoluteString,
+                expiresIn: device.expiresIn, interval: device.interval)
+        }
+        return WireEvent(type: WireEvent.loginStarted, url: ticket.authorizationURL.absoluteString, redirectURI: ticket.redirectURI,
                   browserOpened: ticket.browserOpened, browserError: ticket.browserError,
                   timeoutSeconds: Int(ticket.timeout.components.seconds))
     }

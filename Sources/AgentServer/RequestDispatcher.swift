@@ -87,12 +87,13 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, try await ops.token(
                         account: try requireAccount(request), minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
-                        includeIDToken: request.idToken ?? false, loginStarted: loginStarted))
+                        includeIDToken: request.idToken ?? false, method: try loginMethod(request),
+                        loginStarted: loginStarted))
                 case .login:
                     return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
-                                                          loginStarted: loginStarted))
+                                                          method: try loginMethod(request), loginStarted: loginStarted))
                 case .loginCallback:
-                    return encode(id, try await ops.loginCallback(account: try requireAccount(request), url: request.url))
+                    return encode(id, try await ops.loginCallback(account: request.account, url: request.url))
                 case .logout:
                     return encode(id, try await ops.logout(account: try requireAccount(request)))
                 }
@@ -107,6 +108,14 @@ public struct RequestDispatcher: Sendable {
             throw WireError(.badRequest, "the '\(request.op)' request needs an 'account'")
         }
         return account
+    }
+
+    private func loginMethod(_ request: WireRequest) throws(WireError) -> LoginMethod {
+        guard let text = request.method else { return .redirect }
+        guard let name = LoginMethodName(rawValue: text), let method = LoginMethod(rawValue: name.rawValue) else {
+            throw WireError(.badRequest, "unknown sign-in method '\(String(text.prefix(32)))'; known: \(LoginMethodName.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return method
     }
 
     /// Domain codes map one-to-one onto wire codes (see ``AgentOperations/wireCode(_:)``).

@@ -16,11 +16,15 @@ public struct AccountConfig: Sendable, Equatable {
     public var revocationEndpoint: URL?
     /// Where the provider publishes its ID token signing keys, when discovery does not say.
     public var jwksURI: URL?
+    /// RFC 8628 device authorization endpoint, for servers whose metadata does not list it.
+    public var deviceAuthorizationEndpoint: URL?
     /// The loopback literal tried first for the redirect listener; the other one is the fallback.
     public var redirectHost: LoopbackHost
     /// 0 means an ephemeral port chosen per sign-in.
     public var redirectPort: UInt16
     public var redirectPath: String
+    /// A private-use URI scheme redirect instead of the loopback listener (RFC 8252 §7.1).
+    public var privateUseRedirect: PrivateUseRedirect?
     public var extraAuthParams: [String: String]
     public var clientAuthMethod: ClientAuthMethod?
     public var loginTimeout: Duration
@@ -29,7 +33,8 @@ public struct AccountConfig: Sendable, Equatable {
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],
         authorizationEndpoint: URL? = nil, tokenEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
         jwksURI: URL? = nil, redirectHost: LoopbackHost = .ipv4, redirectPort: UInt16 = 0, redirectPath: String? = nil, extraAuthParams: [String: String] = [:],
-        clientAuthMethod: ClientAuthMethod? = nil, loginTimeout: Duration = .seconds(300)
+        clientAuthMethod: ClientAuthMethod? = nil, loginTimeout: Duration = .seconds(300),
+        deviceAuthorizationEndpoint: URL? = nil, privateUseRedirect: PrivateUseRedirect? = nil
     ) {
         self.name = name
         self.issuer = issuer
@@ -40,6 +45,8 @@ public struct AccountConfig: Sendable, Equatable {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
         self.jwksURI = jwksURI
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.privateUseRedirect = privateUseRedirect
         self.redirectHost = redirectHost
         self.redirectPort = redirectPort
         self.redirectPath = redirectPath ?? AccountConfig.defaultRedirectPath(for: name)
@@ -55,6 +62,7 @@ public struct AccountConfig: Sendable, Equatable {
     /// accept any port on the loopback literal, so the port-less form is what gets registered. Register the
     /// fallback literal's form too if the machine may lack this family's loopback.
     public var registeredRedirectURI: String {
+        if let privateUseRedirect { return privateUseRedirect.uri }
         let host = redirectHost.uriLiteral
         return redirectPort == 0 ? "http://\(host)\(redirectPath)" : "http://\(host):\(redirectPort)\(redirectPath)"
     }

@@ -8,6 +8,10 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case loginCancelled = "login_cancelled"
         case accessDenied = "access_denied"
         case loginFailed = "login_failed"
+        /// A device sign-in was asked for, but the server offers no device authorization endpoint.
+        case deviceGrantUnsupported = "device_grant_unsupported"
+        /// Too many sign-ins of the account failed in a row; `retryAfter` says when the next may start.
+        case loginRateLimited = "login_rate_limited"
         case keyringLocked = "keyring_locked"
         case keyringUnavailable = "keyring_unavailable"
         case keyringError = "keyring_error"
@@ -16,6 +20,12 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidClient = "invalid_client"
         case invalidTokenResponse = "invalid_token_response"
         case invalidMetadata = "invalid_metadata"
+        /// The discovery document names another issuer (RFC 8414 §3.3): a mix-up or a wrong `issuer` setting.
+        case issuerMismatch = "issuer_mismatch"
+        /// The server lists its PKCE methods and S256 is not among them.
+        case pkceUnsupported = "pkce_unsupported"
+        /// The discovery document lists an endpoint that is not https (or loopback http).
+        case insecureEndpoint = "insecure_endpoint"
         case invalidIDToken = "invalid_id_token"
         case invalidConfig = "invalid_config"
         case minValidUnsatisfiable = "min_valid_unsatisfiable"

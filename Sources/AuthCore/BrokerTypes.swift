@@ -22,6 +22,37 @@ public struct LoginTicket: Sendable {
     public var timeout: Duration
     /// Which sign-in this ticket belongs to (a later sign-in of the same account is a different one).
     public var loginID: UUID
+    /// Set for a device authorization grant sign-in (RFC 8628): what the person must open and type. Then
+    /// `authorizationURL` is the verification URI and `redirectURI` is empty.
+    public var device: DeviceVerification?
+}
+
+/// What a person needs to approve a device sign-in (never the device code itself).
+public struct DeviceVerification: Sendable, Equatable {
+    public var userCode: String
+    public var verificationURI: URL
+    public var verificationURIComplete: URL?
+    public var expiresIn: Int
+    public var interval: Int
+
+    public init(userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresIn: Int, interval: Int) {
+        self.userCode = userCode
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.expiresIn = expiresIn
+        self.interval = interval
+    }
+}
+
+/// How a sign-in reaches the person.
+public enum LoginMethod: String, Sendable, CaseIterable {
+    /// The browser and a redirect (loopback or pasted). If the browser cannot be started and the server offers the
+    /// device grant, the device grant is used instead.
+    case redirect
+    /// The device authorization grant (RFC 8628) only; `device_grant_unsupported` if the server does not offer it.
+    case device
+    /// The device grant when the server offers it, else ``redirect`` (for headless and SSH sessions).
+    case preferDevice = "prefer_device"
 }
 
 public struct LoginOutcome: Sendable {

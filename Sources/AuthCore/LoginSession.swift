@@ -85,8 +85,9 @@ public struct LoginSession: Sendable {
     /// The longest pasted redirect URL accepted (manual paste, `authctl login --no-browser`).
     public static let maxPastedURLBytes = 8 * 1024
 
-    /// Judges a final redirect URL that a person pasted (manual paste): it must be this request's redirect URI
-    /// exactly (scheme, host literal, port, path; no user info, no fragment), and then its query is judged like a
+    /// Judges a final redirect URL that a person pasted (manual paste) or the desktop handed over (a private-use
+    /// scheme, `authctl callback`): it must be this request's redirect URI exactly (scheme, host literal, port, path;
+    /// for a private-use scheme no authority at all; no user info, no fragment), and then its query is judged like a
     /// response that reached the loopback listener (SECURITY.md 3, 7, 8, 9). Reasons never contain the URL.
     public func judge(pastedURL text: String) -> Verdict {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -106,11 +107,18 @@ public struct LoginSession: Sendable {
         guard pasted.percentEncodedUser == nil, pasted.percentEncodedPassword == nil else {
             return .rejected(reason: "the pasted URL has user information")
         }
-        guard let host = pasted.percentEncodedHost, host == expected.percentEncodedHost else {
-            return .rejected(reason: "the pasted URL's host is not the redirect URI's (\(expected.percentEncodedHost ?? "?"))")
-        }
-        guard pasted.port == expected.port, pasted.port != nil else {
-            return .rejected(reason: "the pasted URL's port is not the redirect URI's (\(expected.port.map(String.init) ?? "?"))")
+        if expected.percentEncodedHost == nil {
+            // A private-use scheme redirect (RFC 8252 §7.1): `scheme:/path`, never an authority.
+            guard pasted.percentEncodedHost == nil, pasted.port == nil else {
+                return .rejected(reason: "the URL has an authority (//host); the redirect URI is \(expected.scheme ?? "?"):/path")
+            }
+        } else {
+            guard let host = pasted.percentEncodedHost, host == expected.percentEncodedHost else {
+                return .rejected(reason: "the pasted URL's host is not the redirect URI's (\(expected.percentEncodedHost ?? "?"))")
+            }
+            guard pasted.port == expected.port, pasted.port != nil else {
+                return .rejected(reason: "the pasted URL's port is not the redirect URI's (\(expected.port.map(String.init) ?? "?"))")
+            }
         }
         guard pasted.percentEncodedPath == expected.percentEncodedPath else {
             return .rejected(reason: "the pasted URL's path is not the redirect path (\(expected.percentEncodedPath))")

@@ -7,6 +7,8 @@ public struct ProviderMetadata: Sendable, Equatable {
     public var tokenEndpoint: URL
     public var revocationEndpoint: URL?
     public var jwksURI: URL?
+    /// RFC 8628: present when the server offers the device authorization grant.
+    public var deviceAuthorizationEndpoint: URL?
     public var codeChallengeMethods: [String]
     public var tokenEndpointAuthMethods: [String]
     /// RFC 9207: when true, the authorization response must carry `iss` equal to ``issuer``.
@@ -15,7 +17,7 @@ public struct ProviderMetadata: Sendable, Equatable {
     public init(
         issuer: URL, authorizationEndpoint: URL, tokenEndpoint: URL, revocationEndpoint: URL? = nil,
         jwksURI: URL? = nil, codeChallengeMethods: [String] = ["S256"], tokenEndpointAuthMethods: [String] = [],
-        requiresIssInResponse: Bool = false
+        requiresIssInResponse: Bool = false, deviceAuthorizationEndpoint: URL? = nil
     ) {
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
@@ -25,6 +27,7 @@ public struct ProviderMetadata: Sendable, Equatable {
         self.codeChallengeMethods = codeChallengeMethods
         self.tokenEndpointAuthMethods = tokenEndpointAuthMethods
         self.requiresIssInResponse = requiresIssInResponse
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
     }
 
     /// The discovery URLs to try, in order: OIDC (`issuer + /.well-known/openid-configuration`), then RFC 8414
@@ -52,7 +55,7 @@ public struct ProviderMetadata: Sendable, Equatable {
             throw AuthError(.invalidMetadata, "the discovery document has no 'issuer'")
         }
         guard normalize(issuer) == normalize(expectedIssuer.absoluteString) else {
-            throw AuthError(.invalidMetadata,
+            throw AuthError(.issuerMismatch,
                 "the discovery document names issuer '\(issuer)', not the configured '\(expectedIssuer.absoluteString)'")
         }
         func endpoint(_ key: String, required: Bool) throws(AuthError) -> URL? {
@@ -63,12 +66,12 @@ public struct ProviderMetadata: Sendable, Equatable {
             switch EndpointPolicy.validate(value) {
             case .success(let url): return url
             case .failure(let rejection):
-                throw AuthError(.invalidMetadata, "the discovery document's '\(key)' \(rejection.reason)")
+                throw AuthError(.insecureEndpoint, "the discovery document's '\(key)' \(rejection.reason)")
             }
         }
         let methods = object["code_challenge_methods_supported"] as? [String]
         if let methods, !methods.contains("S256") {
-            throw AuthError(.invalidMetadata, "the server does not support PKCE with S256 (it lists \(methods))")
+            throw AuthError(.pkceUnsupported, "the server does not support PKCE with S256 (it lists \(methods))")
         }
         return ProviderMetadata(
             issuer: expectedIssuer,
@@ -78,7 +81,8 @@ public struct ProviderMetadata: Sendable, Equatable {
             jwksURI: try endpoint("jwks_uri", required: false),
             codeChallengeMethods: methods ?? [],
             tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [],
-            requiresIssInResponse: object["authorization_response_iss_parameter_supported"] as? Bool ?? false
+            requiresIssInResponse: object["authorization_response_iss_parameter_supported"] as? Bool ?? false,
+            deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint", required: false)
         )
     }
 
@@ -95,6 +99,7 @@ public struct ProviderMetadata: Sendable, Equatable {
         result.tokenEndpoint = token
         if let revocation = account.revocationEndpoint { result.revocationEndpoint = revocation }
         if let jwks = account.jwksURI { result.jwksURI = jwks }
+        if let device = account.deviceAuthorizationEndpoint { result.deviceAuthorizationEndpoint = device }
         return result
     }
 

@@ -18,16 +18,17 @@ public actor TokenBroker {
         var waiters: Int
     }
 
-    struct LoginStart: Sendable {
-        let ticket: LoginTicket
-        let listener: any RedirectListener
-        let session: LoginSession
-        let metadata: ProviderMetadata
-        let verdicts: AsyncStream<LoginSession.Verdict>
-        /// Feeds responses that did not come through the listener (a pasted redirect URL) into the same wait.
-        let continuation: AsyncStream<LoginSession.Verdict>.Continuation
-        /// Lets exactly one response, from the listener or pasted, complete the sign-in.
-        let box: SessionBox
+    /// How a pending sign-in reaches its result: a redirect (loopback or pasted) or device polling.
+    enum LoginStart: Sendable {
+        case redirect(RedirectStart)
+        case device(DeviceStart)
+
+        var ticket: LoginTicket {
+            switch self {
+            case .redirect(let start): return start.ticket
+            case .device(let start): return start.ticket
+            }
+        }
     }
 
     struct AccountState {
@@ -55,6 +56,8 @@ public actor TokenBroker {
         var signingKeys: CachedSigningKeys?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
+        /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
+        var signInFailures: [ContinuousClock.Instant] = []
     }
 
     struct CachedSigningKeys {
@@ -70,6 +73,7 @@ public actor TokenBroker {
     let time: any TimeSource
     let policy: RefreshPolicy
     let random: @Sendable () -> Double
+    let loginLimit: LoginRateLimit
     let logger: Logger
     var accounts: [String: AccountState]
     let accountOrder: [String]
@@ -81,7 +85,9 @@ public actor TokenBroker {
     public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
                 time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(),
-                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, logger: Logger) {
+                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+                loginLimit: LoginRateLimit = LoginRateLimit(), logger: Logger) {
+        self.loginLimit = loginLimit
         self.store = store
         self.http = http
         self.redirects = redirects
@@ -333,11 +339,14 @@ public actor TokenBroker {
     /// cancelled when nobody waits for it any more.
     /// With `openBrowser` false the browser is not started (manual paste); it only matters to the caller that
     /// starts the sign-in, a caller that joins gets the pending one as it is.
-    public func beginLogin(account name: String, openBrowser: Bool = true) async throws(AuthError) -> LoginTicket {
+    /// `method` picks the redirect or the device grant (``LoginMethod``).
+    public func beginLogin(account name: String, openBrowser: Bool = true,
+                           method: LoginMethod = .redirect) async throws(AuthError) -> LoginTicket {
         let config = try state(name).config
         if accounts[name]?.login == nil {
+            try checkLoginRateLimit(name)
             let id = UUID()
-            let start = Task { try await self.startLogin(config, id: id, openBrowser: openBrowser) }
+            let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }
             let completion = Task { try await self.completeLogin(name, id: id, start: start) }
             accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
             publish(.signInStarted(name))
@@ -384,84 +393,20 @@ public actor TokenBroker {
         }
     }
 
-    private func startLogin(_ config: AccountConfig, id: UUID, openBrowser: Bool) async throws -> LoginStart {
-        let metadata = try await metadata(for: config.name)
-        let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
-        let box = SessionBox()
-        let listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort, path: config.redirectPath) { query in
-            guard let session = box.session else { return .invalid }
-            let verdict = session.judge(query: query)
-            switch verdict {
-            case .code:
-                guard box.claim() else { return .invalid }
-                continuation.yield(verdict)
-                return .success
-            case .denied:
-                guard box.claim() else { return .invalid }
-                continuation.yield(verdict)
-                return .denied
-            case .rejected:
-                continuation.yield(verdict)
-                return .invalid
-            }
-        }
-        let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
-        box.session = session
-        var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
-                                 redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
-                                 loginID: id)
-        if openBrowser {
-            do {
-                try browser.open(session.authorizationURL)
-                ticket.browserOpened = true
-            } catch {
-                ticket.browserError = error.message
-                logger.warning("could not start a browser; the URL is shown to the user instead",
-                               metadata: ["account": "\(config.name)", "error": "\(error.message)"])
-            }
-        } else {
-            ticket.browserError = "not started: the client asked for no browser"
-        }
-        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
-                                                  "browser": "\(openBrowser)"])
-        return LoginStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
-                          continuation: continuation, box: box)
-    }
-
-    /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is
-    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:)``), and the first
-    /// genuine response, pasted or received, wins. A rejected URL is an error for this call only: the sign-in keeps
-    /// waiting. The URL is never logged (it carries the code).
-    public func submitRedirect(account name: String, url: String) async throws(AuthError) {
-        _ = try state(name)
-        guard let pending = accounts[name]?.login else {
-            throw AuthError(.loginFailed, "no sign-in is pending for '\(name)'; start one with `authctl login --no-browser \(name)`")
-        }
-        let begun: LoginStart
-        do { begun = try await pending.start.value } catch { throw TokenBroker.authError(error) }
-        let verdict = begun.session.judge(pastedURL: url)
-        switch verdict {
-        case .code, .denied:
-            guard begun.box.claim() else {
-                throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
-            }
-            logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
-            begun.continuation.yield(verdict)
-        case .rejected(let reason):
-            begun.continuation.yield(verdict)
-            throw AuthError(.loginFailed, "the pasted URL is not a response to this sign-in (\(reason)); the sign-in is still waiting")
-        }
-    }
-
     private func completeLogin(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
         defer { finishLogin(name, id: id) }
-        let begun: LoginStart
+        let started: LoginStart
         do {
-            begun = try await withTaskCancellationHandler { try await start.value } onCancel: { start.cancel() }
+            started = try await withTaskCancellationHandler { try await start.value } onCancel: { start.cancel() }
         } catch {
-            let failure = TokenBroker.authError(error)
-            record(name, failure)
-            throw failure
+            throw signInFailed(name, error)
+        }
+        let begun: RedirectStart
+        switch started {
+        case .device(let device):
+            do { return try await completeDeviceLogin(name, device) } catch { throw signInFailed(name, error) }
+        case .redirect(let redirect):
+            begun = redirect
         }
         do {
             let code = try await waitForCode(begun)
@@ -470,11 +415,17 @@ public actor TokenBroker {
             return outcome
         } catch {
             await begun.listener.close()
-            let failure = TokenBroker.authError(error)
-            record(name, failure)
-            logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
-            throw failure
+            throw signInFailed(name, error)
         }
+    }
+
+    /// Records a failed sign-in (for `status` and the rate limit) and returns the error to report.
+    private func signInFailed(_ name: String, _ error: any Error) -> AuthError {
+        let failure = TokenBroker.authError(error)
+        record(name, failure)
+        noteSignInFailure(name, failure)
+        logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
+        return failure
     }
 
     private func finishLogin(_ name: String, id: UUID) {
@@ -485,60 +436,15 @@ public actor TokenBroker {
         }
     }
 
-    /// The first genuine response wins; rejected ones are logged and the wait goes on, up to the timeout.
-    private func waitForCode(_ begun: LoginStart) async throws -> Secret {
-        let timeout = begun.ticket.timeout
-        let logger = self.logger
-        let account = begun.ticket.account
-        return try await withThrowingTaskGroup(of: Secret.self) { group in
-            group.addTask {
-                for await verdict in begun.verdicts {
-                    switch verdict {
-                    case .code(let code): return code
-                    case .denied(let error, let description):
-                        let detail = description.map { ": \($0)" } ?? ""
-                        if error == "access_denied" {
-                            throw AuthError(.accessDenied, "sign-in was denied at the authorization server (\(error)\(detail))")
-                        }
-                        throw AuthError(.loginFailed, "the authorization server returned an error (\(error)\(detail))")
-                    case .rejected(let reason):
-                        logger.warning("ignored a redirect that is not a valid response",
-                                       metadata: ["account": "\(account)", "reason": "\(reason)"])
-                    }
-                }
-                throw CancellationError()
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                throw AuthError(.loginTimeout, "no sign-in completed within \(timeout.components.seconds) s")
-            }
-            defer { group.cancelAll() }
-            guard let code = try await group.next() else { throw CancellationError() }
-            return code
-        }
-    }
-
-    private func exchange(_ name: String, code: Secret, begun: LoginStart) async throws(AuthError) -> LoginOutcome {
+    /// The end of every sign-in (redirect or device): verifies an ID token if there is one, stores the refresh token
+    /// in the keyring and caches the rest.
+    func signedIn(_ name: String, tokens: TokenSet, metadata: ProviderMetadata,
+                  nonce: Secret?) async throws(AuthError) -> LoginOutcome {
         let config = try state(name).config
-        var fields = [
-            ("grant_type", "authorization_code"), ("code", code.reveal()),
-            ("redirect_uri", begun.session.redirectURI), ("code_verifier", begun.session.pkce.verifier.reveal()),
-        ]
-        let basic = clientAuthentication(config, begun.metadata, into: &fields)
-        let sentAt = time.now()
-        let reply = try await http.postForm(begun.metadata.tokenEndpoint, fields: fields, basicAuth: basic)
-        var tokens: TokenSet
-        do throws(AuthError) {
-            tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
-        } catch let error where error.code == .loginRequired {
-            throw AuthError(.loginFailed, "the authorization server did not accept the authorization code (\(error.message))")
-        }
-        if config.wantsOpenID, tokens.idToken == nil {
-            throw AuthError(.invalidIDToken, "the server returned no ID token although 'openid' was requested")
-        }
+        var tokens = tokens
         var claims: IDTokenClaims?
         if let idToken = tokens.idToken {
-            claims = try await verifiedIDToken(idToken, account: name, metadata: begun.metadata, nonce: begun.session.nonce, original: nil)
+            claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
             if claims == nil { tokens.idToken = nil }
         }
         if let refresh = tokens.refreshToken {
@@ -549,6 +455,7 @@ public actor TokenBroker {
                            metadata: ["account": "\(name)"])
         }
         accounts[name]?.idClaims = claims
+        accounts[name]?.signInFailures = []
         let cached = cacheFreshTokens(name, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))
@@ -672,7 +579,7 @@ public actor TokenBroker {
         return state
     }
 
-    private func metadata(for name: String) async throws(AuthError) -> ProviderMetadata {
+    func metadata(for name: String) async throws(AuthError) -> ProviderMetadata {
         let state = try self.state(name)
         if let metadata = state.metadata, let at = state.metadataFetchedAt, time.now() - at < TokenBroker.metadataMaxAge {
             return metadata
@@ -736,7 +643,7 @@ public actor TokenBroker {
 
     /// Public clients send `client_id` in the body; confidential ones use client_secret_basic unless the server
     /// (or the account) says client_secret_post.
-    private func clientAuthentication(_ config: AccountConfig, _ metadata: ProviderMetadata,
+    func clientAuthentication(_ config: AccountConfig, _ metadata: ProviderMetadata,
                                       into fields: inout [(String, String)]) -> (user: String, password: Secret)? {
         guard let secret = config.clientSecret else {
             fields.append(("client_id", config.clientID))
@@ -799,25 +706,5 @@ public actor TokenBroker {
         if let error = error as? AuthError { return error }
         if error is CancellationError { return AuthError(.loginCancelled, "the sign-in was cancelled") }
         return AuthError.internalError("unexpected error: \(type(of: error))")
-    }
-}
-
-/// Hands the session to the listener's callback once it exists, and lets exactly one response complete it.
-final class SessionBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _session: LoginSession?
-    private var claimed = false
-
-    var session: LoginSession? {
-        get { lock.withLock { _session } }
-        set { lock.withLock { _session = newValue } }
-    }
-
-    func claim() -> Bool {
-        lock.withLock {
-            if claimed { return false }
-            claimed = true
-            return true
-        }
     }
 }

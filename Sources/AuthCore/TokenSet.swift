@@ -94,7 +94,7 @@ public enum TokenResponseParser {
     }
 
     /// An integer, or an integer in a string (some providers send `"3600"`); never a fraction or a boolean.
-    private struct LenientInt: Decodable {
+    struct LenientInt: Decodable {
         var value: Int
         init(from decoder: Decoder) throws {
             let container = try decoder.singleValueContainer()

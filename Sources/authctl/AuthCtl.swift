@@ -1,5 +1,6 @@
 import AgentIPC
 import ArgumentParser
+import AuthCLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -30,7 +31,7 @@ struct AuthCtl: ParsableCommand {
         """,
         version: authctlVersion,
         subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, GitCredentialCommand.self,
-                      KubeCredentialCommand.self, Version.self])
+                      KubeCredentialCommand.self, Callback.self, RegisterScheme.self, Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
     static func main() {
@@ -86,9 +87,13 @@ struct Status: ParsableCommand {
 
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sign in to an account in your browser.",
+        abstract: "Sign in to an account in your browser, or with a code on another device.",
         discussion: """
         The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.
+
+        With --device (and by default in an SSH session or without a graphical display, when the server offers it, or
+        when the agent cannot start a browser) the device authorization grant is used: open the printed page on any
+        device (a phone will do), enter the printed code and approve; authctl waits and shows how long the code lasts.
 
         With --no-browser no browser is started: open the printed URL in a browser on any machine, sign in, then copy
         the address the browser was sent to at the end (http://127.0.0.1:PORT/oauth2/callback/ACCOUNT?code=...; the
@@ -100,15 +105,26 @@ struct Login: ParsableCommand {
     @Flag(help: "Print the result as JSON (progress still goes to stderr).") var json = false
     @Flag(name: .customLong("no-browser"), help: "Do not start a browser: print the URL and read the final redirect URL from stdin.")
     var noBrowser = false
+    @Flag(help: "Sign in with a code on another device (RFC 8628 device authorization grant).")
+    var device = false
+
+    func validate() throws {
+        guard !(device && noBrowser) else { throw ValidationError("--device and --no-browser do not go together") }
+    }
 
     func run() throws {
         let client = try global.connect()
         let socketPath = try global.path()
         let account = self.account
         let noBrowser = self.noBrowser
+        let choice = SignInChoice.choose(device: device, noBrowser: noBrowser, environment: ProcessInfo.processInfo.environment)
+        let request = WireRequest(op: .login, account: account, browser: noBrowser ? false : nil, method: choice.wireMethod)
         var reader: PasteReader?
+        let countdown = Countdown()
+        defer { countdown.stop() }
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .login, account: account, browser: noBrowser ? false : nil), as: LoginResult.self) { event in
+            try client.call(request, as: LoginResult.self) { event in
+                if event.type == WireEvent.deviceCode { return Terminal.announceDevice(event, account: account, countdown: countdown) }
                 guard noBrowser else { return Terminal.announce(event, account: account) }
                 Terminal.announcePaste(event, account: account)
                 if reader == nil, event.type == WireEvent.loginStarted {
@@ -117,6 +133,7 @@ struct Login: ParsableCommand {
                 }
             }
         }
+        countdown.stop()
         if json { return printJSON(result) }
         var who = [result.name, result.email, result.subject].compactMap { $0 }.first.map { " as \($0)" } ?? ""
         if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
@@ -177,11 +194,20 @@ struct Token: ParsableCommand {
 
     func run() throws {
         let client = try global.connect()
+        let method = interactive
+            ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
+            : nil
         let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
-                                  interactive: interactive, idToken: idToken)
+                                  interactive: interactive, idToken: idToken, method: method)
+        let countdown = Countdown()
+        defer { countdown.stop() }
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(request, as: TokenResult.self) { event in Terminal.announce(event, account: account) }
+            try client.call(request, as: TokenResult.self) { event in
+                if event.type == WireEvent.deviceCode { return Terminal.announceDevice(event, account: account, countdown: countdown) }
+                Terminal.announce(event, account: account)
+            }
         }
+        countdown.stop()
         if json { return printJSON(result) }
         if idToken {
             guard let id = result.idToken else {

@@ -25,8 +25,10 @@ enum ExitStatus {
         switch code {
         case .loginRequired?: return loginRequired
         case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
-        case .serverUnreachable?, .serverError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?: return server
-        case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?: return loginIncomplete
+        case .serverUnreachable?, .serverError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?,
+             .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?: return server
+        case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
+            return loginIncomplete
         case .unknownAccount?, .invalidConfig?: return account
         case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
         case .minValidUnsatisfiable?, .internalError?, nil: return failure
@@ -71,6 +73,9 @@ struct CLIFailure: Error {
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
+        case .deviceGrantUnsupported?:
+            return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"
+        case .loginRateLimited?: return "wait until the time given, check the account's configuration, then sign in again"
         default: return nil
         }
     }

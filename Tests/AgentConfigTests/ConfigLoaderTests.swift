@@ -82,6 +82,24 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(try parse("").idleExit, .seconds(3600))
     }
 
+    func testDeviceEndpointAndPrivateUseRedirect() throws {
+        let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+        let device = try parse(base + "device_authorization_endpoint = \"https://x.example/device\"\n")
+        XCTAssertEqual(device.accounts[0].deviceAuthorizationEndpoint?.absoluteString, "https://x.example/device")
+        expectError(base + "device_authorization_endpoint = \"http://x.example/device\"\n", line: 4, contains: "https")
+
+        let scheme = try parse(base + "redirect_uri = \"com.example.app:/oauth2/callback/work\"\n")
+        XCTAssertEqual(scheme.accounts[0].privateUseRedirect?.scheme, "com.example.app")
+        XCTAssertEqual(scheme.accounts[0].registeredRedirectURI, "com.example.app:/oauth2/callback/work")
+        XCTAssertEqual(scheme.accounts[0].redirectPath, "/oauth2/callback/work")
+        expectError(base + "redirect_uri = \"myapp:/cb\"\n", line: 4, contains: "reverse domain")
+        expectError(base + "redirect_uri = \"com.example.app://cb\"\n", line: 4, contains: "one slash")
+        expectError(base + "redirect_uri = \"https://x.example/cb\"\n", line: 4, contains: "http(s)")
+        expectError(base + "redirect_uri = \"com.example.app:/cb\"\nredirect_port = 8400\n", line: 5, contains: "no listener")
+        let other = "[accounts.other]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nredirect_uri = \"com.example.app:/cb\"\n"
+        expectError(base + "redirect_uri = \"com.example.app:/cb\"\n" + other, line: 8, contains: "its own")
+    }
+
     func testRedirectHostAndJWKSURI() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let v4 = try parse(base)

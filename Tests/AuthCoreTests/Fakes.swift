@@ -2,6 +2,7 @@
 import Foundation
 import Logging
 import Synchronization
+import XCTest
 
 /// A clock tests move by hand: expiry logic is tested without sleeping.
 final class ManualClock: TimeSource, @unchecked Sendable {
@@ -142,5 +143,18 @@ enum Fixtures {
         if http.discovery[jwksURI] == nil { http.discovery[jwksURI] = HTTPReply(status: 200, body: TestKeys.defaultJWKS) }
         return TokenBroker(accounts: accounts, store: store, http: http, redirects: redirects, browser: browser, time: clock,
                            logger: Logger(label: "test"))
+    }
+}
+
+extension XCTestCase {
+    /// Fails unless `body` throws an ``AuthError`` with `code`.
+    func assertThrows(_ code: AuthError.Code, file: StaticString = #filePath, line: UInt = #line,
+                      _ body: () async throws -> Void) async {
+        do {
+            try await body()
+            XCTFail("expected \(code.rawValue)", file: file, line: line)
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, code, "\(error)", file: file, line: line)
+        }
     }
 }

@@ -108,14 +108,4 @@ final class ManualPasteTests: XCTestCase {
         _ = try await broker.awaitLogin(ticket)
         XCTAssertEqual(http.tokenPosts.count, 1)
     }
-
-    func assertThrows(_ code: AuthError.Code, file: StaticString = #filePath, line: UInt = #line,
-                      _ body: () async throws -> Void) async {
-        do {
-            try await body()
-            XCTFail("expected \(code.rawValue)", file: file, line: line)
-        } catch {
-            XCTAssertEqual((error as? AuthError)?.code, code, "\(error)", file: file, line: line)
-        }
-    }
 }

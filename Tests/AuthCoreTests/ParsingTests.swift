@@ -63,16 +63,18 @@ final class ParsingTests: XCTestCase {
         let good = try ProviderMetadata.parse(Fixtures.discoveryBody, expectedIssuer: issuer)
         XCTAssertEqual(good.tokenEndpoint.absoluteString, "https://issuer.example/token")
         XCTAssertEqual(good.revocationEndpoint?.absoluteString, "https://issuer.example/revoke")
-        let bad: [String] = [
-            #"{"issuer":"https://evil.example","authorization_endpoint":"https://issuer.example/a","token_endpoint":"https://issuer.example/t"}"#,
-            #"{"issuer":"https://issuer.example","authorization_endpoint":"http://issuer.example/a","token_endpoint":"https://issuer.example/t"}"#,
-            #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/t"}"#,
-            #"{"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/a","token_endpoint":"https://issuer.example/t","code_challenge_methods_supported":["plain"]}"#,
-            "not json",
+        // Each failure has its own code (and so its own message and hint).
+        let bad: [(String, AuthError.Code)] = [
+            (#"{"issuer":"https://evil.example","authorization_endpoint":"https://issuer.example/a","token_endpoint":"https://issuer.example/t"}"#, .issuerMismatch),
+            (#"{"issuer":"https://issuer.example","authorization_endpoint":"http://issuer.example/a","token_endpoint":"https://issuer.example/t"}"#, .insecureEndpoint),
+            (#"{"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/a","token_endpoint":"https://issuer.example/t","device_authorization_endpoint":"http://issuer.example/d"}"#, .insecureEndpoint),
+            (#"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/t"}"#, .invalidMetadata),
+            (#"{"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/a","token_endpoint":"https://issuer.example/t","code_challenge_methods_supported":["plain"]}"#, .pkceUnsupported),
+            ("not json", .invalidMetadata),
         ]
-        for body in bad {
+        for (body, code) in bad {
             XCTAssertThrowsError(try ProviderMetadata.parse(Array(body.utf8), expectedIssuer: issuer), body) {
-                XCTAssertEqual(($0 as? AuthError)?.code, .invalidMetadata)
+                XCTAssertEqual(($0 as? AuthError)?.code, code, body)
             }
         }
     }

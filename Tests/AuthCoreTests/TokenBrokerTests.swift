@@ -253,7 +253,7 @@ final class TokenBrokerTests: XCTestCase {
         let bad = http.discovery["https://issuer.example/.well-known/openid-configuration"]
         let strict = Fixtures.broker(store: MemorySecretStore(items: [key: Secret("rt-1")]), http: http)
         http.discovery["https://issuer.example/.well-known/openid-configuration"] = bad
-        await assertThrows(.invalidMetadata) { _ = try await strict.accessToken(account: "work") }
+        await assertThrows(.issuerMismatch) { _ = try await strict.accessToken(account: "work") }
     }
 
     func testConfidentialClientUsesBasicAuth() async throws {
@@ -264,16 +264,6 @@ final class TokenBrokerTests: XCTestCase {
         _ = try await Fixtures.broker(accounts: [account], store: store, http: http).accessToken(account: "work")
         XCTAssertNil(http.tokenPosts.first?["client_secret"])
         XCTAssertNil(http.tokenPosts.first?["client_id"])
-    }
-
-    func assertThrows(_ code: AuthError.Code, file: StaticString = #filePath, line: UInt = #line,
-                      _ body: () async throws -> Void) async {
-        do {
-            try await body()
-            XCTFail("expected \(code.rawValue)", file: file, line: line)
-        } catch {
-            XCTAssertEqual((error as? AuthError)?.code, code, "\(error)", file: file, line: line)
-        }
     }
 }
 

@@ -703,6 +703,16 @@ def read_replies(s: socket.socket, replies: int, timeout: float) -> list[dict]:
     return out
 
 
+def assert_no_reply(s: socket.socket, what: str, wait: float = 0.5):
+    """Fails if the agent sends anything on `s` within `wait` seconds (e.g. a sign-in that ended on a forged response)."""
+    s.settimeout(wait)
+    try:
+        early = s.recv(4096)
+    except socket.timeout:
+        return
+    raise AssertionError(f"{what}: {early!r}")
+
+
 def connection_closed(s: socket.socket, timeout: float = 5) -> bool:
     """True if the peer closes the connection (EOF or reset) within `timeout`."""
     deadline = time.monotonic() + timeout

@@ -10,12 +10,17 @@ Modes (FaultProxy.set):
   after_response forward, relay the answer, then signal `reached`
   hold_response  forward (the server acts on it), signal `reached`, hold the answer until `release`, then relay it
   canned         answer (status, content_type, body) without contacting the server
-Every request is counted in `hits` (method + path).
+A rewrite (FaultProxy.rewrite) changes the upstream's answer body for paths starting with a prefix (e.g. a forged
+ID token in a real token response).
+A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
+once each in order (e.g. a `slow_down` before the real token endpoint answers).
+Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path).
 """
 from __future__ import annotations
 
 import http.client
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -31,6 +36,9 @@ class FaultProxy:
         self.reached = threading.Event()
         self.release = threading.Event()
         self.hits: list[str] = []
+        self.times: list[tuple[float, str]] = []
+        self.scripts: dict[str, list[tuple[int, str, bytes]]] = {}
+        self.rewrites: dict[str, object] = {}
         self._lock = threading.Lock()
         proxy = self
 
@@ -43,7 +51,12 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 with proxy._lock:
                     proxy.hits.append(f"{self.command} {self.path}")
+                    proxy.times.append((time.monotonic(), f"{self.command} {self.path}"))
                     mode, canned = proxy.mode, proxy.canned
+                    for prefix, queue in proxy.scripts.items():
+                        if self.path.startswith(prefix) and queue:
+                            mode, canned = "canned", queue.pop(0)
+                            break
                 if mode == "canned":
                     status, ctype, payload = canned
                     return self._reply(status, [("Content-Type", ctype)], payload)
@@ -53,6 +66,10 @@ class FaultProxy:
                     self.close_connection = True
                     return
                 status, headers, payload = proxy._forward(self.command, self.path, self.headers, body)
+                with proxy._lock:
+                    rewrite = next((fn for prefix, fn in proxy.rewrites.items() if self.path.startswith(prefix)), None)
+                if rewrite is not None:
+                    payload = rewrite(payload)
                 if mode == "hang_after":
                     proxy.reached.set()
                     proxy.release.wait(HOLD_LIMIT)
@@ -107,6 +124,21 @@ class FaultProxy:
             self.mode, self.canned = mode, canned
             self.reached = threading.Event()
             self.release = threading.Event()
+
+    def script(self, prefix: str, answers: list[tuple[int, str, bytes]]):
+        """Answers the next len(answers) requests whose path starts with `prefix` with these, in order."""
+        with self._lock:
+            self.scripts[prefix] = list(answers)
+
+    def rewrite(self, prefix: str, fn):
+        """Passes the upstream's answer body for paths starting with `prefix` through fn(bytes) -> bytes."""
+        with self._lock:
+            self.rewrites[prefix] = fn
+
+    def times_of(self, prefix: str) -> list[float]:
+        """When each POST to a path starting with `prefix` arrived (time.monotonic())."""
+        with self._lock:
+            return [t for t, hit in self.times if hit.startswith(f"POST {prefix}")]
 
     def token_posts(self) -> int:
         with self._lock:

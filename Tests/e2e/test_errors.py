@@ -8,8 +8,8 @@ import stat
 import subprocess
 import time
 
-from conftest import (CLIENT_ID, SYSTEM_PATH, connection_closed, default_account, file_mode, read_replies,
-                      read_until, render_config, run_binary, short_tmpdir, wait_for)
+from conftest import (CLIENT_ID, SYSTEM_PATH, assert_no_reply, connection_closed, default_account, file_mode,
+                      read_replies, read_until, render_config, run_binary, short_tmpdir, wait_for)
 
 
 def assert_alive(agent):
@@ -570,12 +570,7 @@ def test_redirect_listener_rules(make_agent, keyring):
                              host + b"Connection: close\r\n\r\n")
         assert status == 400
         assert agent.account_status("work")["login_pending"] is True
-        s.settimeout(0.5)
-        try:
-            early = s.recv(4096)
-        except socket.timeout:
-            early = None
-        assert early is None, f"the sign-in ended on a forged response: {early!r}"
+        assert_no_reply(s, "the sign-in ended on a forged response")
     finally:
         s.close()
     wait_for(lambda: agent.account_status("work")["login_pending"] is False, 3, "the sign-in to be cancelled")

@@ -15,11 +15,13 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REDIRECT_URIS = " ".join(
+# A private-use URI scheme redirect (RFC 8252 §7.1) for the `work` account of the scheme-handler tests.
+PRIVATE_USE_REDIRECT = "org.example.authagent:/oauth2/callback/work"
+REDIRECT_URIS = " ".join([
     f"http://{host}/oauth2/callback/{name}"
     for host in ("127.0.0.1", "[::1]")
     for name in ("work", "personal", "other")
-)
+] + [PRIVATE_USE_REDIRECT])
 
 
 def seed():

@@ -1,7 +1,12 @@
 """Scripted browser: logs in to the test authorization server and delivers the
 authorization response to the agent's loopback listener. See ../README.md.
 
-Env: FAKE_BROWSER_MODE (login|deny|wrong-state|none|fail|print-redirect), FAKE_BROWSER_USER,
+A redirect to a private-use URI scheme (RFC 8252 §7.1, `com.example.app:/path?...`) is handed over the way a desktop
+does it: the handler registered for `x-scheme-handler/<scheme>` in $XDG_DATA_HOME/applications (default
+~/.local/share/applications) is run with the URI in place of %u (no shell); its exit status stands in for the HTTP
+status (0 -> 200, else 400).
+
+Env: FAKE_BROWSER_MODE (login|deny|wrong-state|wrong-iss|none|fail|print-redirect), FAKE_BROWSER_USER,
 FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries
 (print-redirect prints the final redirect URL, with its code, on stdout: that is its purpose).
 FAKE_BROWSER_PROC_DUMP=FILE: on start, appends this process's own /proc/self/cmdline and /proc/self/environ
@@ -10,6 +15,8 @@ FAKE_BROWSER_PROC_DUMP=FILE: on start, appends this process's own /proc/self/cmd
 import os
 import re
 import secrets
+import shlex
+import subprocess
 import sys
 from urllib.parse import parse_qs, urlencode, urljoin, urlsplit, urlunsplit
 
@@ -58,10 +65,43 @@ class Browser:
         return r
 
 
+def is_private_use(url):
+    return urlsplit(url).scheme not in ("http", "https")
+
+
 def is_callback(url, as_netloc):
     p = urlsplit(url)
+    if is_private_use(url):
+        return True
     return (p.scheme == "http" and p.hostname in LOOPBACK_HOSTS
             and as_netloc is not None and p.netloc != as_netloc)
+
+
+def scheme_handler(scheme):
+    """The Exec line of the .desktop file registered for x-scheme-handler/<scheme>, as argv with %u left in."""
+    home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.environ["HOME"], ".local", "share")
+    apps = os.path.join(home, "applications")
+    for name in sorted(os.listdir(apps)) if os.path.isdir(apps) else []:
+        if not name.endswith(".desktop"):
+            continue
+        with open(os.path.join(apps, name), encoding="utf-8") as f:
+            entry = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line and not line.startswith("#"))
+        if f"x-scheme-handler/{scheme}" in entry.get("MimeType", "").split(";"):
+            # Desktop Entry Spec: string unescaping first, then shell-like quoting; %% is a literal %.
+            return [arg.replace("%%", "%") for arg in shlex.split(entry["Exec"].replace("\\\\", "\\"))]
+    return None
+
+
+def hand_to_desktop(url, note):
+    scheme = urlsplit(url).scheme
+    argv = scheme_handler(scheme)
+    if argv is None:
+        log(f"SCHEME {scheme} -> no handler{note}")
+        return 404
+    result = subprocess.run([url if a == "%u" else a for a in argv], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    log(f"SCHEME {scheme} -> exit {result.returncode}{note}")
+    return 200 if result.returncode == 0 else 400
 
 
 def login_form(html):
@@ -108,13 +148,15 @@ def run_flow(b, url):
 
 
 def deliver(b, url, note=""):
+    if is_private_use(url):
+        return hand_to_desktop(url, note)
     r = b.request("GET", url, note=note)
     return r.status_code
 
 
 def main():
     mode = os.environ.get("FAKE_BROWSER_MODE", "login") or "login"
-    if mode not in ("login", "deny", "wrong-state", "none", "fail", "print-redirect"):
+    if mode not in ("login", "deny", "wrong-state", "wrong-iss", "none", "fail", "print-redirect"):
         print(f"fake-browser: unknown FAKE_BROWSER_MODE {mode!r}", file=sys.stderr)
         sys.exit(2)
     if len(sys.argv) != 2:
@@ -160,6 +202,15 @@ def main():
         first = deliver(b, with_query(callback, params), " (callback, wrong state)")
         if first < 400:
             print(f"fake-browser: warning: wrong state accepted with HTTP {first}", file=sys.stderr)
+    if mode == "wrong-iss":
+        # RFC 9207 mix-up: the same response claiming another issuer, then without any iss.
+        params = {k: v[0] for k, v in query.items()}
+        params["iss"] = "https://evil.example/o"
+        wrong = deliver(b, with_query(callback, params), " (callback, wrong iss)")
+        del params["iss"]
+        missing = deliver(b, with_query(callback, params), " (callback, no iss)")
+        if wrong < 400 or missing < 400:
+            print(f"fake-browser: warning: bad iss accepted ({wrong}, {missing})", file=sys.stderr)
     status = deliver(b, callback, " (callback)")
     if status >= 400:
         fail(f"callback returned HTTP {status}")

@@ -110,4 +110,6 @@ OAUTH2_PROVIDER = {
     "DEFAULT_SCOPES": ["read"],
     "OAUTH_DEVICE_VERIFICATION_URI": ISSUER + "/device/",
     "DEVICE_FLOW_INTERVAL": int(os.environ.get("AS_DEVICE_INTERVAL", "1")),
+    # RFC 8252 §7.1 private-use scheme redirects (serve.PRIVATE_USE_REDIRECT), next to loopback http.
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https", "org.example.authagent"],
 }

@@ -1,0 +1,173 @@
+import Foundation
+
+/// The redirect sign-in (loopback listener, manual paste, private-use scheme): opening the way back, judging what
+/// arrives, and exchanging the code. Every response, whichever way it came, goes through one single-use wait.
+extension TokenBroker {
+    struct RedirectStart: Sendable {
+        let ticket: LoginTicket
+        let listener: any RedirectListener
+        let session: LoginSession
+        let metadata: ProviderMetadata
+        let verdicts: AsyncStream<LoginSession.Verdict>
+        /// Feeds responses that did not come through the listener (a pasted redirect URL) into the same wait.
+        let continuation: AsyncStream<LoginSession.Verdict>.Continuation
+        /// Lets exactly one response, from the listener or pasted, complete the sign-in.
+        let box: SessionBox
+    }
+
+    func startLogin(_ config: AccountConfig, metadata: ProviderMetadata, id: UUID,
+                    openBrowser: Bool) async throws -> RedirectStart {
+        let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
+        let box = SessionBox()
+        let judge: @Sendable (String?) -> RedirectPage = { query in
+            guard let session = box.session else { return .invalid }
+            let verdict = session.judge(query: query)
+            switch verdict {
+            case .code:
+                guard box.claim() else { return .invalid }
+                continuation.yield(verdict)
+                return .success
+            case .denied:
+                guard box.claim() else { return .invalid }
+                continuation.yield(verdict)
+                return .denied
+            case .rejected:
+                continuation.yield(verdict)
+                return .invalid
+            }
+        }
+        // A private-use scheme redirect opens no listener: the response arrives through `login_callback`.
+        let listener: any RedirectListener
+        if let privateUse = config.privateUseRedirect {
+            listener = PrivateUseReceiver(redirectURI: privateUse.uri)
+        } else {
+            listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort,
+                                                  path: config.redirectPath, judge: judge)
+        }
+        let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
+        box.session = session
+        var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
+                                 redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
+                                 loginID: id)
+        if openBrowser {
+            do {
+                try browser.open(session.authorizationURL)
+                ticket.browserOpened = true
+            } catch {
+                ticket.browserError = error.message
+                logger.warning("could not start a browser; the URL is shown to the user instead",
+                               metadata: ["account": "\(config.name)", "error": "\(error.message)"])
+            }
+        } else {
+            ticket.browserError = "not started: the client asked for no browser"
+        }
+        logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
+                                                  "browser": "\(openBrowser)"])
+        return RedirectStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
+                          continuation: continuation, box: box)
+    }
+
+    /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is
+    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:)``), and the first
+    /// genuine response, pasted or received, wins. A rejected URL is an error for this call only: the sign-in keeps
+    /// waiting. The URL is never logged (it carries the code).
+    public func submitRedirect(account name: String, url: String) async throws(AuthError) {
+        _ = try state(name)
+        guard let pending = accounts[name]?.login else {
+            throw AuthError(.loginFailed, "no sign-in is pending for '\(name)'; start one with `authctl login --no-browser \(name)`")
+        }
+        let begun: RedirectStart
+        do {
+            guard case .redirect(let redirect) = try await pending.start.value else {
+                throw AuthError(.loginFailed, "the pending sign-in of '\(name)' uses a device code, not a redirect")
+            }
+            begun = redirect
+        } catch { throw TokenBroker.authError(error) }
+        let verdict = begun.session.judge(pastedURL: url)
+        switch verdict {
+        case .code, .denied:
+            guard begun.box.claim() else {
+                throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
+            }
+            logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
+            begun.continuation.yield(verdict)
+        case .rejected(let reason):
+            begun.continuation.yield(verdict)
+            throw AuthError(.loginFailed, "the pasted URL is not a response to this sign-in (\(reason)); the sign-in is still waiting")
+        }
+    }
+
+    /// The first genuine response wins; rejected ones are logged and the wait goes on, up to the timeout.
+    func waitForCode(_ begun: RedirectStart) async throws -> Secret {
+        let timeout = begun.ticket.timeout
+        let logger = self.logger
+        let account = begun.ticket.account
+        return try await withThrowingTaskGroup(of: Secret.self) { group in
+            group.addTask {
+                for await verdict in begun.verdicts {
+                    switch verdict {
+                    case .code(let code): return code
+                    case .denied(let error, let description):
+                        let detail = description.map { ": \($0)" } ?? ""
+                        if error == "access_denied" {
+                            throw AuthError(.accessDenied, "sign-in was denied at the authorization server (\(error)\(detail))")
+                        }
+                        throw AuthError(.loginFailed, "the authorization server returned an error (\(error)\(detail))")
+                    case .rejected(let reason):
+                        logger.warning("ignored a redirect that is not a valid response",
+                                       metadata: ["account": "\(account)", "reason": "\(reason)"])
+                    }
+                }
+                throw CancellationError()
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw AuthError(.loginTimeout, "no sign-in completed within \(timeout.components.seconds) s")
+            }
+            defer { group.cancelAll() }
+            guard let code = try await group.next() else { throw CancellationError() }
+            return code
+        }
+    }
+
+    func exchange(_ name: String, code: Secret, begun: RedirectStart) async throws(AuthError) -> LoginOutcome {
+        let config = try state(name).config
+        var fields = [
+            ("grant_type", "authorization_code"), ("code", code.reveal()),
+            ("redirect_uri", begun.session.redirectURI), ("code_verifier", begun.session.pkce.verifier.reveal()),
+        ]
+        let basic = clientAuthentication(config, begun.metadata, into: &fields)
+        let sentAt = time.now()
+        let reply = try await http.postForm(begun.metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+        let tokens: TokenSet
+        do throws(AuthError) {
+            tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+        } catch let error where error.code == .loginRequired {
+            throw AuthError(.loginFailed, "the authorization server did not accept the authorization code (\(error.message))")
+        }
+        if config.wantsOpenID, tokens.idToken == nil {
+            throw AuthError(.invalidIDToken, "the server returned no ID token although 'openid' was requested")
+        }
+        return try await signedIn(name, tokens: tokens, metadata: begun.metadata, nonce: begun.session.nonce)
+    }
+}
+
+/// Hands the session to the listener's callback once it exists, and lets exactly one response complete it.
+final class SessionBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _session: LoginSession?
+    private var claimed = false
+
+    var session: LoginSession? {
+        get { lock.withLock { _session } }
+        set { lock.withLock { _session = newValue } }
+    }
+
+    func claim() -> Bool {
+        lock.withLock {
+            if claimed { return false }
+            claimed = true
+            return true
+        }
+    }
+}

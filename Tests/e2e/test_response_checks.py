@@ -1,0 +1,146 @@
+"""What the agent refuses, end to end with the real server (SECURITY.md 3, 4, 8, 9, 11): an `error=` response without
+state, RFC 9207 `iss` mix-ups against a server that advertises the parameter, forged ID tokens (bad signature, wrong
+audience, wrong nonce; re-signed with the fixture server's own key, so only the claim is wrong), and discovery
+documents that fail validation, each with its own error code. The fault proxy sits in front of the token endpoint or
+serves the discovery document."""
+import base64
+import json
+import socket
+
+import pytest
+from jwcrypto import jwk, jwt
+
+from conftest import assert_no_reply, default_account, read_replies
+from faultproxy import FaultProxy
+
+
+@pytest.fixture
+def proxy(auth_server):
+    p = FaultProxy(auth_server.base).start()
+    yield p
+    p.stop()
+
+
+def _get(port: int, target: bytes) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % port)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_error_response_without_state_is_ignored(make_agent, keyring):
+    """SECURITY.md 9: `error=` is acted on only with a valid state; without one the sign-in keeps waiting."""
+    agent = make_agent(browser_mode="none")
+    s = agent.connect(timeout=30)
+    try:
+        s.sendall(b'{"v":1,"id":1,"op":"login","account":"work"}\n')
+        (event,) = read_replies(s, 1, 15)
+        port = int(event["event"]["redirect_uri"].split(":")[2].split("/")[0])
+        assert _get(port, b"/oauth2/callback/work?error=access_denied") == 400
+        assert _get(port, b"/oauth2/callback/work?error=access_denied&error_description=%3Cscript%3E") == 400
+        assert _get(port, b"/oauth2/callback/work?error=access_denied&state=") == 400
+        assert agent.account_status("work")["login_pending"] is True
+        assert_no_reply(s, "the sign-in ended on an error response without state")
+    finally:
+        s.close()
+    assert "missing or repeated state" in agent.log()
+
+
+def test_iss_mismatch_and_missing_iss_are_rejected_when_the_server_advertises_rfc9207(make_agent, keyring,
+                                                                                       iss_auth_server):
+    """SECURITY.md 8: the fixture server advertises `authorization_response_iss_parameter_supported`; the browser
+    first delivers the real code with another `iss`, then without `iss`: both refused, the real response wins."""
+    agent = make_agent(server=iss_auth_server, browser_mode="wrong-iss")
+    result = agent.authctl("login", "work")
+    assert result.returncode == 0, result.stderr
+    log = agent.browser_log.read_text()
+    assert "GET /oauth2/callback/work -> 400 (callback, wrong iss)" in log, log
+    assert "GET /oauth2/callback/work -> 400 (callback, no iss)" in log, log
+    assert "DONE wrong-iss callback=200" in log
+    assert "iss does not match the issuer (RFC 9207)" in agent.log()
+    assert "missing iss (RFC 9207)" in agent.log()
+    # Only the real response reached the token endpoint: one exchange.
+    assert iss_auth_server.token_posts() == 1
+    agent.remember(keyring.secret_tool_lookup("work", iss_auth_server.issuer))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _forger(server, how: str):
+    """A rewrite for the token response: replaces its id_token with a forged one."""
+    key = jwk.JWK.from_pem((server.state / "oidc-rsa.pem").read_bytes())
+
+    def rewrite(body: bytes) -> bytes:
+        reply = json.loads(body)
+        token = reply.get("id_token")
+        if not token:
+            return body
+        head, payload, signature = token.split(".")
+        if how == "signature":
+            sig = bytearray(_unb64(signature))
+            sig[len(sig) // 2] ^= 0xFF
+            reply["id_token"] = f"{head}.{payload}.{_b64(bytes(sig))}"
+        else:
+            claims = json.loads(_unb64(payload))
+            if how == "audience":
+                claims["aud"] = "someone-else"
+            elif how == "nonce":
+                claims["nonce"] = "forged-nonce"
+            forged = jwt.JWT(header=json.loads(_unb64(head)), claims=claims)
+            forged.make_signed_token(key)
+            reply["id_token"] = forged.serialize()
+        return json.dumps(reply).encode()
+
+    return rewrite
+
+
+@pytest.mark.parametrize("how", ["signature", "audience", "nonce"])
+def test_forged_id_tokens_are_rejected(make_agent, keyring, auth_server, proxy, how):
+    """SECURITY.md 4: the real server's ID token with a broken signature, or re-signed with the server's own key but
+    naming another audience or another nonce, fails the sign-in with `invalid_id_token` and stores nothing."""
+    agent = make_agent(work={"token_endpoint": proxy.base + "/o/token/"})
+    proxy.rewrite("/o/token/", _forger(auth_server, how))
+    result = agent.authctl("login", "work")
+    assert result.returncode == 6, (how, result.returncode, result.stderr)
+    assert agent.account_status("work")["last_error"]["code"] == "invalid_id_token"
+    expected = {"signature": "signature", "audience": "(aud)", "nonce": "nonce"}[how]
+    assert expected in result.stderr.lower(), result.stderr
+    assert keyring.secret_tool_count("work") == 0, "a refresh token was stored although the ID token was forged"
+
+
+def _discovery(proxy, **overrides) -> bytes:
+    issuer = proxy.base + "/o"
+    doc = {"issuer": issuer, "authorization_endpoint": issuer + "/authorize/", "token_endpoint": issuer + "/token/",
+           "jwks_uri": issuer + "/.well-known/jwks.json", "code_challenge_methods_supported": ["S256"]}
+    doc.update(overrides)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("case,code,words", [
+    ("issuer", "issuer_mismatch", "names issuer"),
+    ("plain-only", "pkce_unsupported", "S256"),
+    ("http-endpoint", "insecure_endpoint", "https"),
+])
+def test_untrustworthy_metadata_has_its_own_code(make_agent, keyring, auth_server, proxy, case, code, words):
+    """SECURITY.md 11: the discovery document (served by the proxy as the account's issuer) is refused before any
+    browser starts, and each reason has its own stable code."""
+    doc = {
+        "issuer": _discovery(proxy, issuer="https://evil.example/o"),
+        "plain-only": _discovery(proxy, code_challenge_methods_supported=["plain"]),
+        "http-endpoint": _discovery(proxy, token_endpoint="http://auth.example/token/"),
+    }[case]
+    proxy.script("/o/.well-known/", [(200, "application/json", doc)] * 4)
+    agent = make_agent(accounts={"work": default_account(proxy.base + "/o")})
+    result = agent.authctl("login", "work")
+    assert result.returncode == 6, (case, result.returncode, result.stderr)
+    assert words in result.stderr, result.stderr
+    assert agent.account_status("work")["last_error"]["code"] == code
+    assert agent.browser_runs() == 0, "a browser started although the metadata was refused"
