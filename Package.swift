@@ -9,7 +9,10 @@ import PackageDescription
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
 //   AgentServer    socket server, peer credentials, dispatch onto AuthCore.TokenBroker.
-//   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential (no I/O).
+//   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
+//                  provider presets and config sections (no I/O).
+//   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
+//                  the config path, SSH/headless (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 let package = Package(
     name: "auth-agent",
@@ -41,7 +44,7 @@ let package = Package(
         .target(
             name: "AuthTransport",
             dependencies: [
-                "AuthCore",
+                "AuthCore", "SessionEnvironment",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -54,11 +57,12 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC"),
-        .target(name: "AuthCLI"),
+        .target(name: "SessionEnvironment"),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC"]),
         .target(name: "CAgentProcess"),
         .target(
             name: "AgentConfig",
-            dependencies: ["AuthCore", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .target(
             name: "AgentServer",
@@ -81,7 +85,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(
             name: "AuthCoreTests",
@@ -93,8 +97,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
-        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI"]),
-        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
+        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "SessionEnvironment"]),
+        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
         .testTarget(

@@ -84,7 +84,8 @@ public struct RequestDispatcher: Sendable {
                 let status = await broker.status()
                 return encode(request.id, AccountsResult(accounts: status.accounts.map {
                     AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
-                                   redirectURI: $0.registeredRedirectURI, scopes: $0.scopes)
+                                   redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
+                                   gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
                 }))
             case .token:
                 let account = try requireAccount(request)
@@ -130,6 +131,11 @@ public struct RequestDispatcher: Sendable {
                     try await broker.submitRedirect(account: account, url: url)
                 }
                 return encode(request.id, LoginCallbackResult(account: account, accepted: true))
+            case .diagnose:
+                let diagnosis = try await translate { () async throws(AuthError) -> BrokerDiagnosis in
+                    try await broker.diagnose(account: request.account)
+                }
+                return encode(request.id, RequestDispatcher.diagnoseResult(diagnosis, version: info.version))
             case .logout:
                 let account = try requireAccount(request)
                 let outcome = try await translate { () async throws(AuthError) -> LogoutOutcome in

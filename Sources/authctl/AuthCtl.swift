@@ -29,8 +29,8 @@ struct AuthCtl: ParsableCommand {
         7 sign-in did not complete, 8 unknown account or bad configuration, 9 protocol error.
         """,
         version: authctlVersion,
-        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, GitCredentialCommand.self,
-                      KubeCredentialCommand.self, Version.self])
+        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, DoctorCommand.self,
+                      GitCredentialCommand.self, KubeCredentialCommand.self, Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
     static func main() {
@@ -107,13 +107,22 @@ struct Login: ParsableCommand {
         let account = self.account
         let noBrowser = self.noBrowser
         var reader: PasteReader?
-        let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .login, account: account, browser: noBrowser ? false : nil), as: LoginResult.self) { event in
-                guard noBrowser else { return Terminal.announce(event, account: account) }
-                Terminal.announcePaste(event, account: account)
-                if reader == nil, event.type == WireEvent.loginStarted {
-                    reader = PasteReader(socketPath: socketPath, account: account)
-                    reader?.start()
+        var countdown: Countdown?
+        let result: LoginResult
+        do {
+            defer { countdown?.stop() }  // before anything else is printed
+            result = try CLIFailure.wrap { () throws(ClientError) in
+                try client.call(WireRequest(op: .login, account: account, browser: noBrowser ? false : nil), as: LoginResult.self) { event in
+                    guard noBrowser else {
+                        Terminal.announce(event, account: account)
+                        if countdown == nil, event.type == WireEvent.loginStarted { countdown = Countdown.start(seconds: event.timeoutSeconds ?? 300) }
+                        return
+                    }
+                    Terminal.announcePaste(event, account: account)
+                    if reader == nil, event.type == WireEvent.loginStarted {
+                        reader = PasteReader(socketPath: socketPath, account: account)
+                        reader?.start()
+                    }
                 }
             }
         }
@@ -122,6 +131,8 @@ struct Login: ParsableCommand {
         if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
         let scopes = result.scopes.map { " (scopes: \($0.joined(separator: " ")))" } ?? ""
         print("Signed in to '\(account)'\(who)\(scopes).")
+        let now = Int(Date().timeIntervalSince1970)
+        print("The access token expires \(Formatter.relative(result.accessTokenExpiresAt, now: now)); the agent refreshes it as needed.")
         if !result.hasRefreshToken {
             print("Note: the server issued no refresh token; you will need to sign in again when the access token expires.")
         }
@@ -190,21 +201,6 @@ struct Token: ParsableCommand {
             return print(id)
         }
         print(header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
-    }
-}
-
-struct Accounts: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the configured accounts and the redirect URI to register for each.")
-    @OptionGroup var global: GlobalOptions
-    @Flag(help: "Print JSON.") var json = false
-
-    func run() throws {
-        let client = try global.connect()
-        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
-        if json { return printJSON(result) }
-        if result.accounts.isEmpty { return print("No accounts are configured.") }
-        let rows = [["ACCOUNT", "ISSUER", "REDIRECT URI"]] + result.accounts.map { [$0.name, $0.issuer, $0.redirectURI] }
-        print(Formatter.table(rows))
     }
 }
 
