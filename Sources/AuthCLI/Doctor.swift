@@ -126,7 +126,7 @@ public enum Doctor {
         if !ownedByUser {
             return DoctorCheck("config", .fail, "\(path) belongs to another user; the agent refuses it")
         }
-        return DoctorCheck("config", .ok, path)
+        return DoctorCheck("config", .ok, "\(path) (mode \(String(mode & 0o777, radix: 8)), yours)")
     }
 
     /// An account's metadata, signing keys and the server's clock, from the agent's `diagnose`.
@@ -141,7 +141,7 @@ public enum Doctor {
                                       "endpoints from config.toml (token endpoint \(account.tokenEndpoint ?? "?"))"))
         } else {
             checks.append(DoctorCheck("metadata", account: name, .ok,
-                                      "discovery document of \(account.issuer) is valid (issuer matches, https endpoints, PKCE S256)"))
+                                      "the discovery document of \(account.issuer) passes the agent's checks (token endpoint \(account.tokenEndpoint ?? "?"))"))
         }
         if let error = account.signingKeysError {
             checks.append(DoctorCheck("signing keys", account: name, .fail, error.message,

@@ -25,7 +25,7 @@ extension TokenBroker {
                 group.addTask {
                     var timedOut = AccountDiagnosis(name: config.name, issuer: config.issuer.absoluteString)
                     timedOut.error = AuthError(.serverUnreachable,
-                        "the checks did not finish within \(TokenBroker.diagnosisLimit.components.seconds) s")
+                        "no answer within \(TokenBroker.diagnosisLimit.components.seconds) s: the server is unreachable or too slow")
                     return await TokenBroker.within(TokenBroker.diagnosisLimit, fallback: timedOut) {
                         await self.diagnose(config)
                     }

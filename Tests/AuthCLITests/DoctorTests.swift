@@ -46,7 +46,7 @@ final class DoctorTests: XCTestCase {
     }
 
     func testConfigFile() {
-        XCTAssertEqual(Doctor.config(path: "/c", mode: 0o600, ownedByUser: true).status, .ok)
+        XCTAssertEqual(Doctor.config(path: "/c", mode: 0o600, ownedByUser: true), DoctorCheck("config", .ok, "/c (mode 600, yours)"))
         XCTAssertEqual(Doctor.config(path: "/c", mode: 0o664, ownedByUser: true).status, .fail)
         XCTAssertEqual(Doctor.config(path: "/c", mode: 0o644, ownedByUser: false).status, .fail)
         XCTAssertEqual(Doctor.config(path: "/c", mode: nil, ownedByUser: false).status, .warn)
