@@ -7,7 +7,7 @@ public enum ConfigSection {
 
     /// The section for `name`: the preset's values, the client, and the scopes (`scopes` replaces the preset's).
     public static func render(name: String, preset: ProviderPreset, clientID: String, clientSecret: String?,
-                              scopes: [String]? = nil) -> String {
+                              scopes: [String]? = nil, gitHosts: [String] = []) -> String {
         var lines = ["\(marker) --preset \(preset.name)", "[accounts.\(key(name))]"]
         func add(_ key: String, _ value: String?) {
             if let value { lines.append("\(key) = \(quote(value))") }
@@ -22,6 +22,7 @@ public enum ConfigSection {
         if !preset.extraAuthParams.isEmpty {
             lines.append("extra_auth_params = { \(preset.extraAuthParams.map { "\($0.0) = \(quote($0.1))" }.joined(separator: ", ")) }")
         }
+        if !gitHosts.isEmpty { lines.append("git_hosts = [\(gitHosts.map(quote).joined(separator: ", "))]") }
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -72,7 +72,7 @@ struct AccountsAdd: ParsableCommand {
 
         Examples:
           authctl accounts add work --issuer https://login.example.com --client-id my-app
-          authctl accounts add gitlab --preset gitlab --client-id APP-ID
+          authctl accounts add gitlab --preset gitlab --client-id APP-ID --git-host gitlab.com
           authctl accounts add corp-git --preset gitlab --issuer https://git.example.com --client-id APP-ID
           printf '%s\\n' "$SECRET" | authctl accounts add gmail --preset google --client-id ID --client-secret-stdin \\
               --scope openid --scope email --scope https://mail.google.com/
@@ -85,6 +85,9 @@ struct AccountsAdd: ParsableCommand {
     @Option(help: "The client ID registered at the provider.") var clientId: String
     @Flag(help: "Read the client secret from the first line of stdin.") var clientSecretStdin = false
     @Option(name: .customLong("scope"), help: "A scope to request (repeat it; replaces the preset's scopes).") var scopes: [String] = []
+    @Option(name: .customLong("git-host"),
+            help: "HOST, HOST:PORT or HOST/PATH-PREFIX for which `authctl git-credential` uses this account (repeat it).")
+    var gitHosts: [String] = []
     @Flag(help: "Print JSON: {account, config, redirect_uri, checked, notes}.") var json = false
 
     func validate() throws {
@@ -113,10 +116,13 @@ struct AccountsAdd: ParsableCommand {
         }
         let secret = try readSecret(needed: chosen.needsClientSecret)
         let section = ConfigSection.render(name: name, preset: chosen, clientID: clientId, clientSecret: secret,
-                                           scopes: scopes.isEmpty ? nil : scopes)
+                                           scopes: scopes.isEmpty ? nil : scopes, gitHosts: gitHosts)
         let checked = try file.replace(with: ConfigSection.appending(section, to: text))
         let redirect = "http://127.0.0.1/oauth2/callback/\(name)"
         var notes = chosen.notes
+        if !gitHosts.isEmpty {
+            notes.append("git: `git config --global credential.helper '!authctl git-credential'` serves \(gitHosts.joined(separator: ", ")) with this account.")
+        }
         if !checked { notes.append("auth-agent was not found, so the file was not checked: run `auth-agent --check-config`.") }
         if json {
             struct Added: Codable {

@@ -44,6 +44,12 @@ struct ConfigFile {
     /// Returns whether the loader could be run (false: auth-agent was not found, the text was written unchecked).
     @discardableResult
     func replace(with text: String) throws(CLIFailure) -> Bool {
+        // A config.toml that is a symlink (dotfile managers) is edited where it points, and stays a symlink.
+        var path = self.path
+        if let resolved = realpath(path, nil) {
+            path = String(cString: resolved)
+            free(resolved)
+        }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         if !directory.isEmpty { try makeDirectories(directory) }
         let temporary = "\(directory.isEmpty ? "." : directory)/.config.toml.authctl-\(getpid())"

@@ -51,8 +51,20 @@ final class PresetConfigTests: XCTestCase {
 
     func testScopesOverrideAndADuplicateIsRefusedByTheLoader() throws {
         let preset = try ProviderPreset.named("oidc", issuer: "https://login.example.com")
-        let section = ConfigSection.render(name: "w", preset: preset, clientID: "c", clientSecret: nil, scopes: ["openid", "api"])
+        let section = ConfigSection.render(name: "w", preset: preset, clientID: "c", clientSecret: nil, scopes: ["openid", "api"],
+                                           gitHosts: ["gitlab.com", "git.example.com:8443/team"])
         XCTAssertEqual(try load(section).accounts.first?.scopes, ["openid", "api"])
+        XCTAssertEqual(try load(section).accounts.first?.gitHosts, ["gitlab.com", "git.example.com:8443/team"])
         XCTAssertThrowsError(try load(ConfigSection.appending(section, to: section)), "a second [accounts.w] is invalid TOML")
+    }
+
+    func testGitHostsAreValidated() {
+        for bad in ["\"https://gitlab.com\"", "\"oauth2@gitlab.com\"", "\"/group\"", "\"\"", "\"git lab.com\"", "1"] {
+            let text = "[accounts.w]\nissuer = \"https://login.example.com\"\nclient_id = \"c\"\ngit_hosts = [\(bad)]\n"
+            XCTAssertThrowsError(try load(text), bad) { error in
+                XCTAssertEqual((error as? ConfigError)?.line, 4, "\(error)")
+                XCTAssertTrue((error as? ConfigError)?.message.contains("git_hosts") ?? false, "\(error)")
+            }
+        }
     }
 }

@@ -294,6 +294,20 @@ def test_accounts_add_checks_with_the_agents_loader_and_keeps_secrets_out_of_arg
                            capture_output=True, text=True, timeout=30, env=agent.env)
     assert check.returncode == 0 and "gmail: issuer https://accounts.google.com" in check.stdout, check
 
+    # A config.toml that is a symlink (dotfile managers) is edited where it points and stays a link.
+    target = agent.base / "dotfiles" / "config.toml"
+    target.parent.mkdir(mode=0o700)
+    target.write_text(original)
+    target.chmod(0o600)
+    link = agent.base / "linked" / "config.toml"
+    link.parent.mkdir(mode=0o700)
+    link.symlink_to(target)
+    linked = agent.authctl("accounts", "add", "lab", "--preset", "gitlab", "--client-id", "app", "--git-host", "gitlab.com",
+                           "--config", str(link))
+    assert linked.returncode == 0, linked.stderr
+    assert link.is_symlink() and 'git_hosts = ["gitlab.com"]' in target.read_text()
+    assert "credential.helper '!authctl git-credential'" in linked.stdout
+
     bad_tenant = agent.authctl("accounts", "add", "m", "--preset", "microsoft", "--tenant", "contoso.com", "--client-id", "c")
     assert bad_tenant.returncode == 2 and "tenant ID (a GUID" in bad_tenant.stderr
 
