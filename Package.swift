@@ -10,7 +10,10 @@ import PackageDescription
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
 //   AgentServer    socket server, peer credentials, AgentOperations (shared by both front ends), dispatch.
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
-//   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential (no I/O).
+//   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
+//                  provider presets and config sections (no I/O).
+//   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
+//                  the config path, SSH/headless (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 let package = Package(
     name: "auth-agent",
@@ -42,7 +45,7 @@ let package = Package(
         .target(
             name: "AuthTransport",
             dependencies: [
-                "AuthCore",
+                "AuthCore", "SessionEnvironment",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -55,11 +58,12 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC"),
-        .target(name: "AuthCLI"),
+        .target(name: "SessionEnvironment"),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC"]),
         .target(name: "CAgentProcess"),
         .target(
             name: "AgentConfig",
-            dependencies: ["AuthCore", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .target(
             name: "AgentServer",
@@ -93,7 +97,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(
             name: "AuthCoreTests",
@@ -105,8 +109,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
-        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI"]),
-        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore"]),
+        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "SessionEnvironment"]),
+        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
         .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore"]),

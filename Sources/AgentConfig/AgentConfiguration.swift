@@ -1,4 +1,5 @@
 import AuthCore
+import SessionEnvironment
 
 /// Everything read from config.toml, validated. Resolved once at start-up and passed down by value.
 public struct AgentConfiguration: Sendable, Equatable {
@@ -28,10 +29,6 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,
     /// then `~/.config/auth-agent/config.toml`.
     public static func defaultPath(explicit: String?, environment: [String: String]) -> (path: String, explicit: Bool)? {
-        if let explicit, !explicit.isEmpty { return (explicit, true) }
-        if let fromEnv = environment["AUTH_AGENT_CONFIG"], !fromEnv.isEmpty { return (fromEnv, true) }
-        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") { return ("\(xdg)/auth-agent/config.toml", false) }
-        if let home = environment["HOME"], !home.isEmpty { return ("\(home)/.config/auth-agent/config.toml", false) }
-        return nil
+        ConfigPath.resolve(explicit: explicit, environment: environment)
     }
 }

@@ -8,7 +8,7 @@ public enum ConfigLoader {
     static let accountKeys: Set<String> = [
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
-        "login_timeout", "device_authorization_endpoint", "redirect_uri",
+        "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -194,13 +194,26 @@ public enum ConfigLoader {
             }
             timeout = .seconds(seconds)
         }
-        return AccountConfig(
+        var gitHosts: [String] = []
+        if let value = table["git_hosts"] {
+            guard let array = value.array else { throw fail("git_hosts", "'git_hosts' must be an array of strings") }
+            for element in array {
+                guard let entry = element.string, !entry.isEmpty, !entry.hasPrefix("/"), !entry.contains("://"),
+                      !entry.contains("@"), !entry.contains(where: { $0.isWhitespace }) else {
+                    throw fail("git_hosts", "each git_hosts entry is HOST, HOST:PORT or HOST/PATH-PREFIX (no scheme, user or spaces), e.g. \"gitlab.com/my-group\"")
+                }
+                gitHosts.append(entry)
+            }
+        }
+        var account = AccountConfig(
             name: name, issuer: issuer, clientID: clientID, clientSecret: secret.map(Secret.init), scopes: scopes,
             authorizationEndpoint: try endpoint("authorization_endpoint"), tokenEndpoint: try endpoint("token_endpoint"),
             revocationEndpoint: try endpoint("revocation_endpoint"), jwksURI: try endpoint("jwks_uri"),
             redirectHost: redirectHost, redirectPort: port, redirectPath: privateUse?.path ?? redirectPath,
             extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout,
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"), privateUseRedirect: privateUse)
+        account.gitHosts = gitHosts
+        return account
     }
 }
 

@@ -102,16 +102,21 @@ public struct AccountSummary: Codable, Sendable, Equatable {
     public var clientID: String
     public var redirectURI: String
     public var scopes: [String]
+    /// `git_hosts` from config.toml; absent when the account has none.
+    public var gitHosts: [String]?
 
-    public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String]) {
+    public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String], gitHosts: [String]? = nil) {
         self.name = name
         self.issuer = issuer
         self.clientID = clientID
         self.redirectURI = redirectURI
         self.scopes = scopes
+        self.gitHosts = gitHosts
     }
 
-    enum CodingKeys: String, CodingKey { case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes }
+    enum CodingKeys: String, CodingKey {
+        case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, gitHosts = "git_hosts"
+    }
 }
 
 public struct AccountsResult: Codable, Sendable, Equatable {

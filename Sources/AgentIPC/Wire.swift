@@ -17,6 +17,8 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case ping, status, accounts, token, login, logout
     /// Manual paste: hands the final redirect URL of a pending sign-in to the agent.
     case loginCallback = "login_callback"
+    /// `authctl doctor`: checks each account's authorization server, the keyring and the browser.
+    case diagnose
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {

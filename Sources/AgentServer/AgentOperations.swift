@@ -56,7 +56,8 @@ public struct AgentOperations: Sendable {
         let status = await broker.status()
         return AccountsResult(accounts: status.accounts.map {
             AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
-                           redirectURI: $0.registeredRedirectURI, scopes: $0.scopes)
+                           redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
+                           gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
         })
     }
 

@@ -96,6 +96,8 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, try await ops.loginCallback(account: request.account, url: request.url))
                 case .logout:
                     return encode(id, try await ops.logout(account: try requireAccount(request)))
+                case .diagnose:
+                    return encode(id, try await ops.diagnose(account: request.account))
                 }
             }
         } catch {

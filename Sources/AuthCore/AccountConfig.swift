@@ -28,6 +28,8 @@ public struct AccountConfig: Sendable, Equatable {
     public var extraAuthParams: [String: String]
     public var clientAuthMethod: ClientAuthMethod?
     public var loginTimeout: Duration
+    /// `HOST[:PORT][/PATH-PREFIX]` entries for which `authctl git-credential` (without `--account`) uses this account.
+    public var gitHosts: [String] = []
 
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],

@@ -93,6 +93,8 @@ public struct AccountStatus: Sendable {
     public var lastRefresh: Date?
     public var lastError: RecordedError?
     public var loginPending: Bool
+    /// The account's `git_hosts` (for `authctl git-credential` without `--account`).
+    public var gitHosts: [String] = []
 }
 
 public struct BrokerStatus: Sendable {

@@ -59,6 +59,24 @@ public enum RedirectPage: Sendable, Equatable {
 /// Starts the user's browser on a URL, without a shell.
 public protocol BrowserLauncher: Sendable {
     func open(_ url: URL) throws(AuthError)
+    /// Which program ``open(_:)`` would start, for diagnostics (`authctl doctor`). Nothing is started.
+    func locate() -> BrowserLocation
+}
+
+extension BrowserLauncher {
+    public func locate() -> BrowserLocation { BrowserLocation(program: nil, source: nil, problem: "this launcher cannot say") }
+}
+
+/// The browser program a launcher would start (`program`, and `source`: where its name came from), or `problem`.
+public struct BrowserLocation: Sendable, Equatable {
+    public var program: String?
+    public var source: String?
+    public var problem: String?
+    public init(program: String?, source: String?, problem: String?) {
+        self.program = program
+        self.source = source
+        self.problem = problem
+    }
 }
 
 /// The clock. Production uses `ContinuousClock` (CLOCK_BOOTTIME on Linux: it counts suspended time) so expiry is

@@ -549,7 +549,7 @@ public actor TokenBroker {
                 accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
-                loginPending: accounts[name]?.login != nil))
+                loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts))
         }
         return BrokerStatus(keyring: keyring, accounts: list)
     }
@@ -584,20 +584,25 @@ public actor TokenBroker {
         if let metadata = state.metadata, let at = state.metadataFetchedAt, time.now() - at < TokenBroker.metadataMaxAge {
             return metadata
         }
-        let config = state.config
-        var discovered: ProviderMetadata?
-        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil
-            || (config.wantsOpenID && config.jwksURI == nil) {
-            discovered = try await discover(config)
-        }
-        let resolved = try ProviderMetadata.resolve(discovered, for: config)
+        let resolved = try await fetchMetadata(state.config, using: http)
         accounts[name]?.metadata = resolved
         accounts[name]?.metadataFetchedAt = time.now()
         return resolved
     }
 
+    /// Discovery for whatever the account does not configure itself, then the account's overrides on top.
+    func fetchMetadata(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata {
+        var discovered: ProviderMetadata?
+        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil
+            || (config.wantsOpenID && config.jwksURI == nil) {
+            discovered = try await discover(config, using: http)
+        }
+        return try ProviderMetadata.resolve(discovered, for: config)
+    }
+
     /// OIDC discovery, then RFC 8414. With both endpoints configured, a missing document is not an error.
-    private func discover(_ config: AccountConfig) async throws(AuthError) -> ProviderMetadata? {
+    /// `http` is the broker's own transport, or a recording wrapper around it (diagnostics).
+    func discover(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata? {
         let explicit = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
         var lastStatus = 0
         var found: ProviderMetadata?

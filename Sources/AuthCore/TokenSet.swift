@@ -28,10 +28,13 @@ public struct HTTPReply: Sendable {
     public var status: Int
     public var body: [UInt8]
     public var retryAfter: String?
-    public init(status: Int, body: [UInt8], retryAfter: String? = nil) {
+    /// The `Date` header: the server's clock, for `authctl doctor`'s clock check.
+    public var date: String?
+    public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil) {
         self.status = status
         self.body = body
         self.retryAfter = retryAfter
+        self.date = date
     }
 }
 

@@ -1,5 +1,6 @@
 import AuthCore
 import Foundation
+import SessionEnvironment
 
 /// Starts the user's browser with `execve` semantics: the program from `$BROWSER` (first usable entry of a
 /// colon-separated list) or `xdg-open`, and exactly one argument, the URL. No shell is involved, so nothing in the
@@ -29,28 +30,20 @@ public struct ExecBrowserLauncher: BrowserLauncher {
         }
     }
 
-    /// The browser program to run, as an absolute path.
+    /// The browser program to run, as an absolute path (the rule lives in SessionEnvironment, shared with
+    /// `authctl doctor`).
     func resolveProgram() throws(AuthError) -> String {
-        var candidates: [String] = []
-        if let browser = environment["BROWSER"], !browser.isEmpty {
-            // Entries with spaces or %s expect a shell; we never use one, so they are skipped.
-            candidates += browser.split(separator: ":").map(String.init).filter { !$0.contains(" ") && !$0.contains("%") }
+        guard let found = BrowserCommand.resolve(environment: environment) else {
+            throw AuthError(.loginFailed, BrowserCommand.notFoundMessage)
         }
-        candidates.append("xdg-open")
-        for candidate in candidates {
-            if let path = ExecBrowserLauncher.which(candidate, path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") {
-                return path
-            }
-        }
-        throw AuthError(.loginFailed, "no browser found: set $BROWSER or install xdg-utils")
+        return found.path
     }
 
-    static func which(_ name: String, path: String) -> String? {
-        if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
-        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
-            let full = "\(directory)/\(name)"
-            if access(full, X_OK) == 0 { return full }
+    /// What `authctl doctor` reports: the program the agent would start, or why there is none.
+    public func locate() -> BrowserLocation {
+        guard let found = BrowserCommand.resolve(environment: environment) else {
+            return BrowserLocation(program: nil, source: nil, problem: BrowserCommand.notFoundMessage)
         }
-        return nil
+        return BrowserLocation(program: found.path, source: found.source, problem: nil)
     }
 }

@@ -59,7 +59,7 @@ public final class HTTPClientTransport: HTTPTransport {
                 throw AuthError(.serverError, "\(where_) sent a response larger than \(HTTPClientTransport.maxBodyBytes) bytes")
             }
             return HTTPReply(status: Int(response.status.code), body: Array(buffer: body),
-                             retryAfter: response.headers.first(name: "Retry-After"))
+                             retryAfter: response.headers.first(name: "Retry-After"), date: response.headers.first(name: "Date"))
         } catch let error as AuthError {
             throw error
         } catch {

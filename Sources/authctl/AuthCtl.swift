@@ -30,8 +30,9 @@ struct AuthCtl: ParsableCommand {
         7 sign-in did not complete, 8 unknown account or bad configuration, 9 protocol error.
         """,
         version: authctlVersion,
-        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, GitCredentialCommand.self,
-                      KubeCredentialCommand.self, Callback.self, RegisterScheme.self, Version.self])
+        subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, DoctorCommand.self,
+                      GitCredentialCommand.self, KubeCredentialCommand.self, Callback.self, RegisterScheme.self,
+                      Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
     static func main() {
@@ -120,25 +121,36 @@ struct Login: ParsableCommand {
         let choice = SignInChoice.choose(device: device, noBrowser: noBrowser, environment: ProcessInfo.processInfo.environment)
         let request = WireRequest(op: .login, account: account, browser: noBrowser ? false : nil, method: choice.wireMethod)
         var reader: PasteReader?
-        let countdown = Countdown()
-        defer { countdown.stop() }
-        let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(request, as: LoginResult.self) { event in
-                if event.type == WireEvent.deviceCode { return Terminal.announceDevice(event, account: account, countdown: countdown) }
-                guard noBrowser else { return Terminal.announce(event, account: account) }
-                Terminal.announcePaste(event, account: account)
-                if reader == nil, event.type == WireEvent.loginStarted {
-                    reader = PasteReader(socketPath: socketPath, account: account)
-                    reader?.start()
+        var countdown: Countdown?
+        let result: LoginResult
+        do {
+            defer { countdown?.stop() }  // before anything else is printed
+            result = try CLIFailure.wrap { () throws(ClientError) in
+                try client.call(request, as: LoginResult.self) { event in
+                    if event.type == WireEvent.deviceCode {
+                        if countdown == nil { countdown = Terminal.announceDevice(event, account: account) }
+                        return
+                    }
+                    guard noBrowser else {
+                        Terminal.announce(event, account: account)
+                        if countdown == nil, event.type == WireEvent.loginStarted { countdown = Countdown.start(seconds: event.timeoutSeconds ?? 300) }
+                        return
+                    }
+                    Terminal.announcePaste(event, account: account)
+                    if reader == nil, event.type == WireEvent.loginStarted {
+                        reader = PasteReader(socketPath: socketPath, account: account)
+                        reader?.start()
+                    }
                 }
             }
         }
-        countdown.stop()
         if json { return printJSON(result) }
         var who = [result.name, result.email, result.subject].compactMap { $0 }.first.map { " as \($0)" } ?? ""
         if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
         let scopes = result.scopes.map { " (scopes: \($0.joined(separator: " ")))" } ?? ""
         print("Signed in to '\(account)'\(who)\(scopes).")
+        let now = Int(Date().timeIntervalSince1970)
+        print("The access token expires \(Formatter.relative(result.accessTokenExpiresAt, now: now)); the agent refreshes it as needed.")
         if !result.hasRefreshToken {
             print("Note: the server issued no refresh token; you will need to sign in again when the access token expires.")
         }
@@ -199,15 +211,20 @@ struct Token: ParsableCommand {
             : nil
         let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
                                   interactive: interactive, idToken: idToken, method: method)
-        let countdown = Countdown()
-        defer { countdown.stop() }
-        let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(request, as: TokenResult.self) { event in
-                if event.type == WireEvent.deviceCode { return Terminal.announceDevice(event, account: account, countdown: countdown) }
-                Terminal.announce(event, account: account)
+        var countdown: Countdown?
+        let result: TokenResult
+        do {
+            defer { countdown?.stop() }  // before anything else is printed
+            result = try CLIFailure.wrap { () throws(ClientError) in
+                try client.call(request, as: TokenResult.self) { event in
+                    if event.type == WireEvent.deviceCode {
+                        if countdown == nil { countdown = Terminal.announceDevice(event, account: account) }
+                        return
+                    }
+                    Terminal.announce(event, account: account)
+                }
             }
         }
-        countdown.stop()
         if json { return printJSON(result) }
         if idToken {
             guard let id = result.idToken else {
@@ -216,21 +233,6 @@ struct Token: ParsableCommand {
             return print(id)
         }
         print(header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
-    }
-}
-
-struct Accounts: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the configured accounts and the redirect URI to register for each.")
-    @OptionGroup var global: GlobalOptions
-    @Flag(help: "Print JSON.") var json = false
-
-    func run() throws {
-        let client = try global.connect()
-        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
-        if json { return printJSON(result) }
-        if result.accounts.isEmpty { return print("No accounts are configured.") }
-        let rows = [["ACCOUNT", "ISSUER", "REDIRECT URI"]] + result.accounts.map { [$0.name, $0.issuer, $0.redirectURI] }
-        print(Formatter.table(rows))
     }
 }
 

@@ -1,4 +1,5 @@
 import AgentIPC
+import AuthCLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -105,5 +106,33 @@ enum Terminal {
         text += "\n  \(url)\n\n"
         text += "Waiting for the sign-in to finish (gives up after \(Formatter.duration(event.timeoutSeconds ?? 300)); Ctrl-C cancels)...\n"
         writeStderr(text)
+    }
+}
+
+extension Formatter {
+    /// `authctl doctor`: one aligned line per check, its hint indented below, then a summary.
+    static func doctor(_ report: DoctorReport, color: Bool) -> String {
+        func paint(_ status: DoctorCheck.Status) -> String {
+            let word = status.rawValue + String(repeating: " ", count: max(0, 4 - status.rawValue.count))
+            guard color else { return word }
+            let code = switch status { case .ok: "32"; case .warn: "33"; case .fail: "31"; case .skip: "2" }
+            return "\u{1B}[\(code)m\(word)\u{1B}[0m"
+        }
+        let width = report.checks.map { label($0).count }.max() ?? 0
+        var lines: [String] = []
+        for check in report.checks {
+            let name = label(check)
+            lines.append("\(paint(check.status))  \(name)\(String(repeating: " ", count: width - name.count))  \(check.message)")
+            if let hint = check.hint, check.status != .ok {
+                lines.append("      \(String(repeating: " ", count: width))  hint: \(hint)")
+            }
+        }
+        lines.append("")
+        lines.append(report.summary)
+        return lines.joined(separator: "\n")
+    }
+
+    private static func label(_ check: DoctorCheck) -> String {
+        check.account.map { "\($0): \(check.check)" } ?? check.check
     }
 }

@@ -31,13 +31,20 @@ struct GitCredentialCommand: ParsableCommand {
           git config --global credential.https://gitlab.com/team.helper \\
             '!authctl git-credential --account team'
 
+        One helper line for several hosts: leave out --account and list the hosts
+        in each account's git_hosts in config.toml (HOST, HOST:PORT or
+        HOST/PATH-PREFIX; the most specific entry wins, a tie is an error):
+          git config --global credential.helper '!authctl git-credential'
+        With no matching account, nothing is printed and git moves on.
+
         Usernames: GitLab requires 'oauth2' (the default) with an OAuth access
         token; GitHub accepts any username with a token ('--username
         x-access-token' is the form GitHub documents for app tokens).
         """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The account whose access token git gets.") var account: String
+    @Option(help: "The account whose access token git gets (default: the account whose git_hosts matches the request).")
+    var account: String?
     @Option(help: "The username to give git.") var username = "oauth2"
     @Option(help: "The token must stay valid at least this many seconds.") var minValid = 60
     @Argument(help: "git's action: get, store or erase.") var action: String
@@ -64,6 +71,7 @@ struct GitCredentialCommand: ParsableCommand {
                              exit: ExitStatus.failure)
         }
         let client = try global.connect()
+        let account = try self.account ?? accountForHost(request, client: client)
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.call(WireRequest(op: .token, account: account, minValid: minValid), as: TokenResult.self)
         }
@@ -72,6 +80,24 @@ struct GitCredentialCommand: ParsableCommand {
             print(try reply.encoded(), terminator: "")
         } catch {
             throw CLIFailure(message: error.description, exit: ExitStatus.protocolError)
+        }
+    }
+
+    /// The account whose `git_hosts` matches the request, as the agent knows its accounts (authctl reads no TOML).
+    private func accountForHost(_ request: GitCredentialRequest, client: AgentClient) throws(CLIFailure) -> String {
+        let known = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
+        let entries = known.accounts.flatMap { account in (account.gitHosts ?? []).map { (account: account.name, pattern: $0) } }
+        let target = [request.host, request.path].compactMap { $0 }.joined(separator: "/")
+        switch GitHostMap.account(for: request, entries: entries) {
+        case .account(let name): return name
+        case .none:
+            throw CLIFailure(message: "no account lists \(target) in its git_hosts",
+                             hint: "add git_hosts = [\"\(request.host ?? "HOST")\"] to the account in config.toml and restart the agent, or pass --account",
+                             exit: ExitStatus.account)
+        case .ambiguous(let names):
+            throw CLIFailure(message: "accounts \(names.joined(separator: " and ")) both match \(target) in their git_hosts",
+                             hint: "make one entry more specific (HOST/PATH-PREFIX with credential.useHttpPath), or pass --account",
+                             exit: ExitStatus.account)
         }
     }
 

@@ -94,3 +94,30 @@ final class GitCredentialTests: XCTestCase {
         XCTAssertThrowsError(try GitCredentialReply(username: "u", password: "", passwordExpiryUTC: nil).encoded())
     }
 }
+
+final class GitHostMapTests: XCTestCase {
+    let entries: [(account: String, pattern: String)] = [
+        ("gitlab", "gitlab.com"), ("team", "gitlab.com/team/"), ("team-infra", "gitlab.com/team/infra"),
+        ("local", "127.0.0.1:8080"), ("twin-a", "git.example.com"), ("twin-b", "Git.Example.com"),
+    ]
+
+    func outcome(_ host: String?, _ path: String? = nil) -> GitHostMap.Outcome {
+        GitHostMap.account(for: GitCredentialRequest(protocol: "https", host: host, path: path), entries: entries)
+    }
+
+    func testMostSpecificEntryWins() {
+        XCTAssertEqual(outcome("gitlab.com"), .account("gitlab"), "without a path only host entries match")
+        XCTAssertEqual(outcome("GitLab.com", "other/repo.git"), .account("gitlab"))
+        XCTAssertEqual(outcome("gitlab.com", "team/repo.git"), .account("team"))
+        XCTAssertEqual(outcome("gitlab.com", "team/infra/deploy.git"), .account("team-infra"))
+        XCTAssertEqual(outcome("gitlab.com", "teammates/repo.git"), .account("gitlab"), "whole segments only")
+    }
+
+    func testPortsUnknownHostsAndTies() {
+        XCTAssertEqual(outcome("127.0.0.1:8080"), .account("local"))
+        XCTAssertEqual(outcome("127.0.0.1"), .none, "the port is part of the host")
+        XCTAssertEqual(outcome("github.com"), .none)
+        XCTAssertEqual(outcome(nil), .none)
+        XCTAssertEqual(outcome("git.example.com"), .ambiguous(["twin-a", "twin-b"]))
+    }
+}

@@ -257,8 +257,11 @@ def test_credential_helper_without_agent_and_usage_errors(agent):
     result = credential_get(agent)
     assert (result.returncode, result.stdout) == (3, "")
     assert "auth-agent is not running" in result.stderr
-    missing = agent.authctl("git-credential", "get", input="\n")
-    assert missing.returncode == 2 and "--account" in missing.stderr
+    # Without --account the agent maps the host (git_hosts), so no agent is "not running" here too.
+    unmapped = agent.authctl("git-credential", "get", input="protocol=https\nhost=git.example.com\n\n")
+    assert (unmapped.returncode, unmapped.stdout) == (3, "")
+    no_action = agent.authctl("git-credential", "--account", "work", input="\n")
+    assert no_action.returncode == 2 and "action" in no_action.stderr
     bad = agent.authctl("git-credential", "--account", "work", "--username", "", "get", input="\n")
     assert bad.returncode == 2
 

@@ -1,0 +1,94 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `diagnose`: the agent's own checks for `authctl doctor` (docs/PROTOCOL.md). Times are Unix seconds.
+public struct DiagnoseResult: Codable, Sendable, Equatable {
+    public struct Browser: Codable, Sendable, Equatable {
+        /// The program the agent would start (absolute path), or null.
+        public var program: String?
+        /// Where the name came from: `BROWSER` or `xdg-open`.
+        public var source: String?
+        /// Why none was found.
+        public var problem: String?
+        public init(program: String?, source: String?, problem: String?) {
+            self.program = program
+            self.source = source
+            self.problem = problem
+        }
+    }
+
+    public struct Problem: Codable, Sendable, Equatable {
+        public var code: String
+        public var message: String
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public struct Account: Codable, Sendable, Equatable {
+        public var name: String
+        public var issuer: String
+        /// Both endpoints come from config.toml; discovery only fills gaps.
+        public var endpointsConfigured: Bool
+        public var authorizationEndpoint: String?
+        public var tokenEndpoint: String?
+        public var revocationEndpoint: String?
+        public var jwksURI: String?
+        /// Why the metadata could not be fetched or failed validation.
+        public var error: Problem?
+        /// Keys in the provider's JWKS (accounts with `openid` only).
+        public var signingKeys: Int?
+        public var signingKeysError: Problem?
+        /// The server's `Date` header, and the agent's clock when that reply arrived.
+        public var serverTime: Int?
+        public var agentTime: Int?
+
+        public init(name: String, issuer: String, endpointsConfigured: Bool, authorizationEndpoint: String? = nil,
+                    tokenEndpoint: String? = nil, revocationEndpoint: String? = nil, jwksURI: String? = nil,
+                    error: Problem? = nil, signingKeys: Int? = nil, signingKeysError: Problem? = nil,
+                    serverTime: Int? = nil, agentTime: Int? = nil) {
+            self.name = name
+            self.issuer = issuer
+            self.endpointsConfigured = endpointsConfigured
+            self.authorizationEndpoint = authorizationEndpoint
+            self.tokenEndpoint = tokenEndpoint
+            self.revocationEndpoint = revocationEndpoint
+            self.jwksURI = jwksURI
+            self.error = error
+            self.signingKeys = signingKeys
+            self.signingKeysError = signingKeysError
+            self.serverTime = serverTime
+            self.agentTime = agentTime
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case name, issuer, endpointsConfigured = "endpoints_configured", authorizationEndpoint = "authorization_endpoint",
+                 tokenEndpoint = "token_endpoint", revocationEndpoint = "revocation_endpoint", jwksURI = "jwks_uri", error,
+                 signingKeys = "signing_keys", signingKeysError = "signing_keys_error", serverTime = "server_time",
+                 agentTime = "agent_time"
+        }
+    }
+
+    public var agentVersion: String
+    public var protocolVersion: Int
+    /// available, locked, absent or error.
+    public var keyring: String
+    public var browser: Browser
+    public var accounts: [Account]
+
+    public init(agentVersion: String, keyring: String, browser: Browser, accounts: [Account]) {
+        self.agentVersion = agentVersion
+        self.protocolVersion = WireProtocol.version
+        self.keyring = keyring
+        self.browser = browser
+        self.accounts = accounts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, browser, accounts
+    }
+}

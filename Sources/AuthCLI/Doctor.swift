@@ -1,0 +1,178 @@
+import AgentIPC
+
+/// One line of `authctl doctor`: what was checked, the verdict, what was seen, and what to do about it.
+public struct DoctorCheck: Codable, Sendable, Equatable {
+    public enum Status: String, Codable, Sendable, Equatable {
+        /// `skip`: could not be checked (the agent is not running, or it is too old to say).
+        case ok, warn, fail, skip
+    }
+
+    public var check: String
+    /// Set for the checks of one account.
+    public var account: String?
+    public var status: Status
+    public var message: String
+    public var hint: String?
+
+    public init(_ check: String, account: String? = nil, _ status: Status, _ message: String, hint: String? = nil) {
+        self.check = check
+        self.account = account
+        self.status = status
+        self.message = message
+        self.hint = hint
+    }
+}
+
+/// `authctl doctor --json`: `ok` is false when any check failed (exit 1).
+public struct DoctorReport: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public var checks: [DoctorCheck]
+
+    public init(checks: [DoctorCheck]) {
+        self.checks = checks
+        self.ok = !checks.contains { $0.status == .fail }
+    }
+
+    public var summary: String {
+        let failures = checks.filter { $0.status == .fail }.count
+        let warnings = checks.filter { $0.status == .warn }.count
+        if failures == 0 && warnings == 0 { return "All checks passed." }
+        func count(_ n: Int, _ word: String) -> String { "\(n) \(word)\(n == 1 ? "" : "s")" }
+        return [failures > 0 ? count(failures, "failure") : nil, warnings > 0 ? count(warnings, "warning") : nil]
+            .compactMap { $0 }.joined(separator: ", ") + "."
+    }
+}
+
+/// The verdicts of `authctl doctor`, as pure functions of what authctl and the agent saw (no I/O here).
+public enum Doctor {
+    /// A server clock this far from ours is worth a warning; past `clockFailSeconds` ID tokens start to be refused
+    /// (the agent allows 300 s of skew on `iat`/`exp`).
+    public static let clockWarnSeconds = 60
+    public static let clockFailSeconds = 300
+
+    public static let startHint = "start it with `systemctl --user start auth-agent.socket` (or run `auth-agent &`)"
+
+    /// The agent answered `ping`: its version, and whether it speaks our protocol.
+    public static func agent(_ ping: PingResult, socket: String, authctlVersion: String) -> [DoctorCheck] {
+        var checks = [DoctorCheck("agent", .ok, "auth-agent \(ping.agentVersion) answers on \(socket)")]
+        if ping.protocolVersion != WireProtocol.version {
+            checks.append(DoctorCheck("protocol", .fail,
+                "the agent speaks protocol \(ping.protocolVersion), authctl speaks \(WireProtocol.version)",
+                hint: "install matching versions of auth-agent and authctl, then `systemctl --user restart auth-agent`"))
+        } else if ping.agentVersion != authctlVersion {
+            checks.append(DoctorCheck("protocol", .warn,
+                "protocol \(WireProtocol.version) on both sides, but the agent is \(ping.agentVersion) and authctl \(authctlVersion)",
+                hint: "after an upgrade, restart the agent: `systemctl --user restart auth-agent`"))
+        } else {
+            checks.append(DoctorCheck("protocol", .ok, "protocol \(WireProtocol.version), same version as authctl"))
+        }
+        return checks
+    }
+
+    public static func agentNotRunning(socket: String, reason: String) -> DoctorCheck {
+        DoctorCheck("agent", .fail, "auth-agent is not running (\(reason))", hint: startHint)
+    }
+
+    public static func keyring(_ state: String) -> DoctorCheck {
+        switch state {
+        case "available": return DoctorCheck("keyring", .ok, "the Secret Service (GNOME keyring) is available and unlocked")
+        case "locked":
+            return DoctorCheck("keyring", .fail, "the login keyring is locked",
+                               hint: "unlock it (log in to the desktop, or use Seahorse); tokens cannot be read or saved meanwhile")
+        case "absent":
+            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus",
+                               hint: "start gnome-keyring-daemon (or another Secret Service) in your session")
+        default:
+            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))",
+                               hint: "an unlock prompt may be waiting on your desktop")
+        }
+    }
+
+    /// The browser program, as the agent (or, with `fromAgent` false, an agent started from this shell) would
+    /// find it.
+    public static func browser(program: String?, source: String?, problem: String?, fromAgent: Bool) -> DoctorCheck {
+        let whose = fromAgent ? "the agent" : "an agent started from this shell"
+        guard let program else {
+            return DoctorCheck("browser", .warn, "\(whose) finds no browser: \(problem ?? "unknown reason")",
+                               hint: "set BROWSER (in the agent's environment: `systemctl --user set-environment BROWSER=...`) or install xdg-utils; `authctl login --no-browser` works without one")
+        }
+        let via = source == "BROWSER" ? "from $BROWSER" : "xdg-open"
+        return DoctorCheck("browser", .ok, "\(whose) starts \(program) (\(via))")
+    }
+
+    /// SSH and headless sessions: the browser the agent starts is not where the user is.
+    public static func session(ssh: Bool, headless: Bool) -> DoctorCheck {
+        if ssh {
+            return DoctorCheck("session", .warn, "this is an SSH session: a browser the agent starts opens on this machine, not yours",
+                               hint: "sign in with `authctl login --no-browser ACCOUNT` and paste the final URL back")
+        }
+        if headless {
+            return DoctorCheck("session", .warn, "no DISPLAY or WAYLAND_DISPLAY: no graphical browser can open here",
+                               hint: "sign in with `authctl login --no-browser ACCOUNT`, or from your desktop session")
+        }
+        return DoctorCheck("session", .ok, "graphical session")
+    }
+
+    /// The configuration file as authctl sees it: `mode` nil when it does not exist.
+    public static func config(path: String, mode: UInt32?, ownedByUser: Bool) -> DoctorCheck {
+        guard let mode else {
+            return DoctorCheck("config", .warn, "no configuration file at \(path)",
+                               hint: "add an account: `authctl accounts add NAME --preset ... --client-id ...`")
+        }
+        if mode & 0o022 != 0 {
+            return DoctorCheck("config", .fail, "\(path) is writable by group or others; the agent refuses it",
+                               hint: "run `chmod go-w \(path)`")
+        }
+        if !ownedByUser {
+            return DoctorCheck("config", .fail, "\(path) belongs to another user; the agent refuses it")
+        }
+        return DoctorCheck("config", .ok, "\(path) (mode \(String(mode & 0o777, radix: 8)), yours)")
+    }
+
+    /// An account's metadata, signing keys and the server's clock, from the agent's `diagnose`.
+    public static func account(_ account: DiagnoseResult.Account) -> [DoctorCheck] {
+        let name = account.name
+        var checks: [DoctorCheck] = []
+        if let error = account.error {
+            checks.append(DoctorCheck("metadata", account: name, .fail, "\(account.issuer): \(error.message)",
+                                      hint: metadataHint(error.code)))
+        } else if account.endpointsConfigured {
+            checks.append(DoctorCheck("metadata", account: name, .ok,
+                                      "endpoints from config.toml (token endpoint \(account.tokenEndpoint ?? "?"))"))
+        } else {
+            checks.append(DoctorCheck("metadata", account: name, .ok,
+                                      "the discovery document of \(account.issuer) passes the agent's checks (token endpoint \(account.tokenEndpoint ?? "?"))"))
+        }
+        if let error = account.signingKeysError {
+            checks.append(DoctorCheck("signing keys", account: name, .fail, error.message,
+                                      hint: "ID tokens cannot be verified, so sign-in with 'openid' fails; check jwks_uri"))
+        } else if let keys = account.signingKeys {
+            checks.append(DoctorCheck("signing keys", account: name, keys > 0 ? .ok : .fail,
+                                      "\(keys) key\(keys == 1 ? "" : "s") at \(account.jwksURI ?? "the JWKS")"))
+        }
+        checks.append(clock(account: name, serverTime: account.serverTime, agentTime: account.agentTime))
+        return checks
+    }
+
+    public static func clock(account: String, serverTime: Int?, agentTime: Int?) -> DoctorCheck {
+        guard let serverTime, let agentTime else {
+            return DoctorCheck("clock", account: account, .warn, "the server sent no usable Date header; clock not compared")
+        }
+        let skew = agentTime - serverTime
+        let text = skew == 0 ? "the same second as the server's" : "\(abs(skew)) s \(skew > 0 ? "ahead of" : "behind") the server's"
+        let hint = "synchronise the clock (`timedatectl set-ntp true`); the agent allows \(clockFailSeconds) s of skew on ID tokens"
+        if abs(skew) > clockFailSeconds { return DoctorCheck("clock", account: account, .fail, "this machine's clock is \(text)", hint: hint) }
+        if abs(skew) > clockWarnSeconds { return DoctorCheck("clock", account: account, .warn, "this machine's clock is \(text)", hint: hint) }
+        return DoctorCheck("clock", account: account, .ok, "this machine's clock is \(text)")
+    }
+
+    static func metadataHint(_ code: String) -> String {
+        switch ErrorCode(rawValue: code) {
+        case .serverUnreachable?: return "check the network and the issuer URL in config.toml"
+        case .invalidMetadata?: return "check 'issuer' in config.toml (it must equal the document's issuer exactly), or configure the endpoints"
+        case .invalidConfig?: return "set authorization_endpoint and token_endpoint, or an issuer that publishes discovery"
+        case .serverError?: return "the authorization server is failing; try again later"
+        default: return "see `journalctl --user -u auth-agent` for details"
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import AgentIPC
+import ArgumentParser
+import AuthCLI
+import SessionEnvironment
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authctl doctor`: checks what signing in and getting tokens depend on, one line each, with a hint.
+struct DoctorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check the agent, keyring, browser, each account's authorization server and the clock.",
+        discussion: """
+        One line per check: ok, warn, fail (or skip, when it cannot be checked), and a hint for anything not ok.
+        The account checks run inside the agent, with the code it signs in with: the discovery document is fetched
+        afresh and validated, the signing keys (JWKS) of accounts with 'openid' are fetched, and the server's
+        HTTP Date header is compared with this machine's clock (warn beyond 60 s, fail beyond 300 s).
+        When the agent is not running, the local checks still run and the hint says how to start it.
+
+        Examples:
+          authctl doctor
+          authctl doctor work          only the account 'work'
+          authctl doctor --json        {"ok": true, "checks": [{"check": "keyring", "status": "ok", ...}]}
+
+        Exit codes: 0 no check failed (warnings allowed), 1 at least one check failed, 2 usage,
+        8 unknown account.
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "Check only this account.") var account: String?
+    @Option(help: "The config file to check (default: as the agent finds it).") var config: String?
+    @Flag(help: "Print JSON: {ok, checks: [{check, account?, status, message, hint?}]}.") var json = false
+
+    func run() throws {
+        let environment = ProcessInfo.processInfo.environment
+        var checks: [DoctorCheck] = []
+        var diagnosis: DiagnoseResult?
+        switch connectAgent() {
+        case .failure(let failure):
+            checks.append(failure.check)
+        case .success(let (client, ping, socket)):
+            checks += Doctor.agent(ping, socket: socket, authctlVersion: authctlVersion)
+            do throws(ClientError) {
+                diagnosis = try client.call(WireRequest(op: .diagnose, account: account), as: DiagnoseResult.self)
+            } catch {
+                if case .agent(let wire) = error, wire.knownCode == .unknownAccount { throw CLIFailure(error) }
+                checks.append(DoctorCheck("diagnose", .skip, "the agent cannot run its checks: \(CLIFailure(error).message)",
+                                          hint: "an older agent: restart it after upgrading (`systemctl --user restart auth-agent`)"))
+            }
+        }
+        if let diagnosis {
+            checks.append(Doctor.keyring(diagnosis.keyring))
+            checks.append(Doctor.browser(program: diagnosis.browser.program, source: diagnosis.browser.source,
+                                                 problem: diagnosis.browser.problem, fromAgent: true))
+        } else {
+            checks.append(DoctorCheck("keyring", .skip, "not checked: the agent looks at the keyring"))
+            let found = BrowserCommand.resolve(environment: environment)
+            checks.append(Doctor.browser(program: found?.path, source: found?.source,
+                                                 problem: BrowserCommand.notFoundMessage, fromAgent: false))
+        }
+        let session = SessionKind(environment: environment)
+        checks.append(Doctor.session(ssh: session.ssh, headless: session.headless))
+        if let path = ConfigPath.resolve(explicit: config, environment: environment)?.path {
+            var info = stat()
+            let exists = stat(path, &info) == 0
+            checks.append(Doctor.config(path: path, mode: exists ? UInt32(info.st_mode) & 0o7777 : nil,
+                                                ownedByUser: exists && info.st_uid == getuid()))
+        }
+        if let diagnosis {
+            if diagnosis.accounts.isEmpty {
+                checks.append(DoctorCheck("accounts", .warn, "no accounts are configured",
+                                          hint: "add one: `authctl accounts add NAME --preset ... --client-id ...`, then restart the agent"))
+            }
+            for account in diagnosis.accounts { checks += Doctor.account(account) }
+        } else {
+            checks.append(DoctorCheck("accounts", .skip, "authorization servers not checked: the agent checks them"))
+        }
+        let report = DoctorReport(checks: checks)
+        if json {
+            printJSON(report)
+        } else {
+            print(Formatter.doctor(report, color: Terminal.wantsColor))
+        }
+        if !report.ok { Glibc.exit(ExitStatus.failure) }
+    }
+
+    /// The agent, its `ping`, and the socket path; or the failed `agent` check.
+    private func connectAgent() -> Result<(AgentClient, PingResult, String), DoctorCheckFailure> {
+        let socket: String
+        do throws(CLIFailure) { socket = try global.path() } catch {
+            return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, error.message, hint: error.hint)))
+        }
+        do throws(ClientError) {
+            let client = try AgentClient(path: socket)
+            let ping = try client.call(WireRequest(op: .ping), as: PingResult.self)
+            return .success((client, ping, socket))
+        } catch {
+            if case .agentNotRunning = error {
+                return .failure(DoctorCheckFailure(check: Doctor.agentNotRunning(socket: socket, reason: "nothing listens on \(socket)")))
+            }
+            let failure = CLIFailure(error)
+            return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, failure.message, hint: failure.hint)))
+        }
+    }
+}
+
+struct DoctorCheckFailure: Error {
+    var check: DoctorCheck
+}

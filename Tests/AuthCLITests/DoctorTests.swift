@@ -1,0 +1,85 @@
+import AgentIPC
+@testable import AuthCLI
+import XCTest
+
+final class DoctorTests: XCTestCase {
+    func testClockSkewBounds() {
+        XCTAssertEqual(Doctor.clock(account: "w", serverTime: 1000, agentTime: 1000).status, .ok)
+        XCTAssertEqual(Doctor.clock(account: "w", serverTime: 1000, agentTime: 1060).status, .ok)
+        let ahead = Doctor.clock(account: "w", serverTime: 1000, agentTime: 1061)
+        XCTAssertEqual(ahead.status, .warn)
+        XCTAssertEqual(ahead.message, "this machine's clock is 61 s ahead of the server's")
+        XCTAssertNotNil(ahead.hint)
+        let behind = Doctor.clock(account: "w", serverTime: 1000, agentTime: 699)
+        XCTAssertEqual(behind.status, .fail)
+        XCTAssertEqual(behind.message, "this machine's clock is 301 s behind the server's")
+        XCTAssertEqual(Doctor.clock(account: "w", serverTime: nil, agentTime: 5).status, .warn)
+    }
+
+    func testKeyringStates() {
+        XCTAssertEqual(Doctor.keyring("available").status, .ok)
+        XCTAssertEqual(Doctor.keyring("locked").status, .fail)
+        XCTAssertTrue(Doctor.keyring("locked").hint?.contains("unlock") ?? false)
+        XCTAssertEqual(Doctor.keyring("absent").status, .fail)
+        XCTAssertEqual(Doctor.keyring("error").status, .warn)
+    }
+
+    func testAgentVersionAndProtocol() {
+        let same = Doctor.agent(PingResult(agentVersion: "0.1.0"), socket: "/s", authctlVersion: "0.1.0")
+        XCTAssertEqual(same.map(\.status), [.ok, .ok])
+        let newer = Doctor.agent(PingResult(agentVersion: "0.2.0"), socket: "/s", authctlVersion: "0.1.0")
+        XCTAssertEqual(newer.map(\.status), [.ok, .warn])
+        let other = Doctor.agent(PingResult(agentVersion: "9", protocolVersion: 2), socket: "/s", authctlVersion: "0.1.0")
+        XCTAssertEqual(other.last?.status, .fail)
+        XCTAssertEqual(other.last?.message, "the agent speaks protocol 2, authctl speaks 1")
+    }
+
+    func testBrowserAndSession() {
+        XCTAssertEqual(Doctor.browser(program: "/usr/bin/xdg-open", source: "xdg-open", problem: nil, fromAgent: true).message,
+                       "the agent starts /usr/bin/xdg-open (xdg-open)")
+        let missing = Doctor.browser(program: nil, source: nil, problem: "no browser found", fromAgent: false)
+        XCTAssertEqual(missing.status, .warn)
+        XCTAssertTrue(missing.message.hasPrefix("an agent started from this shell finds no browser"))
+        XCTAssertEqual(Doctor.session(ssh: true, headless: false).status, .warn)
+        XCTAssertTrue(Doctor.session(ssh: true, headless: true).hint?.contains("--no-browser") ?? false)
+        XCTAssertEqual(Doctor.session(ssh: false, headless: false).status, .ok)
+    }
+
+    func testConfigFile() {
+        XCTAssertEqual(Doctor.config(path: "/c", mode: 0o600, ownedByUser: true), DoctorCheck("config", .ok, "/c (mode 600, yours)"))
+        XCTAssertEqual(Doctor.config(path: "/c", mode: 0o664, ownedByUser: true).status, .fail)
+        XCTAssertEqual(Doctor.config(path: "/c", mode: 0o644, ownedByUser: false).status, .fail)
+        XCTAssertEqual(Doctor.config(path: "/c", mode: nil, ownedByUser: false).status, .warn)
+    }
+
+    func testAccountChecksFromTheAgentsDiagnosis() {
+        let good = DiagnoseResult.Account(name: "work", issuer: "https://i", endpointsConfigured: false,
+                                          tokenEndpoint: "https://i/token", jwksURI: "https://i/jwks", signingKeys: 1,
+                                          serverTime: 100, agentTime: 101)
+        let checks = Doctor.account(good)
+        XCTAssertEqual(checks.map(\.check), ["metadata", "signing keys", "clock"])
+        XCTAssertEqual(checks.map(\.status), [.ok, .ok, .ok])
+        XCTAssertEqual(Set(checks.compactMap(\.account)), ["work"])
+
+        let bad = DiagnoseResult.Account(name: "work", issuer: "https://i", endpointsConfigured: false,
+                                         error: .init(code: "invalid_metadata", message: "the discovery document names issuer 'x'"))
+        let failed = Doctor.account(bad)
+        XCTAssertEqual(failed.first?.status, .fail)
+        XCTAssertTrue(failed.first?.hint?.contains("issuer") ?? false)
+        XCTAssertEqual(failed.count, 2, "no keys line without metadata; the clock line says it was not compared")
+    }
+
+    func testReportFailsOnlyOnFailures() throws {
+        let warned = DoctorReport(checks: [DoctorCheck("a", .ok, "x"), DoctorCheck("b", .warn, "y"), DoctorCheck("c", .skip, "z")])
+        XCTAssertTrue(warned.ok)
+        XCTAssertEqual(warned.summary, "1 warning.")
+        let failed = DoctorReport(checks: [DoctorCheck("a", .fail, "x"), DoctorCheck("b", .fail, "y"), DoctorCheck("c", .warn, "z")])
+        XCTAssertFalse(failed.ok)
+        XCTAssertEqual(failed.summary, "2 failures, 1 warning.")
+        XCTAssertEqual(DoctorReport(checks: [DoctorCheck("a", .ok, "x")]).summary, "All checks passed.")
+        let json = String(decoding: try JSONEncoder().encode(DoctorCheck("clock", account: "w", .warn, "m", hint: "h")), as: UTF8.self)
+        for key in ["\"check\":\"clock\"", "\"account\":\"w\"", "\"status\":\"warn\"", "\"message\":\"m\"", "\"hint\":\"h\""] {
+            XCTAssertTrue(json.contains(key), json)
+        }
+    }
+}

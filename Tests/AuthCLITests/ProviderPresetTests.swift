@@ -1,0 +1,63 @@
+@testable import AuthCLI
+import SessionEnvironment
+import XCTest
+
+final class ProviderPresetTests: XCTestCase {
+    func testPresetsNeedWhatTheProviderNeeds() throws {
+        let google = try ProviderPreset.named("google")
+        XCTAssertTrue(google.needsClientSecret)
+        XCTAssertEqual(google.extraAuthParams.map { "\($0.0)=\($0.1)" }, ["access_type=offline", "prompt=consent"])
+        let github = try ProviderPreset.named("github")
+        XCTAssertEqual(github.tokenEndpoint, "https://github.com/login/oauth/access_token")
+        XCTAssertFalse(github.scopes.contains("openid"), "GitHub has no OIDC for user sign-in")
+        XCTAssertEqual(try ProviderPreset.named("gitlab").issuer, "https://gitlab.com")
+        XCTAssertEqual(try ProviderPreset.named("gitlab", issuer: "https://git.example.com").issuer, "https://git.example.com")
+        XCTAssertThrowsError(try ProviderPreset.named("oidc"))
+        XCTAssertThrowsError(try ProviderPreset.named("google", issuer: "https://x"))
+        XCTAssertThrowsError(try ProviderPreset.named("gitlab", tenant: "common"))
+        XCTAssertThrowsError(try ProviderPreset.named("yahoo"))
+    }
+
+    func testMicrosoftTenants() throws {
+        for tenant in ["common", "organizations"] {
+            let preset = try ProviderPreset.named("microsoft", tenant: tenant)
+            XCTAssertEqual(preset.authorizationEndpoint, "https://login.microsoftonline.com/\(tenant)/oauth2/v2.0/authorize")
+            XCTAssertFalse(preset.scopes.contains("openid"), "the templated issuer cannot verify an ID token")
+            XCTAssertTrue(preset.scopes.contains("offline_access"))
+        }
+        XCTAssertEqual(try ProviderPreset.named("microsoft").issuer, "https://login.microsoftonline.com/common/v2.0")
+        let consumers = try ProviderPreset.named("microsoft", tenant: "consumers")
+        XCTAssertEqual(consumers.issuer, "https://login.microsoftonline.com/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0")
+        XCTAssertTrue(consumers.scopes.contains("openid"))
+        let tenant = try ProviderPreset.named("microsoft", tenant: "72F988BF-86F1-41AF-91AB-2D7CD011DB47")
+        XCTAssertEqual(tenant.issuer, "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0")
+        XCTAssertNil(tenant.tokenEndpoint, "a tenant's own discovery document is valid")
+        XCTAssertThrowsError(try ProviderPreset.named("microsoft", tenant: "contoso.onmicrosoft.com"))
+    }
+}
+
+final class SessionEnvironmentTests: XCTestCase {
+    func testBrowserCandidatesSkipShellForms() {
+        let parsed = BrowserCommand.candidates(browserVariable: "firefox %s:/opt/b/browser:w3m")
+        XCTAssertEqual(parsed.names.map(\.name), ["/opt/b/browser", "w3m", "xdg-open"])
+        XCTAssertEqual(parsed.skipped, ["firefox %s"])
+        XCTAssertEqual(BrowserCommand.candidates(browserVariable: nil).names.map(\.name), ["xdg-open"])
+    }
+
+    func testResolveSearchesPathInOrder() throws {
+        let dir = "/tmp/aa-browser-\(getpid())"
+        mkdir(dir, 0o700)
+        defer { unlink("\(dir)/mybrowser"); rmdir(dir) }
+        XCTAssertNil(BrowserCommand.resolve(environment: ["PATH": dir, "BROWSER": "mybrowser"]))
+        let fd = open("\(dir)/mybrowser", O_CREAT | O_WRONLY, 0o700)
+        close(fd)
+        XCTAssertEqual(BrowserCommand.resolve(environment: ["PATH": "/nonexistent:\(dir)", "BROWSER": "nothing-here:mybrowser"]),
+                       .init(path: "\(dir)/mybrowser", source: "BROWSER"))
+    }
+
+    func testSessionKind() {
+        XCTAssertEqual(SessionKind(environment: ["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]), .init(ssh: true, headless: false))
+        XCTAssertEqual(SessionKind(environment: ["WAYLAND_DISPLAY": "wayland-0"]), .init(ssh: false, headless: false))
+        XCTAssertEqual(SessionKind(environment: ["DISPLAY": ""]), .init(ssh: false, headless: true))
+    }
+}

@@ -1,0 +1,376 @@
+"""authctl as people use it: `doctor` (against the real agent, keyring and authorization server, a server with a
+wrong clock, a broken issuer, a locked keyring, no agent at all), `accounts add/remove` (the written file is
+loaded by the real agent, and the new account signs in), colour only on a terminal (a real pty) and never with
+NO_COLOR or TERM=dumb, and help texts with examples."""
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import http.server
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import CLIENT_ID, bin_dir, default_account, file_mode, render_config
+
+ESC = "\x1b["
+
+
+def checks_of(report: dict) -> dict:
+    """{(account or None, check): check} of a `doctor --json` report."""
+    return {(c.get("account"), c["check"]): c for c in report["checks"]}
+
+
+def doctor_json(agent, *args, env=None) -> tuple[int, dict]:
+    result = agent.authctl("doctor", "--json", *args, env=env, timeout=60)
+    assert result.stderr == "", result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def run_in_pty(argv: list[str], env: dict, timeout: float = 30) -> tuple[int, str]:
+    """Runs a program with stdout and stderr on a fresh pseudo-terminal; returns (exit code, everything it wrote)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return rc, output.decode(errors="replace")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# doctor
+
+
+def test_doctor_passes_against_the_real_agent_keyring_and_server(agent, auth_server):
+    rc, report = doctor_json(agent)
+    assert rc == 0 and report["ok"] is True, report
+    checks = checks_of(report)
+    assert checks[(None, "agent")]["status"] == "ok"
+    assert str(agent.socket_path) in checks[(None, "agent")]["message"]
+    assert checks[(None, "protocol")]["status"] == "ok"
+    assert checks[(None, "keyring")]["status"] == "ok"
+    browser = checks[(None, "browser")]
+    assert browser["status"] == "ok" and browser["message"] == f"the agent starts {agent.env['BROWSER']} (from $BROWSER)"
+    session = checks[(None, "session")]
+    assert session["status"] == "warn" and "--no-browser" in session["hint"], "no DISPLAY in the test environment"
+    assert checks[(None, "config")] == {"check": "config", "status": "ok", "message": f"{agent.config_path} (mode 600, yours)"}
+    assert checks[("work", "metadata")]["status"] == "ok"
+    assert checks[("work", "signing keys")]["status"] == "ok"
+    assert re.fullmatch(r"1 key at http://127\.0\.0\.1:\d+/o/\.well-known/jwks\.json|\d+ keys? at .*",
+                        checks[("work", "signing keys")]["message"])
+    clock = checks[("work", "clock")]
+    assert clock["status"] == "ok", clock
+    assert re.fullmatch(r"this machine's clock is (the same second as the server's|[01] s (ahead of|behind) the server's)",
+                        clock["message"]), clock
+    assert all("hint" not in c for c in report["checks"] if c["status"] == "ok")
+
+    human = agent.authctl("doctor")
+    assert human.returncode == 0 and human.stderr == ""
+    assert ESC not in human.stdout, "no colour when stdout is not a terminal"
+    lines = human.stdout.splitlines()
+    assert lines[-1] == "1 warning."
+    assert re.match(r"^ok    agent +auth-agent \S+ answers on ", lines[0]), lines[0]
+    # One aligned line per check: the messages start in the same column.
+    check_lines = [l for l in lines if re.match(r"^(ok|warn|fail|skip) ", l)]
+    assert len(check_lines) == len(report["checks"])
+    assert len({l.index(c["message"]) for l, c in zip(check_lines, report["checks"])}) == 1, human.stdout
+    assert any(l.strip().startswith("hint: sign in with `authctl login --no-browser") for l in lines)
+
+    only = doctor_json(agent, "work")[1]
+    assert {c.get("account") for c in only["checks"]} == {None, "work"}
+    unknown = agent.authctl("doctor", "nope")
+    assert unknown.returncode == 8 and unknown.stdout == ""
+    assert unknown.stderr.startswith("authctl: no account named 'nope' is configured\nhint: see `authctl accounts`")
+
+
+def test_doctor_without_an_agent_runs_the_local_checks_and_says_how_to_start_it(make_agent):
+    agent = make_agent(start=False)
+    rc, report = doctor_json(agent)
+    assert rc == 1 and report["ok"] is False
+    checks = checks_of(report)
+    assert checks[(None, "agent")]["status"] == "fail"
+    assert "systemctl --user start auth-agent.socket" in checks[(None, "agent")]["hint"]
+    assert checks[(None, "keyring")]["status"] == "skip"
+    assert checks[(None, "browser")] == {"check": "browser", "status": "ok",
+                                         "message": f"an agent started from this shell starts {agent.env['BROWSER']} (from $BROWSER)"}
+    assert checks[(None, "config")]["status"] == "ok"
+    assert checks[(None, "accounts")]["status"] == "skip"
+    # $BROWSER entries that need a shell are skipped, as the agent skips them; xdg-open is not installed here.
+    no_browser = doctor_json(agent, env={"BROWSER": "firefox %s", "PATH": "/nonexistent"})[1]
+    assert checks_of(no_browser)[(None, "browser")]["status"] == "warn"
+    human = agent.authctl("doctor")
+    assert human.returncode == 1
+    assert "fail  agent" in human.stdout and "hint: start it with `systemctl --user start auth-agent.socket`" in human.stdout
+
+
+@contextlib.contextmanager
+def metadata_server(skew_seconds: int = 0, discovery: bool = True):
+    """An OAuth server stand-in on 127.0.0.1 whose HTTP Date header is `skew_seconds` off; it serves a valid RFC 8414
+    document naming itself (or 404 everywhere with `discovery=False`)."""
+    state = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def date_time_string(self, timestamp=None):
+            return email.utils.formatdate(time.time() + skew_seconds, usegmt=True)
+
+        def do_GET(self):
+            base = state["base"]
+            if discovery and self.path in ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"):
+                body = json.dumps({"issuer": base, "authorization_endpoint": base + "/authorize",
+                                   "token_endpoint": base + "/token", "code_challenge_methods_supported": ["S256"],
+                                   "response_types_supported": ["code"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+            else:
+                body = b"not found"
+                self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state["base"] = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state["base"]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_doctor_finds_a_wrong_clock_a_missing_discovery_document_and_an_unreachable_server(make_agent, auth_server):
+    with metadata_server(skew_seconds=-3600) as late, metadata_server(skew_seconds=90) as early, \
+            metadata_server(discovery=False) as broken:
+        accounts = {
+            "work": default_account(auth_server.issuer),
+            "late": {"issuer": late, "client_id": "c", "scopes": ["email"]},
+            "early": {"issuer": early, "client_id": "c", "scopes": ["email"]},
+            "broken": {"issuer": broken, "client_id": "c", "scopes": ["email"]},
+            "gone": {"issuer": "http://127.0.0.1:9/o", "client_id": "c", "scopes": ["email"]},
+        }
+        agent = make_agent(accounts=accounts)
+        rc, report = doctor_json(agent)
+    assert rc == 1 and report["ok"] is False
+    checks = checks_of(report)
+    assert checks[("work", "clock")]["status"] == "ok"
+    late_clock = checks[("late", "clock")]
+    assert late_clock["status"] == "fail"
+    assert re.fullmatch(r"this machine's clock is 3[56]\d\d s ahead of the server's", late_clock["message"]), late_clock
+    assert "timedatectl set-ntp true" in late_clock["hint"]
+    assert checks[("late", "metadata")]["status"] == "ok", "the document itself is fine"
+    early_clock = checks[("early", "clock")]
+    assert early_clock["status"] == "warn" and re.fullmatch(r"this machine's clock is (8[89]|9[0-2]) s behind the server's",
+                                                            early_clock["message"]), early_clock
+    broken_meta = checks[("broken", "metadata")]
+    assert broken_meta["status"] == "fail" and "no discovery document" in broken_meta["message"], broken_meta
+    assert "issuer" in broken_meta["hint"]
+    assert checks[("broken", "clock")]["status"] == "ok", "the 404 still carried the server's Date"
+    gone = checks[("gone", "metadata")]
+    # Connection refused: AsyncHTTPClient retries until its connect timeout, so this may end at doctor's own limit.
+    assert gone["status"] == "fail" and re.search(r"cannot reach|no answer within 15 s", gone["message"]), gone
+    assert checks[("gone", "clock")]["status"] == "warn"
+
+
+def test_doctor_reports_a_locked_keyring(agent, keyring):
+    keyring.lock()
+    try:
+        rc, report = doctor_json(agent)
+    finally:
+        keyring.unlock()
+    keyring_check = checks_of(report)[(None, "keyring")]
+    assert rc == 1 and keyring_check["status"] == "fail", report
+    assert keyring_check["message"] == "the login keyring is locked" and "unlock" in keyring_check["hint"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# accounts add / remove
+
+
+ORIGINAL = """# my auth-agent configuration
+[agent]
+log_level = "debug"   # noisy on purpose
+
+"""
+
+
+def test_accounts_add_writes_a_section_the_agent_loads_and_signs_in_with(make_agent, auth_server):
+    original = ORIGINAL + render_config({"work": default_account(auth_server.issuer)}) + "# the end\n"
+    agent = make_agent(config_text=original)
+    added = agent.authctl("accounts", "add", "other", "--issuer", auth_server.issuer, "--client-id", CLIENT_ID,
+                          "--scope", "openid", "--scope", "email", "--scope", "offline_access")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.splitlines()[:4] == [
+        f"Added account 'other' to {agent.config_path}.", "",
+        "Register this redirect URI at the provider (any port; the literal 127.0.0.1, not localhost):",
+        "  http://127.0.0.1/oauth2/callback/other"]
+    assert "systemctl --user restart auth-agent" in added.stdout
+    text = agent.config_path.read_text()
+    assert text.startswith(original), "everything that was there is kept, comments included"
+    assert file_mode(agent.config_path) == 0o600
+    assert [p.name for p in agent.config_path.parent.iterdir()] == ["config.toml"], "no temporary file left"
+
+    again = agent.authctl("accounts", "add", "other", "--issuer", auth_server.issuer, "--client-id", CLIENT_ID)
+    assert again.returncode == 8 and "account 'other' already exists" in again.stderr
+    assert agent.config_path.read_text() == text
+
+    before = agent.authctl("accounts", "--json")
+    assert [a["name"] for a in json.loads(before.stdout)["accounts"]] == ["work"], "the agent reads config at start-up"
+    agent.restart()
+    listed = json.loads(agent.authctl("accounts", "--json").stdout)["accounts"]
+    other = next(a for a in listed if a["name"] == "other")
+    assert other["redirect_uri"] == "http://127.0.0.1/oauth2/callback/other", "the URI authctl printed"
+    assert other["scopes"] == ["openid", "email", "offline_access"]
+    agent.login("other")
+    token = agent.token("other")
+    assert auth_server.introspect(token)["active"] is True
+
+    removed = agent.authctl("accounts", "remove", "other")
+    assert removed.returncode == 0, removed.stderr
+    assert agent.config_path.read_text() == original, "remove gives back exactly the file before add"
+    missing = agent.authctl("accounts", "remove", "other")
+    assert missing.returncode == 8 and "no [accounts.other] section" in missing.stderr
+    agent.authctl("logout", "other")
+
+
+def test_accounts_add_checks_with_the_agents_loader_and_keeps_secrets_out_of_argv(make_agent, auth_server):
+    agent = make_agent(start=False)
+    original = agent.config_path.read_text()
+    # Not https and not loopback: the agent's loader refuses it, and the file stays as it was.
+    unsafe = agent.authctl("accounts", "add", "x", "--issuer", "http://login.example.com", "--client-id", "c")
+    assert unsafe.returncode == 8, unsafe
+    assert unsafe.stderr.startswith("authctl: the edited configuration would not load, so ")
+    assert "[accounts.x] 'issuer'" in unsafe.stderr and str(agent.config_path) in unsafe.stderr
+    assert ".authctl-" not in unsafe.stderr, "the temporary file's name is not shown"
+    assert agent.config_path.read_text() == original
+    assert [p.name for p in agent.config_path.parent.iterdir()] == ["config.toml"]
+
+    # A preset that needs a client secret, with no terminal to ask on.
+    no_tty = agent.authctl("accounts", "add", "gh", "--preset", "github", "--client-id", "Iv1.abc")
+    assert no_tty.returncode == 2 and "--client-secret-stdin" in no_tty.stderr
+
+    secret = "GOCSPX-not-in-argv"
+    fresh = agent.base / "fresh" / "auth-agent" / "config.toml"
+    google = agent.authctl("accounts", "add", "gmail", "--preset", "google", "--client-id", "id.apps.googleusercontent.com",
+                           "--client-secret-stdin", "--config", str(fresh), "--json", input=secret + "\n")
+    assert google.returncode == 0, google.stderr
+    result = json.loads(google.stdout)
+    assert result["account"] == "gmail" and result["checked"] is True and result["config"] == str(fresh)
+    assert result["redirect_uri"] == "http://127.0.0.1/oauth2/callback/gmail"
+    assert file_mode(fresh) == 0o600 and file_mode(fresh.parent) == 0o700 and file_mode(fresh.parent.parent) == 0o700
+    written = fresh.read_text()
+    assert f'client_secret = "{secret}"' in written
+    assert 'extra_auth_params = { access_type = "offline", prompt = "consent" }' in written
+    check = subprocess.run([str(bin_dir() / "auth-agent"), "--check-config", "--config", str(fresh)],
+                           capture_output=True, text=True, timeout=30, env=agent.env)
+    assert check.returncode == 0 and "gmail: issuer https://accounts.google.com" in check.stdout, check
+
+    # A config.toml that is a symlink (dotfile managers) is edited where it points and stays a link.
+    target = agent.base / "dotfiles" / "config.toml"
+    target.parent.mkdir(mode=0o700)
+    target.write_text(original)
+    target.chmod(0o600)
+    link = agent.base / "linked" / "config.toml"
+    link.parent.mkdir(mode=0o700)
+    link.symlink_to(target)
+    linked = agent.authctl("accounts", "add", "lab", "--preset", "gitlab", "--client-id", "app", "--git-host", "gitlab.com",
+                           "--config", str(link))
+    assert linked.returncode == 0, linked.stderr
+    assert link.is_symlink() and 'git_hosts = ["gitlab.com"]' in target.read_text()
+    assert "credential.helper '!authctl git-credential'" in linked.stdout
+
+    bad_tenant = agent.authctl("accounts", "add", "m", "--preset", "microsoft", "--tenant", "contoso.com", "--client-id", "c")
+    assert bad_tenant.returncode == 2 and "tenant ID (a GUID" in bad_tenant.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Colour, help and output formats
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color_or_dumb_terminals(signed_in_agent):
+    agent = signed_in_agent
+    authctl = str(bin_dir() / "authctl")
+    for verb in (["status"], ["doctor"]):
+        rc, tty_out = run_in_pty([authctl, *verb], env=dict(agent.env, TERM="xterm"))
+        assert rc in (0, 1) and ESC + "32m" in tty_out, f"{verb}: colour on a terminal:\n{tty_out!r}"
+        for extra in ({"NO_COLOR": "1"}, {"TERM": "dumb"}):
+            rc, plain = run_in_pty([authctl, *verb], env={**agent.env, "TERM": "xterm", **extra})
+            assert "signed in" in plain or "ok" in plain
+            assert ESC not in plain, f"{verb} with {extra}: {plain!r}"
+        piped = agent.authctl(*verb)
+        assert ESC not in piped.stdout + piped.stderr
+
+
+def test_status_output_human_and_json(signed_in_agent, auth_server):
+    human = signed_in_agent.authctl("status")
+    assert human.returncode == 0 and human.stderr == ""
+    text = human.stdout
+    assert re.search(r"^auth-agent \S+ \(protocol 1\), pid \d+, up \d+s$", text, re.M), text
+    assert re.search(r"^access token: +expires in (59m \d+s|1h 0m)$", text, re.M), text
+    assert re.search(r"^last refresh: +(just now|\d+s ago)$", text, re.M), text
+    data = signed_in_agent.status_json()
+    assert set(data) == {"agent", "accounts"}
+    assert {"version", "protocol", "pid", "uptime_s", "socket", "keyring"} <= set(data["agent"])
+    work = data["accounts"][0]
+    assert work["signed_in"] is True and work["access_token_expires_in"] > 3500
+
+
+@pytest.mark.parametrize("verb", [["doctor"], ["accounts", "add"], ["accounts", "remove"], ["accounts"], ["token"],
+                                  ["git-credential"], ["kube-credential"], []])
+def test_help_texts_have_examples(verb):
+    result = subprocess.run([str(bin_dir() / "authctl"), *verb, "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^ *Examples?:|^ *Set it up|^ *In a kubeconfig", result.stdout, re.M), result.stdout
+    assert "authctl" in result.stdout
+
+
+def test_accounts_help_lists_the_subcommands_and_the_root_lists_doctor():
+    accounts = subprocess.run([str(bin_dir() / "authctl"), "accounts", "--help"], capture_output=True, text=True, timeout=30)
+    for sub in ("list", "add", "remove"):
+        assert re.search(rf"^\s+{sub}\b", accounts.stdout, re.M), accounts.stdout
+    root = subprocess.run([str(bin_dir() / "authctl"), "--help"], capture_output=True, text=True, timeout=30)
+    assert re.search(r"^\s+doctor\s+Check the agent", root.stdout, re.M), root.stdout
+
+
+def test_login_on_a_terminal_counts_down_and_ends_with_who_and_scopes(agent):
+    rc, out = run_in_pty([str(bin_dir() / "authctl"), "login", "work"], env={**agent.env, "TERM": "xterm"}, timeout=60)
+    assert rc == 0, out
+    assert "Opened your browser to sign in to 'work'" in out and "http://127.0.0.1:" in out
+    assert re.search(r"Waiting for you to finish signing in in the browser\.\.\. (30s|29s) left \(Ctrl-C cancels\)", out), out
+    final = out.replace("\r\n", "\n").rstrip("\n").split("\n")
+    assert re.fullmatch(r"Signed in to 'work' as \S+ \(scopes: [a-z_ ]*openid[a-z_ ]*\)\.", final[-2].split("\r")[-1]), final[-2:]
+    assert re.fullmatch(r"The access token expires in (59m \d+s|1h 0m); the agent refreshes it as needed\.", final[-1]), final
+    # Not a terminal: no countdown (logs and pipes get the plain text once).
+    agent.authctl("logout", "work")
+    piped = agent.authctl("login", "work")
+    assert piped.returncode == 0 and "left (Ctrl-C cancels)" not in piped.stderr
+    assert "Waiting for the sign-in to finish (gives up after 30s; Ctrl-C cancels)..." in piped.stderr
