@@ -43,7 +43,7 @@ final class DiagnosticsTests: XCTestCase {
                                                                                          with: "\"issuer\":\"https://evil.example\"").utf8))
         let again = try await broker.diagnose(account: "work")
         let account = try XCTUnwrap(again.accounts.first)
-        XCTAssertEqual(account.error?.code, .invalidMetadata)
+        XCTAssertEqual(account.error?.code, .issuerMismatch)
         XCTAssertTrue(account.error?.message.contains("https://evil.example") ?? false, account.error?.message ?? "")
         XCTAssertNil(account.metadata)
         XCTAssertEqual(http.gets.filter { $0.absoluteString == discoveryURL }.count, 2, "no cache between two checks")
