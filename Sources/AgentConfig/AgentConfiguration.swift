@@ -8,12 +8,20 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var logLevel: String?
     /// True when the file did not exist and the agent runs with no accounts.
     public var fileMissing: Bool
+    /// `[agent] http_timeout`: seconds a request to an authorization server may take before it counts as
+    /// `server_unreachable` (a server that accepts and never answers must not hang a refresh).
+    public var httpTimeout: Duration
 
-    public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false) {
+    public static let defaultHTTPTimeout: Duration = .seconds(30)
+    public static let httpTimeoutRange: ClosedRange<Int> = 1...300
+
+    public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
+                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
         self.fileMissing = fileMissing
+        self.httpTimeout = httpTimeout
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,

@@ -10,7 +10,7 @@ public enum ConfigLoader {
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout",
     ]
-    static let agentKeys: Set<String> = ["log_level"]
+    static let agentKeys: Set<String> = ["log_level", "http_timeout"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -48,6 +48,7 @@ public enum ConfigLoader {
                               "unknown key '\(key)' (top-level tables are [agent] and [accounts.NAME])")
         }
         var logLevel: String?
+        var httpTimeout = AgentConfiguration.defaultHTTPTimeout
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -60,6 +61,14 @@ public enum ConfigLoader {
                                       "log_level must be one of \(logLevels.joined(separator: ", "))")
                 }
                 logLevel = value
+            }
+            if let value = agentTable["http_timeout"] {
+                let range = AgentConfiguration.httpTimeoutRange
+                guard let seconds = value.int, range.contains(seconds) else {
+                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "http_timeout"),
+                                      "http_timeout must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+                }
+                httpTimeout = .seconds(seconds)
             }
         }
         var accounts: [AccountConfig] = []
@@ -74,7 +83,7 @@ public enum ConfigLoader {
                 accounts.append(try account(name: name, section, path: path, locate: locate))
             }
         }
-        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel)
+        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, httpTimeout: httpTimeout)
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {

@@ -54,7 +54,7 @@ public struct RefreshPolicy: Sendable, Equatable {
     /// Failures that say nothing about the sign-in itself: the refresh token is kept and the next attempt waits.
     public static func isTransient(_ code: AuthError.Code) -> Bool {
         switch code {
-        case .serverUnreachable, .serverError, .invalidTokenResponse, .invalidMetadata, .keyringError: return true
+        case .serverUnreachable, .serverError, .tlsError, .invalidTokenResponse, .invalidMetadata, .keyringError: return true
         default: return false
         }
     }

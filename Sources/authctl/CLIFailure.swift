@@ -25,7 +25,7 @@ enum ExitStatus {
         switch code {
         case .loginRequired?: return loginRequired
         case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
-        case .serverUnreachable?, .serverError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?: return server
+        case .serverUnreachable?, .serverError?, .tlsError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?: return server
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?: return loginIncomplete
         case .unknownAccount?, .invalidConfig?: return account
         case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
@@ -70,6 +70,7 @@ struct CLIFailure: Error {
         case .keyringUnavailable?: return "start gnome-keyring-daemon (or another Secret Service) in your session"
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
+        case .tlsError?: return "the server's certificate did not verify against the system's trusted CAs; check the endpoint's address, your network (a proxy or captive portal), and the system clock"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
         default: return nil
         }
