@@ -49,9 +49,12 @@ final class RedirectRequestFuzzTests: XCTestCase {
             let text = String(decoding: input, as: UTF8.self)
             let verdict = RedirectRequestFuzzTests.session.judge(pastedURL: text)
             if case .rejected = verdict { return nil }
-            // The scheme is case-insensitive (RFC 3986 §3.1); everything else must be the redirect URI exactly.
+            // The scheme is case-insensitive (RFC 3986 §3.1) and a port may carry leading zeros (the same port);
+            // everything else must be the redirect URI exactly.
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard trimmed.prefix(7).lowercased() == "http://", trimmed.dropFirst(7).hasPrefix("127.0.0.1:\(Self.port)\(Self.path)?"),
+            let afterHost = trimmed.dropFirst(7).drop(while: { $0 != ":" }).dropFirst().drop(while: { $0 == "0" })
+            guard trimmed.prefix(7).lowercased() == "http://", trimmed.dropFirst(7).hasPrefix("127.0.0.1:"),
+                  afterHost.hasPrefix("\(Self.port)\(Self.path)?"),
                   RedirectRequestFuzzTests.hasGenuineState(trimmed.split(separator: "?", maxSplits: 1).last.map(String.init) ?? "")
             else { return "accepted a pasted URL that is not the redirect URI with the genuine state: \(verdict)" }
             return nil
