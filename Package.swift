@@ -25,6 +25,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),  // already under async-http-client; named for tls_error
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         // jwt-kit 5 needs swift-crypto 4.
@@ -50,6 +51,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -114,10 +116,26 @@ let package = Package(
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
         .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore"]),
-        .testTarget(name: "AgentServerTests", dependencies: ["AgentServer", "AgentIPC", "AuthCore"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "AgentServerTests",
+            dependencies: [
+                "AgentServer", "AgentIPC", "AuthCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        // Mutation fuzzing of the socket request decoder and the redirect request check (scripts/fuzz).
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: [
+                "AgentServer", "AgentIPC", "AuthTransport", "AuthCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
     ]
 )

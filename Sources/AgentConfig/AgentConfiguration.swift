@@ -12,18 +12,25 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `[agent] idle_exit`: when socket-activated, exit after this long without clients, sign-ins or refreshes
     /// (zero: never). Activation starts the agent again on the next connection.
     public var idleExit: Duration
+    /// `[agent] http_timeout`: seconds a request to an authorization server may take before it counts as
+    /// `server_unreachable` (a server that accepts and never answers must not hang a refresh).
+    public var httpTimeout: Duration
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
     public static let defaultIdleExit: Duration = .seconds(3600)
+    public static let defaultHTTPTimeout: Duration = .seconds(30)
+    public static let httpTimeoutRange: ClosedRange<Int> = 1...300
 
     public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
-                idleExit: Duration = AgentConfiguration.defaultIdleExit) {
+                idleExit: Duration = AgentConfiguration.defaultIdleExit,
+                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
         self.fileMissing = fileMissing
         self.idleExit = idleExit
+        self.httpTimeout = httpTimeout
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,

@@ -98,6 +98,7 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     // Authorization server
     case serverUnreachable = "server_unreachable"
     case serverError = "server_error"
+    case tlsError = "tls_error"
     case invalidClient = "invalid_client"
     case invalidTokenResponse = "invalid_token_response"
     case invalidMetadata = "invalid_metadata"

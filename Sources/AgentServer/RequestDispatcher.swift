@@ -34,7 +34,10 @@ public struct RequestDispatcher: Sendable {
     }
 
     /// Parses one request line. Malformed JSON, a missing or unknown version and unknown operations become errors.
-    public func decode(_ line: [UInt8]) -> Decoded {
+    public func decode(_ line: [UInt8]) -> Decoded { RequestDispatcher.decode(line) }
+
+    /// The decoder itself: pure, so it is fuzzed on its own (Tests/FuzzTests).
+    public static func decode(_ line: [UInt8]) -> Decoded {
         struct Probe: Decodable { var v: Int?; var id: Int?; var op: String? }
         let decoder = JSONDecoder()
         guard let probe = try? decoder.decode(Probe.self, from: Data(line)) else {

@@ -19,12 +19,15 @@ public final class SocketServer: Service {
 
     /// At most this many requests in flight per connection; more wait until one finishes.
     public static let maxInFlightPerConnection = 16
+    /// At most this many client connections at once (fewer if RLIMIT_NOFILE is lower, see ``connectionLimit``).
+    /// At the cap, the connection idle longest is closed to make room, so idle clients cannot lock out a real one.
+    public static let maxConnections = 4096
 
     let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
     let dispatcher: RequestDispatcher
     let logger: Logger
     let boundPath: String?
-    let connections = ConnectionRegistry()
+    let connections = ConnectionRegistry(limit: SocketServer.connectionLimit())
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
 
@@ -81,6 +84,14 @@ public final class SocketServer: Service {
                             activity: activity)
     }
 
+    /// ``maxConnections``, lowered to leave room under the open-file limit (the agent raises its soft limit to
+    /// the hard one at start-up; a low hard limit lowers the cap instead of failing accept()).
+    static func connectionLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
+        return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
+    }
+
     public func run() async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
@@ -113,10 +124,15 @@ public final class SocketServer: Service {
             return
         }
         let peer = credentials.peer
-        let registration = connections.add(connection.channel)
+        guard let registration = connections.add(connection.channel) else {
+            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
+            try? await connection.executeThenClose { _, _ in }
+            return
+        }
+        let registry = self.connections
         activity?.begin()
         defer {
-            connections.remove(registration)
+            registry.remove(registration)
             activity?.end()
         }
         do {
@@ -136,9 +152,11 @@ public final class SocketServer: Service {
                                 await writer.write(dispatcher.encodeError(id, error))
                             case .request(let request):
                                 inFlight += 1
+                                registry.begin(registration)
                                 if dispatcher.waitsForPerson(request) {
                                     // Cancelled when the client hangs up: a closed `authctl login` cancels its sign-in.
                                     let task = Task {
+                                        defer { registry.end(registration) }
                                         let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
                                         await writer.write(reply)
                                     }
@@ -146,6 +164,7 @@ public final class SocketServer: Service {
                                     group.addTask { await task.value }
                                 } else {
                                     group.addTask {
+                                        defer { registry.end(registration) }
                                         let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
                                         await writer.write(reply)
                                     }
@@ -195,37 +214,5 @@ final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
     init(peer: PeerCredentials, refused: Bool = false) {
         self.peer = peer
         self.refused = refused
-    }
-}
-
-/// The open client connections, so shutdown can reach them.
-final class ConnectionRegistry: @unchecked Sendable {
-    private let lock = NSLock()
-    private var channels: [Int: any Channel] = [:]
-    private var next = 0
-    private var closing = false
-
-    func add(_ channel: any Channel) -> Int {
-        let (id, closing) = lock.withLock { () -> (Int, Bool) in
-            next += 1
-            channels[next] = channel
-            return (next, self.closing)
-        }
-        if closing { ConnectionRegistry.closeInput(channel) }
-        return id
-    }
-
-    func remove(_ id: Int) { lock.withLock { _ = channels.removeValue(forKey: id) } }
-
-    func closeInputOfAll() {
-        let all = lock.withLock { () -> [any Channel] in
-            closing = true
-            return Array(channels.values)
-        }
-        for channel in all { ConnectionRegistry.closeInput(channel) }
-    }
-
-    static func closeInput(_ channel: any Channel) {
-        channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
     }
 }

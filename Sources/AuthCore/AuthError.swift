@@ -17,6 +17,7 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case keyringError = "keyring_error"
         case serverUnreachable = "server_unreachable"
         case serverError = "server_error"
+        case tlsError = "tls_error"
         case invalidClient = "invalid_client"
         case invalidTokenResponse = "invalid_token_response"
         case invalidMetadata = "invalid_metadata"

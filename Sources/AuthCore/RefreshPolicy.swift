@@ -54,8 +54,8 @@ public struct RefreshPolicy: Sendable, Equatable {
     /// Failures that say nothing about the sign-in itself: the refresh token is kept and the next attempt waits.
     public static func isTransient(_ code: AuthError.Code) -> Bool {
         switch code {
-        case .serverUnreachable, .serverError, .invalidTokenResponse, .invalidMetadata, .issuerMismatch, .pkceUnsupported,
-             .insecureEndpoint, .keyringError: return true
+        case .serverUnreachable, .serverError, .tlsError, .invalidTokenResponse, .invalidMetadata, .issuerMismatch,
+             .pkceUnsupported, .insecureEndpoint, .keyringError: return true
         default: return false
         }
     }

@@ -30,11 +30,14 @@ public struct HTTPReply: Sendable {
     public var retryAfter: String?
     /// The `Date` header: the server's clock, for `authctl doctor`'s clock check.
     public var date: String?
-    public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil) {
+    /// The body was larger than the transport's cap and was not read (``body`` is empty).
+    public var bodyTooLarge: Bool
+    public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil, bodyTooLarge: Bool = false) {
         self.status = status
         self.body = body
         self.retryAfter = retryAfter
         self.date = date
+        self.bodyTooLarge = bodyTooLarge
     }
 }
 
@@ -47,6 +50,9 @@ public enum TokenResponseParser {
 
     public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant) throws(AuthError) -> TokenSet {
         guard (200..<300).contains(reply.status) else { throw error(from: reply) }
+        guard !reply.bodyTooLarge else {
+            throw AuthError(.invalidTokenResponse, "the token endpoint answered HTTP \(reply.status) with a body too large to be a token response")
+        }
         let body: Body
         do {
             body = try JSONDecoder().decode(Body.self, from: Data(reply.body))

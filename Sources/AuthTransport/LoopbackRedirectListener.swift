@@ -80,14 +80,20 @@ public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    // Before the HTTP decoder, so an endless request line or header block is cut off unparsed.
-                    try channel.pipeline.syncOperations.addHandler(RequestSizeLimiter(limit: limits.maxRequestBytes))
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(
-                        RedirectRequestHandler(path: path, hostLiteral: literal, maxHeaderCount: limits.maxHeaderCount, judge: judge))
-                    channel.eventLoop.scheduleTask(in: limits.connectionDeadline) { channel.close(promise: nil) }
+                    try LoopbackRedirectListenerFactory.configure(channel, literal: literal, path: path, limits: limits, judge: judge)
                 }
             }
+    }
+
+    /// One accepted connection's pipeline (also driven directly by Tests/FuzzTests).
+    static func configure(_ channel: any Channel, literal: String, path: String, limits: Limits,
+                          judge: @escaping @Sendable (String?) -> RedirectPage) throws {
+        // Before the HTTP decoder, so an endless request line or header block is cut off unparsed.
+        try channel.pipeline.syncOperations.addHandler(RequestSizeLimiter(limit: limits.maxRequestBytes))
+        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+        try channel.pipeline.syncOperations.addHandler(
+            RedirectRequestHandler(path: path, hostLiteral: literal, maxHeaderCount: limits.maxHeaderCount, judge: judge))
+        channel.eventLoop.scheduleTask(in: limits.connectionDeadline) { channel.close(promise: nil) }
     }
 }
 

@@ -84,7 +84,8 @@ struct AuthAgent: AsyncParsableCommand {
         }
         let socketPath = SocketPath.resolve(environment: environment) ?? SocketPath.defaultPath(runtimeDirectory: runtime)
 
-        let http = HTTPClientTransport(userAgent: "auth-agent/\(agentVersion)")
+        let http = HTTPClientTransport(userAgent: "auth-agent/\(agentVersion)",
+                                       timeout: .seconds(configuration.httpTimeout.components.seconds))
         let broker = TokenBroker(
             accounts: configuration.accounts, store: LibsecretStore(), http: http,
             redirects: LoopbackRedirectListenerFactory(), browser: ExecBrowserLauncher(environment: environment),
@@ -167,8 +168,23 @@ enum ProcessHardening {
         _ = aa_process_set_not_dumpable()
         var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+        // Swift's crash backtracer catches these signals and prints every thread's registers, with bytes of the
+        // memory they point to (which may hold a token), to stderr, i.e. the journal; it then takes seconds, and
+        // after a SIGSEGV sent with kill(2) the agent even ran on. Unless the user asks for backtraces with
+        // SWIFT_BACKTRACE, a crash signal keeps its default action: the process dies at once and, being not
+        // dumpable with RLIMIT_CORE 0, leaves no core file (SECURITY.md 20, 23).
+        if getenv("SWIFT_BACKTRACE") == nil {
+            for crash in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT] { signal(crash, SIG_DFL) }
+        }
         // A client that vanishes mid-reply must not kill us.
         signal(SIGPIPE, SIG_IGN)
         umask(0o077)
+        // Room for many clients: the soft open-file limit (often 1024) up to the hard one. SocketServer caps its
+        // connections below whatever this ends up being, closing the longest-idle one when full.
+        var files = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0, files.rlim_cur < files.rlim_max {
+            files.rlim_cur = files.rlim_max
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files)
+        }
     }
 }

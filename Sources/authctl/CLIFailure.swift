@@ -25,8 +25,8 @@ enum ExitStatus {
         switch code {
         case .loginRequired?: return loginRequired
         case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
-        case .serverUnreachable?, .serverError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?, .invalidIDToken?,
-             .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?: return server
+        case .serverUnreachable?, .serverError?, .tlsError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?,
+             .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?: return server
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
             return loginIncomplete
         case .unknownAccount?, .invalidConfig?: return account
@@ -72,6 +72,7 @@ struct CLIFailure: Error {
         case .keyringUnavailable?: return "start gnome-keyring-daemon (or another Secret Service) in your session"
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
+        case .tlsError?: return "the server's certificate did not verify against the system's trusted CAs; check the endpoint's address, your network (a proxy or captive portal), and the system clock"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
         case .deviceGrantUnsupported?:
             return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"

@@ -133,6 +133,15 @@ final class ConfigLoaderTests: XCTestCase {
         }
     }
 
+    func testHTTPTimeout() throws {
+        let account = "\n[accounts.work]\nissuer = \"https://login.example.com\"\nclient_id = \"c\"\n"
+        XCTAssertEqual(try parse(account).httpTimeout, .seconds(30), "the default")
+        XCTAssertEqual(try parse("[agent]\nhttp_timeout = 5\n" + account).httpTimeout, .seconds(5))
+        for bad in ["0", "301", "-1", "\"10\"", "1.5"] {
+            expectError("[agent]\nhttp_timeout = \(bad)\n" + account, line: 2, contains: "http_timeout must be a number of seconds from 1 to 300")
+        }
+    }
+
     func testDefaultPathOrder() {
         XCTAssertEqual(AgentConfiguration.defaultPath(explicit: "/a.toml", environment: ["AUTH_AGENT_CONFIG": "/b.toml"])?.path, "/a.toml")
         XCTAssertEqual(AgentConfiguration.defaultPath(explicit: nil, environment: ["AUTH_AGENT_CONFIG": "/b.toml", "HOME": "/h"])?.path, "/b.toml")

@@ -31,6 +31,9 @@ final class ParsingTests: XCTestCase {
             #"{"access_token":"at","token_type":"Bearer","expires_in":-5}"#,
             #"{"access_token":"at","token_type":"Bearer","expires_in":0}"#,
             #"{"access_token":"at","token_type":"Bearer","expires_in":99999999999}"#,
+            #"{"access_token":"at","token_type":"Bearer","expires_in":1000000000000000000000000000000}"#,
+            #"{"access_token":"at","token_type":"Bearer","expires_in":1e300}"#,
+            #"{"access_token":"at","token_type":"Bearer","expires_in":"99999999999999999999999"}"#,
             #"{"access_token":"at","token_type":"Bearer","expires_in":1.5}"#,
             #"{"access_token":"at","token_type":"Bearer","expires_in":true}"#,
             #"{"access_token":"at","token_type":"Bearer","expires_in":"soon"}"#,
@@ -41,6 +44,19 @@ final class ParsingTests: XCTestCase {
             XCTAssertThrowsError(try TokenResponseParser.parse(reply(body), receivedAt: now), body) { error in
                 XCTAssertEqual((error as? AuthError)?.code, .invalidTokenResponse, body)
             }
+        }
+    }
+
+    func testOversizedBodiesAreMalformedResponsesUnlessTheStatusSaysOutage() {
+        // The transport stops reading at its cap and hands over an empty body marked too large.
+        let capped = HTTPReply(status: 200, body: [], bodyTooLarge: true)
+        XCTAssertThrowsError(try TokenResponseParser.parse(capped, receivedAt: now)) { error in
+            XCTAssertEqual((error as? AuthError)?.code, .invalidTokenResponse)
+            XCTAssertTrue("\(error)".contains("too large"), "\(error)")
+        }
+        let outage = HTTPReply(status: 503, body: [], bodyTooLarge: true)
+        XCTAssertThrowsError(try TokenResponseParser.parse(outage, receivedAt: now)) { error in
+            XCTAssertEqual((error as? AuthError)?.code, .serverError)
         }
     }
 

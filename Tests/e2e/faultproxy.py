@@ -5,11 +5,14 @@ with a canned response. Used by test_hostile.py.
 Modes (FaultProxy.set):
   pass           forward to the upstream server and relay its answer
   hang_before    signal `reached`, then hold the request without forwarding until `release` (then drop it)
+  hold           signal `reached`, hold the request until `release`, then forward it and relay the answer
   hang_after     forward (the server acts on it, e.g. rotates the refresh token), signal `reached`, hold the
                  answer until `release`, then drop the connection without replying
   after_response forward, relay the answer, then signal `reached`
   hold_response  forward (the server acts on it), signal `reached`, hold the answer until `release`, then relay it
   canned         answer (status, content_type, body) without contacting the server
+  drip           answer 200 with a Content-Length of 4096 and then one byte every 0.5 s (a body that never ends in
+                 time: only an overall deadline stops it, never an idle read timeout)
 A rewrite (FaultProxy.rewrite) changes the upstream's answer body for paths starting with a prefix (e.g. a forged
 ID token in a real token response).
 A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
@@ -60,6 +63,12 @@ class FaultProxy:
                 if mode == "canned":
                     status, ctype, payload = canned
                     return self._reply(status, [("Content-Type", ctype)], payload)
+                if mode == "drip":
+                    return self._drip()
+                if mode == "hold":
+                    proxy.reached.set()
+                    proxy.release.wait(HOLD_LIMIT)
+                    return self._reply(*proxy._forward(self.command, self.path, self.headers, body))
                 if mode == "hang_before":
                     proxy.reached.set()
                     proxy.release.wait(HOLD_LIMIT)
@@ -81,6 +90,22 @@ class FaultProxy:
                 self._reply(status, headers, payload)
                 if mode == "after_response":
                     proxy.reached.set()
+
+            def _drip(self):
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "4096")
+                    self.end_headers()
+                    self.wfile.flush()
+                    for _ in range(4096):
+                        if proxy.release.wait(0.5):
+                            break
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
             def _reply(self, status, headers, payload):
                 try:

@@ -21,9 +21,9 @@ and nothing lost. Each test fails if the protection it names breaks.
   connections leave the agent's fd count at baseline (they used to leak one fd each) (SECURITY.md 21).
 - test_malformed_token_responses_keep_the_refresh_token: the token endpoint (through the proxy) answers HTML with
   200, JSON without access_token (but with a new refresh_token), token_type=mac, expires_in=-1, or a 5 MB body:
-  each gives exit 6 (invalid_token_response for the first four; the 5 MB body, over the 1 MiB cap, is reported
-  as server_error), and the refresh token in the keyring is unchanged and still valid at the server.
-  Not tested here: a server that never answers (the agent's HTTP timeout is a fixed 30 s, too slow for CI).
+  each gives exit 6 and invalid_token_response (the 5 MB body is cut off at the 1 MiB cap), and the refresh
+  token in the keyring is unchanged and still valid at the server. More network faults (no answer, a trickling
+  body, an untrusted certificate, 50 MB, absurd expires_in): test_hostile_network.py.
 """
 import json
 import os
@@ -373,13 +373,11 @@ def test_malformed_token_responses_keep_the_refresh_token(make_agent, keyring, a
         assert "canned-access-token" not in result.stderr
         code = agent.account_status("work")["last_error"]["code"]
         seen[name] = code
-        assert code in ("invalid_token_response", "server_unreachable", "server_error"), (name, code)
+        assert code == "invalid_token_response", (name, code)
         assert keyring.secret_tool_lookup("work", auth_server.issuer) == rt, f"{name}: the refresh token changed"
         assert keyring.secret_tool_count("work") == 1
         assert_alive(agent)
     print("codes: " + "; ".join(f"{k}: {v}" for k, v in seen.items()))
-    for name in ("html with 200", "no access_token (but a new refresh_token)", "token_type mac", "expires_in -1"):
-        assert seen[name] == "invalid_token_response", (name, seen[name])
     assert "canned-access-token-0001" not in agent.log()
 
     # The refresh token was kept and never spent: the real server still accepts it.

@@ -1,0 +1,45 @@
+@testable import AgentServer
+import NIOCore
+import NIOEmbedded
+import XCTest
+
+/// The connection cap (SECURITY.md 22): at the limit, the connection idle longest makes room; busy connections are
+/// never evicted, and when all are busy the new one is refused.
+final class ConnectionRegistryTests: XCTestCase {
+    func channel() throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    func testEvictsTheLongestIdleConnectionAtTheCap() throws {
+        let registry = ConnectionRegistry(limit: 3)
+        let a = try channel(), b = try channel(), c = try channel(), d = try channel()
+        let idA = try XCTUnwrap(registry.add(a))
+        let idB = try XCTUnwrap(registry.add(b))
+        _ = try XCTUnwrap(registry.add(c))
+        registry.begin(idA)  // a is busy; b is now the idle one with the oldest activity
+        registry.end(idA)    // a was active after b: still b is the longest idle
+        XCTAssertNotNil(registry.add(d))
+        XCTAssertEqual(registry.count, 3)
+        XCTAssertFalse(b.isActive, "the longest-idle connection was not closed")
+        XCTAssertTrue(a.isActive && c.isActive && d.isActive)
+        registry.remove(idB)  // its task ends later: removing an evicted id is harmless
+        XCTAssertEqual(registry.count, 3)
+    }
+
+    func testBusyConnectionsAreNeverEvicted() throws {
+        let registry = ConnectionRegistry(limit: 2)
+        let a = try channel(), b = try channel(), c = try channel()
+        registry.begin(try XCTUnwrap(registry.add(a)))
+        registry.begin(try XCTUnwrap(registry.add(b)))
+        XCTAssertNil(registry.add(c), "a new connection was admitted although every slot is busy")
+        XCTAssertTrue(a.isActive && b.isActive)
+        XCTAssertEqual(registry.count, 2)
+    }
+
+    func testConnectionLimitStaysBelowTheOpenFileLimit() {
+        XCTAssertLessThanOrEqual(SocketServer.connectionLimit(), SocketServer.maxConnections)
+        XCTAssertGreaterThanOrEqual(SocketServer.connectionLimit(), 16)
+    }
+}

@@ -1,0 +1,93 @@
+@testable import AgentIPC
+@testable import AgentServer
+import Foundation
+import NIOCore
+import NIOEmbedded
+import XCTest
+
+/// The socket request decoder under mutation fuzzing: bytes → `LineFrameDecoder` (fed in uneven chunks, through
+/// NIO's real ByteToMessageHandler) → `RequestDispatcher.decode` → the error reply line.
+///
+/// Properties, checked on every input: the lines that come out are exactly the input's newline-separated lines
+/// (one trailing CR removed), in order, none longer than the cap; a line over the cap stops the connection with
+/// `LineTooLong` at exactly that line and nothing after it is delivered; a decoded request always has `v == 1` and
+/// a known operation; every refusal is `bad_request`, `unsupported_version` or `unknown_op`, and its reply encodes
+/// to one line of valid JSON (so a hostile request can never inject a second reply line).
+final class SocketRequestFuzzTests: XCTestCase {
+    static let cap = 512  // small, so the over-the-cap path is exercised as often as the normal one
+
+    func testSocketRequestDecoder() {
+        let engine = FuzzEngine(target: "socket_request", dictionary: [
+            #"{"v":1,"id":1,"op":"token","account":"work"}"#, #""v":"#, #""op":"#, #""id":"#, #""account":"#,
+            #""min_valid":"#, #""force_refresh":true"#, "ping", "status", "token", "login", "login_callback", "logout",
+            "frobnicate", #""v":2"#, #""id":-9223372036854775808"#, #""id":9223372036854775808"#, #""url":"http://127.0.0.1/"#,
+        ], maxLength: 2048)
+        let report = engine.run { input in SocketRequestFuzzTests.check(input) }
+        XCTAssertGreaterThan(report.inputs, 0)
+        XCTAssertEqual(report.failures, 0)
+    }
+
+    static func check(_ input: [UInt8]) -> String? {
+        // The input decides how it is cut into chunks, so a failing input replays exactly.
+        var chunkSeed = SplitMix64(seed: UInt64(input.count) &* 31 &+ UInt64(input.first ?? 7))
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(LineFrameDecoder(maxLength: cap)))
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        var lines: [[UInt8]] = []
+        var tooLong = false
+        func drain() throws {
+            while let line = try channel.readInbound(as: ByteBuffer.self) { lines.append(Array(buffer: line)) }
+        }
+        do {
+            var rest = input[...]
+            while !rest.isEmpty {
+                let n = 1 + chunkSeed.next(min(rest.count, 97))
+                try channel.writeInbound(ByteBuffer(bytes: rest.prefix(n)))
+                rest = rest.dropFirst(n)
+                try drain()
+            }
+            channel.pipeline.fireChannelInactive()
+            try drain()
+        } catch is LineFrameDecoder.LineTooLong {
+            tooLong = true
+        } catch {
+            return "unexpected decoder error \(error)"
+        }
+        try? drain()
+
+        // The oracle: split by hand.
+        var expected: [[UInt8]] = []
+        var expectTooLong = false
+        let segments = input.split(separator: 0x0A, omittingEmptySubsequences: false).map(Array.init)
+        for (index, segment) in segments.enumerated() {
+            let complete = index < segments.count - 1
+            if segment.count > cap { expectTooLong = true; break }
+            if complete {
+                expected.append(segment.last == 0x0D ? Array(segment.dropLast()) : segment)
+            } else if !segment.isEmpty {
+                expected.append(segment)
+            }
+        }
+        guard tooLong == expectTooLong else { return "LineTooLong \(tooLong), expected \(expectTooLong)" }
+        guard lines == expected else { return "framed \(lines.count) lines, expected \(expected.count) (or different bytes)" }
+
+        for line in lines {
+            guard line.count <= cap, !line.contains(0x0A) else { return "a framed line breaks the cap or holds a newline" }
+            switch RequestDispatcher.decode(line) {
+            case .request(let request):
+                guard request.v == WireProtocol.version, Operation(rawValue: request.op) != nil else {
+                    return "decoded a request with v \(request.v) op \(request.op)"
+                }
+            case .invalid(let id, let error):
+                guard [.badRequest, .unsupportedVersion, .unknownOp].contains(error.knownCode) else {
+                    return "refused with code \(error.code)"
+                }
+                let reply = RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, error: error))
+                guard !reply.contains(0x0A),
+                      let object = try? JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any],
+                      (object["error"] as? [String: Any])?["code"] as? String == error.code
+                else { return "the error reply is not one line of JSON" }
+            }
+        }
+        return nil
+    }
+}

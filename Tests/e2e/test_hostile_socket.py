@@ -1,0 +1,176 @@
+"""Hostile world, the socket (issue 7; SECURITY.md 22): thousands of idle connections and a flood of clients, a
+client that hangs up while its refresh runs, and byte streams that are not the protocol. Each test fails if the
+protection it names breaks. (Other uids, loosened modes, 10 MB lines and deep JSON: test_hostile.py; stale and
+live sockets: test_errors.py::test_stale_socket_and_second_agent.)
+"""
+import json
+import os
+import resource
+import socket
+import statistics
+import threading
+import time
+
+from conftest import connection_closed, read_replies, wait_for
+from test_hostile import assert_alive, connect_retrying, fault_proxy, fd_count, proxied_agent, vm_rss_kib  # noqa: F401
+
+IDLE = 5000
+FLOODERS = 64
+CONNECTION_CAP = 4096  # SocketServer.maxConnections
+
+
+def raise_own_fd_limit(wanted: int):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(wanted, soft), max(wanted, hard)))  # root may raise hard
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft >= wanted, f"this test needs {wanted} open files; RLIMIT_NOFILE allows {soft}"
+
+
+def test_idle_connections_and_a_flood_do_not_lock_out_a_real_client(signed_in_agent, keyring):
+    """5,000 idle connections (more than the agent's cap of 4,096) plus 64 clients hammering it: a real
+    `authctl token` is still answered with the right token, and the agent's open files stay under its cap."""
+    agent = signed_in_agent
+    raise_own_fd_limit(IDLE + FLOODERS + 512)
+    pid = agent.proc.pid
+    token = agent.token("work")
+    limits = open(f"/proc/{pid}/limits").read()
+    nofile = next(line for line in limits.splitlines() if line.startswith("Max open files")).split()
+    assert nofile[3] == nofile[4], f"the agent did not raise its soft open-file limit to the hard one: {nofile}"
+    fds_before = fd_count(pid)
+
+    idle: list[socket.socket] = []
+    stop = threading.Event()
+    answered = [0] * FLOODERS
+    errors: list[str] = []
+
+    def flood(i: int):
+        while not stop.is_set():
+            try:
+                with connect_retrying(agent, timeout=5) as s:
+                    op = b'{"v":1,"id":1,"op":"status"}\n' if i % 2 else b'{"v":1,"id":1,"op":"token","account":"work"}\n'
+                    s.sendall(op * 4)
+                    answered[i] += len(read_replies(s, 4, 10))
+            except OSError as e:  # refused or closed while the agent evicts: the flood goes on
+                if len(errors) < 5:
+                    errors.append(repr(e))
+
+    threads = [threading.Thread(target=flood, args=(i,), daemon=True) for i in range(FLOODERS)]
+    latencies = []
+    peak_fds = 0
+    try:
+        for _ in range(IDLE):
+            idle.append(connect_retrying(agent))
+        peak_fds = fd_count(pid)
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        for _ in range(5):
+            started = time.monotonic()
+            result = agent.authctl("token", "work", timeout=60)
+            latencies.append((time.monotonic() - started) * 1000)
+            assert result.returncode == 0, (result.returncode, result.stderr)
+            assert result.stdout.strip() == token, "the real client got a different token under load"
+            peak_fds = max(peak_fds, fd_count(pid))
+        status = agent.status_json()
+        assert status["agent"]["pid"] == pid
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        for s in idle:
+            s.close()
+    print(f"authctl token with {IDLE} idle connections and {FLOODERS} flooding clients: "
+          f"median {statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms (target 200 ms); "
+          f"flood answers {sum(answered)}; agent fds {fds_before} -> peak {peak_fds}; first flood errors {errors[:3]}")
+    assert sum(answered) > 0, "the flood never got an answer (it measured nothing)"
+    # The cap, plus the 256 fds the agent keeps in reserve under its open-file limit (connections being accepted
+    # or evicted at the moment of sampling, the flood's own connections).
+    assert peak_fds <= fds_before + CONNECTION_CAP + 256, f"open fds not bounded: {peak_fds}"
+    wait_for(lambda: fd_count(pid) <= fds_before + 2, 20, "the agent's fds to return to baseline")
+    assert_alive(agent)
+    assert keyring.secret_tool_count("work") == 1
+
+
+def test_client_that_hangs_up_during_its_refresh(make_agent, keyring, auth_server, fault_proxy):
+    """The client closes before the reply (the agent's write then fails: SIGPIPE must not kill it); the refresh
+    still completes, its result is cached (the server saw exactly one refresh), and the next request is served
+    from the cache."""
+    proxy = fault_proxy
+    agent = proxied_agent(make_agent, proxy)
+    agent.login("work")
+    old = agent.token("work")
+    old_rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    posts = proxy.token_posts()
+
+    proxy.set("hold")
+    s = agent.connect()
+    s.sendall(b'{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}\n')
+    assert proxy.reached.wait(20), "the refresh never reached the token endpoint"
+    s.close()  # gone before the answer
+    proxy.release.set()
+    # The rotated refresh token reaches the keyring just before the access token is cached.
+    wait_for(lambda: keyring.secret_tool_lookup("work", auth_server.issuer) not in (None, old_rt), 20,
+             "the abandoned refresh to store its rotated refresh token")
+    time.sleep(0.5)
+    assert agent.alive(), f"the agent died when its client vanished:\n{agent.log()[-2000:]}"
+    proxy.set("pass")
+    new = agent.token("work")
+    assert new != old, "the refresh result was not cached (the old token is still served)"
+    assert proxy.token_posts() == posts + 1, f"the server saw {proxy.token_posts() - posts} refreshes, not 1"
+    assert auth_server.introspect(new)["active"] is True
+    agent.remember(new, keyring.secret_tool_lookup("work", auth_server.issuer))
+    assert_alive(agent)
+
+
+def test_bytes_that_are_not_the_protocol(signed_in_agent, keyring):
+    """Invalid UTF-8, a binary 0xFFFFFFFF length prefix (as a length-prefixed protocol would send), NUL bytes and
+    lone CRs: each gets an error reply or a close, the agent stays up, and 300 rounds grow its RSS by < 5 MB."""
+    agent = signed_in_agent
+    pid = agent.proc.pid
+    agent.token("work")
+    cases = {
+        "invalid utf-8": b"\xff\xfe\xfd\xc3\x28\xa0\xa1\n",
+        "invalid utf-8 inside a request": b'{"v":1,"id":3,"op":"token","account":"w\xc3\x28rk"}\n',
+        "overlong utf-8": b'{"v":1,"id":4,"op":"p\xc0\xafing"}\n',
+        "0xFFFFFFFF length prefix": b"\xff\xff\xff\xff" + b'{"v":1,"id":5,"op":"ping"}\n',
+        "NUL bytes": b"\x00" * 64 + b"\n",
+        "CR only": b"\r\r\r\r\n",
+    }
+    for name, data in cases.items():
+        with agent.connect() as s:
+            s.sendall(data)
+            replies = read_replies(s, 1, 5)
+            if replies:
+                assert "error" in replies[0], (name, replies)
+                assert replies[0]["error"]["code"] == "bad_request", (name, replies)
+            else:
+                assert connection_closed(s, 1), f"{name}: neither an error reply nor a close"
+        assert_alive(agent)
+
+    # The length prefix followed by what a length-prefixed client would send next: 4 GiB announced, 1 MiB sent
+    # without a newline. Never buffered past the line cap.
+    with agent.connect() as s:
+        try:
+            s.sendall(b"\xff\xff\xff\xff" + b"\x01" * (1 << 20))
+        except OSError:
+            pass
+        replies = read_replies(s, 1, 10)
+        assert replies and replies[0]["error"]["code"] == "message_too_large", replies
+        assert connection_closed(s, 5)
+
+    rss_before = vm_rss_kib(pid)
+    for _ in range(50):
+        for data in cases.values():
+            with agent.connect() as s:
+                s.sendall(data)
+                read_replies(s, 1, 5)
+    rss_after = vm_rss_kib(pid)
+    print(f"RSS after 300 garbage requests: {rss_before} -> {rss_after} KiB (+{rss_after - rss_before} KiB)")
+    assert rss_after - rss_before < 5 * 1024, (rss_before, rss_after)
+    assert_alive(agent)
+    assert keyring.secret_tool_count("work") == 1
