@@ -22,7 +22,7 @@ public final class LibsecretStore: SecretStore {
     ///   - timeout: how long one keyring call may take before it is cancelled and fails with `keyringError`.
     ///   - label: the item label people see in Seahorse / `secret-tool search`. Never put the secret in it.
     public init(
-        timeout: Duration = .seconds(25),
+        timeout: Duration = .seconds(20),
         label: @escaping @Sendable (SecretKey) -> String = LibsecretStore.defaultLabel
     ) {
         self.timeout = timeout

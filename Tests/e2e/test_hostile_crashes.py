@@ -2,7 +2,7 @@
 
 - test_stopped_keyring_*: with gnome-keyring-daemon SIGSTOPped, cached tokens of all three accounts and `status`
   are still answered (latencies printed; the issue's target is 100 ms), a keyring operation fails with
-  keyring_error and a clear message at the libsecret deadline (25 s) instead of hanging, and after SIGCONT it works.
+  keyring_error and a clear message at the libsecret deadline (20 s) instead of hanging, and after SIGCONT it works.
 - test_kill9_soak: kill -9 at random moments during rotating refreshes and sign-ins, then restart. Invariants after
   every kill: never two keyring items for the account; the account either works or says login_required (then it
   signs in again); nothing else. `AUTH_AGENT_SOAK_ITERATIONS` (default 10 here; `scripts/soak N` runs more).
