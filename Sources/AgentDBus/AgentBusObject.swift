@@ -51,7 +51,7 @@ final class AgentBusObject: @unchecked Sendable {
         }
         _ = sd_bus_message_ref(message)
         let reference = BusMessageRef(raw: message)
-        let caller = Caller(pid: pid, uid: uid, via: "dbus")
+        let caller = Caller(pid: pid, uid: uid, via: "dbus", exe: Caller.executable(of: pid))
         let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
         let operations = self.operations
         activity?.begin()

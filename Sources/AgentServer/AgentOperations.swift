@@ -9,11 +9,24 @@ public struct Caller: Sendable {
     public var pid: Int32
     public var uid: UInt32
     public var via: String
+    /// The peer's executable (`/proc/PID/exe`), for the log; nil when it cannot be read. Read by the agent, never
+    /// taken from anything the client sends.
+    public var exe: String?
 
-    public init(pid: Int32, uid: UInt32, via: String) {
+    public init(pid: Int32, uid: UInt32, via: String, exe: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.via = via
+        self.exe = exe
+    }
+
+    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
+    public static func executable(of pid: Int32) -> String? {
+        guard pid > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
@@ -39,6 +52,7 @@ public struct AgentOperations: Sendable {
                            _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
         var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
         if caller.via != "socket" { meta["via"] = "\(caller.via)" }
+        if let exe = caller.exe { meta["peer_exe"] = "\(exe)" }
         if let account { meta["account"] = "\(account)" }
         logger.debug("request", metadata: meta)
         do {

@@ -68,7 +68,7 @@ public struct RequestDispatcher: Sendable {
     }
 
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
-    public func execute(_ request: WireRequest, peer: PeerCredentials,
+    public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
         let ops = operations
@@ -76,7 +76,6 @@ public struct RequestDispatcher: Sendable {
         let loginStarted: @Sendable (WireEvent) async -> Void = {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))
         }
-        let caller = Caller(pid: peer.pid, uid: peer.uid, via: "socket")
         do throws(WireError) {
             return try await ops.perform(op, account: request.account, caller: caller) { () async throws(WireError) -> [UInt8] in
                 switch op {

@@ -124,6 +124,8 @@ public final class SocketServer: Service {
             return
         }
         let peer = credentials.peer
+        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, /proc/PID/exe).
+        let caller = Caller(pid: peer.pid, uid: peer.uid, via: "socket", exe: Caller.executable(of: peer.pid))
         guard let registration = connections.add(connection.channel) else {
             logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
             try? await connection.executeThenClose { _, _ in }
@@ -157,7 +159,7 @@ public final class SocketServer: Service {
                                     // Cancelled when the client hangs up: a closed `authctl login` cancels its sign-in.
                                     let task = Task {
                                         defer { registry.end(registration) }
-                                        let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
+                                        let reply = await dispatcher.execute(request, caller: caller) { await writer.write($0) }
                                         await writer.write(reply)
                                     }
                                     personTasks.append(task)
@@ -165,7 +167,7 @@ public final class SocketServer: Service {
                                 } else {
                                     group.addTask {
                                         defer { registry.end(registration) }
-                                        let reply = await dispatcher.execute(request, peer: peer) { await writer.write($0) }
+                                        let reply = await dispatcher.execute(request, caller: caller) { await writer.write($0) }
                                         await writer.write(reply)
                                     }
                                 }

@@ -239,6 +239,11 @@ def test_journal_entries_are_structured_and_secret_free(make_agent, keyring, aut
         assert signed_in["ACCOUNT"] == "work" and signed_in["PRIORITY"] == "6"
         requests = [e for e in entries if e["MESSAGE"] == "request"]
         assert any(e.get("OPERATION") == "token" and e.get("PEER_PID", "").isdigit() for e in requests), requests
+        # The caller's executable, read by the agent from /proc (authctl here), is in every request entry.
+        authctl_exe = os.path.realpath(os.path.join(os.environ["AUTH_AGENT_BIN_DIR"], "authctl"))
+        from_authctl = [e for e in requests if e.get("OPERATION") in ("login", "token", "logout")]
+        assert from_authctl and all(e.get("PEER_EXE") == authctl_exe for e in from_authctl), \
+            [(e.get("OPERATION"), e.get("PEER_EXE")) for e in requests]
         # Nothing went to stderr: the journal is the sink. And no secret went anywhere.
         assert agent.log().strip() == "", agent.log()[:500]
         for secret in agent.secrets | set(auth_server.issued_secrets()):
