@@ -11,18 +11,21 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `[agent] idle_exit`: when socket-activated, exit after this long without clients, sign-ins or refreshes
     /// (zero: never). Activation starts the agent again on the next connection.
     public var idleExit: Duration
+    /// `[agent] notifications`: show a desktop notification (once per account) when an account must sign in.
+    public var notifications: Bool
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
     public static let defaultIdleExit: Duration = .seconds(3600)
 
     public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
-                idleExit: Duration = AgentConfiguration.defaultIdleExit) {
+                idleExit: Duration = AgentConfiguration.defaultIdleExit, notifications: Bool = true) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
         self.fileMissing = fileMissing
         self.idleExit = idleExit
+        self.notifications = notifications
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,
