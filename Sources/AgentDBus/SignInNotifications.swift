@@ -78,16 +78,21 @@ final class SignInNotifier: @unchecked Sendable {
             self.notifier = notifier
             self.account = account
         }
+
+        /// Takes back the call's context from a reply; nil (after the log line) when the reply is an error.
+        static func answered(_ message: OpaquePointer, _ context: UnsafeMutableRawPointer) -> PendingCall? {
+            let call = Unmanaged<PendingCall>.fromOpaque(context).takeRetainedValue()
+            if let error = sd_bus_message_get_error(message), sd_bus_error_is_set(error) != 0 {
+                call.notifier.unavailable(account: call.account, error: error)
+                return nil
+            }
+            return call
+        }
     }
 
     private static let capabilitiesReply: sd_bus_message_handler_t = { message, context, _ in
-        guard let message, let context else { return 0 }
-        let call = Unmanaged<PendingCall>.fromOpaque(context).takeRetainedValue()
+        guard let message, let context, let call = PendingCall.answered(message, context) else { return 0 }
         let notifier = call.notifier
-        if let error = sd_bus_message_get_error(message), sd_bus_error_is_set(error) != 0 {
-            notifier.unavailable(account: call.account, error: error)
-            return 0
-        }
         let actions = aa_bus_read_has_string(message, "actions") > 0
         let (summary, body) = SignInNotificationPolicy.text(account: call.account)
         let next = Unmanaged.passRetained(call).toOpaque()
@@ -102,13 +107,8 @@ final class SignInNotifier: @unchecked Sendable {
     }
 
     private static let notifyReply: sd_bus_message_handler_t = { message, context, _ in
-        guard let message, let context else { return 0 }
-        let call = Unmanaged<PendingCall>.fromOpaque(context).takeRetainedValue()
+        guard let message, let context, let call = PendingCall.answered(message, context) else { return 0 }
         let notifier = call.notifier
-        if let error = sd_bus_message_get_error(message), sd_bus_error_is_set(error) != 0 {
-            notifier.unavailable(account: call.account, error: error)
-            return 0
-        }
         guard let id = BusMessage.readUInt32(message), let sender = sd_bus_message_get_sender(message) else { return 0 }
         notifier.shown[id] = (call.account, String(cString: sender))
         notifier.logger.info("sign-in notification shown", metadata: ["account": "\(call.account)"])
@@ -126,7 +126,7 @@ final class SignInNotifier: @unchecked Sendable {
         return 0
     }
 
-    private func unavailable(account: String, error: UnsafePointer<sd_bus_error>) {
+    fileprivate func unavailable(account: String, error: UnsafePointer<sd_bus_error>) {
         let name = error.pointee.name.map { String(cString: $0) } ?? "unknown"
         logger.info("no desktop notification shown (no notification server?)",
                     metadata: ["account": "\(account)", "dbus_error": "\(name)"])
