@@ -15,6 +15,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `[agent] http_timeout`: seconds a request to an authorization server may take before it counts as
     /// `server_unreachable` (a server that accepts and never answers must not hang a refresh).
     public var httpTimeout: Duration
+    /// `[agent] notifications`: show a desktop notification (once per account) when an account must sign in.
+    public var notifications: Bool
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
@@ -24,13 +26,14 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
                 idleExit: Duration = AgentConfiguration.defaultIdleExit,
-                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout) {
+                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout, notifications: Bool = true) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
         self.fileMissing = fileMissing
         self.idleExit = idleExit
         self.httpTimeout = httpTimeout
+        self.notifications = notifications
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,

@@ -10,7 +10,7 @@ public enum ConfigLoader {
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts",
     ]
-    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout"]
+    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -50,6 +50,7 @@ public enum ConfigLoader {
         var logLevel: String?
         var idleExit = AgentConfiguration.defaultIdleExit
         var httpTimeout = AgentConfiguration.defaultHTTPTimeout
+        var notifications = true
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -78,6 +79,13 @@ public enum ConfigLoader {
                 }
                 httpTimeout = .seconds(seconds)
             }
+            if let value = agentTable["notifications"] {
+                guard let flag = value.bool else {
+                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "notifications"),
+                                      "notifications must be true or false")
+                }
+                notifications = flag
+            }
         }
         var accounts: [AccountConfig] = []
         if let accountsValue = table["accounts"] {
@@ -97,7 +105,7 @@ public enum ConfigLoader {
             }
         }
         return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit,
-                                  httpTimeout: httpTimeout)
+                                  httpTimeout: httpTimeout, notifications: notifications)
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {

@@ -22,26 +22,34 @@ public struct DBusService: Service {
 
     let operations: AgentOperations
     let activity: ActivityTracker?
+    let notifications: Bool
     let logger: Logger
 
-    /// `activity` hears of every call in flight (for the idle exit).
-    public init(operations: AgentOperations, activity: ActivityTracker? = nil, logger: Logger) {
+    /// `activity` hears of every call in flight (for the idle exit). `notifications`: show a desktop notification
+    /// when an account must sign in (`[agent] notifications`).
+    public init(operations: AgentOperations, activity: ActivityTracker? = nil, notifications: Bool = true,
+                logger: Logger) {
         self.operations = operations
         self.activity = activity
+        self.notifications = notifications
         self.logger = logger
     }
 
     public func run() async {
         let loop = BusLoop()
         let object = AgentBusObject(operations: operations, loop: loop, activity: activity, logger: logger)
+        let notifier = notifications ? SignInNotifier(operations: operations, loop: loop, logger: logger) : nil
         let events = Task {
-            for await event in operations.broker.events() { object.emit(event) }
+            for await event in operations.broker.events() {
+                object.emit(event)
+                notifier?.handle(event)
+            }
         }
         defer { events.cancel() }
         let logger = self.logger
         await withGracefulShutdownHandler {
             let end: String? = await withCheckedContinuation { continuation in
-                let thread = Thread { continuation.resume(returning: DBusService.serve(object, loop: loop, logger: logger)) }
+                let thread = Thread { continuation.resume(returning: DBusService.serve(object, notifier: notifier, loop: loop, logger: logger)) }
                 thread.name = "auth-agent-dbus"
                 thread.start()
             }
@@ -56,7 +64,7 @@ public struct DBusService: Service {
 
     /// The bus thread: connect, register the object, take the name, serve until stopped. Returns why the D-Bus API
     /// is not (or no longer) available, or nil after a requested stop.
-    static func serve(_ object: AgentBusObject, loop: BusLoop, logger: Logger) -> String? {
+    static func serve(_ object: AgentBusObject, notifier: SignInNotifier?, loop: BusLoop, logger: Logger) -> String? {
         var bus: OpaquePointer?
         var r = sd_bus_open_user_with_description(&bus, "auth-agent")
         guard r >= 0, let bus else { return "no session bus (\(describe(r)))" }
@@ -71,6 +79,12 @@ public struct DBusService: Service {
         r = sd_bus_match_signal(bus, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                 "NameOwnerChanged", AgentBusObject.nameOwnerChanged, context.toOpaque())
         if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }
+        let notifierContext = notifier.map { Unmanaged.passRetained($0) }
+        defer { notifierContext?.release() }
+        if let notifierContext {
+            r = SignInNotifier.watchActions(bus: bus, context: notifierContext.toOpaque())
+            if r < 0 { logger.notice("cannot watch desktop notification actions", metadata: ["errno": "\(-r)"]) }
+        }
         // The object is in place before the name is taken, so an activating call finds it.
         r = sd_bus_request_name(bus, busName, 0)
         if r == -EEXIST { return "\(busName) is already owned on the session bus (another agent?)" }

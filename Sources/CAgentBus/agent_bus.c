@@ -1,5 +1,6 @@
 #include "agent_bus.h"
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <systemd/sd-bus-vtable.h>
 
@@ -79,3 +80,44 @@ int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *messa
 }
 
 int aa_bus_wakeup_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+#define AA_NOTIFY_NAME "org.freedesktop.Notifications"
+#define AA_NOTIFY_PATH "/org/freedesktop/Notifications"
+
+int aa_bus_notifications_get_capabilities(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+    return sd_bus_call_method_async(bus, NULL, AA_NOTIFY_NAME, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "GetCapabilities",
+                                    callback, userdata, "");
+}
+
+int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, const char *summary, const char *body,
+                                const char *action_key, const char *action_label,
+                                sd_bus_message_handler_t callback, void *userdata) {
+    sd_bus_message *m = NULL;
+    int r = sd_bus_message_new_method_call(bus, &m, AA_NOTIFY_NAME, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "Notify");
+    if (r < 0) return r;
+    r = sd_bus_message_append(m, "susss", app_name, (uint32_t)0, "", summary, body);
+    if (r >= 0) {
+        if (action_key && action_label) r = sd_bus_message_append(m, "as", 2, action_key, action_label);
+        else r = sd_bus_message_append(m, "as", 0);
+    }
+    if (r >= 0) r = sd_bus_message_append(m, "a{sv}i", 0, (int32_t)-1);
+    if (r >= 0) r = sd_bus_call_async(bus, NULL, m, callback, userdata, 0);
+    sd_bus_message_unref(m);
+    return r;
+}
+
+int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+    return sd_bus_match_signal(bus, NULL, NULL, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "ActionInvoked", callback, userdata);
+}
+
+int aa_bus_read_has_string(sd_bus_message *m, const char *capability) {
+    int r = sd_bus_message_enter_container(m, 'a', "s");
+    if (r < 0) return r;
+    int found = 0;
+    const char *item = NULL;
+    while ((r = sd_bus_message_read(m, "s", &item)) > 0)
+        if (strcmp(item, capability) == 0) found = 1;
+    if (r < 0) return r;
+    sd_bus_message_exit_container(m);
+    return found;
+}

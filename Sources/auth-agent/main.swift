@@ -124,7 +124,8 @@ struct AuthAgent: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ProactiveRefreshService(broker: broker)),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
-            .init(service: DBusService(operations: dispatcher.operations, activity: activity, logger: logger),
+            .init(service: DBusService(operations: dispatcher.operations, activity: activity,
+                                       notifications: configuration.notifications, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
         ]
         // Only when systemd holds the socket: it starts the agent again on the next connection.

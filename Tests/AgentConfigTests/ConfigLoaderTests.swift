@@ -82,6 +82,12 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(try parse("").idleExit, .seconds(3600))
     }
 
+    func testNotifications() throws {
+        XCTAssertTrue(try parse("").notifications, "desktop notifications are on by default")
+        XCTAssertFalse(try parse("[agent]\nnotifications = false\n").notifications)
+        expectError("[agent]\nnotifications = \"no\"\n", line: 2, contains: "notifications must be true or false")
+    }
+
     func testDeviceEndpointAndPrivateUseRedirect() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let device = try parse(base + "device_authorization_endpoint = \"https://x.example/device\"\n")

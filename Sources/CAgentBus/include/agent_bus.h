@@ -37,4 +37,19 @@ int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *messa
 /* A non-blocking, close-on-exec eventfd for waking the bus thread from other threads. */
 int aa_bus_wakeup_fd(void);
 
+/* Desktop notifications (org.freedesktop.Notifications), as a client, without blocking: both calls are async and
+ * `callback` gets the reply (or the error) on the bus thread; the slot is floating (freed with the bus). */
+int aa_bus_notifications_get_capabilities(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
+
+/* Notify(app_name, 0, "", summary, body, actions, {}, -1); `action_key`/`action_label` NULL: no action. */
+int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, const char *summary, const char *body,
+                                const char *action_key, const char *action_label,
+                                sd_bus_message_handler_t callback, void *userdata);
+
+/* Watches ActionInvoked(u id, s key) from any sender; the handler checks the sender and the id. */
+int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
+
+/* Reads a GetCapabilities reply: 1 when `capability` is listed, 0 when not, negative errno on failure. */
+int aa_bus_read_has_string(sd_bus_message *m, const char *capability);
+
 #endif

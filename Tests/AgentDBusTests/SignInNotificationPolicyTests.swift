@@ -1,0 +1,33 @@
+@testable import AgentDBus
+import AuthCore
+import XCTest
+
+final class SignInNotificationPolicyTests: XCTestCase {
+    func testOncePerAccountUntilItSignsInAgain() {
+        var policy = SignInNotificationPolicy()
+        XCTAssertEqual(policy.account(toNotifyFor: .signInRequired("work")), "work")
+        XCTAssertNil(policy.account(toNotifyFor: .signInRequired("work")), "no second notification")
+        XCTAssertNil(policy.account(toNotifyFor: .accountChanged("work")))
+        XCTAssertEqual(policy.account(toNotifyFor: .signInRequired("home")), "home", "accounts are independent")
+        XCTAssertNil(policy.account(toNotifyFor: .signInStarted("work")))
+        XCTAssertNil(policy.account(toNotifyFor: .signInFinished("work")))
+        XCTAssertEqual(policy.account(toNotifyFor: .signInRequired("work")), "work", "after a sign-in it may show again")
+        XCTAssertNil(policy.account(toNotifyFor: .signInRequired("home")))
+    }
+
+    func testOtherEventsNeverNotify() {
+        var policy = SignInNotificationPolicy()
+        for event: BrokerEvent in [.accountChanged("a"), .refreshStarted("a"), .refreshFinished("a"),
+                                   .signInStarted("a"), .signInFinished("a")] {
+            XCTAssertNil(policy.account(toNotifyFor: event), "\(event)")
+        }
+    }
+
+    func testTextNamesTheAccountAndTheCommand() {
+        let (summary, body) = SignInNotificationPolicy.text(account: "work")
+        XCTAssertEqual(summary, "Sign in to work")
+        XCTAssertTrue(body.contains("'work'"))
+        XCTAssertTrue(body.contains("authctl login work"))
+        XCTAssertFalse(body.contains("http"))
+    }
+}
