@@ -8,7 +8,7 @@ public enum ConfigLoader {
     static let accountKeys: Set<String> = [
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
-        "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts",
+        "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -231,6 +231,10 @@ public enum ConfigLoader {
             extraAuthParams: extra, clientAuthMethod: method, loginTimeout: timeout,
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"), privateUseRedirect: privateUse)
         account.gitHosts = gitHosts
+        if let value = table["scoped_tokens"] {
+            guard let flag = value.bool else { throw fail("scoped_tokens", "'scoped_tokens' must be true or false") }
+            account.scopedTokens = flag
+        }
         return account
     }
 }

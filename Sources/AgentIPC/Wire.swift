@@ -40,10 +40,15 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var url: String?
     /// `login` and interactive `token`: `redirect` (default), `device` or `prefer_device` (``LoginMethodName``).
     public var method: String?
+    /// `token`: a subset of the account's scopes (a separately cached token); absent means the account's.
+    public var scopes: [String]?
+    /// `token`: an RFC 8707 resource (absolute URI, no fragment) the token is for.
+    public var resource: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
-                browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil) {
+                browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
+                scopes: [String]? = nil, resource: String? = nil) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -55,11 +60,13 @@ public struct WireRequest: Codable, Sendable, Equatable {
         self.browser = browser
         self.url = url
         self.method = method?.rawValue
+        self.scopes = scopes
+        self.resource = resource
     }
 
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url, method
+             browser, url, method, scopes, resource
     }
 }
 
@@ -91,6 +98,10 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case deviceGrantUnsupported = "device_grant_unsupported"
     case loginRateLimited = "login_rate_limited"
     case minValidUnsatisfiable = "min_valid_unsatisfiable"
+    /// `token` asked for a scope the account does not configure (or the server refused it).
+    case invalidScope = "invalid_scope"
+    /// `token` asked for a `resource` that is not an absolute URI without fragment (or the server refused it).
+    case invalidTarget = "invalid_target"
     // Keyring
     case keyringLocked = "keyring_locked"
     case keyringUnavailable = "keyring_unavailable"

@@ -79,15 +79,18 @@ public struct AgentOperations: Sendable {
     /// and announced through `loginStarted` before the wait.
     public func token(account: String, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
+                      scopes: [String]? = nil, resource: String? = nil,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         guard minValid >= 0, minValid <= 366 * 24 * 3600 else {
             throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
         }
+        guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
         let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
                 // Announce the sign-in if one is needed, so the caller can show the URL.
                 do throws(AuthError) {
-                    return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh)
+                    return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh,
+                                                        scopes: scopes, resource: resource)
                 } catch let error where error.code == .loginRequired {
                     let ticket = try await broker.beginLogin(account: account, method: method)
                     await loginStarted(AgentOperations.event(ticket))
@@ -95,7 +98,7 @@ public struct AgentOperations: Sendable {
                 }
             }
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
-                                                forceRefresh: forceRefresh && !interactive)
+                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
         }
         return TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,

@@ -90,7 +90,7 @@ public struct RequestDispatcher: Sendable {
                         account: try requireAccount(request), minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
                         includeIDToken: request.idToken ?? false, method: try loginMethod(request),
-                        loginStarted: loginStarted))
+                        scopes: request.scopes, resource: request.resource, loginStarted: loginStarted))
                 case .login:
                     return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
                                                           method: try loginMethod(request), loginStarted: loginStarted))

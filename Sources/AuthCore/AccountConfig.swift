@@ -30,6 +30,9 @@ public struct AccountConfig: Sendable, Equatable {
     public var loginTimeout: Duration
     /// `HOST[:PORT][/PATH-PREFIX]` entries for which `authctl git-credential` (without `--account`) uses this account.
     public var gitHosts: [String] = []
+    /// `scoped_tokens`: callers may ask for a subset of `scopes` and/or a resource (TokenCacheKey). Off by default:
+    /// safe only with servers that keep a refresh token's scope when they rotate it (RFC 6749 §6).
+    public var scopedTokens = false
 
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],

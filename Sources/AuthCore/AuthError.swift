@@ -30,6 +30,11 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidIDToken = "invalid_id_token"
         case invalidConfig = "invalid_config"
         case minValidUnsatisfiable = "min_valid_unsatisfiable"
+        /// A token was asked for with a scope the account does not configure (or the server refused the scope).
+        case invalidScope = "invalid_scope"
+        /// A token was asked for with a `resource` that is not an absolute URI without fragment (or the server
+        /// refused it, RFC 8707 `invalid_target`).
+        case invalidTarget = "invalid_target"
         case internalError = "internal_error"
     }
 

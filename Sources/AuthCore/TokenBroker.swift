@@ -37,6 +37,12 @@ public actor TokenBroker {
         var metadataFetchedAt: ContinuousClock.Instant?
         var cache: CachedToken?
         var refresh: Task<CachedToken, Error>?
+        /// Access tokens for a scope subset and/or resource (TokenBroker+Scopes.swift), and their single flights.
+        var scoped: [TokenCacheKey: CachedToken] = [:]
+        var scopedRefresh: [TokenCacheKey: Task<CachedToken, Error>] = [:]
+        /// One refresh-token redemption at a time per account, so a rotated token is stored before the next use.
+        var redeeming = false
+        var redeemWaiters: [CheckedContinuation<Void, Never>] = []
         var login: PendingLogin?
         /// The last sign-in that ended, so a caller whose ticket came from it still gets its result (it may end
         /// between `beginLogin` and `awaitLogin` when the browser is fast).
@@ -104,9 +110,16 @@ public actor TokenBroker {
 
     /// A token valid for at least `minValid`. Serves the cache when it can; otherwise joins or starts the one
     /// refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
+    /// `scopes` (a subset of the account's) and `resource` (RFC 8707) select a separately cached token.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                            interactive: Bool = false) async throws(AuthError) -> AccessTokenGrant {
+                            interactive: Bool = false, scopes: [String]? = nil,
+                            resource: String? = nil) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
+        let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
+        if !key.isDefault {
+            return try await scopedAccessToken(name, key, minValid: minValid, forceRefresh: forceRefresh,
+                                               interactive: interactive)
+        }
         let now = time.now()
         accounts[name]?.lastUsed = now
         if !forceRefresh, let cached = state.cache,
@@ -122,11 +135,7 @@ public actor TokenBroker {
         // After a transient failure the server is not asked again before the backoff ends.
         if !forceRefresh, let notBefore = state.retryNotBefore, now < notBefore, state.refresh == nil {
             if let cached = usableDuringOutage(state) { return grant(name, cached) }
-            let wait = Int((notBefore - now).components.seconds) + 1
-            let last = state.lastError
-            throw AuthError(last?.code ?? .serverUnreachable,
-                            "\(last?.message ?? "the authorization server is unavailable"); next attempt in \(wait) s",
-                            retryAfter: wait)
+            throw backoffError(state, notBefore: notBefore, now: now)
         }
         let refreshed: CachedToken
         do throws(AuthError) {
@@ -145,11 +154,25 @@ public actor TokenBroker {
             }
             throw error
         }
+        try requireValidity(refreshed, minValid: minValid)
+        return grant(name, refreshed)
+    }
+
+    /// While the account backs off after a transient failure: the last failure, and when the next attempt may be.
+    func backoffError(_ state: AccountState, notBefore: ContinuousClock.Instant, now: ContinuousClock.Instant) -> AuthError {
+        let wait = Int((notBefore - now).components.seconds) + 1
+        let last = state.lastError
+        return AuthError(last?.code ?? .serverUnreachable,
+                         "\(last?.message ?? "the authorization server is unavailable"); next attempt in \(wait) s",
+                         retryAfter: wait)
+    }
+
+    /// A just-refreshed token must satisfy the caller's `minValid`.
+    func requireValidity(_ refreshed: CachedToken, minValid: Duration) throws(AuthError) {
         guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, now: time.now(), minValid: minValid) else {
             throw AuthError(.minValidUnsatisfiable,
                 "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(minValid.components.seconds) s asked for")
         }
-        return grant(name, refreshed)
     }
 
     /// Single flight: every caller that needs a refresh while one is running waits for that one.
@@ -245,9 +268,12 @@ public actor TokenBroker {
         }
     }
 
-    private func performRefresh(_ name: String) async throws(AuthError) -> CachedToken {
+    /// Redeems the refresh token for the default entry or, with `entry`, a scoped one (TokenBroker+Scopes.swift).
+    func performRefresh(_ name: String, entry: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
         let config = try state(name).config
         let key = SecretKey(config)
+        await acquireRedemption(name)
+        defer { releaseRedemption(name) }
         do throws(AuthError) {
             let refreshToken: Secret
             if let unsaved = accounts[name]?.unsavedRefreshToken {
@@ -258,7 +284,7 @@ public actor TokenBroker {
                 throw AuthError.loginRequired(name)
             }
             let metadata = try await metadata(for: name)
-            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
+            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())] + entry.formFields
             let basic = clientAuthentication(config, metadata, into: &fields)
             let sentAt = time.now()
             logger.debug("refreshing", metadata: ["account": "\(name)"])
@@ -289,9 +315,10 @@ public actor TokenBroker {
                     tokens.idToken = nil
                 }
             }
-            if tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
-            let cached = cacheFreshTokens(name, tokens)
-            logger.info("refreshed access token", metadata: ["account": "\(name)", "expires_in_s": "\(tokens.lifetime.components.seconds)"])
+            if entry.isDefault, tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
+            let cached = entry.isDefault ? cacheFreshTokens(name, tokens) : cacheScoped(name, entry, tokens)
+            logger.info("refreshed access token", metadata: ["account": "\(name)", "entry": "\(entry)",
+                                                             "expires_in_s": "\(tokens.lifetime.components.seconds)"])
             return cached
         } catch {
             record(name, error)
@@ -324,6 +351,7 @@ public actor TokenBroker {
     /// `invalid_grant`: delete only the refresh token that was sent, and only if it is still the stored one.
     private func forgetDeadRefreshToken(_ name: String, key: SecretKey, sent: Secret) async throws(AuthError) {
         accounts[name]?.cache = nil
+        accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
         if let current = try await store.load(key), current == sent {
             try await store.delete(key)
@@ -474,6 +502,7 @@ public actor TokenBroker {
         let config = try state(name).config
         accounts[name]?.login?.completion.cancel()
         accounts[name]?.cache = nil
+        accounts[name]?.scoped = [:]
         accounts[name]?.idClaims = nil
         let key = SecretKey(config)
         let unsaved = accounts[name]?.unsavedRefreshToken
@@ -509,7 +538,7 @@ public actor TokenBroker {
     /// Cancels pending sign-ins and waits (up to `timeout`) for running refreshes, so a rotated refresh token that
     /// the server already issued is in the keyring before the process exits.
     public func drain(timeout: Duration = .seconds(10)) async {
-        let refreshes = accounts.values.compactMap(\.refresh)
+        let refreshes = accounts.values.compactMap(\.refresh) + accounts.values.flatMap { $0.scopedRefresh.values }
         for state in accounts.values { state.login?.completion.cancel() }
         guard !refreshes.isEmpty else { return }
         logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
@@ -666,7 +695,7 @@ public actor TokenBroker {
         return (LoginSession.formEncode(config.clientID), Secret(LoginSession.formEncode(secret.reveal())))
     }
 
-    private func grant(_ name: String, _ cached: CachedToken) -> AccessTokenGrant {
+    func grant(_ name: String, _ cached: CachedToken) -> AccessTokenGrant {
         let remaining = cached.tokens.expiresAt - time.now()
         return AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
@@ -703,7 +732,7 @@ public actor TokenBroker {
         return now.addingTimeInterval(Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
     }
 
-    private func record(_ name: String, _ error: AuthError) {
+    func record(_ name: String, _ error: AuthError) {
         accounts[name]?.lastError = RecordedError(code: error.code, message: error.message, at: time.wallClock())
     }
 

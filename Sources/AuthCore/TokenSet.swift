@@ -130,6 +130,10 @@ public enum TokenResponseParser {
         switch code {
         case "invalid_grant":
             return AuthError(.loginRequired, "the authorization server rejected the grant (\(detail))")
+        case "invalid_scope":
+            return AuthError(.invalidScope, "the authorization server refused the requested scope (\(detail))")
+        case "invalid_target":
+            return AuthError(.invalidTarget, "the authorization server refused the requested resource (\(detail))")
         case "invalid_client", "unauthorized_client":
             return AuthError(.invalidClient, "the authorization server rejected the client (\(detail)): check client_id/client_secret")
         case .some:

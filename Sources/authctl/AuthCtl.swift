@@ -189,6 +189,8 @@ struct Token: ParsableCommand {
           curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
           authctl token work --header | curl -H @- https://api.example.com/
           authctl token work --min-valid 600     a token valid for at least 10 more minutes
+          authctl token work --scope read        a token for a subset of the account's scopes
+          authctl token work --resource https://api.example.com/   a token for one resource (RFC 8707)
         """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name.") var account: String
@@ -198,6 +200,9 @@ struct Token: ParsableCommand {
     @Flag(help: "Print the OIDC ID token instead of the access token.") var idToken = false
     @Flag(help: "Print an HTTP header line: 'Authorization: Bearer TOKEN'.") var header = false
     @Flag(help: "Print JSON: token, type, expiry, scopes.") var json = false
+    @Option(name: .customLong("scope"), help: "Ask for only this scope of the account's (repeatable); cached separately.")
+    var scopes: [String] = []
+    @Option(help: "The resource (RFC 8707 absolute URI) the token is for; cached separately.") var resource: String?
 
     func validate() throws {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
@@ -210,7 +215,9 @@ struct Token: ParsableCommand {
             ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
             : nil
         let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
-                                  interactive: interactive, idToken: idToken, method: method)
+                                  interactive: interactive, idToken: idToken, method: method,
+                                  scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
+                                  resource: resource)
         var countdown: Countdown?
         let result: TokenResult
         do {

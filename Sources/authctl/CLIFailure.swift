@@ -29,7 +29,7 @@ enum ExitStatus {
              .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?: return server
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
             return loginIncomplete
-        case .unknownAccount?, .invalidConfig?: return account
+        case .unknownAccount?, .invalidConfig?, .invalidScope?, .invalidTarget?: return account
         case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
         case .minValidUnsatisfiable?, .internalError?, nil: return failure
         }
@@ -71,6 +71,8 @@ struct CLIFailure: Error {
         case .keyringLocked?: return "unlock your login keyring (e.g. with Seahorse, or by logging in to the desktop) and retry"
         case .keyringUnavailable?: return "start gnome-keyring-daemon (or another Secret Service) in your session"
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
+        case .invalidScope?: return "ask only for scopes the account is configured with (see `authctl accounts`)"
+        case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
         case .tlsError?: return "the server's certificate did not verify against the system's trusted CAs; check the endpoint's address, your network (a proxy or captive portal), and the system clock"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"

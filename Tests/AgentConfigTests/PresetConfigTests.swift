@@ -67,4 +67,13 @@ final class PresetConfigTests: XCTestCase {
             }
         }
     }
+
+    func testScopedTokensIsABooleanAndOffByDefault() throws {
+        let base = "[accounts.w]\nissuer = \"https://login.example.com\"\nclient_id = \"c\"\n"
+        XCTAssertEqual(try load(base).accounts.first?.scopedTokens, false)
+        XCTAssertEqual(try load(base + "scoped_tokens = true\n").accounts.first?.scopedTokens, true)
+        XCTAssertThrowsError(try load(base + "scoped_tokens = \"yes\"\n")) { error in
+            XCTAssertTrue((error as? ConfigError)?.message.contains("scoped_tokens") ?? false, "\(error)")
+        }
+    }
 }

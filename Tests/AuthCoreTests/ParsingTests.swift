@@ -63,7 +63,9 @@ final class ParsingTests: XCTestCase {
     func testErrorClassification() {
         XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"invalid_grant"}"#, status: 400)).code, .loginRequired)
         XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"invalid_client"}"#, status: 401)).code, .invalidClient)
-        XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"invalid_scope"}"#, status: 400)).code, .serverError)
+        XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"invalid_scope"}"#, status: 400)).code, .invalidScope)
+        XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"invalid_target"}"#, status: 400)).code, .invalidTarget)
+        XCTAssertEqual(TokenResponseParser.error(from: reply(#"{"error":"unsupported_grant_type"}"#, status: 400)).code, .serverError)
         let throttled = TokenResponseParser.error(from: reply("slow down", status: 429, retryAfter: "30"))
         XCTAssertEqual(throttled.code, .serverError)
         XCTAssertEqual(throttled.retryAfter, 30)

@@ -1,0 +1,52 @@
+"""A token for a subset of the account's scopes, against the real Django OAuth Toolkit server: its own cache entry,
+refreshed with the account's one refresh token (`scope=` on the refresh request), narrowed at the server."""
+
+
+def test_scoped_token_is_narrow_separate_and_cached(make_agent, keyring, auth_server):
+    agent = make_agent(work={"scoped_tokens": True})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    default = agent.token("work")
+    posts = auth_server.token_posts()
+
+    scoped = agent.token("work", "--scope", "openid")
+    assert scoped != default
+    assert auth_server.token_posts() == posts + 1, "one refresh for the new (account, scope set) entry"
+    info = auth_server.introspect(scoped)
+    assert info["active"] is True
+    assert info["scope"].split() == ["openid"], f"the server narrowed the token to the asked scope: {info}"
+    # A rotated refresh token from the scoped refresh is saved, and it is the only one.
+    rotated = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert rotated
+    agent.remember(rotated)
+    assert keyring.secret_tool_count("work") == 1
+
+    # Cached: the same token again (also for a duplicated scope), with no request to the server.
+    assert agent.token("work", "--scope", "openid") == scoped
+    assert agent.token("work", "--scope", "openid", "--scope", "openid") == scoped
+    assert auth_server.token_posts() == posts + 1, "a cached scoped token must not cause a token request"
+    # The default entry is separate.
+    assert agent.token("work") == default
+    assert auth_server.token_posts() == posts + 1
+
+
+def test_scope_outside_the_account_is_refused(make_agent, keyring, auth_server):
+    agent = make_agent(work={"scoped_tokens": True})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    posts = auth_server.token_posts()
+    result = agent.authctl("token", "work", "--scope", "admin")
+    assert result.returncode == 8, result
+    assert result.stdout == ""
+    assert "does not have the scope admin" in result.stderr
+    assert "hint:" in result.stderr
+    assert auth_server.token_posts() == posts
+
+
+def test_scoped_requests_are_off_unless_the_account_allows_them(signed_in_agent, auth_server):
+    agent = signed_in_agent
+    posts = auth_server.token_posts()
+    result = agent.authctl("token", "work", "--scope", "openid")
+    assert result.returncode == 8, result
+    assert "scoped_tokens = true" in result.stderr
+    assert auth_server.token_posts() == posts
