@@ -19,6 +19,7 @@ public enum ConfigSection {
         add("authorization_endpoint", preset.authorizationEndpoint)
         add("token_endpoint", preset.tokenEndpoint)
         add("jwks_uri", preset.jwksURI)
+        add("device_authorization_endpoint", preset.deviceAuthorizationEndpoint)
         if !preset.extraAuthParams.isEmpty {
             lines.append("extra_auth_params = { \(preset.extraAuthParams.map { "\($0.0) = \(quote($0.1))" }.joined(separator: ", ")) }")
         }

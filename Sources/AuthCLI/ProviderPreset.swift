@@ -7,6 +7,8 @@ public struct ProviderPreset: Sendable, Equatable {
     public var authorizationEndpoint: String?
     public var tokenEndpoint: String?
     public var jwksURI: String?
+    /// RFC 8628: lets `authctl login --device` (and SSH/headless sessions) sign in where discovery does not say.
+    public var deviceAuthorizationEndpoint: String? = nil
     public var scopes: [String]
     public var extraAuthParams: [(String, String)]
     /// The provider refuses installed apps without their (non-confidential) client secret.
@@ -16,7 +18,8 @@ public struct ProviderPreset: Sendable, Equatable {
 
     public static func == (a: ProviderPreset, b: ProviderPreset) -> Bool {
         a.name == b.name && a.issuer == b.issuer && a.authorizationEndpoint == b.authorizationEndpoint
-            && a.tokenEndpoint == b.tokenEndpoint && a.jwksURI == b.jwksURI && a.scopes == b.scopes
+            && a.tokenEndpoint == b.tokenEndpoint && a.jwksURI == b.jwksURI
+            && a.deviceAuthorizationEndpoint == b.deviceAuthorizationEndpoint && a.scopes == b.scopes
             && a.extraAuthParams.map { [$0.0, $0.1] } == b.extraAuthParams.map { [$0.0, $0.1] }
             && a.needsClientSecret == b.needsClientSecret
     }
@@ -65,9 +68,11 @@ public struct ProviderPreset: Sendable, Equatable {
             if issuer != nil { throw .issuerNotAllowed(name) }
             return ProviderPreset(
                 name: name, issuer: "https://github.com", authorizationEndpoint: "https://github.com/login/oauth/authorize",
-                tokenEndpoint: "https://github.com/login/oauth/access_token", scopes: [], extraAuthParams: [],
+                tokenEndpoint: "https://github.com/login/oauth/access_token",
+                deviceAuthorizationEndpoint: "https://github.com/login/device/code", scopes: [], extraAuthParams: [],
                 needsClientSecret: true,
                 notes: ["GitHub has no OIDC discovery for user sign-in: the endpoints are written explicitly.",
+                        "Device sign-in (authctl login --device, and the default over SSH) works once 'Enable Device Flow' is ticked in the app's settings.",
                         "A GitHub App (client ID Iv1...) with expiring user tokens gets refresh tokens and needs no scopes; an OAuth App needs --scope repo (and its tokens do not expire)."])
         case "gitlab":
             return ProviderPreset(

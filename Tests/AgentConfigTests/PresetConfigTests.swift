@@ -36,6 +36,7 @@ final class PresetConfigTests: XCTestCase {
             XCTAssertEqual(account.authorizationEndpoint?.absoluteString, preset.authorizationEndpoint, name)
             XCTAssertEqual(account.tokenEndpoint?.absoluteString, preset.tokenEndpoint, name)
             XCTAssertEqual(account.jwksURI?.absoluteString, preset.jwksURI, name)
+            XCTAssertEqual(account.deviceAuthorizationEndpoint?.absoluteString, preset.deviceAuthorizationEndpoint, name)
             XCTAssertEqual(account.extraAuthParams, Dictionary(uniqueKeysWithValues: preset.extraAuthParams), name)
             XCTAssertEqual(account.registeredRedirectURI, "http://127.0.0.1/oauth2/callback/\(name)",
                            "authctl accounts add prints this redirect URI")

@@ -9,6 +9,7 @@ final class ProviderPresetTests: XCTestCase {
         XCTAssertEqual(google.extraAuthParams.map { "\($0.0)=\($0.1)" }, ["access_type=offline", "prompt=consent"])
         let github = try ProviderPreset.named("github")
         XCTAssertEqual(github.tokenEndpoint, "https://github.com/login/oauth/access_token")
+        XCTAssertEqual(github.deviceAuthorizationEndpoint, "https://github.com/login/device/code", "GitHub offers the device flow")
         XCTAssertFalse(github.scopes.contains("openid"), "GitHub has no OIDC for user sign-in")
         XCTAssertEqual(try ProviderPreset.named("gitlab").issuer, "https://gitlab.com")
         XCTAssertEqual(try ProviderPreset.named("gitlab", issuer: "https://git.example.com").issuer, "https://git.example.com")

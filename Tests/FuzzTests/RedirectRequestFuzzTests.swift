@@ -107,7 +107,9 @@ final class RedirectRequestFuzzTests: XCTestCase {
             case .rejected:
                 break
             }
-            if case .code = verdict, !(input.starts(with: Array("GET ".utf8)) || text.contains("\nGET ") || text.contains("\r\nGET ")) {
+            // The HTTP parser skips CR and LF bytes before a request line (RFC 9112 §2.2), so "\rGET ..." is a GET.
+            let requestLine = input.drop(while: { $0 == 0x0D || $0 == 0x0A })
+            if case .code = verdict, !(requestLine.starts(with: Array("GET ".utf8)) || text.contains("\nGET ") || text.contains("\r\nGET ")) {
                 return "a non-GET request completed the sign-in"
             }
         }
