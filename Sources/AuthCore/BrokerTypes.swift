@@ -95,6 +95,17 @@ public struct AccountStatus: Sendable {
     public var loginPending: Bool
     /// The account's `git_hosts` (for `authctl git-credential` without `--account`).
     public var gitHosts: [String] = []
+    /// Access tokens cached for a scope subset and/or resource (`scoped_tokens = true`), in a stable order.
+    public var scopedTokens: [ScopedTokenStatus] = []
+}
+
+/// One scoped access token in `status`: what it is for and when it expires (never the token).
+public struct ScopedTokenStatus: Sendable, Equatable {
+    /// nil: the account's granted scopes.
+    public var scopes: [String]?
+    public var resource: String?
+    public var expiresAt: Date
+    public var expiresIn: Duration
 }
 
 public struct BrokerStatus: Sendable {

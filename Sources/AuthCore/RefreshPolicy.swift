@@ -60,3 +60,11 @@ public struct RefreshPolicy: Sendable, Equatable {
         }
     }
 }
+
+extension RefreshPolicy {
+    /// Failures of the network path to the server (DNS, connect, reset, timeout: all `server_unreachable`), as
+    /// opposed to an answer from it. Only these end their backoff early when the network comes back (``WakePlan``).
+    public static func isNetworkFailure(_ code: AuthError.Code) -> Bool {
+        code == .serverUnreachable
+    }
+}

@@ -3,15 +3,20 @@ import Foundation
 /// Access tokens for a subset of the account's scopes and/or an RFC 8707 resource. Each (scope set, resource) has
 /// its own cache entry and single flight; all are refreshed with the account's one refresh token, one redemption at
 /// a time, so a rotated refresh token is in the keyring before its access token is used and every other entry
-/// refreshes with whatever is stored. Scoped entries are refreshed on demand (not proactively).
+/// refreshes with whatever is stored. Like the default entry, a scoped one is refreshed ahead of expiry when its
+/// account was used recently (``TokenBroker/entriesDueForRefresh()``), and behind a caller inside its margin.
 extension TokenBroker {
     func scopedAccessToken(_ name: String, _ key: TokenCacheKey, minValid: Duration, forceRefresh: Bool,
                            interactive: Bool) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
         let now = time.now()
         accounts[name]?.lastUsed = now
-        if !forceRefresh, let cached = state.scoped[key],
-           policy.isFresh(expiresAt: cached.tokens.expiresAt, now: now, minValid: minValid) {
+        if !forceRefresh, let cached = state.scoped[key], isServable(cached, now: now, minValid: minValid) {
+            // Stale-while-revalidate, as for the default entry.
+            if now >= refreshMoment(state, key, cached), state.scopedRefresh[key] == nil,
+               state.retryNotBefore.map({ now >= $0 }) ?? true {
+                Task { _ = try? await self.scopedRefreshOnce(name, key) }
+            }
             return scopedGrant(name, key, cached)
         }
         if !forceRefresh, let notBefore = state.retryNotBefore, now < notBefore, state.scopedRefresh[key] == nil {
@@ -36,7 +41,7 @@ extension TokenBroker {
     }
 
     /// Single flight per (account, scope set, resource).
-    private func scopedRefreshOnce(_ name: String, _ key: TokenCacheKey) async throws(AuthError) -> CachedToken {
+    func scopedRefreshOnce(_ name: String, _ key: TokenCacheKey) async throws(AuthError) -> CachedToken {
         let task: Task<CachedToken, Error>
         if let running = accounts[name]?.scopedRefresh[key] {
             task = running
@@ -62,11 +67,12 @@ extension TokenBroker {
     func cacheScoped(_ name: String, _ key: TokenCacheKey, _ tokens: TokenSet) -> CachedToken {
         var tokens = tokens
         tokens.refreshToken = nil
-        let cached = CachedToken(tokens: tokens)
+        let cached = CachedToken(tokens: tokens, jitter: random())
         accounts[name]?.scoped[key] = cached
         accounts[name]?.lastError = nil
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
+        accounts[name]?.failedEntry = nil
         return cached
     }
 
@@ -76,8 +82,16 @@ extension TokenBroker {
         return result
     }
 
-    /// How many scoped access tokens the account holds besides the default one (for `status`).
-    func scopedEntryCount(_ name: String) -> Int { accounts[name]?.scoped.count ?? 0 }
+    /// The account's scoped access tokens for `status`, ordered by scope set and resource.
+    func scopedStatus(_ name: String) -> [ScopedTokenStatus] {
+        let now = time.now()
+        let wall = time.wallClock()
+        return (accounts[name]?.scoped ?? [:]).sorted { $0.key.description < $1.key.description }.map { key, cached in
+            let remaining = cached.tokens.expiresAt - now
+            return ScopedTokenStatus(scopes: key.scopes, resource: key.resource,
+                                     expiresAt: TokenBroker.wallClockInstant(wall, plus: remaining), expiresIn: remaining)
+        }
+    }
 
     // MARK: One redemption at a time
 

@@ -9,6 +9,10 @@ import Logging
 public actor TokenBroker {
     struct CachedToken: Sendable {
         var tokens: TokenSet
+        /// Spreads this entry's early-refresh moment (scoped entries; the default one uses `refreshJitter`).
+        var jitter = 0.0
+        /// Set after a resume from suspend (``markStale(_:)``): not served until refreshed, except during an outage.
+        var stale = false
     }
 
     struct PendingLogin {
@@ -56,6 +60,8 @@ public actor TokenBroker {
         /// Consecutive transient failures, and the earliest moment the server may be asked again.
         var failures = 0
         var retryNotBefore: ContinuousClock.Instant?
+        /// The entry whose refresh failed last (retried at once when the network comes back, TokenBroker+Wake.swift).
+        var failedEntry: TokenCacheKey?
         /// Per-token jitter for the early-refresh moment, fixed when the token arrives.
         var refreshJitter = 0.0
         /// The provider's signing keys (see TokenBroker+IDToken.swift).
@@ -85,6 +91,8 @@ public actor TokenBroker {
     let accountOrder: [String]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
     let eventHub = BrokerEventHub()
+    /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
+    var suspendedAt: ContinuousClock.Instant?
 
     public static let metadataMaxAge: Duration = .seconds(3600)
 
@@ -122,8 +130,7 @@ public actor TokenBroker {
         }
         let now = time.now()
         accounts[name]?.lastUsed = now
-        if !forceRefresh, let cached = state.cache,
-           policy.isFresh(expiresAt: cached.tokens.expiresAt, now: now, minValid: minValid) {
+        if !forceRefresh, let cached = state.cache, isServable(cached, now: now, minValid: minValid) {
             // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
             // refresh happens behind it, so the next caller finds a fresh one.
             if now >= policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
@@ -176,7 +183,7 @@ public actor TokenBroker {
     }
 
     /// Single flight: every caller that needs a refresh while one is running waits for that one.
-    private func refreshOnce(_ name: String) async throws(AuthError) -> CachedToken {
+    func refreshOnce(_ name: String) async throws(AuthError) -> CachedToken {
         let task: Task<CachedToken, Error>
         if let running = accounts[name]?.refresh {
             task = running
@@ -210,63 +217,13 @@ public actor TokenBroker {
     }
 
     /// During an outage a cached token is served as long as it is valid for the policy's minimum.
-    private func usableDuringOutage(_ state: AccountState) -> CachedToken? {
+    func usableDuringOutage(_ state: AccountState) -> CachedToken? {
         guard let cached = state.cache,
               policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: .zero) else { return nil }
         return cached
     }
 
-    // MARK: Proactive refresh
-
-    /// Accounts whose token should be refreshed now: used recently, past the early-refresh moment, not already
-    /// refreshing, not in backoff. Pure over the broker's state and the clock, so it is tested without sleeping.
-    public func accountsDueForRefresh() -> [String] {
-        let now = time.now()
-        return accountOrder.filter { name in
-            guard let state = accounts[name], let cached = state.cache, state.refresh == nil,
-                  let used = state.lastUsed, now - used <= policy.recentUse else { return false }
-            if let notBefore = state.retryNotBefore, now < notBefore { return false }
-            return now >= policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
-                                           jitter: state.refreshJitter)
-        }
-    }
-
-    /// How long until an account may next need a proactive refresh (at most `ceiling`).
-    public func nextProactiveCheck(ceiling: Duration = .seconds(60)) -> Duration {
-        let now = time.now()
-        var next = ceiling
-        for state in accounts.values {
-            guard let cached = state.cache, let used = state.lastUsed, now - used <= policy.recentUse else { continue }
-            var at = policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
-                                      jitter: state.refreshJitter)
-            if let notBefore = state.retryNotBefore, notBefore > at { at = notBefore }
-            next = min(next, max(at - now, .milliseconds(100)))
-        }
-        return next
-    }
-
-    /// Refreshes every due account (each through the single-flight path). Returns the names refreshed.
-    @discardableResult
-    public func refreshDueAccounts() async -> [String] {
-        let due = accountsDueForRefresh()
-        for name in due {
-            do {
-                _ = try await refreshOnce(name)
-            } catch {
-                logger.notice("proactive refresh failed", metadata: ["account": "\(name)", "error_code": "\(error.code.rawValue)"])
-            }
-        }
-        return due
-    }
-
-    /// Runs until cancelled: keeps recently used accounts' tokens fresh ahead of expiry.
-    public func runProactiveRefresh() async {
-        while !Task.isCancelled {
-            let wait = nextProactiveCheck()
-            do { try await Task.sleep(for: wait) } catch { return }
-            await refreshDueAccounts()
-        }
-    }
+    // MARK: Proactive refresh: TokenBroker+Proactive.swift
 
     /// Redeems the refresh token for the default entry or, with `entry`, a scoped one (TokenBroker+Scopes.swift).
     func performRefresh(_ name: String, entry: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
@@ -328,6 +285,7 @@ public actor TokenBroker {
                 let delay = policy.backoff(failures: failures, retryAfter: error.retryAfter, jitter: random())
                 accounts[name]?.failures = failures
                 accounts[name]?.retryNotBefore = time.now() + delay
+                accounts[name]?.failedEntry = entry
                 logger.notice("refresh failed; backing off", metadata: [
                     "account": "\(name)", "error_code": "\(error.code.rawValue)", "failures": "\(failures)",
                     "retry_in_s": "\(delay.components.seconds)"])
@@ -578,7 +536,8 @@ public actor TokenBroker {
                 accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
-                loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts))
+                loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
+                scopedTokens: scopedStatus(name)))
         }
         return BrokerStatus(keyring: keyring, accounts: list)
     }
@@ -715,6 +674,7 @@ public actor TokenBroker {
         accounts[name]?.lastError = nil
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
+        accounts[name]?.failedEntry = nil
         return cached
     }
 

@@ -25,6 +25,10 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     private(set) var posts: [(url: URL, fields: [String: String], basic: Bool)] = []
     /// Delay before the token endpoint answers (to let concurrent callers pile up).
     var tokenDelay: Duration = .zero
+    /// Holds token requests until the test opens it (no sleeping).
+    var tokenGate: TokenGate?
+    /// Thrown by the next token requests, in order, before any scripted reply (e.g. `server_unreachable`).
+    var tokenFailures: [AuthError] = []
 
     private(set) var gets: [URL] = []
 
@@ -45,6 +49,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
         }
         if delay > .zero { try? await Task.sleep(for: delay) }
         if url.path.hasSuffix("revoke") { return HTTPReply(status: revocationStatus, body: []) }
+        if let gate = lock.withLock({ tokenGate }) { await gate.pass() }
+        if let failure = lock.withLock({ tokenFailures.isEmpty ? nil : tokenFailures.removeFirst() }) { throw failure }
         return lock.withLock {
             guard !tokenReplies.isEmpty else { return HTTPReply(status: 500, body: Array("no scripted reply".utf8)) }
             return tokenReplies.removeFirst()
@@ -156,5 +162,49 @@ extension XCTestCase {
         } catch {
             XCTAssertEqual((error as? AuthError)?.code, code, "\(error)", file: file, line: line)
         }
+    }
+}
+
+/// A gate for token requests: each waits in ``pass()`` until ``open()``; ``arrived(_:)`` returns once that many have
+/// reached it, so a test knows a refresh is in flight without sleeping.
+final class TokenGate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var isOpen = false
+    private var held: [CheckedContinuation<Void, Never>] = []
+    private var arrivals = 0
+    private var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+    func pass() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let (resumeNow, ready) = lock.withLock { () -> (Bool, [CheckedContinuation<Void, Never>]) in
+                arrivals += 1
+                let ready = watchers.filter { $0.count <= arrivals }.map(\.continuation)
+                watchers.removeAll { $0.count <= arrivals }
+                if !isOpen { held.append(continuation) }
+                return (isOpen, ready)
+            }
+            ready.forEach { $0.resume() }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    func arrived(_ count: Int = 1) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock { () -> Bool in
+                if arrivals >= count { return true }
+                watchers.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let released = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            isOpen = true
+            defer { held.removeAll() }
+            return held
+        }
+        released.forEach { $0.resume() }
     }
 }

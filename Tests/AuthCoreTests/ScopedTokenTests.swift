@@ -167,12 +167,72 @@ final class ScopedTokenTests: XCTestCase {
         let broker = broker(store, http)
         _ = try await broker.accessToken(account: "work")
         _ = try await broker.accessToken(account: "work", scopes: ["read"])
-        let count = await broker.scopedEntryCount("work")
+        let count = await broker.scopedStatus("work").count
         XCTAssertEqual(count, 1)
         _ = try await broker.logout(account: "work")
-        let after = await broker.scopedEntryCount("work")
+        let after = await broker.scopedStatus("work").count
         XCTAssertEqual(after, 0)
         await assertThrows(.loginRequired) { _ = try await broker.accessToken(account: "work", scopes: ["read"]) }
         await assertThrows(.loginRequired) { _ = try await broker.accessToken(account: "work") }
+    }
+
+    func testScopedEntriesAreRefreshedProactivelyAndShownInStatus() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-default", expiresIn: 7200),
+                             FakeHTTP.tokenReply(access: "at-read-1", expiresIn: 3600),
+                             FakeHTTP.tokenReply(access: "at-read-2", expiresIn: 3600)]
+        let broker = TokenBroker(accounts: [account], store: store, http: http, redirects: FakeRedirects(),
+                                 browser: FakeBrowser(), time: clock, random: { 0 }, logger: .init(label: "test"))
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: Fixtures.discoveryBody)
+        _ = try await broker.accessToken(account: "work")
+        _ = try await broker.accessToken(account: "work", scopes: ["read"], resource: "https://api.example/")
+        let scopedKey = try TokenCacheKey(scopes: ["read"], resource: "https://api.example/", account: account)
+
+        var status = await broker.status()
+        XCTAssertEqual(status.accounts[0].scopedTokens.count, 1)
+        XCTAssertEqual(status.accounts[0].scopedTokens[0].scopes, ["read"])
+        XCTAssertEqual(status.accounts[0].scopedTokens[0].resource, "https://api.example/")
+        XCTAssertEqual(status.accounts[0].scopedTokens[0].expiresIn, .seconds(3600))
+
+        clock.advance(.seconds(3000))
+        var due = await broker.entriesDueForRefresh()
+        XCTAssertEqual(due, [], "3000 s into 3600: outside the 360 s margin")
+        let wait = await broker.nextProactiveCheck(ceiling: .seconds(3600))
+        XCTAssertEqual(wait, .seconds(240), "the scoped entry's refresh moment wakes the loop")
+        clock.advance(.seconds(250))
+        due = await broker.entriesDueForRefresh()
+        XCTAssertEqual(due, [TokenEntry(account: "work", key: scopedKey)], "only the scoped entry is inside its margin")
+        let refreshed = await broker.refreshDueAccounts()
+        XCTAssertEqual(refreshed, ["work"])
+        XCTAssertEqual(http.tokenPosts.count, 3)
+        XCTAssertEqual(http.tokenPosts[2]["scope"], "read")
+        XCTAssertEqual(http.tokenPosts[2]["resource"], "https://api.example/")
+        let token = try await broker.accessToken(account: "work", scopes: ["read"], resource: "https://api.example/")
+        XCTAssertEqual(token.accessToken.reveal(), "at-read-2", "the caller gets the proactively refreshed token")
+        status = await broker.status()
+        XCTAssertEqual(status.accounts[0].scopedTokens[0].expiresIn, .seconds(3600))
+        XCTAssertEqual(http.tokenPosts.count, 3)
+    }
+
+    func testAScopedRefreshTheServerRefusesIsNotRetriedOnATimer() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-read-1", expiresIn: 3600), FakeHTTP.errorReply(400, "invalid_scope")]
+        let broker = TokenBroker(accounts: [account], store: store, http: http, redirects: FakeRedirects(),
+                                 browser: FakeBrowser(), time: clock, random: { 0 }, logger: .init(label: "test"))
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: Fixtures.discoveryBody)
+        _ = try await broker.accessToken(account: "work", scopes: ["read"])
+        clock.advance(.seconds(3300))
+        _ = await broker.refreshDueAccounts()
+        XCTAssertEqual(http.tokenPosts.count, 2)
+        let due = await broker.entriesDueForRefresh()
+        XCTAssertEqual(due, [], "invalid_scope is not transient: the timer does not repeat it")
+        let wait = await broker.nextProactiveCheck(ceiling: .seconds(60))
+        XCTAssertEqual(wait, .seconds(60))
+        let served = try await broker.accessToken(account: "work", scopes: ["read"])
+        XCTAssertEqual(served.accessToken.reveal(), "at-read-1", "the still-valid token is served meanwhile")
     }
 }
