@@ -121,3 +121,14 @@ int aa_bus_read_has_string(sd_bus_message *m, const char *capability) {
     sd_bus_message_exit_container(m);
     return found;
 }
+
+int aa_bus_name_has_owner(sd_bus *bus, const char *name) {
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameHasOwner", NULL, &reply, "s", name);
+    if (r < 0) return r;
+    int owned = 0;
+    r = sd_bus_message_read(reply, "b", &owned);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : (owned ? 1 : 0);
+}

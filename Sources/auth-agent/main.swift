@@ -127,6 +127,9 @@ struct AuthAgent: AsyncParsableCommand {
             .init(service: DBusService(operations: dispatcher.operations, activity: activity,
                                        notifications: configuration.notifications, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
+            // Optional too: resume and network-up hooks from logind and NetworkManager, when a system bus exists.
+            .init(service: SystemBusWatcher(broker: broker, logger: logger),
+                  successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
         ]
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {

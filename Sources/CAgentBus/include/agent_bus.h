@@ -52,4 +52,8 @@ int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t call
 /* Reads a GetCapabilities reply: 1 when `capability` is listed, 0 when not, negative errno on failure. */
 int aa_bus_read_has_string(sd_bus_message *m, const char *capability);
 
+/* org.freedesktop.DBus.NameHasOwner(name), blocking (used once at start-up on the system bus): 1 when the name has
+ * an owner, 0 when not, negative errno on failure. */
+int aa_bus_name_has_owner(sd_bus *bus, const char *name);
+
 #endif

@@ -1,0 +1,119 @@
+import AuthCore
+import CAgentBus
+import Foundation
+import Logging
+import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Listens on the **system** bus for logind's `PrepareForSleep` and NetworkManager's `StateChanged`, and tells the
+/// broker (``TokenBroker/systemResumed()``, ``TokenBroker/networkUp()``), which decides what to refresh.
+///
+/// Optional like the session-bus service: without a system bus (containers, some minimal systems) it logs one
+/// notice and ends; expiry (on a clock that counts suspend) and backoff work as before, only the early refreshes
+/// after a resume or a reconnect are lost. `sd_bus_open_system` honours `DBUS_SYSTEM_BUS_ADDRESS`, which the tests
+/// point at a private bus with a fake logind and NetworkManager. The connection is only a listener (no name, no
+/// object), on its own thread, in the style of ``DBusService``.
+public struct SystemBusWatcher: Service {
+    static let login1 = (name: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                         interface: "org.freedesktop.login1.Manager")
+    static let networkManager = (name: "org.freedesktop.NetworkManager", path: "/org/freedesktop/NetworkManager",
+                                 interface: "org.freedesktop.NetworkManager")
+
+    let broker: TokenBroker
+    let logger: Logger
+
+    public init(broker: TokenBroker, logger: Logger) {
+        self.broker = broker
+        self.logger = logger
+    }
+
+    public func run() async {
+        let loop = BusLoop()
+        let (events, sink) = AsyncStream.makeStream(of: SystemEvent.self)
+        let listener = SignalListener(sink: sink, logger: logger)
+        // One consumer, so a suspend and the resume after it reach the broker in the order logind sent them.
+        let broker = self.broker
+        let consumer = Task {
+            for await event in events {
+                switch event {
+                case .suspending: await broker.systemSuspending()
+                case .resumed: await broker.systemResumed()
+                case .networkUp: await broker.networkUp()
+                }
+            }
+        }
+        defer { consumer.cancel() }
+        let logger = self.logger
+        await withGracefulShutdownHandler {
+            let end: String? = await withCheckedContinuation { continuation in
+                let thread = Thread { continuation.resume(returning: SystemBusWatcher.serve(listener, loop: loop, logger: logger)) }
+                thread.name = "auth-agent-sysbus"
+                thread.start()
+            }
+            if let end {
+                logger.notice("\(end); no refresh on resume or network-up (expiry and backoff still apply)")
+            }
+        } onGracefulShutdown: {
+            loop.stop()
+        }
+        sink.finish()
+    }
+
+    /// The bus thread: connect, subscribe, serve until stopped. Returns why the watcher is off, or nil after a stop.
+    static func serve(_ listener: SignalListener, loop: BusLoop, logger: Logger) -> String? {
+        var bus: OpaquePointer?
+        var r = sd_bus_open_system_with_description(&bus, "auth-agent-watch")
+        guard r >= 0, let bus else { return "no system bus (\(DBusService.describe(r)))" }
+        defer { _ = sd_bus_flush_close_unref(bus) }
+        let context = Unmanaged.passRetained(listener)
+        defer { context.release() }
+        // Matching on the well-known sender: the bus daemon only delivers these signals from the name's owner.
+        r = sd_bus_match_signal(bus, nil, login1.name, login1.path, login1.interface, "PrepareForSleep",
+                                SignalListener.prepareForSleep, context.toOpaque())
+        guard r >= 0 else { return "cannot watch logind on the system bus (\(DBusService.describe(r)))" }
+        r = sd_bus_match_signal(bus, nil, networkManager.name, networkManager.path, networkManager.interface,
+                                "StateChanged", SignalListener.stateChanged, context.toOpaque())
+        guard r >= 0 else { return "cannot watch NetworkManager on the system bus (\(DBusService.describe(r)))" }
+        // Said once, so a user reading the log knows which hooks this machine has.
+        let hasNetworkManager = aa_bus_name_has_owner(bus, networkManager.name) > 0
+        logger.info("watching the system bus", metadata: [
+            "logind": "\(aa_bus_name_has_owner(bus, login1.name) > 0)", "network_manager": "\(hasNetworkManager)"])
+        if !hasNetworkManager {
+            logger.info("NetworkManager is not running: a refresh that failed for lack of network waits out its backoff")
+        }
+        switch loop.run(bus) {
+        case .stopped: return nil
+        case .failed(let errno): return "the system bus connection failed (\(DBusService.describe(errno)))"
+        }
+    }
+
+    /// Turns the signals into ``SystemEvent``s (bus thread) for the consumer task.
+    final class SignalListener: @unchecked Sendable {
+        let sink: AsyncStream<SystemEvent>.Continuation
+        let logger: Logger
+
+        init(sink: AsyncStream<SystemEvent>.Continuation, logger: Logger) {
+            self.sink = sink
+            self.logger = logger
+        }
+
+        static let prepareForSleep: sd_bus_message_handler_t = { message, context, _ in
+            guard let message, let context else { return 0 }
+            let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
+            var start: Int32 = 0
+            guard sd_bus_message_read_basic(message, BusMessage.type("b"), &start) > 0 else { return 0 }
+            listener.sink.yield(SystemEvent.prepareForSleep(start != 0))
+            return 0
+        }
+
+        static let stateChanged: sd_bus_message_handler_t = { message, context, _ in
+            guard let message, let context, let state = BusMessage.readUInt32(message) else { return 0 }
+            let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
+            listener.logger.debug("NetworkManager state changed", metadata: ["state": "\(state)"])
+            if let event = SystemEvent.networkState(state) { listener.sink.yield(event) }
+            return 0
+        }
+    }
+}
