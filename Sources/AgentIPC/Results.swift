@@ -172,10 +172,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var lastRefresh: Int?
         public var lastError: LastError?
         public var loginPending: Bool
+        /// Access tokens cached for a scope subset and/or resource; absent when there are none.
+        public var scopedTokens: [ScopedToken]?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
-                    lastError: LastError?, loginPending: Bool) {
+                    lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil) {
+            self.scopedTokens = scopedTokens
             self.name = name
             self.issuer = issuer
             self.clientID = clientID
@@ -192,7 +195,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
-                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending"
+                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
+                 scopedTokens = "scoped_tokens"
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -209,6 +213,27 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(lastRefresh, forKey: .lastRefresh)
             try container.encodeIfPresent(lastError, forKey: .lastError)
             try container.encode(loginPending, forKey: .loginPending)
+            try container.encodeIfPresent(scopedTokens, forKey: .scopedTokens)
+        }
+    }
+
+    /// One access token for a scope subset and/or an RFC 8707 resource (`scoped_tokens = true`).
+    public struct ScopedToken: Codable, Sendable, Equatable {
+        /// Absent: the account's granted scopes.
+        public var scopes: [String]?
+        public var resource: String?
+        public var expiresAt: Int
+        public var expiresIn: Int
+
+        public init(scopes: [String]?, resource: String?, expiresAt: Int, expiresIn: Int) {
+            self.scopes = scopes
+            self.resource = resource
+            self.expiresAt = expiresAt
+            self.expiresIn = expiresIn
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case scopes, resource, expiresAt = "expires_at", expiresIn = "expires_in"
         }
     }
 

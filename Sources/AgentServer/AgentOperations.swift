@@ -154,7 +154,11 @@ public struct AgentOperations: Sendable {
                     lastError: account.lastError.map {
                         .init(code: AgentOperations.wireCode($0.code).rawValue, message: $0.message, at: Int($0.at.timeIntervalSince1970))
                     },
-                    loginPending: account.loginPending)
+                    loginPending: account.loginPending,
+                    scopedTokens: account.scopedTokens.isEmpty ? nil : account.scopedTokens.map {
+                        .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
+                              expiresIn: Int($0.expiresIn.components.seconds))
+                    })
             })
     }
 

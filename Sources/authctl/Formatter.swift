@@ -66,6 +66,13 @@ enum Formatter {
             } else {
                 rows.append(["access token:", "none cached"])
             }
+            for scoped in account.scopedTokens ?? [] {
+                let what = "scope " + (scoped.scopes?.joined(separator: " ") ?? "(granted)")
+                    + (scoped.resource.map { ", resource \($0)" } ?? "")
+                let when = scoped.expiresAt > now ? "expires \(relative(scoped.expiresAt, now: now))"
+                    : "expired \(relative(scoped.expiresAt, now: now))"
+                rows.append(["scoped token:", "\(what): \(when)"])
+            }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let error = account.lastError {
                 rows.append(["last error:", paint("\(error.code): \(error.message) (\(relative(error.at, now: now)))", "31")])
