@@ -11,6 +11,7 @@ Modes (FaultProxy.set):
   after_response forward, relay the answer, then signal `reached`
   hold_response  forward (the server acts on it), signal `reached`, hold the answer until `release`, then relay it
   canned         answer (status, content_type, body) without contacting the server
+  drop           close the connection at once without an answer (the server is unreachable: a reset, no reply)
   drip           answer 200 with a Content-Length of 4096 and then one byte every 0.5 s (a body that never ends in
                  time: only an overall deadline stops it, never an idle read timeout)
 A rewrite (FaultProxy.rewrite) changes the upstream's answer body for paths starting with a prefix (e.g. a forged
@@ -18,6 +19,8 @@ ID token in a real token response).
 A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
 once each in order (e.g. a `slow_down` before the real token endpoint answers).
 Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path).
+The parameters of every form POST are kept in `forms` (path, {name: value}), with the values of secret parameters
+(tokens, codes, verifiers, client secrets) replaced by "<secret>".
 """
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ import http.client
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+SECRET_FIELDS = {"refresh_token", "code", "code_verifier", "client_secret", "device_code", "token"}
 FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "User-Agent")
 HOLD_LIMIT = 60  # seconds a hung request is held at most (so a forgotten release cannot wedge the test run)
 
@@ -40,6 +44,7 @@ class FaultProxy:
         self.release = threading.Event()
         self.hits: list[str] = []
         self.times: list[tuple[float, str]] = []
+        self.forms: list[tuple[str, dict[str, str]]] = []
         self.scripts: dict[str, list[tuple[int, str, bytes]]] = {}
         self.rewrites: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -55,6 +60,10 @@ class FaultProxy:
                 with proxy._lock:
                     proxy.hits.append(f"{self.command} {self.path}")
                     proxy.times.append((time.monotonic(), f"{self.command} {self.path}"))
+                    if self.command == "POST":
+                        fields = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
+                        proxy.forms.append((self.path, {k: ("<secret>" if k in SECRET_FIELDS else v)
+                                                        for k, v in fields.items()}))
                     mode, canned = proxy.mode, proxy.canned
                     for prefix, queue in proxy.scripts.items():
                         if self.path.startswith(prefix) and queue:
@@ -65,6 +74,9 @@ class FaultProxy:
                     return self._reply(status, [("Content-Type", ctype)], payload)
                 if mode == "drip":
                     return self._drip()
+                if mode == "drop":
+                    self.close_connection = True
+                    return
                 if mode == "hold":
                     proxy.reached.set()
                     proxy.release.wait(HOLD_LIMIT)

@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+"""A fake logind and a fake NetworkManager for the e2e tests, on the bus in $DBUS_SYSTEM_BUS_ADDRESS (a private
+dbus-daemon standing in for the system bus). It owns org.freedesktop.login1 and, unless argv[1] is "no-nm",
+org.freedesktop.NetworkManager, and emits their signals when the test calls its extra method:
+  dev.authagent.Test.Emit("sleep", 1|0)   -> org.freedesktop.login1.Manager.PrepareForSleep(b)
+  dev.authagent.Test.Emit("network", N)   -> org.freedesktop.NetworkManager.StateChanged(u N)
+The signals come from the well-known names' owner, as the real services' do. Needs python3-dbus and python3-gi."""
+import sys
+
+import dbus
+import dbus.service
+from dbus.mainloop.glib import DBusGMainLoop
+from gi.repository import GLib
+
+LOGIN1 = ("org.freedesktop.login1", "/org/freedesktop/login1", "org.freedesktop.login1.Manager")
+NM = ("org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager")
+
+
+class Login1(dbus.service.Object):
+    def __init__(self, bus):
+        super().__init__(bus, LOGIN1[1])
+
+    @dbus.service.signal(LOGIN1[2], signature="b")
+    def PrepareForSleep(self, start):
+        pass
+
+    @dbus.service.method("dev.authagent.Test", in_signature="si", out_signature="")
+    def Emit(self, what, value):
+        if what == "sleep":
+            self.PrepareForSleep(dbus.Boolean(bool(value)))
+        elif what == "network":
+            if network is None:
+                raise dbus.exceptions.DBusException("no fake NetworkManager in this run")
+            network.StateChanged(dbus.UInt32(value))
+        else:
+            raise dbus.exceptions.DBusException(f"unknown signal {what}")
+
+
+class NetworkManager(dbus.service.Object):
+    def __init__(self, bus):
+        super().__init__(bus, NM[1])
+
+    @dbus.service.signal(NM[2], signature="u")
+    def StateChanged(self, state):
+        pass
+
+
+network = None
+
+
+def main():
+    global network
+    DBusGMainLoop(set_as_default=True)
+    bus = dbus.bus.BusConnection(__import__("os").environ["DBUS_SYSTEM_BUS_ADDRESS"])
+    Login1(bus)
+    names = [dbus.service.BusName(LOGIN1[0], bus, do_not_queue=True)]
+    if sys.argv[1:2] != ["no-nm"]:
+        network = NetworkManager(bus)
+        names.append(dbus.service.BusName(NM[0], bus, do_not_queue=True))
+    print("ready", flush=True)
+    GLib.MainLoop().run()
+
+
+if __name__ == "__main__":
+    main()
