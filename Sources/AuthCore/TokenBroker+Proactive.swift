@@ -94,11 +94,18 @@ extension TokenBroker {
         }
     }
 
+    /// Records a caller's use; an account that was idle wakes the loop, whose sleep did not count it.
+    func noteUse(_ name: String, _ now: ContinuousClock.Instant) {
+        let wasIdle = accounts[name]?.lastUsed.map { now - $0 > policy.recentUse } ?? true
+        accounts[name]?.lastUsed = now
+        if wasIdle { proactiveBell.ring() }
+    }
+
     /// Runs until cancelled: keeps recently used accounts' tokens fresh ahead of expiry.
     public func runProactiveRefresh() async {
         while !Task.isCancelled {
             let wait = nextProactiveCheck()
-            do { try await Task.sleep(for: wait) } catch { return }
+            guard await proactiveBell.sleep(for: wait) else { return }
             await refreshDueAccounts()
         }
     }

@@ -10,7 +10,7 @@ extension TokenBroker {
                            interactive: Bool) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
         let now = time.now()
-        accounts[name]?.lastUsed = now
+        noteUse(name, now)
         if !forceRefresh, let cached = state.scoped[key], isServable(cached, now: now, minValid: minValid) {
             // Stale-while-revalidate, as for the default entry.
             if now >= refreshMoment(state, key, cached), state.scopedRefresh[key] == nil,
@@ -73,6 +73,7 @@ extension TokenBroker {
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
         accounts[name]?.failedEntry = nil
+        proactiveBell.ring()
         return cached
     }
 

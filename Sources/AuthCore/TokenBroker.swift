@@ -93,6 +93,9 @@ public actor TokenBroker {
     let eventHub = BrokerEventHub()
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
     var suspendedAt: ContinuousClock.Instant?
+    /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
+    /// without them: a 20 s token would otherwise expire during the loop's 60 s nap).
+    let proactiveBell = Doorbell()
 
     public static let metadataMaxAge: Duration = .seconds(3600)
 
@@ -129,7 +132,7 @@ public actor TokenBroker {
                                                interactive: interactive)
         }
         let now = time.now()
-        accounts[name]?.lastUsed = now
+        noteUse(name, now)
         if !forceRefresh, let cached = state.cache, isServable(cached, now: now, minValid: minValid) {
             // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
             // refresh happens behind it, so the next caller finds a fresh one.
@@ -675,6 +678,7 @@ public actor TokenBroker {
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
         accounts[name]?.failedEntry = nil
+        proactiveBell.ring()
         return cached
     }
 
