@@ -10,7 +10,7 @@ Modes (FaultProxy.set):
                  answer until `release`, then drop the connection without replying
   after_response forward, relay the answer, then signal `reached`
   hold_response  forward (the server acts on it), signal `reached`, hold the answer until `release`, then relay it
-  canned         answer (status, content_type, body) without contacting the server
+  canned         answer (status, content_type, body[, [(header, value), ...]]) without contacting the server
   drop           close the connection at once without an answer (the server is unreachable: a reset, no reply)
   drip           answer 200 with a Content-Length of 4096 and then one byte every 0.5 s (a body that never ends in
                  time: only an overall deadline stops it, never an idle read timeout)
@@ -70,8 +70,8 @@ class FaultProxy:
                             mode, canned = "canned", queue.pop(0)
                             break
                 if mode == "canned":
-                    status, ctype, payload = canned
-                    return self._reply(status, [("Content-Type", ctype)], payload)
+                    status, ctype, payload, *extra = canned
+                    return self._reply(status, [("Content-Type", ctype)] + (extra[0] if extra else []), payload)
                 if mode == "drip":
                     return self._drip()
                 if mode == "drop":
