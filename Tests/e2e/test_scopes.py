@@ -92,5 +92,16 @@ def test_resource_is_sent_cached_per_resource_and_shown_in_status(make_agent, ke
         assert human.returncode == 0
         assert f"scoped token:  scope (granted), resource {api}: expires in" in human.stdout, human.stdout
         print(json.dumps(entry))
+
+        # Why `scoped_tokens` is off by default, resource edition: Django OAuth Toolkit gives the rotated refresh token
+        # the resource too, so the next plain refresh is restricted to it, the old plain token is revoked, and a
+        # second resource is refused (RFC 8707 allows this; it means the feature fits only servers that keep the
+        # grant's audience on refresh).
+        plain = agent.token("work", "--refresh")
+        agent.remember(plain, keyring.secret_tool_lookup("work", auth_server.issuer))
+        assert auth_server.introspect(plain).get("aud") == [api]
+        assert auth_server.introspect(default)["active"] is False
+        other = agent.authctl("token", "work", "--resource", "https://other.example.test/")
+        assert other.returncode == 8 and "invalid_target" in other.stderr, other.stderr
     finally:
         proxy.stop()
