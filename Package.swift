@@ -118,7 +118,8 @@ let package = Package(
         .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore"]),
         .testTarget(
             name: "AuthTransportTests",
-            dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(
             name: "AgentServerTests",

@@ -232,6 +232,23 @@ def main():
         targets.append(("peak RSS under load <= 32 MB", fmt(v, " MB", 1), v <= 32))
     w("")
 
+    # 8: flood latency (issue 7), Benchmarks/flood.py
+    flood = by("flood")
+    if flood:
+        f = flood[0]["data"]
+        w(f"### 8. `authctl token work` under {f['idle']:,} idle connections plus {f['flooders']} flooding clients (issue 7)")
+        w("")
+        w("| | runs | median | p90 | max |")
+        w("|---|---:|---:|---:|---:|")
+        for name, d in (("without the flood", f["baseline"]), ("with the flood", f["flood"])):
+            w(f"| {name} | {d['runs']} | {fmt(d['median_ms'], ' ms')} | {fmt(d['p90_ms'], ' ms')} | {fmt(d['max_ms'], ' ms')} |")
+        w("")
+        w(f"Flood replies during the runs: {f['flood_answers']}; agent open files {f['fds_before']} -> {f['fds_peak']}.")
+        targets.append(("flood: `authctl token` not delayed beyond 200 ms (max under flood minus baseline median)",
+                        f"max {fmt(f['flood']['max_ms'], ' ms')} vs {fmt(f['baseline']['median_ms'], ' ms')} without",
+                        f["flood"]["max_ms"] - f["baseline"]["median_ms"] <= 200))
+        w("")
+
     w("### Targets (issue 8)")
     w("")
     w("| target | measured | |")

@@ -121,6 +121,9 @@ load singleflight --socket "$SOCK" --clients 1000 --mode once --timeout 60 \
 sleep 0.5
 emit "{\"kind\":\"singleflight\",\"expired_for_s\":$((-left)),\"token_requests\":$(($(tokens_in "$AS2") - before))}"
 
+say "flood: authctl token work with 5,000 idle connections and 64 flooding clients, and without (20 runs each)"
+emit "{\"kind\":\"flood\",\"data\":$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT")}"
+
 emit "{\"kind\":\"memory\",\"at\":\"end\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 loadavg end
 kill "$AGENT"; wait "$AGENT" || true

@@ -21,10 +21,7 @@ public struct AgentInfo: Sendable {
 /// The socket protocol's front end: decodes a request line, runs it as one of the shared ``AgentOperations`` (which
 /// the D-Bus object calls too) and encodes the result, event or error as reply lines.
 public struct RequestDispatcher: Sendable {
-    public enum Decoded: Sendable {
-        case request(WireRequest)
-        case invalid(id: Int?, WireError)
-    }
+    public typealias Decoded = WireRequest.Decoded
 
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
@@ -36,31 +33,8 @@ public struct RequestDispatcher: Sendable {
     /// Parses one request line. Malformed JSON, a missing or unknown version and unknown operations become errors.
     public func decode(_ line: [UInt8]) -> Decoded { RequestDispatcher.decode(line) }
 
-    /// The decoder itself: pure, so it is fuzzed on its own (Tests/FuzzTests).
-    public static func decode(_ line: [UInt8]) -> Decoded {
-        struct Probe: Decodable { var v: Int?; var id: Int?; var op: String? }
-        let decoder = JSONDecoder()
-        guard let probe = try? decoder.decode(Probe.self, from: Data(line)) else {
-            return .invalid(id: nil, WireError(.badRequest, "the request is not a JSON object with integer 'v' and 'id' and string 'op'"))
-        }
-        guard let version = probe.v else {
-            return .invalid(id: probe.id, WireError(.badRequest, "the request has no protocol version 'v'"))
-        }
-        guard version == WireProtocol.version else {
-            return .invalid(id: probe.id, WireError(.unsupportedVersion,
-                "protocol version \(version) is not supported; this agent speaks version \(WireProtocol.version)"))
-        }
-        guard let op = probe.op else { return .invalid(id: probe.id, WireError(.badRequest, "the request has no 'op'")) }
-        guard Operation(rawValue: op) != nil else {
-            return .invalid(id: probe.id, WireError(.unknownOp,
-                "unknown operation '\(String(op.prefix(64)))'; known: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))"))
-        }
-        do {
-            return .request(try decoder.decode(WireRequest.self, from: Data(line)))
-        } catch {
-            return .invalid(id: probe.id, WireError(.badRequest, "a field of the '\(op)' request has the wrong type"))
-        }
-    }
+    /// The decoder itself: pure and in AgentIPC (``WireRequest/decode(line:)``), so it is fuzzed without NIO.
+    public static func decode(_ line: [UInt8]) -> Decoded { WireRequest.decode(line: line) }
 
     /// Operations that wait for a person; they are cancelled when the client goes away.
     public func waitsForPerson(_ request: WireRequest) -> Bool {

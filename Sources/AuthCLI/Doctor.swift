@@ -96,6 +96,9 @@ public enum Doctor {
             return DoctorCheck("browser", .warn, "\(whose) finds no browser: \(problem ?? "unknown reason")",
                                hint: "set BROWSER (in the agent's environment: `systemctl --user set-environment BROWSER=...`) or install xdg-utils; `authctl login --no-browser` works without one")
         }
+        if source == "xdg-desktop-portal" {
+            return DoctorCheck("browser", .ok, "\(whose) opens the browser through the xdg-desktop-portal (\(program) OpenURI)")
+        }
         let via = source == "BROWSER" ? "from $BROWSER" : "xdg-open"
         return DoctorCheck("browser", .ok, "\(whose) starts \(program) (\(via))")
     }

@@ -58,7 +58,8 @@ public enum RedirectPage: Sendable, Equatable {
 
 /// Starts the user's browser on a URL, without a shell.
 public protocol BrowserLauncher: Sendable {
-    func open(_ url: URL) throws(AuthError)
+    /// Async because a launcher may ask another process (the xdg-desktop-portal) and wait for its answer.
+    func open(_ url: URL) async throws(AuthError)
     /// Which program ``open(_:)`` would start, for diagnostics (`authctl doctor`). Nothing is started.
     func locate() -> BrowserLocation
 }

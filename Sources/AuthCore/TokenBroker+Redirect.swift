@@ -51,7 +51,7 @@ extension TokenBroker {
                                  loginID: id)
         if openBrowser {
             do {
-                try browser.open(session.authorizationURL)
+                try await browser.open(session.authorizationURL)
                 ticket.browserOpened = true
             } catch {
                 ticket.browserError = error.message

@@ -13,12 +13,16 @@ import Glibc
 ///
 /// Hostile local clients: each connection may send at most ``maxRequestBytes`` and ``maxHeaderCount`` headers, and
 /// lives at most ``connectionDeadline``; connections are independent, so idle or slow ones never delay the browser's.
+/// At most ``maxConnections`` are open at once (the oldest makes room: see ``RedirectConnections``), and all of them
+/// are closed with the listener, so none outlives the sign-in.
 public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
     /// A redirect is one GET with a short query; browsers send well under 8 KiB of headers.
     public static let maxRequestBytes = 16 * 1024
     public static let maxHeaderCount = 64
     /// Every connection is closed this long after it was accepted, whatever it did (idle or trickling bytes).
     public static let connectionDeadline: TimeAmount = .seconds(10)
+    /// Simultaneous connections: a browser uses one or two; the cap bounds what a local client can make us hold.
+    public static let maxConnections = 64
 
     let group: any EventLoopGroup
     let limits: Limits
@@ -27,6 +31,7 @@ public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
         var maxRequestBytes = LoopbackRedirectListenerFactory.maxRequestBytes
         var maxHeaderCount = LoopbackRedirectListenerFactory.maxHeaderCount
         var connectionDeadline = LoopbackRedirectListenerFactory.connectionDeadline
+        var maxConnections = LoopbackRedirectListenerFactory.maxConnections
     }
 
     public init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
@@ -57,14 +62,16 @@ public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
         var lastError: (any Error)?
         for (address, literal) in candidates {
             do {
-                let channel = try await bootstrap(literal: literal, path: path, judge: judge)
+                let connections = RedirectConnections(limit: limits.maxConnections)
+                let channel = try await bootstrap(literal: literal, path: path, connections: connections, judge: judge)
                     .bind(to: SocketAddress(ipAddress: address, port: Int(port)))
                     .get()
                 guard let bound = channel.localAddress?.port else {
                     try? await channel.close()
                     throw AuthError.internalError("the redirect listener has no port")
                 }
-                return LoopbackRedirectListener(channel: channel, redirectURI: "http://\(literal):\(bound)\(path)")
+                return LoopbackRedirectListener(channel: channel, connections: connections,
+                                                redirectURI: "http://\(literal):\(bound)\(path)")
             } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL || error.errnoCode == EAFNOSUPPORT {
                 lastError = error
                 continue
@@ -73,13 +80,15 @@ public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
         throw lastError ?? AuthError.internalError("no loopback address to bind")
     }
 
-    private func bootstrap(literal: String, path: String, judge: @escaping @Sendable (String?) -> RedirectPage) -> ServerBootstrap {
+    private func bootstrap(literal: String, path: String, connections: RedirectConnections,
+                           judge: @escaping @Sendable (String?) -> RedirectPage) -> ServerBootstrap {
         let limits = self.limits
         return ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 128)
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    connections.admit(channel)
                     try LoopbackRedirectListenerFactory.configure(channel, literal: literal, path: path, limits: limits, judge: judge)
                 }
             }
@@ -99,15 +108,20 @@ public struct LoopbackRedirectListenerFactory: RedirectListenerFactory {
 
 final class LoopbackRedirectListener: RedirectListener {
     let channel: any Channel
+    let connections: RedirectConnections
     let redirectURI: String
 
-    init(channel: any Channel, redirectURI: String) {
+    init(channel: any Channel, connections: RedirectConnections, redirectURI: String) {
         self.channel = channel
+        self.connections = connections
         self.redirectURI = redirectURI
     }
 
+    /// Stops accepting, then closes the connections already accepted (idle or half-sent ones would otherwise live
+    /// until their deadline after the sign-in is over).
     func close() async {
         try? await channel.close()
+        connections.closeAll()
     }
 }
 

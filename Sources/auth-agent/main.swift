@@ -88,7 +88,7 @@ struct AuthAgent: AsyncParsableCommand {
                                        timeout: .seconds(configuration.httpTimeout.components.seconds))
         let broker = TokenBroker(
             accounts: configuration.accounts, store: LibsecretStore(), http: http,
-            redirects: LoopbackRedirectListenerFactory(), browser: ExecBrowserLauncher(environment: environment),
+            redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment), logger: logger),
             logger: logger)
         let dispatcher = RequestDispatcher(
             broker: broker,

@@ -40,13 +40,95 @@ final class DevicePollingTests: XCTestCase {
         XCTAssertEqual(code(DevicePolling.classify(reply(400, "invalid_grant"))), .loginFailed)
         XCTAssertEqual(code(DevicePolling.classify(reply(401, "invalid_client"))), .invalidClient)
         XCTAssertEqual(code(DevicePolling.classify(reply(400, "unsupported_grant_type"))), .serverError)
-        XCTAssertEqual(code(DevicePolling.classify(HTTPReply(status: 503, body: []))), .serverError)
+        XCTAssertEqual(DevicePolling.classify(HTTPReply(status: 503, body: [])), .transient(TokenResponseParser.error(from: HTTPReply(status: 503, body: []))))
+        XCTAssertEqual(transient(DevicePolling.classify(reply(429, "slow_down"))), .serverError, "429 is a transient failure")
+        XCTAssertEqual(transient(DevicePolling.classify(reply(502, "authorization_pending"))), .serverError,
+                       "a 5xx is transient whatever its body says")
         XCTAssertEqual(code(DevicePolling.classify(HTTPReply(status: 400, body: Array("not json".utf8)))), .serverError)
     }
 
     private func code(_ reply: DevicePolling.Reply) -> AuthError.Code? {
         if case .failed(let error) = reply { return error.code }
         return nil
+    }
+
+    private func transient(_ reply: DevicePolling.Reply) -> AuthError.Code? {
+        if case .transient(let error) = reply { return error.code }
+        return nil
+    }
+
+    func testTransientFailuresBackOffExponentiallyAndResetOnAnOAuthAnswer() {
+        var machine = DevicePolling(interval: 5, expiresIn: 3600, startedAt: t0)
+        let outage = AuthError(.serverError, "the authorization server is unavailable (HTTP 503)")
+        var now = t0 + .seconds(5)
+        var waits: [Duration] = []
+        for _ in 0..<5 {
+            guard case .poll(let wait) = machine.next(after: .transient(outage), now: now) else { return XCTFail("stopped on a 503") }
+            waits.append(wait)
+            now += wait
+        }
+        XCTAssertEqual(waits, [.seconds(10), .seconds(20), .seconds(40), .seconds(60), .seconds(60)], "doubles, capped at 60 s")
+        XCTAssertEqual(machine.next(after: .pending, now: now), .poll(after: .seconds(5)), "an OAuth answer ends the backoff")
+        XCTAssertEqual(machine.transientFailures, 0)
+        XCTAssertEqual(machine.next(after: .transient(outage), now: now + .seconds(5)), .poll(after: .seconds(10)))
+    }
+
+    func testBackoffHonoursRetryAfterAndALongInterval() {
+        var machine = DevicePolling(interval: 1, expiresIn: 3600, startedAt: t0)
+        let limited = AuthError(.serverError, "the authorization server is unavailable (HTTP 429)", retryAfter: 30)
+        XCTAssertEqual(machine.next(after: .transient(limited), now: t0 + .seconds(1)), .poll(after: .seconds(30)))
+        var slow = DevicePolling(interval: 90, expiresIn: 3600, startedAt: t0)
+        let down = AuthError(.serverUnreachable, "cannot reach the token endpoint")
+        XCTAssertEqual(slow.next(after: .transient(down), now: t0 + .seconds(90)), .poll(after: .seconds(90)),
+                       "never sooner than interval, even above the 60 s cap")
+        var zero = DevicePolling(interval: 0, expiresIn: 3600, startedAt: t0)
+        XCTAssertEqual(zero.next(after: .transient(down), now: t0), .poll(after: .seconds(2)), "a zero interval still backs off")
+    }
+
+    func testTransientFailureNeverWaitsPastExpiry() {
+        var machine = DevicePolling(interval: 5, expiresIn: 12, startedAt: t0)
+        let outage = AuthError(.serverError, "the authorization server is unavailable (HTTP 503)")
+        guard case .stop(let error) = machine.next(after: .transient(outage), now: t0 + .seconds(5)) else {
+            return XCTFail("would poll at t0+15 s, past expires_in (12 s)")
+        }
+        XCTAssertEqual(error.code, .serverError, "says why the sign-in could not finish")
+        XCTAssertTrue(error.message.contains("expires before the next try"), error.message)
+    }
+
+    /// A refused connection is retried; a TLS failure is not (it will not fix itself, and must not be hidden).
+    func testRunRetriesUnreachableServersButNotTLSFailures() async throws {
+        let clock = ManualClock()
+        var waits: [Duration] = []
+        var attempts = 0
+        let result: String = try await DevicePolling.run(
+            DevicePolling(interval: 1, expiresIn: 600, startedAt: clock.now()), now: { clock.now() },
+            sleep: { waits.append($0); clock.advance($0) },
+            request: { () async throws(AuthError) -> DevicePolling.Attempt<String> in
+                attempts += 1
+                switch attempts {
+                case 1, 2: throw AuthError(.serverUnreachable, "connection refused")
+                case 3: return .notYet(HTTPReply(status: 503, body: []))
+                case 4: return .notYet(FakeHTTP.errorReply(400, "authorization_pending"))
+                default: return .tokens("tokens")
+                }
+            })
+        XCTAssertEqual(result, "tokens")
+        XCTAssertEqual(waits, [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(1)])
+
+        var tlsAttempts = 0
+        do {
+            let _: String = try await DevicePolling.run(
+                DevicePolling(interval: 1, expiresIn: 600, startedAt: clock.now()), now: { clock.now() },
+                sleep: { clock.advance($0) },
+                request: { () async throws(AuthError) -> DevicePolling.Attempt<String> in
+                    tlsAttempts += 1
+                    throw AuthError(.tlsError, "certificate not trusted")
+                })
+            XCTFail("a TLS failure did not stop the polling")
+        } catch {
+            XCTAssertEqual((error as? AuthError)?.code, .tlsError)
+            XCTAssertEqual(tlsAttempts, 1)
+        }
     }
 
     /// The loop over an injected clock and sleeper: the waits it asks for are exactly the RFC's.

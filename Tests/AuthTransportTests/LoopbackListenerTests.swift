@@ -2,6 +2,7 @@
 import AuthCore
 import Foundation
 import NIOCore
+import NIOPosix
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -186,6 +187,72 @@ final class LoopbackListenerTests: XCTestCase {
         let good = try request(port, "GET /cb/work?code=good&state=s HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
         XCTAssertTrue(good.hasPrefix("HTTP/1.1 200"), good)
         XCTAssertEqual(seen.value, ["code=good&state=s"], "only the real redirect reached the judge")
+    }
+
+    /// A listener whose connections never reach their deadline during a test, on one event loop so connections are
+    /// accepted (and admitted) in the order they were made.
+    func cappedListener(max: Int, judge: @escaping @Sendable (String?) -> RedirectPage) async throws -> LoopbackRedirectListener {
+        var limits = LoopbackRedirectListenerFactory.Limits()
+        XCTAssertEqual(limits.maxConnections, 64)
+        limits.maxConnections = max
+        limits.connectionDeadline = .hours(1)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let listener = try await LoopbackRedirectListenerFactory(group: group, limits: limits)
+            .listen(host: .ipv4, port: 0, path: "/cb/work", judge: judge)
+        return try XCTUnwrap(listener as? LoopbackRedirectListener)
+    }
+
+    /// recv on a connection the server has closed returns 0 (or ECONNRESET, had it unread bytes); on an open one,
+    /// MSG_DONTWAIT says EAGAIN, and a blocking recv waits out the 5 s receive timeout.
+    func isClosedByServer(_ fd: Int32, wait: Bool) -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, wait ? 0 : Int32(MSG_DONTWAIT))
+        return n == 0 || (n < 0 && errno == ECONNRESET)
+    }
+
+    func testConnectionCapDropsTheOldestAndTheRedirectStillArrives() async throws {
+        let listener = try await cappedListener(max: 8) { $0 == "code=good&state=s" ? .success : .invalid }
+        defer { Task { await listener.close() } }
+        let port = port(of: listener)
+        // 20 local clients that hold a connection and send nothing (or half a request line).
+        let held: [Int32] = (0..<20).map { index in
+            let fd = connectTo(port)
+            if index % 2 == 1 { _ = "GET /cb/work?code=".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
+            return fd
+        }
+        defer { held.forEach { close($0) } }
+        let good = try request(port, "GET /cb/work?code=good&state=s HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
+        XCTAssertTrue(good.hasPrefix("HTTP/1.1 200"), "the real redirect got through a full listener: \(good.prefix(80))")
+        // The real redirect's connection took the 8th slot, so the 13 oldest were dropped and the 7 newest remain.
+        for (index, fd) in held.enumerated() {
+            if index < 13 {
+                XCTAssertTrue(isClosedByServer(fd, wait: true), "connection \(index) (old) was not dropped")
+            } else {
+                XCTAssertFalse(isClosedByServer(fd, wait: false), "connection \(index) (recent) was dropped")
+            }
+        }
+        XCTAssertLessThanOrEqual(listener.connections.count, 8, "never more than the cap")
+    }
+
+    func testClosingTheListenerClosesTheConnectionsItAccepted() async throws {
+        let listener = try await cappedListener(max: 64) { _ in .invalid }
+        let port = port(of: listener)
+        let held: [Int32] = (0..<6).map { index in
+            let fd = connectTo(port)
+            if index == 5 { _ = "GET /cb/work?code=".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) } }
+            return fd
+        }
+        defer { held.forEach { close($0) } }
+        // One full exchange, so all six earlier connections have been accepted (one event loop, in order).
+        let other = try request(port, "GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n")
+        XCTAssertTrue(other.hasPrefix("HTTP/1.1 404"), other)
+        XCTAssertGreaterThanOrEqual(listener.connections.count, 6, "the idle ones are held until the listener closes")
+        await listener.close()
+        for (index, fd) in held.enumerated() {
+            // The deadline is an hour: only the listener's close can end these within the 5 s receive timeout.
+            XCTAssertTrue(isClosedByServer(fd, wait: true), "connection \(index) outlived the listener")
+        }
+        XCTAssertEqual(listener.connections.count, 0)
     }
 
     func testBrowserLauncherRefusesNonHTTPSAndUsesNoShell() throws {

@@ -99,6 +99,30 @@ def test_device_sign_in_honours_slow_down_and_stores_the_refresh_token(make_agen
     assert agent.account_status("work")["login_pending"] is False
 
 
+def test_a_503_between_polls_is_retried_with_backoff_and_the_sign_in_completes(make_agent, keyring, auth_server, proxy):
+    """RFC 8628 stops only on OAuth errors: a server outage mid-sign-in (here two 503s from the fault proxy between
+    real polls) is retried with exponential backoff, and the code the person approves still signs in."""
+    agent = make_agent(accounts={"work": device_account(auth_server, proxy)})
+    outage = (503, "text/html", b"<h1>Service Unavailable</h1>")
+    proxy.script("/o/token/", [outage, outage])
+    proc, user_code, _ = start_login(agent, "--device")
+    wait_for(lambda: len(proxy.times_of("/o/token/")) >= 3, 30, "two 503s and one real poll")
+    approve(auth_server, user_code, "accept")
+    rc, out, err = finish(proc)
+    assert rc == 0, f"a 503 ended the device sign-in: rc {rc}\n{err}"
+    assert "Signed in to 'work'" in out
+
+    polls = proxy.times_of("/o/token/")
+    gaps = [b - a for a, b in zip(polls, polls[1:])]
+    print(f"device poll gaps around two 503s: {[round(g, 2) for g in gaps]}")
+    # interval 1 s: after the first 503 wait 2 s, after the second 4 s, then back to the interval.
+    assert gaps[0] >= 2 - TOLERANCE, f"retried {gaps[0]:.2f} s after a 503 (backoff 2 s)"
+    assert gaps[1] >= 4 - TOLERANCE, f"retried {gaps[1]:.2f} s after a second 503 (backoff 4 s)"
+    rt = keyring.secret_tool_lookup("work", auth_server.issuer, client_id=DEVICE_CLIENT)
+    assert rt, "no refresh token in the keyring after the device sign-in"
+    agent.remember(rt, user_code)
+
+
 def test_slow_down_adds_five_seconds_to_later_polls_and_denied_stops(make_agent, keyring, auth_server, proxy):
     agent = make_agent(accounts={"work": device_account(auth_server, proxy)})
     proxy.script("/o/token/", [canned("authorization_pending"), canned("slow_down"), canned("access_denied")])

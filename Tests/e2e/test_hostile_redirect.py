@@ -14,9 +14,22 @@ from urllib.parse import parse_qs, urlsplit
 
 from conftest import FAKE_BROWSER, SYSTEM_PATH, read_replies, wait_for
 from test_errors import _http
+from test_hostile import fd_count
 from test_loopback import listening_addresses
 
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+REDIRECT_CONNECTION_CAP = 64  # LoopbackRedirectListenerFactory.maxConnections
+
+
+def closed_by_peer(c: socket.socket, timeout: float | None) -> bool:
+    """True when the agent has closed this connection (EOF, or a reset); False while it is still open."""
+    c.settimeout(timeout) if timeout else c.setblocking(False)
+    try:
+        return c.recv(1) == b""
+    except (BlockingIOError, socket.timeout):
+        return False
+    except ConnectionResetError:
+        return True
 
 
 def start_sign_in(agent):
@@ -58,6 +71,7 @@ def assert_pending(agent, s):
 
 def test_genuine_looking_redirects_that_break_one_rule(make_agent, keyring, auth_server):
     agent = make_agent(browser_mode="none")
+    fds_before = fd_count(agent.proc.pid)
     s, url, port = start_sign_in(agent)
     slow: list[socket.socket] = []
     try:
@@ -87,6 +101,14 @@ def test_genuine_looking_redirects_that_break_one_rule(make_agent, keyring, auth
         assert get(port, f"{path}?{query}&state=x") == 400
         assert_pending(agent, s)
 
+        # The listener holds at most its cap: the oldest slow connections were closed to make room (the requests
+        # above were answered after all 200 had been accepted), and the agent's open files stay bounded.
+        dropped = sum(closed_by_peer(c, None) for c in slow)
+        fds = fd_count(agent.proc.pid)
+        print(f"200 slow redirect connections: {dropped} dropped by the cap, agent fds {fds_before} -> {fds}")
+        assert dropped >= len(slow) - REDIRECT_CONNECTION_CAP, f"only {dropped} of 200 slow connections dropped"
+        assert fds <= fds_before + REDIRECT_CONNECTION_CAP + 16, f"the listener holds {fds - fds_before} fds"
+
         # The genuine redirect completes it, with the slow connections still open.
         started = time.monotonic()
         assert get(port, f"{path}?{query}") == 200
@@ -94,6 +116,10 @@ def test_genuine_looking_redirects_that_break_one_rule(make_agent, keyring, auth
         print(f"genuine redirect with 200 slow connections open: signed in after "
               f"{(time.monotonic() - started) * 1000:.0f} ms")
         assert final["result"]["account"] == "work", final
+        # The slow connections still open were closed with the listener, not left to their 10 s deadline (the
+        # receive timeout is 5 s: one still open after it fails the test).
+        still_open = [i for i, c in enumerate(slow) if not closed_by_peer(c, 5)]
+        assert still_open == [], f"slow connections outlived the sign-in: {still_open[:10]}"
     finally:
         for c in slow:
             c.close()

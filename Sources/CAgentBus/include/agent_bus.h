@@ -56,4 +56,12 @@ int aa_bus_read_has_string(sd_bus_message *m, const char *capability);
  * an owner, 0 when not, negative errno on failure. */
 int aa_bus_name_has_owner(sd_bus *bus, const char *name);
 
+/* The xdg-desktop-portal (portal.c), each on a private session-bus connection of its own, blocking up to
+ * `timeout_usec`: opens `uri` with org.freedesktop.portal.OpenURI.OpenURI. 0 when the portal accepted it; else a
+ * negative errno, with the D-Bus error's name (empty when there was no bus at all) and message copied out. */
+int aa_portal_open_uri(const char *uri, uint64_t timeout_usec, char *error_name, size_t name_size,
+                       char *error_message, size_t message_size);
+/* 1 when the session bus has the portal (running or activatable), 0 when not, negative errno without a bus. */
+int aa_portal_available(uint64_t timeout_usec);
+
 #endif

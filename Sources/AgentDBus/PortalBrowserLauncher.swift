@@ -1,0 +1,100 @@
+import AuthCore
+import CAgentBus
+import Foundation
+import Logging
+
+/// Opens the sign-in page through the xdg-desktop-portal (`org.freedesktop.portal.OpenURI.OpenURI` on the session
+/// bus) when the portal is there, else through `fallback` (`$BROWSER`, else `xdg-open`: ``ExecBrowserLauncher``).
+///
+/// Why the portal first: the desktop starts the user's browser in the user's session, not as a child of the agent,
+/// so the browser does not inherit the unit's seccomp filters, namespaces or environment (docs/ARCHITECTURE.md).
+///
+/// When the portal is absent (`ServiceUnknown`: no such name on the bus, nothing to activate) the fallback is used
+/// silently; when it is present but fails (an error reply, a timeout, a broken bus) the fallback is used too, and
+/// the failure is logged as a warning, since the user expected the portal to work. Only the call's reply is
+/// awaited, not its `Response` signal: the portal may show an application chooser for as long as the person likes,
+/// and authctl always shows the URL in case nothing opened.
+public struct PortalBrowserLauncher: BrowserLauncher {
+    /// The portal's bus name, as `authctl doctor` names it.
+    public static let busName = "org.freedesktop.portal.Desktop"
+    /// How `locate()` labels the portal in ``BrowserLocation/source``.
+    public static let source = "xdg-desktop-portal"
+    /// A portal that has not answered by then is treated as failed (it replies at once: the chooser comes later).
+    public static let callTimeout: Duration = .seconds(5)
+
+    /// What one OpenURI call amounted to.
+    public enum Outcome: Sendable, Equatable {
+        case opened
+        /// No portal on this bus (or no session bus at all).
+        case absent(String)
+        case failed(String)
+    }
+
+    let fallback: any BrowserLauncher
+    let logger: Logger
+    let call: @Sendable (String) -> Outcome
+    let available: @Sendable () -> Bool
+
+    public init(fallback: any BrowserLauncher, logger: Logger) {
+        self.init(fallback: fallback, logger: logger,
+                  call: { PortalBrowserLauncher.openURI($0, timeout: PortalBrowserLauncher.callTimeout) },
+                  available: { aa_portal_available(PortalBrowserLauncher.microseconds(.seconds(2))) == 1 })
+    }
+
+    /// For tests: the bus call and the presence check injected.
+    init(fallback: any BrowserLauncher, logger: Logger, call: @escaping @Sendable (String) -> Outcome,
+         available: @escaping @Sendable () -> Bool) {
+        self.fallback = fallback
+        self.logger = logger
+        self.call = call
+        self.available = available
+    }
+
+    public func open(_ url: URL) async throws(AuthError) {
+        let text = url.absoluteString
+        // The same rule as the exec launcher (SECURITY.md 10): the portal hands the URL to whatever handles it.
+        guard case .success = EndpointPolicy.validate(text) else {
+            throw AuthError(.loginFailed, "refusing to open a URL that is not https (or loopback http)")
+        }
+        let call = self.call
+        // The call blocks (up to callTimeout): never on the broker's executor or an event loop.
+        let outcome = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: call(text)) }
+        }
+        switch outcome {
+        case .opened:
+            logger.info("opened the sign-in page through the xdg-desktop-portal")
+            return
+        case .absent(let why):
+            logger.debug("no xdg-desktop-portal; starting the browser directly", metadata: ["reason": "\(why)"])
+        case .failed(let why):
+            logger.warning("the xdg-desktop-portal could not open the sign-in page; starting the browser directly",
+                           metadata: ["error": "\(why)"])
+        }
+        try await fallback.open(url)
+    }
+
+    public func locate() -> BrowserLocation {
+        guard available() else { return fallback.locate() }
+        return BrowserLocation(program: PortalBrowserLauncher.busName, source: PortalBrowserLauncher.source, problem: nil)
+    }
+
+    /// One blocking OpenURI call on a private session-bus connection.
+    static func openURI(_ uri: String, timeout: Duration) -> Outcome {
+        var name = [CChar](repeating: 0, count: 256)
+        var message = [CChar](repeating: 0, count: 512)
+        let rc = aa_portal_open_uri(uri, microseconds(timeout), &name, name.count, &message, message.count)
+        if rc >= 0 { return .opened }
+        let errorName = String(cString: name)
+        let detail = String(cString: message)
+        if errorName.isEmpty || errorName == "org.freedesktop.DBus.Error.ServiceUnknown"
+            || errorName == "org.freedesktop.DBus.Error.NameHasNoOwner" {
+            return .absent(errorName.isEmpty ? "no session bus: \(detail)" : detail)
+        }
+        return .failed("\(errorName): \(detail)")
+    }
+
+    static func microseconds(_ duration: Duration) -> UInt64 {
+        UInt64(duration.components.seconds) * 1_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000_000)
+    }
+}
