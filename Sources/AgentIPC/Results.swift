@@ -172,10 +172,12 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var lastRefresh: Int?
         public var lastError: LastError?
         public var loginPending: Bool
+        /// Which local programs may get this account's tokens (`allowed_clients`, `confirm`).
+        public var access: AccountAccess?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
-                    lastError: LastError?, loginPending: Bool) {
+                    lastError: LastError?, loginPending: Bool, access: AccountAccess? = nil) {
             self.name = name
             self.issuer = issuer
             self.clientID = clientID
@@ -187,12 +189,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
             self.lastRefresh = lastRefresh
             self.lastError = lastError
             self.loginPending = loginPending
+            self.access = access
         }
 
         enum CodingKeys: String, CodingKey {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
-                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending"
+                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending", access
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -209,6 +212,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(lastRefresh, forKey: .lastRefresh)
             try container.encodeIfPresent(lastError, forKey: .lastError)
             try container.encode(loginPending, forKey: .loginPending)
+            try container.encodeIfPresent(access, forKey: .access)
         }
     }
 
