@@ -17,9 +17,9 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     private let loop: BusLoop
     private let logger: Logger
     // Bus thread only: notification id -> (question id, the server's unique name).
-    private var shown: [UInt32: (request: Int, server: String)] = [:]
+    fileprivate var shown: [UInt32: (request: Int, server: String)] = [:]
     // Bus thread only: questions that ended before their notification's id came back.
-    private var ended: Set<Int> = []
+    fileprivate var ended: Set<Int> = []
 
     init(access: AccessGate, loop: BusLoop, logger: Logger) {
         self.access = access
@@ -70,6 +70,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         static func answered(_ message: OpaquePointer, _ context: UnsafeMutableRawPointer) -> Call? {
             let call = Unmanaged<Call>.fromOpaque(context).takeRetainedValue()
             if let error = sd_bus_message_get_error(message), sd_bus_error_is_set(error) != 0 {
+                call.notifier.ended.remove(call.request.id)  // nothing shown, nothing to close later
                 let name = error.pointee.name.map { String(cString: $0) } ?? "unknown"
                 call.notifier.logger.info("no consent notification shown (no notification server?); authctl approve still works",
                                           metadata: ["account": "\(call.request.account)", "dbus_error": "\(name)"])
@@ -117,7 +118,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
               let sender = sd_bus_message_get_sender(message) else { return 0 }
         let notifier = Unmanaged<ConsentNotifier>.fromOpaque(context).takeUnretainedValue()
         guard let shown = notifier.shown[id], shown.server == String(cString: sender) else { return 0 }
-        notifier.shown[id] = nil
+        // The entry stays until the question ends (withdraw closes the notification); a second click is too late.
         do {
             _ = try notifier.access.answer(shown.request, allow: key == allowKey, approver: nil)
         } catch {
