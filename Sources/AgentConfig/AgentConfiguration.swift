@@ -17,16 +17,22 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var httpTimeout: Duration
     /// `[agent] notifications`: show a desktop notification (once per account) when an account must sign in.
     public var notifications: Bool
+    /// `[agent] consent_timeout`: how long a request waits for the user's Allow/Deny (`confirm = "first-use"`)
+    /// before it is refused with `access_denied`.
+    public var consentTimeout: Duration
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
     public static let defaultIdleExit: Duration = .seconds(3600)
     public static let defaultHTTPTimeout: Duration = .seconds(30)
     public static let httpTimeoutRange: ClosedRange<Int> = 1...300
+    public static let defaultConsentTimeout: Duration = .seconds(60)
+    public static let consentTimeoutRange: ClosedRange<Int> = 1...600
 
     public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
                 idleExit: Duration = AgentConfiguration.defaultIdleExit,
-                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout, notifications: Bool = true) {
+                httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout, notifications: Bool = true,
+                consentTimeout: Duration = AgentConfiguration.defaultConsentTimeout) {
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel
@@ -34,6 +40,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         self.idleExit = idleExit
         self.httpTimeout = httpTimeout
         self.notifications = notifications
+        self.consentTimeout = consentTimeout
     }
 
     /// `--config`, then `$AUTH_AGENT_CONFIG`, then `$XDG_CONFIG_HOME/auth-agent/config.toml`,

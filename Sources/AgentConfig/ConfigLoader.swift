@@ -9,8 +9,9 @@ public enum ConfigLoader {
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
+        "allowed_clients", "confirm",
     ]
-    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications"]
+    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -51,6 +52,7 @@ public enum ConfigLoader {
         var idleExit = AgentConfiguration.defaultIdleExit
         var httpTimeout = AgentConfiguration.defaultHTTPTimeout
         var notifications = true
+        var consentTimeout = AgentConfiguration.defaultConsentTimeout
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -86,6 +88,14 @@ public enum ConfigLoader {
                 }
                 notifications = flag
             }
+            if let value = agentTable["consent_timeout"] {
+                let range = AgentConfiguration.consentTimeoutRange
+                guard let seconds = value.int, range.contains(seconds) else {
+                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "consent_timeout"),
+                                      "consent_timeout must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+                }
+                consentTimeout = .seconds(seconds)
+            }
         }
         var accounts: [AccountConfig] = []
         if let accountsValue = table["accounts"] {
@@ -105,7 +115,7 @@ public enum ConfigLoader {
             }
         }
         return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit,
-                                  httpTimeout: httpTimeout, notifications: notifications)
+                                  httpTimeout: httpTimeout, notifications: notifications, consentTimeout: consentTimeout)
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {
@@ -235,7 +245,36 @@ public enum ConfigLoader {
             guard let flag = value.bool else { throw fail("scoped_tokens", "'scoped_tokens' must be true or false") }
             account.scopedTokens = flag
         }
+        account.access = try accessPolicy(table, fail: fail)
         return account
+    }
+}
+
+extension ConfigLoader {
+    /// `allowed_clients` (exact entries, see ``ClientRule``) and `confirm` (`"first-use"` or `"never"`).
+    static func accessPolicy(_ table: TOMLTable, fail: (String?, String) -> ConfigError) throws(ConfigError) -> AccessPolicy {
+        var policy = AccessPolicy.open
+        if let value = table["allowed_clients"] {
+            guard let array = value.array else {
+                throw fail("allowed_clients", "'allowed_clients' must be an array of strings, e.g. [\"/usr/bin/git\", \"unit:mbsync.service\"]")
+            }
+            var rules: [ClientRule] = []
+            for element in array {
+                guard let text = element.string else { throw fail("allowed_clients", "each allowed_clients entry must be a string") }
+                switch ClientRule.parse(text) {
+                case .success(let rule): rules.append(rule)
+                case .failure(let rejection): throw fail("allowed_clients", "allowed_clients: \(rejection.reason)")
+                }
+            }
+            policy.allowedClients = rules
+        }
+        if let value = table["confirm"] {
+            guard let text = value.string, let confirm = AccessPolicy.Confirm(rawValue: text) else {
+                throw fail("confirm", "'confirm' must be \"first-use\" (ask before a program's first token) or \"never\"")
+            }
+            policy.confirm = confirm
+        }
+        return policy
     }
 }
 

@@ -32,7 +32,7 @@ public enum AgentBusAPI {
             switch call {
             case .getAccessToken(let account, let minValid):
                 let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
-                    try await ops.token(account: account, minValid: Int(minValid))
+                    try await ops.token(account: account, caller: caller, minValid: Int(minValid))
                 }
                 return .values([.string(token.accessToken), .int64(Int64(token.expiresAt))])
             case .listAccounts:

@@ -51,7 +51,9 @@ final class AgentBusObject: @unchecked Sendable {
         }
         _ = sd_bus_message_ref(message)
         let reference = BusMessageRef(raw: message)
-        let caller = Caller(pid: pid, uid: uid, via: "dbus", exe: Caller.executable(of: pid))
+        // The bus daemon's credentials for the sender (GetConnectionCredentials), with the same /proc derivations as
+        // a socket peer; pinned by start time (the bus gives no pidfd here).
+        let caller = Caller.identify(peer: PeerCredentials(pid: pid, uid: uid, gid: 0), via: "dbus")
         let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
         let operations = self.operations
         activity?.begin()

@@ -39,6 +39,10 @@ public struct DBusService: Service {
         let loop = BusLoop()
         let object = AgentBusObject(operations: operations, loop: loop, activity: activity, logger: logger)
         let notifier = notifications ? SignInNotifier(operations: operations, loop: loop, logger: logger) : nil
+        // First-use consent questions become notifications too (authctl approve works without them).
+        let consent = notifications ? ConsentNotifier(access: operations.access, loop: loop, logger: logger) : nil
+        operations.access.setPrompter(consent)
+        defer { operations.access.setPrompter(nil) }
         let events = Task {
             for await event in operations.broker.events() {
                 object.emit(event)
@@ -49,7 +53,7 @@ public struct DBusService: Service {
         let logger = self.logger
         await withGracefulShutdownHandler {
             let end: String? = await withCheckedContinuation { continuation in
-                let thread = Thread { continuation.resume(returning: DBusService.serve(object, notifier: notifier, loop: loop, logger: logger)) }
+                let thread = Thread { continuation.resume(returning: DBusService.serve(object, notifier: notifier, consent: consent, loop: loop, logger: logger)) }
                 thread.name = "auth-agent-dbus"
                 thread.start()
             }
@@ -64,7 +68,8 @@ public struct DBusService: Service {
 
     /// The bus thread: connect, register the object, take the name, serve until stopped. Returns why the D-Bus API
     /// is not (or no longer) available, or nil after a requested stop.
-    static func serve(_ object: AgentBusObject, notifier: SignInNotifier?, loop: BusLoop, logger: Logger) -> String? {
+    static func serve(_ object: AgentBusObject, notifier: SignInNotifier?, consent: ConsentNotifier? = nil, loop: BusLoop,
+                      logger: Logger) -> String? {
         var bus: OpaquePointer?
         var r = sd_bus_open_user_with_description(&bus, "auth-agent")
         guard r >= 0, let bus else { return "no session bus (\(describe(r)))" }
@@ -84,6 +89,12 @@ public struct DBusService: Service {
         if let notifierContext {
             r = SignInNotifier.watchActions(bus: bus, context: notifierContext.toOpaque())
             if r < 0 { logger.notice("cannot watch desktop notification actions", metadata: ["errno": "\(-r)"]) }
+        }
+        let consentContext = consent.map { Unmanaged.passRetained($0) }
+        defer { consentContext?.release() }
+        if let consentContext {
+            r = ConsentNotifier.watchActions(bus: bus, context: consentContext.toOpaque())
+            if r < 0 { logger.notice("cannot watch consent notification actions", metadata: ["errno": "\(-r)"]) }
         }
         // The object is in place before the name is taken, so an activating call finds it.
         r = sd_bus_request_name(bus, busName, 0)

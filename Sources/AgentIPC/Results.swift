@@ -174,10 +174,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var loginPending: Bool
         /// Access tokens cached for a scope subset and/or resource; absent when there are none.
         public var scopedTokens: [ScopedToken]?
+        /// Which local programs may get this account's tokens (`allowed_clients`, `confirm`).
+        public var access: AccountAccess?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
-                    lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil) {
+                    lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
+                    access: AccountAccess? = nil) {
             self.scopedTokens = scopedTokens
             self.name = name
             self.issuer = issuer
@@ -190,13 +193,14 @@ public struct StatusResult: Codable, Sendable, Equatable {
             self.lastRefresh = lastRefresh
             self.lastError = lastError
             self.loginPending = loginPending
+            self.access = access
         }
 
         enum CodingKeys: String, CodingKey {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
-                 scopedTokens = "scoped_tokens"
+                 scopedTokens = "scoped_tokens", access
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -214,6 +218,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(lastError, forKey: .lastError)
             try container.encode(loginPending, forKey: .loginPending)
             try container.encodeIfPresent(scopedTokens, forKey: .scopedTokens)
+            try container.encodeIfPresent(access, forKey: .access)
         }
     }
 

@@ -19,6 +19,14 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case loginCallback = "login_callback"
     /// `authctl doctor`: checks each account's authorization server, the keyring and the browser.
     case diagnose
+    /// The audit trail: tokens handed out and requests refused (`since`, `account` filter).
+    case audit
+    /// Requests waiting for the user's Allow/Deny (`confirm = "first-use"`).
+    case pending
+    /// Answers a pending request (`request` is its id); only from a caller with a controlling terminal.
+    case approve, deny
+    /// Drops remembered Allow/Deny decisions (`account`, `client` narrow it); only from a terminal.
+    case forget
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -44,11 +52,18 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var scopes: [String]?
     /// `token`: an RFC 8707 resource (absolute URI, no fragment) the token is for.
     public var resource: String?
+    /// `audit`: only records at or after this Unix time.
+    public var since: Int?
+    /// `approve`, `deny`: the pending request's id (``PendingConsent/id``).
+    public var request: Int?
+    /// `forget`: only decisions for this client (an executable path or `flatpak:APP`).
+    public var client: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
                 browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
-                scopes: [String]? = nil, resource: String? = nil) {
+                scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
+                client: String? = nil) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -62,11 +77,14 @@ public struct WireRequest: Codable, Sendable, Equatable {
         self.method = method?.rawValue
         self.scopes = scopes
         self.resource = resource
+        self.since = since
+        self.request = request
+        self.client = client
     }
 
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url, method, scopes, resource
+             browser, url, method, scopes, resource, since, request, client
     }
 }
 
@@ -153,14 +171,19 @@ public struct WireEvent: Codable, Sendable, Equatable {
     public var verificationURIComplete: String?
     public var expiresIn: Int?
     public var interval: Int?
+    /// `consent_required` events: the pending request's id and what it is remembered under.
+    public var request: Int?
+    public var client: String?
 
     public static let loginStarted = "login_started"
     public static let deviceCode = "device_code"
+    /// A `token` request waits for the user's Allow/Deny: `request` is the id `authctl approve` takes.
+    public static let consentRequired = "consent_required"
 
     public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
                 browserError: String? = nil, timeoutSeconds: Int? = nil, userCode: String? = nil,
                 verificationURI: String? = nil, verificationURIComplete: String? = nil, expiresIn: Int? = nil,
-                interval: Int? = nil) {
+                interval: Int? = nil, request: Int? = nil, client: String? = nil) {
         self.type = type
         self.url = url
         self.redirectURI = redirectURI
@@ -172,13 +195,15 @@ public struct WireEvent: Codable, Sendable, Equatable {
         self.verificationURIComplete = verificationURIComplete
         self.expiresIn = expiresIn
         self.interval = interval
+        self.request = request
+        self.client = client
     }
 
     enum CodingKeys: String, CodingKey {
         case type, url, redirectURI = "redirect_uri", browserOpened = "browser_opened",
              browserError = "browser_error", timeoutSeconds = "timeout_s", userCode = "user_code",
              verificationURI = "verification_uri", verificationURIComplete = "verification_uri_complete",
-             expiresIn = "expires_in", interval
+             expiresIn = "expires_in", interval, request, client
     }
 }
 

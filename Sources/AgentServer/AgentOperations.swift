@@ -3,33 +3,6 @@ import AuthCore
 import Foundation
 import Logging
 
-/// Who asked, for the log: the peer's pid and uid (`SO_PEERCRED` on the socket, the bus daemon's credentials on
-/// D-Bus) and which front end carried the request.
-public struct Caller: Sendable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var via: String
-    /// The peer's executable (`/proc/PID/exe`), for the log; nil when it cannot be read. Read by the agent, never
-    /// taken from anything the client sends.
-    public var exe: String?
-
-    public init(pid: Int32, uid: UInt32, via: String, exe: String? = nil) {
-        self.pid = pid
-        self.uid = uid
-        self.via = via
-        self.exe = exe
-    }
-
-    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
-    public static func executable(of pid: Int32) -> String? {
-        guard pid > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-}
-
 /// The agent's operations as typed calls onto ``TokenBroker``, shared by every front end (the socket's
 /// ``RequestDispatcher`` and the D-Bus object), so there is one implementation of each: argument checks, the
 /// interactive-token dance, the mapping of domain results onto the versioned result types and of ``AuthError``
@@ -38,11 +11,14 @@ public struct Caller: Sendable {
 public struct AgentOperations: Sendable {
     public let broker: TokenBroker
     public let info: AgentInfo
+    /// Who may get which account's tokens (allow-lists, first-use consent) and the audit trail.
+    public let access: AccessGate
     let logger: Logger
 
-    public init(broker: TokenBroker, info: AgentInfo, logger: Logger) {
+    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil, logger: Logger) {
         self.broker = broker
         self.info = info
+        self.access = access ?? AccessGate(logger: logger)
         self.logger = logger
     }
 
@@ -75,9 +51,10 @@ public struct AgentOperations: Sendable {
         })
     }
 
-    /// An access token valid for `minValid` seconds. With `interactive`, a missing sign-in is started (or joined)
-    /// and announced through `loginStarted` before the wait.
-    public func token(account: String, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
+    /// An access token valid for `minValid` seconds, for `caller` if the account's access policy serves it (asking
+    /// the user first if it says so; the grant or refusal is audited). With `interactive`, a missing sign-in is
+    /// started (or joined) and announced through `loginStarted` before the wait.
+    public func token(account: String, caller: Caller, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
                       scopes: [String]? = nil, resource: String? = nil,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
@@ -85,6 +62,8 @@ public struct AgentOperations: Sendable {
             throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
         }
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
+        let reason = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
+                                                announce: loginStarted)
         let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
                 // Announce the sign-in if one is needed, so the caller can show the URL.
@@ -100,6 +79,7 @@ public struct AgentOperations: Sendable {
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
                                                 forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
         }
+        access.record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
         return TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
             expiresIn: Int(grant.expiresIn.components.seconds), expiresAt: Int(grant.expiresAt.timeIntervalSince1970),
@@ -158,7 +138,8 @@ public struct AgentOperations: Sendable {
                     scopedTokens: account.scopedTokens.isEmpty ? nil : account.scopedTokens.map {
                         .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
                               expiresIn: Int($0.expiresIn.components.seconds))
-                    })
+                    },
+                    access: AccountAccess(access.policy(of: account.name)))
             })
     }
 

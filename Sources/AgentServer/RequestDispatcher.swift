@@ -26,8 +26,8 @@ public struct RequestDispatcher: Sendable {
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
 
-    public init(broker: TokenBroker, info: AgentInfo, logger: Logger) {
-        self.operations = AgentOperations(broker: broker, info: info, logger: logger)
+    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil, logger: Logger) {
+        self.operations = AgentOperations(broker: broker, info: info, access: access, logger: logger)
     }
 
     /// Parses one request line. Malformed JSON, a missing or unknown version and unknown operations become errors.
@@ -61,7 +61,7 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, await ops.accounts())
                 case .token:
                     return encode(id, try await ops.token(
-                        account: try requireAccount(request), minValid: request.minValid ?? 0,
+                        account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
                         includeIDToken: request.idToken ?? false, method: try loginMethod(request),
                         scopes: request.scopes, resource: request.resource, loginStarted: loginStarted))
@@ -74,6 +74,14 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, try await ops.logout(account: try requireAccount(request)))
                 case .diagnose:
                     return encode(id, try await ops.diagnose(account: request.account))
+                case .audit:
+                    return encode(id, ops.audit(account: request.account, since: request.since))
+                case .pending:
+                    return encode(id, ops.pending())
+                case .approve, .deny:
+                    return encode(id, try ops.answer(request: request.request, allow: op == .approve, caller: caller))
+                case .forget:
+                    return encode(id, try ops.forget(account: request.account, client: request.client, caller: caller))
                 }
             }
         } catch {

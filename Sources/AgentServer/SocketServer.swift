@@ -124,8 +124,10 @@ public final class SocketServer: Service {
             return
         }
         let peer = credentials.peer
-        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, /proc/PID/exe).
-        let caller = Caller(pid: peer.pid, uid: peer.uid, via: "socket", exe: Caller.executable(of: peer.pid))
+        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...). The
+        // pidfd names the process that connected whenever it is asked for (the socket holds that process's pid); it
+        // is a temporary of this one statement, so it is closed before the connection is served.
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: (try? await PeerCredentials.pidfd(of: connection.channel).get()) ?? nil)
         guard let registration = connections.add(connection.channel) else {
             logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
             try? await connection.executeThenClose { _, _ in }

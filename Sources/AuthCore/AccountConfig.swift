@@ -33,6 +33,8 @@ public struct AccountConfig: Sendable, Equatable {
     /// `scoped_tokens`: callers may ask for a subset of `scopes` and/or a resource (TokenCacheKey). Off by default:
     /// safe only with servers that keep a refresh token's scope when they rotate it (RFC 6749 §6).
     public var scopedTokens = false
+    /// `allowed_clients` and `confirm`: which local programs may get this account's tokens. Open by default.
+    public var access: AccessPolicy = .open
 
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],

@@ -90,10 +90,14 @@ struct AuthAgent: AsyncParsableCommand {
             accounts: configuration.accounts, store: LibsecretStore(), http: http,
             redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment), logger: logger),
             logger: logger)
+        let access = AccessGate(
+            policies: Dictionary(configuration.accounts.map { ($0.name, $0.access) }, uniquingKeysWith: { first, _ in first }),
+            consentTimeout: configuration.consentTimeout,
+            store: ConsentStore(path: ConsentStore.defaultPath(environment: environment)), logger: logger)
         let dispatcher = RequestDispatcher(
             broker: broker,
             info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath),
-            logger: logger)
+            access: access, logger: logger)
 
         let server: SocketServer
         let activity = ActivityTracker()

@@ -27,11 +27,12 @@ struct AuthCtl: ParsableCommand {
 
         Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required,
         5 keyring locked or unavailable, 6 authorization server unavailable or failing,
-        7 sign-in did not complete, 8 unknown account or bad configuration, 9 protocol error.
+        7 sign-in did not complete or access denied, 8 unknown account or bad configuration, 9 protocol error.
         """,
         version: authctlVersion,
         subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, DoctorCommand.self,
                       GitCredentialCommand.self, KubeCredentialCommand.self, Callback.self, RegisterScheme.self,
+                      Audit.self, Pending.self, Approve.self, Deny.self, Forget.self,
                       Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.

@@ -79,6 +79,7 @@ struct CLIFailure: Error {
         case .deviceGrantUnsupported?:
             return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"
         case .loginRateLimited?: return "wait until the time given, check the account's configuration, then sign in again"
+        case .accessDenied?: return "if the agent refused this program, the account's allowed_clients and confirm settings decide (see `authctl status` and `authctl audit`)"
         default: return nil
         }
     }

@@ -74,6 +74,7 @@ enum Formatter {
                 rows.append(["scoped token:", "\(what): \(when)"])
             }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
+            if let access = account.access { rows.append(["tokens for:", access.summary]) }
             if let error = account.lastError {
                 rows.append(["last error:", paint("\(error.code): \(error.message) (\(relative(error.at, now: now)))", "31")])
             }
@@ -103,6 +104,11 @@ enum Terminal {
 
     /// Progress of a sign-in, on stderr so stdout stays clean for tokens and JSON.
     static func announce(_ event: WireEvent, account: String) {
+        if event.type == WireEvent.consentRequired {
+            return writeStderr("Waiting for your permission to give '\(account)' tokens to \(event.client ?? "this program"): "
+                + "run `authctl approve \(event.request ?? 0)` (or `authctl deny \(event.request ?? 0)`) in a terminal, or answer the "
+                + "notification (gives up after \(Formatter.duration(event.timeoutSeconds ?? 60))).\n")
+        }
         guard event.type == WireEvent.loginStarted, let url = event.url else { return }
         var text = ""
         if event.browserOpened == true {

@@ -156,3 +156,37 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(AgentConfiguration.defaultPath(explicit: nil, environment: ["HOME": "/h"])?.path, "/h/.config/auth-agent/config.toml")
     }
 }
+
+final class AccessConfigTests: XCTestCase {
+    let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+    func parse(_ text: String) throws -> AgentConfiguration { try ConfigLoader.parse(text, path: "/cfg/config.toml") }
+
+    func testAllowedClientsAndConfirm() throws {
+        let open = try parse(base)
+        XCTAssertEqual(open.accounts[0].access, .open)
+        XCTAssertEqual(open.consentTimeout, .seconds(60))
+        let config = try parse("[agent]\nconsent_timeout = 5\n" + base + """
+        allowed_clients = ["/usr/bin/git", "unit:mbsync.service", "flatpak:org.gnome.Evolution"]
+        confirm = "first-use"
+        """)
+        XCTAssertEqual(config.consentTimeout, .seconds(5))
+        XCTAssertEqual(config.accounts[0].access, AccessPolicy(
+            allowedClients: [.path("/usr/bin/git"), .unit("mbsync.service"), .flatpak("org.gnome.Evolution")], confirm: .firstUse))
+    }
+
+    func testBadEntriesNameTheLineAndTheRule() {
+        for (text, fragment) in [("allowed_clients = [\"/usr/bin/*\"]", "glob"),
+                                 ("allowed_clients = [\"git\"]", "neither an absolute path"),
+                                 ("allowed_clients = \"/usr/bin/git\"", "must be an array"),
+                                 ("allowed_clients = [1]", "must be a string"),
+                                 ("confirm = \"always\"", "first-use")] {
+            XCTAssertThrowsError(try parse(base + text + "\n"), text) { error in
+                let error = error as? ConfigError
+                XCTAssertEqual(error?.line, 4, text)
+                XCTAssertTrue(error?.message.contains(fragment) == true, "\(String(describing: error?.message)) lacks \(fragment)")
+            }
+        }
+        XCTAssertThrowsError(try parse("[agent]\nconsent_timeout = 0\n" + base))
+        XCTAssertThrowsError(try parse("[agent]\nconsent_timeout = 601\n" + base))
+    }
+}

@@ -46,6 +46,13 @@ int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, const char *s
                                 const char *action_key, const char *action_label,
                                 sd_bus_message_handler_t callback, void *userdata);
 
+/* Notify with a NULL-terminated list of action key/label pairs (`actions` may be NULL: no action). */
+int aa_bus_notifications_notify_actions(sd_bus *bus, const char *app_name, const char *summary, const char *body,
+                                        char **actions, sd_bus_message_handler_t callback, void *userdata);
+
+/* CloseNotification(id), fire and forget. */
+int aa_bus_notifications_close(sd_bus *bus, uint32_t id);
+
 /* Watches ActionInvoked(u id, s key) from any sender; the handler checks the sender and the id. */
 int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
 

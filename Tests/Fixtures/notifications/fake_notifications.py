@@ -35,6 +35,11 @@ class Server(dbus.service.Object):
                                   "body": str(body), "actions": [str(a) for a in actions]}) + "\n")
         return dbus.UInt32(self.next_id)
 
+    @dbus.service.method(IFACE, in_signature="u", out_signature="")
+    def CloseNotification(self, id):
+        with open(self.log_path, "a") as log:
+            log.write(json.dumps({"closed": int(id)}) + "\n")
+
     @dbus.service.method(IFACE, in_signature="", out_signature="ssss")
     def GetServerInformation(self):
         return ("fake", "auth-agent tests", "1", "1.2")

@@ -1,0 +1,151 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Who asked, in audit records and pending consent requests: what the agent read from the kernel about the caller.
+public struct WireCaller: Codable, Sendable, Equatable {
+    public var pid: Int32
+    /// `socket` or `dbus`.
+    public var via: String
+    public var exe: String?
+    /// The executable was deleted or replaced after the process started.
+    public var exeDeleted: Bool?
+    public var unit: String?
+    public var flatpakApp: String?
+
+    public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil) {
+        self.pid = pid
+        self.via = via
+        self.exe = exe
+        self.exeDeleted = exeDeleted
+        self.unit = unit
+        self.flatpakApp = flatpakApp
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app"
+    }
+}
+
+/// One audit record: a token handed out or a request refused (never the token itself).
+public struct AuditEntry: Codable, Sendable, Equatable {
+    /// Unix time of the decision.
+    public var time: Int
+    public var account: String
+    /// `granted` or `denied`.
+    public var outcome: String
+    /// Why: `open`, `listed`, `approved`, `not_listed`, `denied_by_user`, `consent_timeout`, `unidentified`,
+    /// `process_exited` (docs/PROTOCOL.md).
+    public var reason: String
+    public var scopes: [String]?
+    public var resource: String?
+    public var caller: WireCaller
+
+    public init(time: Int, account: String, outcome: String, reason: String, scopes: [String]? = nil,
+                resource: String? = nil, caller: WireCaller) {
+        self.time = time
+        self.account = account
+        self.outcome = outcome
+        self.reason = reason
+        self.scopes = scopes
+        self.resource = resource
+        self.caller = caller
+    }
+
+    public static let granted = "granted"
+    public static let denied = "denied"
+}
+
+/// The `audit` operation's result: the agent's in-memory records, oldest first.
+public struct AuditResult: Codable, Sendable, Equatable {
+    public var entries: [AuditEntry]
+    /// How many records the agent keeps; older ones are only in the journal.
+    public var capacity: Int
+    public init(entries: [AuditEntry], capacity: Int) {
+        self.entries = entries
+        self.capacity = capacity
+    }
+}
+
+/// A request waiting for the user's Allow/Deny.
+public struct PendingConsent: Codable, Sendable, Equatable {
+    /// What `approve` and `deny` take.
+    public var id: Int
+    public var account: String
+    /// The name the decision is remembered under (`authctl forget`): an executable path or `flatpak:APP`.
+    public var client: String
+    public var caller: WireCaller
+    /// Unix time when the request started waiting, and the seconds left before it is refused.
+    public var since: Int
+    public var expiresIn: Int
+
+    public init(id: Int, account: String, client: String, caller: WireCaller, since: Int, expiresIn: Int) {
+        self.id = id
+        self.account = account
+        self.client = client
+        self.caller = caller
+        self.since = since
+        self.expiresIn = expiresIn
+    }
+
+    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in" }
+}
+
+/// The `pending` operation's result.
+public struct PendingResult: Codable, Sendable, Equatable {
+    public var requests: [PendingConsent]
+    public init(requests: [PendingConsent]) { self.requests = requests }
+}
+
+/// The `approve` and `deny` operations' result: the decision, now remembered for (account, client).
+public struct ConsentResult: Codable, Sendable, Equatable {
+    public var id: Int
+    public var account: String
+    public var client: String
+    public var allowed: Bool
+    public init(id: Int, account: String, client: String, allowed: Bool) {
+        self.id = id
+        self.account = account
+        self.client = client
+        self.allowed = allowed
+    }
+}
+
+/// The `forget` operation's result: remembered decisions dropped.
+public struct ForgetResult: Codable, Sendable, Equatable {
+    public struct Decision: Codable, Sendable, Equatable {
+        public var account: String
+        public var client: String
+        public var allowed: Bool
+        public init(account: String, client: String, allowed: Bool) {
+            self.account = account
+            self.client = client
+            self.allowed = allowed
+        }
+    }
+    public var forgotten: [Decision]
+    public init(forgotten: [Decision]) { self.forgotten = forgotten }
+}
+
+/// An account's access policy as `status` reports it.
+public struct AccountAccess: Codable, Sendable, Equatable {
+    /// No policy: any process of the user may get tokens.
+    public var open: Bool
+    /// The `allowed_clients` entries, absent when the key is not set.
+    public var allowedClients: [String]?
+    /// `never` or `first-use`.
+    public var confirm: String
+    /// One line for people, e.g. "any process of yours (no allowed_clients)".
+    public var summary: String
+
+    public init(open: Bool, allowedClients: [String]?, confirm: String, summary: String) {
+        self.open = open
+        self.allowedClients = allowedClients
+        self.confirm = confirm
+        self.summary = summary
+    }
+
+    enum CodingKeys: String, CodingKey { case open, allowedClients = "allowed_clients", confirm, summary }
+}

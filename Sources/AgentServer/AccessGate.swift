@@ -1,0 +1,155 @@
+import AgentIPC
+import AuthCore
+import Foundation
+import Logging
+
+/// Somewhere to ask the user about a pending request (the desktop notification, `SignInNotifications`' sibling in
+/// AgentDBus). `authctl approve`/`deny` work whether or not one is set.
+public protocol ConsentPrompter: Sendable {
+    /// Shows the question; the answer comes back through ``AccessGate/answer(_:allow:)``.
+    func ask(_ request: PendingConsent)
+    /// The request was answered or timed out: take the question away.
+    func withdraw(_ id: Int)
+}
+
+/// The agent's door: judges each token request against the account's ``AccessPolicy`` with the caller's
+/// kernel-derived identity, asks the user on first use, remembers the answers (``ConsentStore``) and writes the
+/// ``AuditLog``. Its state is lock-protected and its verdicts synchronous, so the socket's fast path can ask
+/// ``admitsWithoutAsking(_:account:)`` on the event loop; only a consent question waits.
+public final class AccessGate: @unchecked Sendable {
+    public let audit: AuditLog
+    let policies: [String: AccessPolicy]
+    let consentTimeout: Duration
+    let store: ConsentStore
+    let logger: Logger
+    /// Wall-clock Unix time, for records and decisions (a duration is never measured with it).
+    let now: @Sendable () -> Int
+    /// Waits for a consent question's time limit; production passes `ContinuousClock` sleeping.
+    let sleep: @Sendable (Duration) async -> Void
+
+    let lock = NSLock()
+    var decisions: [DecisionKey: ConsentStore.Decision] = [:]
+    var pending: [Int: Pending] = [:]
+    var nextPendingID = 0
+    var prompter: (any ConsentPrompter)?
+
+    struct DecisionKey: Hashable { var account: String; var client: String }
+
+    struct Pending {
+        var request: PendingConsent
+        var requesterPID: Int32
+        var deadline: ContinuousClock.Instant
+        var waiters: [CheckedContinuation<Bool?, Never>] = []
+    }
+
+    public init(policies: [String: AccessPolicy] = [:], consentTimeout: Duration = .seconds(60),
+                store: ConsentStore = ConsentStore(path: nil), auditCapacity: Int = 1000, logger: Logger,
+                now: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) },
+                sleep: @escaping @Sendable (Duration) async -> Void = { try? await ContinuousClock().sleep(for: $0) }) {
+        self.policies = policies
+        self.consentTimeout = consentTimeout
+        self.store = store
+        self.logger = logger
+        self.now = now
+        self.sleep = sleep
+        self.audit = AuditLog(capacity: auditCapacity, logger: logger)
+        do {
+            for decision in try store.load() {
+                decisions[DecisionKey(account: decision.account, client: decision.client)] = decision
+            }
+        } catch {
+            logger.warning("cannot read the remembered consent decisions; asking again",
+                           metadata: ["path": "\(store.path ?? "")", "error": "\(error)"])
+        }
+    }
+
+    /// The policy of `account` (open for an account without one, and for unknown names: the broker refuses those).
+    public func policy(of account: String) -> AccessPolicy { policies[account] ?? .open }
+
+    /// The verdict for `caller` on `account`, without asking anyone. Under a policy, a caller whose connecting
+    /// process has exited (its pid may now be someone else's) is refused.
+    public func verdict(_ caller: Caller, account: String) -> AccessPolicy.Verdict {
+        let policy = self.policy(of: account)
+        if policy.isOpen { return .grant(.open) }
+        guard caller.isStillConnectedProcess else { return .deny(.processExited) }
+        let remembered = caller.identity.consentKey.flatMap { key in
+            lock.withLock { decisions[DecisionKey(account: account, client: key)]?.allowed }
+        }
+        return policy.decide(caller.identity, remembered: remembered)
+    }
+
+    /// The fast path's question: true when the policy serves this caller without asking anyone, in which case the
+    /// grant is already in the audit trail; false sends the request down the normal path (which may ask or refuse).
+    public func admitsWithoutAsking(_ caller: Caller, account: String, scopes: [String]? = nil, resource: String? = nil) -> Bool {
+        guard case .grant(let reason) = verdict(caller, account: account) else { return false }
+        record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
+        return true
+    }
+
+    /// Decides a request, asking the user if the policy says so; throws `access_denied` (audited) when refused.
+    /// Returns the reason of a grant, which the caller audits once the token is in hand.
+    public func authorize(_ caller: Caller, account: String, scopes: [String]?, resource: String?,
+                          announce: @Sendable (WireEvent) async -> Void) async throws(WireError) -> AccessPolicy.Reason {
+        switch verdict(caller, account: account) {
+        case .grant(let reason):
+            return reason
+        case .deny(let reason):
+            throw refuse(caller, account: account, reason: reason, scopes: scopes, resource: resource)
+        case .ask:
+            guard let key = caller.identity.consentKey else {
+                throw refuse(caller, account: account, reason: .unidentified, scopes: scopes, resource: resource)
+            }
+            let id = enqueue(caller, account: account, client: key)
+            await announce(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: Int(consentTimeout.components.seconds),
+                                     request: id, client: key))
+            switch await wait(id, account: account, client: key) {
+            case true?: return .approved
+            case false?: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)
+            case nil: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
+            }
+        }
+    }
+
+    /// Audits a refusal and returns the `access_denied` error naming the identity and how to allow it.
+    func refuse(_ caller: Caller, account: String, reason: AccessPolicy.Reason, scopes: [String]?, resource: String?) -> WireError {
+        record(caller, account: account, granted: false, reason: reason, scopes: scopes, resource: resource)
+        return WireError(.accessDenied, AccessGate.refusalMessage(caller.identity, pid: caller.pid, account: account,
+                                                                   reason: reason, timeout: consentTimeout))
+    }
+
+    /// Appends an audit record for `caller`.
+    public func record(_ caller: Caller, account: String, granted: Bool, reason: AccessPolicy.Reason,
+                       scopes: [String]? = nil, resource: String? = nil) {
+        audit.append(AuditEntry(time: now(), account: account, outcome: granted ? AuditEntry.granted : AuditEntry.denied,
+                                reason: reason.rawValue, scopes: scopes, resource: resource, caller: caller.wire))
+    }
+
+    /// Why a caller was refused, and what the user can do about it.
+    static func refusalMessage(_ identity: ClientIdentity, pid: Int32, account: String, reason: AccessPolicy.Reason,
+                               timeout: Duration) -> String {
+        let who = "\(identity.summary) (pid \(pid))"
+        switch reason {
+        case .notListed:
+            let entry = identity.flatpakApp.map { "flatpak:\($0)" } ?? identity.exe ?? "PATH"
+            return "account '\(account)' does not serve \(who): it is not in allowed_clients; to allow it, add \"\(entry)\" (or a unit:NAME entry) to allowed_clients in [accounts.\(account)] of config.toml"
+        case .deniedByUser:
+            return "account '\(account)' does not serve \(who): you denied it; run `authctl forget --account \(account) --client \(identity.consentKey ?? "")` to be asked again"
+        case .consentTimeout:
+            return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
+        case .unidentified:
+            return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
+        case .processExited:
+            return "account '\(account)' does not serve pid \(pid): the process that opened this connection has exited, so whoever holds the connection now cannot be identified"
+        case .open, .listed, .approved:
+            return "account '\(account)' serves \(who)"
+        }
+    }
+}
+
+extension Caller {
+    /// The identity as the wire carries it (audit records, pending requests).
+    public var wire: WireCaller {
+        WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
+                   unit: identity.unit, flatpakApp: identity.flatpakApp)
+    }
+}

@@ -1,0 +1,43 @@
+import AgentIPC
+import AuthCore
+
+/// The access-policy operations: the fast path's admission check, the audit trail, and answering consent questions.
+extension AgentOperations {
+    /// For the socket's synchronous fast path (cached tokens answered on the event loop): true only when the
+    /// account's policy serves `caller` without asking anyone, and then the grant is already audited. False sends
+    /// the request down the normal path (``token(account:caller:minValid:forceRefresh:interactive:includeIDToken:method:scopes:resource:loginStarted:)``),
+    /// which refuses, asks or grants, and audits. Lock-protected, no actor hop.
+    public func admitsFastPath(caller: Caller, account: String) -> Bool {
+        access.admitsWithoutAsking(caller, account: account)
+    }
+
+    /// `audit`: the in-memory records, oldest first.
+    public func audit(account: String?, since: Int?) -> AuditResult {
+        AuditResult(entries: access.audit.entries(account: account, since: since), capacity: access.audit.capacity)
+    }
+
+    /// `pending`: the requests waiting for the user's answer.
+    public func pending() -> PendingResult {
+        PendingResult(requests: access.pendingRequests())
+    }
+
+    /// `approve` / `deny`: answers a pending request; remembered for its (account, client).
+    public func answer(request: Int?, allow: Bool, caller: Caller) throws(WireError) -> ConsentResult {
+        guard let request else { throw WireError(.badRequest, "the request needs the pending request's id in 'request'") }
+        return try access.answer(request, allow: allow, approver: caller)
+    }
+
+    /// `forget`: drops remembered decisions, so those programs are asked again.
+    public func forget(account: String?, client: String?, caller: Caller) throws(WireError) -> ForgetResult {
+        let removed = try access.forget(account: account, client: client, by: caller)
+        return ForgetResult(forgotten: removed.map { .init(account: $0.account, client: $0.client, allowed: $0.allowed) })
+    }
+}
+
+extension AccountAccess {
+    /// The status view of a policy.
+    init(_ policy: AccessPolicy) {
+        self.init(open: policy.isOpen, allowedClients: policy.allowedClients?.map(\.description),
+                  confirm: policy.confirm.rawValue, summary: policy.summary)
+    }
+}

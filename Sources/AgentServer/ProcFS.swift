@@ -1,0 +1,77 @@
+import AuthCore
+import Foundation
+
+/// Pure parsers for the `/proc` files the agent reads to identify a caller. They take the files' text, so the
+/// tests feed them recorded contents (systemd services, scopes, Flatpak apps, containers without systemd).
+public enum ProcFS {
+    /// Field 22 of `/proc/PID/stat`, the process start time in clock ticks since boot: with the pid it names one
+    /// process for the life of the system (a recycled pid has a later start time). The command name (field 2) may
+    /// hold spaces and parentheses, so fields are counted after its last ')'.
+    public static func startTime(stat: String) -> UInt64? {
+        field(stat, 22).flatMap { UInt64($0) }
+    }
+
+    /// Field 7 of `/proc/PID/stat`, the controlling terminal's device number (0: none).
+    public static func controllingTerminal(stat: String) -> Int64? {
+        field(stat, 7).flatMap { Int64($0) }
+    }
+
+    static func field(_ stat: String, _ number: Int) -> Substring? {
+        guard number >= 3, let close = stat.lastIndex(of: ")") else { return nil }
+        let rest = stat[stat.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
+        let index = number - 3
+        return index < rest.count ? rest[index] : nil
+    }
+
+    /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified
+    /// hierarchy's line (`0::/...`), else the v1 `name=systemd` line. Slices are skipped; the first unit below them
+    /// is the caller's, except `user@UID.service`, the user's service manager, whose own tree is followed (where
+    /// `app.slice/mbsync.service` lives). Cgroups below the unit are the unit's own (a unit with delegation may name
+    /// them anything), so they are ignored. Nil outside systemd (containers, `0::/`).
+    public static func unit(cgroup: String) -> String? {
+        var path: Substring?
+        for line in cgroup.split(separator: "\n") {
+            if line.hasPrefix("0::") { path = line.dropFirst(3); break }
+            if path == nil, let range = line.range(of: ":name=systemd:") { path = line[range.upperBound...] }
+        }
+        guard let path else { return nil }
+        for component in path.split(separator: "/") {
+            if component.hasSuffix(".slice") { continue }
+            guard component.hasSuffix(".service") || component.hasSuffix(".scope") else { return nil }
+            if component.hasPrefix("user@") && component.hasSuffix(".service") { continue }
+            return String(component)
+        }
+        return nil
+    }
+
+    /// The Flatpak app id from a scope name `app-flatpak-<APPID>-<N>.scope` (what `flatpak run` creates).
+    public static func flatpakApp(unit: String) -> String? {
+        guard unit.hasPrefix("app-flatpak-"), unit.hasSuffix(".scope") else { return nil }
+        let middle = unit.dropFirst("app-flatpak-".count).dropLast(".scope".count)
+        guard let dash = middle.lastIndex(of: "-"), !middle[middle.index(after: dash)...].isEmpty,
+              middle[middle.index(after: dash)...].allSatisfy(\.isNumber) else { return nil }
+        let app = String(middle[..<dash])
+        return ClientRule.isFlatpakAppID(app) ? app : nil
+    }
+
+    /// The `name` of the `[Application]` group of a sandbox's `/.flatpak-info` (a key file Flatpak writes read-only).
+    public static func flatpakApp(info: String) -> String? {
+        var inApplication = false
+        for raw in info.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") { inApplication = line == "[Application]"; continue }
+            guard inApplication, line.hasPrefix("name") else { continue }
+            let value = line.dropFirst(4).trimmingCharacters(in: .whitespaces)
+            guard value.hasPrefix("=") else { continue }
+            let app = value.dropFirst().trimmingCharacters(in: .whitespaces)
+            return ClientRule.isFlatpakAppID(app) ? app : nil
+        }
+        return nil
+    }
+
+    /// `/proc/PID/exe`'s link text split into the path and whether the kernel marked it deleted.
+    public static func executable(link: String) -> (path: String, deleted: Bool) {
+        let suffix = " (deleted)"
+        return link.hasSuffix(suffix) ? (String(link.dropLast(suffix.count)), true) : (link, false)
+    }
+}

@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An owned pidfd (`SO_PEERPIDFD`), closed when the last reference goes away. Held only while a caller is being
+/// identified: keeping one per connection would double the agent's descriptors under a connection flood.
+public final class ProcessFD: Sendable {
+    public let fd: Int32
+    public init(fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+
+    /// The process still runs: a pidfd becomes readable when its process exits, whatever happens to the pid later.
+    /// Nil when the kernel cannot say.
+    public var isRunning: Bool? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let r = poll(&poller, 1, 0)
+        return r < 0 ? nil : r == 0
+    }
+}
+
+/// One process, pinned so that a later reuse of its pid cannot pass for it: the pid plus the process start time
+/// (`/proc/PID/stat` field 22, clock ticks since boot). A recycled pid belongs to a process that started later.
+public struct ProcessPin: Sendable, Equatable {
+    public var pid: Int32
+    public var startTime: UInt64
+
+    public init(pid: Int32, startTime: UInt64) {
+        self.pid = pid
+        self.startTime = startTime
+    }
+
+    /// The pinned process still runs (a zombie counts until it is reaped).
+    public var isAlive: Bool {
+        Caller.readText("/proc/\(pid)/stat").flatMap(ProcFS.startTime(stat:)) == startTime
+    }
+}

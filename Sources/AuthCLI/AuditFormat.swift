@@ -1,0 +1,35 @@
+import AgentIPC
+
+/// `authctl audit` and `authctl pending`'s text: pure, so the tests pin it down.
+public enum AuditFormat {
+    /// `--since`: `90s`, `15m`, `1h`, `2d` (seconds before now), or a bare number of seconds. Nil if malformed.
+    public static func seconds(_ text: String) -> Int? {
+        guard let last = text.last else { return nil }
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        let (digits, unit) = units[last].map { (text.dropLast(), $0) } ?? (Substring(text), 1)
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int(digits), value >= 0,
+              value <= Int.max / unit / 2 else { return nil }
+        return value * unit
+    }
+
+    /// Who, in one cell: the Flatpak app or executable, the unit, the pid and front end.
+    public static func who(_ caller: WireCaller) -> String {
+        var parts: [String] = []
+        if let app = caller.flatpakApp { parts.append("flatpak:\(app)") }
+        if let exe = caller.exe { parts.append(caller.exeDeleted == true ? "\(exe) (deleted)" : exe) } else { parts.append("?") }
+        if let unit = caller.unit { parts.append("unit:\(unit)") }
+        parts.append("pid \(caller.pid)" + (caller.via == "socket" ? "" : " via \(caller.via)"))
+        return parts.joined(separator: " ")
+    }
+
+    /// One table row per record: time (UTC), account, outcome (reason), what was asked for, who.
+    public static func row(_ entry: AuditEntry) -> [String] {
+        var what: [String] = []
+        if let scopes = entry.scopes { what.append("scopes=\(scopes.joined(separator: ","))") }
+        if let resource = entry.resource { what.append("resource=\(resource)") }
+        return [RFC3339.utc(unixSeconds: entry.time), entry.account, "\(entry.outcome) (\(entry.reason))",
+                what.isEmpty ? "-" : what.joined(separator: " "), who(entry.caller)]
+    }
+
+    public static let header = ["TIME", "ACCOUNT", "OUTCOME", "ASKED", "CALLER"]
+}

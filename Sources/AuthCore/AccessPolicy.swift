@@ -1,0 +1,80 @@
+/// Which local programs may get an account's tokens (`allowed_clients`, `confirm` in config.toml). Pure: the agent
+/// asks ``decide(_:remembered:)`` with the caller's kernel-derived identity and any remembered consent decision.
+public struct AccessPolicy: Sendable, Equatable {
+    /// When a caller that no entry lists is asked about.
+    public enum Confirm: String, Sendable, Equatable {
+        /// Never: an unlisted caller is refused (or, with no list at all, served).
+        case never
+        /// The first request of a caller not listed waits for the user's Allow/Deny, which is remembered.
+        case firstUse = "first-use"
+    }
+
+    /// nil: no `allowed_clients` key (any process of the user). An empty list allows nobody without consent.
+    public var allowedClients: [ClientRule]?
+    public var confirm: Confirm
+
+    public init(allowedClients: [ClientRule]? = nil, confirm: Confirm = .never) {
+        self.allowedClients = allowedClients
+        self.confirm = confirm
+    }
+
+    /// Today's behaviour: any process of the user is served, nothing is asked.
+    public static let open = AccessPolicy()
+
+    public var isOpen: Bool { allowedClients == nil && confirm == .never }
+
+    /// Why a request was served or refused; the raw value goes to the audit record.
+    public enum Reason: String, Sendable, Equatable, Codable {
+        /// No policy on the account.
+        case open
+        /// An `allowed_clients` entry matches.
+        case listed
+        /// The user allowed this identity (now, or remembered from before).
+        case approved
+        /// An unlisted caller and no `confirm`.
+        case notListed = "not_listed"
+        /// The user denied this identity (now, or remembered from before).
+        case deniedByUser = "denied_by_user"
+        /// Nobody answered the consent question in time.
+        case consentTimeout = "consent_timeout"
+        /// The executable is unknown, deleted or replaced, so no rule or decision can name it.
+        case unidentified
+        /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
+        case processExited = "process_exited"
+    }
+
+    /// What the agent does with a request.
+    public enum Verdict: Sendable, Equatable {
+        case grant(Reason)
+        case deny(Reason)
+        /// Ask the user (first use of an unlisted identity under `confirm = "first-use"`).
+        case ask
+    }
+
+    /// The decision for `identity`: listed callers are served; unlisted ones are asked about (first-use), served
+    /// (no policy) or refused. `remembered` is the user's earlier decision for this (account, identity), if any.
+    /// A caller that cannot be named (unknown, deleted or replaced executable outside a sandbox) is refused
+    /// whenever a policy exists: it could be anything.
+    public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
+        if isOpen { return .grant(.open) }
+        if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }
+        guard identity.consentKey != nil else { return .deny(.unidentified) }
+        guard confirm == .firstUse else { return .deny(.notListed) }
+        switch remembered {
+        case true?: return .grant(.approved)
+        case false?: return .deny(.deniedByUser)
+        case nil: return .ask
+        }
+    }
+
+    /// How `authctl status` describes the policy.
+    public var summary: String {
+        switch (allowedClients, confirm) {
+        case (nil, .never): return "any process of yours (no allowed_clients)"
+        case (nil, .firstUse): return "asks on first use by each program"
+        case (let list?, .never): return list.isEmpty ? "nobody (allowed_clients is empty)" : "only \(list.map(\.description).joined(separator: ", "))"
+        case (let list?, .firstUse):
+            return list.isEmpty ? "asks on first use by each program" : "\(list.map(\.description).joined(separator: ", ")); asks others on first use"
+        }
+    }
+}

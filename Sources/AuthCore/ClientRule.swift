@@ -1,0 +1,86 @@
+/// One `allowed_clients` entry of an account. Matching is exact string equality on what the kernel reported; there
+/// are no globs or prefixes, so an entry can never match more than the one program, unit or app it names.
+///
+/// - `/usr/bin/git`: an absolute, normalised path; matches a caller whose executable is that path, unless the
+///   binary was deleted or replaced after the process started, and never a Flatpak-sandboxed caller (its paths are
+///   the sandbox's own).
+/// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
+/// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
+public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
+    case path(String)
+    case unit(String)
+    case flatpak(String)
+
+    public var description: String {
+        switch self {
+        case .path(let path): return path
+        case .unit(let unit): return "unit:\(unit)"
+        case .flatpak(let app): return "flatpak:\(app)"
+        }
+    }
+
+    /// Why an entry was refused, for the config error.
+    public struct Rejection: Error, Sendable, Equatable {
+        public var reason: String
+    }
+
+    /// Parses an entry, refusing anything that is not exactly one of the three forms.
+    public static func parse(_ text: String) -> Result<ClientRule, Rejection> {
+        if text.contains(where: { "*?[]{}".contains($0) }) {
+            return .failure(Rejection(reason: "'\(text)' has a glob character; entries match exactly (a path, unit:NAME or flatpak:APP-ID)"))
+        }
+        if text.hasPrefix("/") {
+            let parts = text.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+            guard !text.hasSuffix("/"), !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
+                  !text.contains(where: { $0.isNewline }) else {
+                return .failure(Rejection(reason: "'\(text)' is not a normalised absolute path of a program (no //, /./, /../ or trailing /)"))
+            }
+            return .success(.path(text))
+        }
+        if text.hasPrefix("unit:") {
+            let name = String(text.dropFirst(5))
+            guard name.hasSuffix(".service") || name.hasSuffix(".scope"), name.count <= 255,
+                  name.unicodeScalars.allSatisfy({ isUnitCharacter($0) }), !name.hasPrefix(".") else {
+                return .failure(Rejection(reason: "'\(text)' must name a service or scope, e.g. unit:mbsync.service"))
+            }
+            return .success(.unit(name))
+        }
+        if text.hasPrefix("flatpak:") {
+            let app = String(text.dropFirst(8))
+            guard isFlatpakAppID(app) else {
+                return .failure(Rejection(reason: "'\(text)' must name a Flatpak application id, e.g. flatpak:org.gnome.Evolution"))
+            }
+            return .success(.flatpak(app))
+        }
+        return .failure(Rejection(reason: "'\(text)' is neither an absolute path, unit:NAME nor flatpak:APP-ID"))
+    }
+
+    /// Whether this entry names `identity` (see the type's documentation for the rules).
+    public func matches(_ identity: ClientIdentity) -> Bool {
+        switch self {
+        case .path(let path):
+            return identity.flatpakApp == nil && !identity.exeDeleted && identity.exe == path
+        case .unit(let unit):
+            return identity.unit == unit
+        case .flatpak(let app):
+            return identity.flatpakApp == app
+        }
+    }
+
+    static func isUnitCharacter(_ scalar: Unicode.Scalar) -> Bool {
+        ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || ":-_.\\@".unicodeScalars.contains(scalar)
+    }
+
+    /// Flatpak's rule: at least three dot-separated elements of `[A-Za-z0-9_-]`, not starting with a digit, at
+    /// most 255 bytes.
+    public static func isFlatpakAppID(_ app: String) -> Bool {
+        let elements = app.split(separator: ".", omittingEmptySubsequences: false)
+        guard app.utf8.count <= 255, elements.count >= 3 else { return false }
+        return elements.allSatisfy { element in
+            guard let first = element.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+            return element.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-"
+            }
+        }
+    }
+}

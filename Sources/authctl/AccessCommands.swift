@@ -1,0 +1,109 @@
+import AgentIPC
+import ArgumentParser
+import AuthCLI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `authctl audit`: who got which account's tokens, and who was refused.
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show who got tokens and who was refused (the agent's in-memory audit trail).",
+        discussion: """
+        Every token the agent hands out and every refused request is recorded with the time, account, scopes or
+        resource, the caller's identity as the kernel reports it (executable, systemd unit, Flatpak app, pid) and
+        the outcome. The agent keeps the most recent records in memory; all of them go to its log (the journal).
+        Tokens are never recorded.
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Only this account's records.") var account: String?
+    @Option(help: "Only records from this long ago on: 90s, 15m, 1h, 2d.") var since: String?
+    @Flag(help: "Print JSON (the protocol's audit result).") var json = false
+
+    func validate() throws {
+        if let since, AuditFormat.seconds(since) == nil { throw ValidationError("--since takes a duration like 90s, 15m, 1h or 2d") }
+    }
+
+    func run() throws {
+        let client = try global.connect()
+        let from = since.flatMap(AuditFormat.seconds).map { Int(Date().timeIntervalSince1970) - $0 }
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(WireRequest(op: .audit, account: account, since: from), as: AuditResult.self)
+        }
+        if json { return printJSON(result) }
+        guard !result.entries.isEmpty else { return print("No audit records\(account.map { " for '\($0)'" } ?? "") yet.") }
+        print(Formatter.table([AuditFormat.header] + result.entries.map(AuditFormat.row)))
+    }
+}
+
+/// `authctl pending`: requests waiting for the user's Allow/Deny.
+struct Pending: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List requests waiting for your permission (confirm = \"first-use\").")
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .pending), as: PendingResult.self) }
+        if json { return printJSON(result) }
+        guard !result.requests.isEmpty else { return print("No requests are waiting for your permission.") }
+        print(Formatter.table([["ID", "ACCOUNT", "CALLER", "EXPIRES"]] + result.requests.map {
+            [String($0.id), $0.account, AuditFormat.who($0.caller), "in \(Formatter.duration($0.expiresIn))"]
+        }))
+        print("\nAnswer with `authctl approve ID` or `authctl deny ID`; the answer is remembered until `authctl forget`.")
+    }
+}
+
+/// `authctl approve ID` / `authctl deny ID`.
+struct Approve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Allow a waiting request's program to get the account's tokens (remembered).",
+        discussion: "Run it in a terminal: the agent takes answers only from programs with a controlling terminal.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The request's id (see `authctl pending`).") var id: Int
+    @Flag(help: "Print JSON.") var json = false
+    func run() throws { try answer(global: global, id: id, allow: true, json: json) }
+}
+
+struct Deny: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Refuse a waiting request's program the account's tokens (remembered).",
+        discussion: "Run it in a terminal: the agent takes answers only from programs with a controlling terminal.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The request's id (see `authctl pending`).") var id: Int
+    @Flag(help: "Print JSON.") var json = false
+    func run() throws { try answer(global: global, id: id, allow: false, json: json) }
+}
+
+private func answer(global: GlobalOptions, id: Int, allow: Bool, json: Bool) throws {
+    let client = try global.connect()
+    let result = try CLIFailure.wrap { () throws(ClientError) in
+        try client.call(WireRequest(op: allow ? .approve : .deny, request: id), as: ConsentResult.self)
+    }
+    if json { return printJSON(result) }
+    print("\(result.allowed ? "Allowed" : "Denied") \(result.client) for '\(result.account)' (remembered; `authctl forget` undoes it).")
+}
+
+/// `authctl forget`: drop remembered Allow/Deny decisions.
+struct Forget: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forget remembered Allow/Deny decisions, so those programs are asked again.")
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Only this account's decisions.") var account: String?
+    @Option(help: "Only this program's decisions (an executable path or flatpak:APP-ID).") var client: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let agent = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try agent.call(WireRequest(op: .forget, account: account, client: client), as: ForgetResult.self)
+        }
+        if json { return printJSON(result) }
+        guard !result.forgotten.isEmpty else { return print("No remembered decisions matched.") }
+        for decision in result.forgotten {
+            print("Forgot: \(decision.allowed ? "allow" : "deny") \(decision.client) for '\(decision.account)'.")
+        }
+    }
+}

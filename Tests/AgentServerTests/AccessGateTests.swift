@@ -1,0 +1,241 @@
+import AgentIPC
+@testable import AgentServer
+import AuthCore
+import Foundation
+import Logging
+import XCTest
+
+/// The access gate with real processes as callers (children of the test), a real consent file, and injected time
+/// limits: nothing sleeps for a consent timeout.
+final class AccessGateTests: XCTestCase {
+    var children: [Process] = []
+    var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aa-gate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        // Not waitUntilExit(): from an async test's tear-down it waits for the child's own end (the run loop that
+        // would notice the SIGTERM is not serviced there).
+        for child in children where child.isRunning { kill(child.processIdentifier, SIGKILL) }
+        for child in children {
+            for _ in 0..<500 where child.isRunning { usleep(10_000) }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A real process running `/usr/bin/sleep`, identified the way the socket server identifies a peer.
+    func spawnCaller() throws -> (Process, Caller) {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/sleep")
+        child.arguments = ["60"]
+        try child.run()
+        children.append(child)
+        let caller = Caller.identify(peer: PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid()), via: "socket")
+        return (child, caller)
+    }
+
+    /// This test process, with a terminal (as `authctl approve` run by a person would have).
+    func approver() throws -> Caller {
+        var me = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
+        XCTAssertTrue(me.isStillConnectedProcess)
+        me.hasTerminal = true
+        return me
+    }
+
+    func gate(_ policy: AccessPolicy, store: ConsentStore? = nil, sleep: @escaping @Sendable (Duration) async -> Void = { _ in
+        try? await Task.sleep(for: .seconds(3600))
+    }) -> AccessGate {
+        AccessGate(policies: ["work": policy], consentTimeout: .seconds(7), store: store ?? ConsentStore(path: nil),
+                   auditCapacity: 100, logger: Logger(label: "test"), now: { 1_700_000_000 }, sleep: sleep)
+    }
+
+    func testIdentifyReadsTheRealExecutableAndPinsTheProcess() throws {
+        let (_, caller) = try spawnCaller()
+        XCTAssertEqual(caller.identity.exe, "/usr/bin/sleep")
+        XCTAssertFalse(caller.identity.exeDeleted)
+        XCTAssertNil(caller.identity.flatpakApp)
+        XCTAssertTrue(caller.isStillConnectedProcess)
+        XCTAssertEqual(caller.identity.consentKey, "/usr/bin/sleep")
+    }
+
+    func testACopiedBinaryIsAnotherIdentityAndADeletedOneIsUnidentified() throws {
+        let copy = directory.appendingPathComponent("sleep-copy").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: copy)
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: copy)
+        child.arguments = ["60"]
+        try child.run()
+        children.append(child)
+        let peer = PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid())
+        let caller = Caller.identify(peer: peer, via: "socket")
+        XCTAssertEqual(caller.identity.exe, copy)
+        let listed = gate(AccessPolicy(allowedClients: [.path("/usr/bin/sleep")]))
+        XCTAssertEqual(listed.verdict(caller, account: "work"), .deny(.notListed))
+
+        // Replace the file under the running process: the path no longer names what runs.
+        try FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: copy)
+        let replaced = Caller.identify(peer: peer, via: "socket")
+        XCTAssertEqual(replaced.identity.exe, copy)
+        XCTAssertTrue(replaced.identity.exeDeleted)
+        let copyListed = gate(AccessPolicy(allowedClients: [.path(copy)], confirm: .firstUse))
+        XCTAssertEqual(copyListed.verdict(replaced, account: "work"), .deny(.unidentified), "a replaced binary must not match its old path")
+        XCTAssertEqual(copyListed.verdict(caller, account: "work"), .grant(.listed), "the identity read at connect time stands")
+    }
+
+    func testAnExitedOrRecycledPidIsRefusedUnderAPolicy() throws {
+        let (child, caller) = try spawnCaller()
+        let listed = gate(AccessPolicy(allowedClients: [.path("/usr/bin/sleep")]))
+        XCTAssertEqual(listed.verdict(caller, account: "work"), .grant(.listed))
+        child.terminate()
+        child.waitUntilExit()
+        XCTAssertFalse(caller.isStillConnectedProcess)
+        XCTAssertEqual(listed.verdict(caller, account: "work"), .deny(.processExited))
+        XCTAssertFalse(listed.admitsWithoutAsking(caller, account: "work"))
+
+        // A pid now used by another process (simulated: our own pid with the start time of an older process).
+        var recycled = try approver()
+        let start = try XCTUnwrap(recycled.process?.startTime)
+        recycled.process = ProcessPin(pid: getpid(), startTime: start - 1)
+        XCTAssertFalse(recycled.isStillConnectedProcess)
+        XCTAssertEqual(gate(AccessPolicy(confirm: .firstUse)).verdict(recycled, account: "work"), .deny(.processExited))
+        // Without a policy nothing changes (today's behaviour): the check is only made where identity matters.
+        XCTAssertEqual(gate(.open).verdict(recycled, account: "work"), .grant(.open))
+    }
+
+    func testFastPathAdmitsOnlyWithoutAskingAndAuditsTheGrant() throws {
+        let (_, caller) = try spawnCaller()
+        let listed = gate(AccessPolicy(allowedClients: [.path("/usr/bin/sleep")]))
+        XCTAssertTrue(listed.admitsWithoutAsking(caller, account: "work"))
+        XCTAssertEqual(listed.audit.entries().map(\.reason), ["listed"])
+        XCTAssertEqual(listed.audit.entries().first?.caller.exe, "/usr/bin/sleep")
+        let asking = gate(AccessPolicy(confirm: .firstUse))
+        XCTAssertFalse(asking.admitsWithoutAsking(caller, account: "work"))
+        XCTAssertEqual(asking.audit.entries(), [], "the normal path audits what it decides")
+    }
+
+    func testConsentApprovedIsRememberedAcrossRestarts() async throws {
+        let (_, caller) = try spawnCaller()
+        let store = ConsentStore(path: directory.appendingPathComponent("state/auth-agent/consent.json").path)
+        let first = gate(AccessPolicy(confirm: .firstUse), store: store)
+        let events = EventBox()
+        let waiting = Task {
+            try await first.authorize(caller, account: "work", scopes: ["read"], resource: nil) { await events.add($0) }
+        }
+        let pending = try await waitForPending(first)
+        XCTAssertEqual(pending.client, "/usr/bin/sleep")
+        XCTAssertEqual(pending.caller.pid, caller.pid)
+
+        // The caller itself (even with a terminal), or a program without a terminal, cannot answer.
+        var itself = caller
+        itself.hasTerminal = true
+        XCTAssertThrowsError(try first.answer(pending.id, allow: true, approver: itself))
+        var background = try approver()
+        background.hasTerminal = false
+        XCTAssertThrowsError(try first.answer(pending.id, allow: true, approver: background))
+        XCTAssertEqual(try first.answer(pending.id, allow: true, approver: try approver()).allowed, true)
+        let reason = try await waiting.value
+        XCTAssertEqual(reason, .approved)
+        let announced = await events.all
+        XCTAssertEqual(announced.map(\.type), [WireEvent.consentRequired])
+        XCTAssertEqual(announced.first?.request, pending.id)
+        XCTAssertEqual(first.pendingRequests(), [])
+
+        // Saved 0600, and a new agent (a restart) knows the decision without asking.
+        var info = stat()
+        XCTAssertEqual(stat(store.path!, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        let restarted = gate(AccessPolicy(confirm: .firstUse), store: store)
+        XCTAssertEqual(restarted.verdict(caller, account: "work"), .grant(.approved))
+
+        // Forget needs a terminal too, then the caller is asked again.
+        var noTerminal = caller
+        noTerminal.hasTerminal = false
+        XCTAssertThrowsError(try restarted.forget(account: "work", client: nil, by: noTerminal))
+        XCTAssertEqual(try restarted.forget(account: "work", client: nil, by: try approver()).map(\.client), ["/usr/bin/sleep"])
+        XCTAssertEqual(restarted.verdict(caller, account: "work"), .ask)
+        XCTAssertEqual(gate(AccessPolicy(confirm: .firstUse), store: store).verdict(caller, account: "work"), .ask)
+    }
+
+    func testConsentDeniedAndTimedOutAreRefusedAndAudited() async throws {
+        let (_, caller) = try spawnCaller()
+        let denying = gate(AccessPolicy(confirm: .firstUse))
+        let waiting = Task { try await denying.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
+        let pending = try await waitForPending(denying)
+        _ = try denying.answer(pending.id, allow: false, approver: try approver())
+        do {
+            _ = try await waiting.value
+            XCTFail("a denied request must be refused")
+        } catch let error as WireError {
+            XCTAssertEqual(error.knownCode, .accessDenied)
+            XCTAssertTrue(error.message.contains("/usr/bin/sleep") && error.message.contains("authctl forget"), error.message)
+        }
+        XCTAssertEqual(denying.verdict(caller, account: "work"), .deny(.deniedByUser))
+
+        // The time limit passes at once (injected): refused, nothing remembered.
+        let impatient = gate(AccessPolicy(confirm: .firstUse), sleep: { _ in })
+        do {
+            _ = try await impatient.authorize(caller, account: "work", scopes: nil, resource: "https://api.example/") { _ in }
+            XCTFail("a timed-out request must be refused")
+        } catch let error as WireError {
+            XCTAssertEqual(error.knownCode, .accessDenied)
+            XCTAssertTrue(error.message.contains("authctl approve"), error.message)
+        }
+        XCTAssertEqual(impatient.verdict(caller, account: "work"), .ask, "a timeout is not a decision")
+        let records = impatient.audit.entries()
+        XCTAssertEqual(records.map(\.reason), ["consent_timeout"])
+        XCTAssertEqual(records.first?.outcome, AuditEntry.denied)
+        XCTAssertEqual(records.first?.resource, "https://api.example/")
+        XCTAssertEqual(denying.audit.entries().map(\.reason), ["denied_by_user"])
+    }
+
+    func testSeveralRequestsOfOneProgramShareOneQuestion() async throws {
+        let (_, caller) = try spawnCaller()
+        let asking = gate(AccessPolicy(confirm: .firstUse))
+        let a = Task { try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
+        let b = Task { try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
+        let pending = try await waitForPending(asking)
+        XCTAssertEqual(asking.pendingRequests().count, 1)
+        _ = try asking.answer(pending.id, allow: true, approver: try approver())
+        let first = try await a.value
+        let second = try await b.value
+        XCTAssertEqual([first, second], [.approved, .approved])
+    }
+
+    func testAuditRingKeepsTheNewestAndFilters() throws {
+        let log = AuditLog(capacity: 3, logger: Logger(label: "test"))
+        for (i, account) in ["a", "b", "a", "b", "a"].enumerated() {
+            log.append(AuditEntry(time: 100 + i, account: account, outcome: AuditEntry.granted, reason: "open",
+                                  caller: WireCaller(pid: Int32(i), via: "socket", exe: "/usr/bin/x")))
+        }
+        XCTAssertEqual(log.entries().map(\.time), [102, 103, 104])
+        XCTAssertEqual(log.entries(account: "a").map(\.time), [102, 104])
+        XCTAssertEqual(log.entries(since: 103).map(\.time), [103, 104])
+    }
+
+    func testCorruptConsentFileMeansAskingAgain() throws {
+        let path = directory.appendingPathComponent("consent.json").path
+        try Data("{not json".utf8).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try ConsentStore(path: path).load())
+        let (_, caller) = try spawnCaller()
+        XCTAssertEqual(gate(AccessPolicy(confirm: .firstUse), store: ConsentStore(path: path)).verdict(caller, account: "work"), .ask)
+    }
+
+    func waitForPending(_ gate: AccessGate) async throws -> PendingConsent {
+        for _ in 0..<1000 {
+            if let first = gate.pendingRequests().first { return first }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        struct NoPendingRequest: Error {}
+        XCTFail("no pending request appeared")
+        throw NoPendingRequest()
+    }
+}
+
+actor EventBox {
+    var all: [WireEvent] = []
+    func add(_ event: WireEvent) { all.append(event) }
+}

@@ -1,0 +1,83 @@
+import AgentServer
+import XCTest
+
+/// The `/proc` parsers against recorded contents (this test machine has no systemd as PID 1, so callers in real
+/// units or Flatpak sandboxes cannot be started here; these are what such callers' files look like).
+final class ProcFSTests: XCTestCase {
+    func testUnitFromUnifiedCgroupLines() {
+        let cases: [(String, String?)] = [
+            // A user service (systemctl --user start mbsync.service).
+            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/mbsync.service\n", "mbsync.service"),
+            // A transient user scope (systemd-run --user --scope --unit=backup.scope, or a desktop launch).
+            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-org.gnome.Terminal-4242.scope\n",
+             "app-gnome-org.gnome.Terminal-4242.scope"),
+            // A Flatpak app's scope.
+            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-flatpak-org.gnome.Evolution-12345.scope\n",
+             "app-flatpak-org.gnome.Evolution-12345.scope"),
+            // A login session (ssh, a VT): the session scope.
+            ("0::/user.slice/user-1000.slice/session-3.scope\n", "session-3.scope"),
+            // The user manager itself.
+            ("0::/user.slice/user-1000.slice/user@1000.service/init.scope\n", "init.scope"),
+            // A unit with delegation made its own sub-cgroups: their names are the unit's choice and do not count.
+            ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/podman.service/evil.service/mbsync.service\n", "podman.service"),
+            // A system service.
+            ("0::/system.slice/cron.service\n", "cron.service"),
+            // Not systemd: a container's cgroup, the root.
+            ("0::/process_api/897c39e815bfeac6afa803f3373b7ba9\n", nil),
+            ("0::/\n", nil),
+            ("", nil),
+        ]
+        for (file, unit) in cases {
+            XCTAssertEqual(ProcFS.unit(cgroup: file), unit, file)
+        }
+    }
+
+    func testUnitFromHybridAndLegacyHierarchies() {
+        // This machine's own file (cgroup v1, no systemd): no unit.
+        let here = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/897c39e815bfeac6afa803f3373b7ba9\n1:cpu:/\n0::/\n"
+        XCTAssertNil(ProcFS.unit(cgroup: here))
+        let legacy = "12:pids:/user.slice/user-1000.slice/user@1000.service\n1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/mbsync.service\n"
+        XCTAssertEqual(ProcFS.unit(cgroup: legacy), "mbsync.service")
+        // Hybrid: the unified line wins.
+        XCTAssertEqual(ProcFS.unit(cgroup: "1:name=systemd:/user.slice/user-1000.slice/session-2.scope\n0::/user.slice/user-1000.slice/session-2.scope\n"),
+                       "session-2.scope")
+    }
+
+    func testFlatpakAppFromScopeAndInfo() {
+        XCTAssertEqual(ProcFS.flatpakApp(unit: "app-flatpak-org.gnome.Evolution-12345.scope"), "org.gnome.Evolution")
+        XCTAssertEqual(ProcFS.flatpakApp(unit: "app-flatpak-com.example.My_App-2.scope"), "com.example.My_App")
+        XCTAssertNil(ProcFS.flatpakApp(unit: "app-flatpak-org.gnome.Evolution.scope"), "no instance number")
+        XCTAssertNil(ProcFS.flatpakApp(unit: "app-gnome-org.gnome.Evolution-1.scope"))
+        XCTAssertNil(ProcFS.flatpakApp(unit: "app-flatpak-evolution-1.scope"), "not an application id")
+        let info = """
+        [Application]
+        name=org.gnome.Evolution
+        runtime=runtime/org.gnome.Platform/x86_64/46
+
+        [Instance]
+        instance-id=123
+        """
+        XCTAssertEqual(ProcFS.flatpakApp(info: info), "org.gnome.Evolution")
+        XCTAssertNil(ProcFS.flatpakApp(info: "[Runtime]\nname=org.gnome.Platform\n"))
+        XCTAssertNil(ProcFS.flatpakApp(info: "[Application]\nname=not an id\n"))
+    }
+
+    func testStatFieldsAfterAnAwkwardCommandName() {
+        // Recorded from a process whose comm is "a) b (c" (comm may hold spaces and parentheses).
+        let stat = "4242 (a) b (c) S 1 4242 4242 34817 4242 4194304 123 0 0 0 0 0 0 0 20 0 1 0 630103 3133440 359 18446744073709551615 0 0"
+        XCTAssertEqual(ProcFS.startTime(stat: stat), 630103)
+        XCTAssertEqual(ProcFS.controllingTerminal(stat: stat), 34817)
+        let daemon = "77 (mbsync) S 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0"
+        XCTAssertEqual(ProcFS.controllingTerminal(stat: daemon), 0)
+        XCTAssertEqual(ProcFS.startTime(stat: daemon), 99)
+        XCTAssertNil(ProcFS.startTime(stat: "garbage"))
+        XCTAssertNil(ProcFS.startTime(stat: "1 (x) S 1"))
+    }
+
+    func testDeletedExecutable() {
+        XCTAssertEqual(ProcFS.executable(link: "/usr/bin/git").path, "/usr/bin/git")
+        XCTAssertFalse(ProcFS.executable(link: "/usr/bin/git").deleted)
+        XCTAssertEqual(ProcFS.executable(link: "/home/u/bin/tool (deleted)").path, "/home/u/bin/tool")
+        XCTAssertTrue(ProcFS.executable(link: "/home/u/bin/tool (deleted)").deleted)
+    }
+}

@@ -1,0 +1,29 @@
+import AgentIPC
+import AuthCLI
+import XCTest
+
+final class AuditFormatTests: XCTestCase {
+    func testSinceDurations() {
+        XCTAssertEqual(AuditFormat.seconds("90s"), 90)
+        XCTAssertEqual(AuditFormat.seconds("15m"), 900)
+        XCTAssertEqual(AuditFormat.seconds("1h"), 3600)
+        XCTAssertEqual(AuditFormat.seconds("2d"), 172_800)
+        XCTAssertEqual(AuditFormat.seconds("42"), 42)
+        for bad in ["", "h", "-1h", "1.5h", "1w", "one", "1h30m", "99999999999999999999d"] {
+            XCTAssertNil(AuditFormat.seconds(bad), bad)
+        }
+    }
+
+    func testRowNamesTheCallerAndNeverMoreThanTheRecordHolds() {
+        let entry = AuditEntry(time: 1_700_000_000, account: "work", outcome: "denied", reason: "not_listed",
+                               scopes: ["read", "write"], resource: "https://api.example/",
+                               caller: WireCaller(pid: 4242, via: "dbus", exe: "/home/u/bin/tool", exeDeleted: true,
+                                                  unit: "app-gnome-tool-1.scope"))
+        XCTAssertEqual(AuditFormat.row(entry), [
+            "2023-11-14T22:13:20Z", "work", "denied (not_listed)", "scopes=read,write resource=https://api.example/",
+            "/home/u/bin/tool (deleted) unit:app-gnome-tool-1.scope pid 4242 via dbus",
+        ])
+        let app = WireCaller(pid: 7, via: "socket", exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution")
+        XCTAssertEqual(AuditFormat.who(app), "flatpak:org.gnome.Evolution /app/bin/evolution pid 7")
+    }
+}

@@ -1,0 +1,91 @@
+import AuthCore
+import XCTest
+
+final class AccessPolicyTests: XCTestCase {
+    func rule(_ text: String) throws -> ClientRule { try ClientRule.parse(text).get() }
+
+    func testEntriesParseInExactlyThreeForms() throws {
+        XCTAssertEqual(try rule("/usr/bin/git"), .path("/usr/bin/git"))
+        XCTAssertEqual(try rule("unit:mbsync.service"), .unit("mbsync.service"))
+        XCTAssertEqual(try rule("unit:app-gnome-org.gnome.Evolution-4242.scope"), .unit("app-gnome-org.gnome.Evolution-4242.scope"))
+        XCTAssertEqual(try rule("flatpak:org.gnome.Evolution"), .flatpak("org.gnome.Evolution"))
+        XCTAssertEqual(try rule("/usr/bin/git").description, "/usr/bin/git")
+        XCTAssertEqual(try rule("unit:mbsync.service").description, "unit:mbsync.service")
+    }
+
+    func testGlobsRelativeAndUnnormalisedEntriesAreRefused() {
+        for bad in ["/usr/bin/*", "/usr/bin/g?t", "git", "./git", "/usr/bin/", "/usr//bin/git", "/usr/bin/../bin/git",
+                    "/usr/./bin/git", "unit:mbsync", "unit:*.service", "unit:", "unit:a b.service", "flatpak:evolution",
+                    "flatpak:org.gnome", "flatpak:org.1gnome.App", "flatpak:org.gnome.Evo lution", "", "exe:/usr/bin/git"] {
+            XCTAssertThrowsError(try ClientRule.parse(bad).get(), "'\(bad)' must be refused")
+        }
+    }
+
+    func testPathRuleMatchesOnlyThatExecutableWhileItIsNotDeletedAndNotSandboxed() throws {
+        let git = try rule("/usr/bin/git")
+        XCTAssertTrue(git.matches(ClientIdentity(exe: "/usr/bin/git")))
+        XCTAssertTrue(git.matches(ClientIdentity(exe: "/usr/bin/git", unit: "session-2.scope")))
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", exeDeleted: true)), "a deleted or replaced binary must not match")
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git2")))
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/gi")))
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/tmp/usr/bin/git")))
+        XCTAssertFalse(git.matches(ClientIdentity(exe: nil)))
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", flatpakApp: "org.evil.App")),
+                       "a path inside a sandbox is the sandbox's own")
+    }
+
+    func testUnitAndFlatpakRulesMatchExactly() throws {
+        let unit = try rule("unit:mbsync.service")
+        XCTAssertTrue(unit.matches(ClientIdentity(exe: "/usr/bin/mbsync", unit: "mbsync.service")))
+        XCTAssertFalse(unit.matches(ClientIdentity(exe: "/usr/bin/mbsync", unit: "mbsync2.service")))
+        XCTAssertFalse(unit.matches(ClientIdentity(exe: "/usr/bin/mbsync")))
+        let app = try rule("flatpak:org.gnome.Evolution")
+        XCTAssertTrue(app.matches(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution")))
+        XCTAssertFalse(app.matches(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution.Devel")))
+        XCTAssertFalse(app.matches(ClientIdentity(exe: "/usr/bin/evolution")))
+    }
+
+    func testDecisionTable() throws {
+        let git = ClientIdentity(exe: "/usr/bin/git")
+        let curl = ClientIdentity(exe: "/usr/bin/curl")
+        let deleted = ClientIdentity(exe: "/home/u/bin/tool", exeDeleted: true)
+
+        XCTAssertEqual(AccessPolicy.open.decide(curl, remembered: false), .grant(.open), "no policy: today's behaviour")
+        XCTAssertEqual(AccessPolicy.open.decide(deleted, remembered: nil), .grant(.open))
+
+        let listed = AccessPolicy(allowedClients: [try rule("/usr/bin/git")])
+        XCTAssertEqual(listed.decide(git, remembered: nil), .grant(.listed))
+        XCTAssertEqual(listed.decide(curl, remembered: nil), .deny(.notListed))
+        XCTAssertEqual(listed.decide(curl, remembered: true), .deny(.notListed), "without confirm, a decision cannot widen the list")
+        XCTAssertEqual(listed.decide(deleted, remembered: nil), .deny(.unidentified))
+
+        let empty = AccessPolicy(allowedClients: [])
+        XCTAssertEqual(empty.decide(git, remembered: nil), .deny(.notListed))
+
+        let ask = AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse)
+        XCTAssertEqual(ask.decide(git, remembered: nil), .grant(.listed), "listed callers are not asked")
+        XCTAssertEqual(ask.decide(curl, remembered: nil), .ask)
+        XCTAssertEqual(ask.decide(curl, remembered: true), .grant(.approved))
+        XCTAssertEqual(ask.decide(curl, remembered: false), .deny(.deniedByUser))
+        XCTAssertEqual(ask.decide(deleted, remembered: nil), .deny(.unidentified), "an unnameable caller is not even asked about")
+
+        let askAll = AccessPolicy(confirm: .firstUse)
+        XCTAssertEqual(askAll.decide(git, remembered: nil), .ask)
+        XCTAssertEqual(askAll.decide(ClientIdentity(exe: nil), remembered: nil), .deny(.unidentified))
+    }
+
+    func testConsentKeyNamesTheAppOrTheExecutable() {
+        XCTAssertEqual(ClientIdentity(exe: "/usr/bin/git", unit: "x.service").consentKey, "/usr/bin/git")
+        XCTAssertEqual(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution").consentKey, "flatpak:org.gnome.Evolution")
+        XCTAssertNil(ClientIdentity(exe: "/usr/bin/git", exeDeleted: true).consentKey)
+        XCTAssertNil(ClientIdentity(exe: nil).consentKey)
+    }
+
+    func testSummaryForStatus() throws {
+        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients)")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git"), try rule("unit:mbsync.service")]).summary,
+                       "only /usr/bin/git, unit:mbsync.service")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,
+                       "/usr/bin/git; asks others on first use")
+    }
+}

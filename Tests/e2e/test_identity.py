@@ -1,0 +1,369 @@
+"""Who asks (issue 9): the agent identifies each caller from the kernel (SO_PEERCRED/SO_PEERPIDFD, /proc/PID/exe,
+cgroup), applies the account's allowed_clients and confirm = "first-use", and records every grant and refusal in
+its audit trail. Real processes are the callers: the built authctl copied to an allowed and a not-allowed path, a
+forked client whose connection outlives it, gdbus on the session bus; consent is answered by `authctl approve` run
+in a real pseudo-terminal, by a timeout, and by the Allow button of a (fake) notification server. The agent, the
+keyring and the Django OAuth Toolkit server are the real ones.
+
+No systemd runs as PID 1 here, so callers cannot be started in a transient unit or a named scope: the cgroup
+parsing is covered by Tests/AgentServerTests/ProcFSTests.swift against recorded /proc/PID/cgroup contents."""
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import termios
+import time
+
+import pytest
+
+from conftest import REPO, SYSTEM_PATH, default_account, read_until, wait_for
+
+FAKE_NOTIFICATIONS = REPO / "Tests" / "Fixtures" / "notifications" / "fake_notifications.py"
+
+
+def copy_authctl(agent, name: str):
+    """The built authctl at another path: the same bytes, another identity."""
+    directory = agent.base / name
+    directory.mkdir(mode=0o700)
+    target = directory / "authctl"
+    shutil.copy2(agent.bins / "authctl", target)
+    return target
+
+
+def run(binary, agent, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), *args], env=agent.env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def run_in_terminal(agent, *args, timeout: float = 30) -> tuple[int, str]:
+    """authctl with a pseudo-terminal as its controlling terminal, like a person typing it."""
+    master, slave = os.openpty()
+
+    def become_session_leader_with_tty():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([str(agent.bins / "authctl"), *args], env=agent.env, stdin=slave, stdout=slave,
+                            stderr=slave, preexec_fn=become_session_leader_with_tty)
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's last user closed it
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    return proc.wait(timeout=10), output.decode(errors="replace")
+
+
+def audit(agent, *args) -> list[dict]:
+    result = agent.authctl("audit", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["entries"]
+
+
+def assert_no_token_in(agent, *texts):
+    assert agent.secrets, "the test must know at least one token to scan for"
+    for text in texts:
+        for secret in agent.secrets:
+            assert secret not in text, "a token value appears in audit output"
+    agent.assert_no_secrets_logged()
+
+
+@pytest.fixture
+def listed_agent(make_agent, keyring, auth_server, tmp_path):
+    """An agent whose account allows one copy of authctl (created before the agent reads its config)."""
+    agent = make_agent(start=False)
+    allowed = copy_authctl(agent, "allowed")
+    other = copy_authctl(agent, "other")
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}", "unit:mbsync.service"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent.allowed, agent.other = allowed, other
+    return agent
+
+
+def test_same_binary_at_an_allowed_and_a_not_allowed_path(listed_agent):
+    agent = listed_agent
+    granted = run(agent.allowed, agent, "token", "work")
+    assert granted.returncode == 0, granted.stderr
+    token = granted.stdout.strip()
+    agent.remember(token)
+
+    refused = run(agent.other, agent, "token", "work")
+    assert refused.returncode == 7, refused
+    assert refused.stdout == ""
+    assert str(agent.other) in refused.stderr, "the message names the refused identity"
+    assert "allowed_clients" in refused.stderr and "[accounts.work]" in refused.stderr, "and how to allow it"
+    # authctl itself, at its own path, is an identity like any other: not listed, not served.
+    assert agent.authctl("token", "work").returncode == 7
+
+    status = agent.account_status("work")
+    assert status["access"]["open"] is False
+    assert status["access"]["allowed_clients"] == [str(agent.allowed), "unit:mbsync.service"]
+    text = agent.authctl("status").stdout
+    assert f"only {agent.allowed}, unit:mbsync.service" in text
+
+    entries = audit(agent, "--account", "work")
+    assert [(e["outcome"], e["reason"], e["caller"]["exe"]) for e in entries] == [
+        ("granted", "listed", str(agent.allowed)),
+        ("denied", "not_listed", str(agent.other)),
+        ("denied", "not_listed", str(agent.bins.resolve() / "authctl")),
+    ]
+    for entry in entries:
+        assert entry["caller"]["via"] == "socket" and entry["caller"]["pid"] > 0 and entry["account"] == "work"
+    human = agent.authctl("audit").stdout
+    print(human)  # the report quotes a real run
+    assert "denied (not_listed)" in human and str(agent.other) in human
+    assert_no_token_in(agent, json.dumps(entries), human)
+
+
+CLIENT = """
+import json, socket, sys
+sys.stdin.readline()  # connect only when told to
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({"v": 1, "id": 1, "op": "token", "account": "work"}).encode() + b"\\n")
+line = b""
+while not line.endswith(b"\\n"):
+    line += s.recv(65536)
+print(line.decode().strip())
+"""
+
+
+def test_a_binary_replaced_while_it_runs_no_longer_matches(make_agent, keyring, auth_server):
+    """The allow-listed path names a copy of the Python interpreter; a client started from it is served, one whose
+    file was replaced after it started is not (the kernel reports its executable as deleted)."""
+    agent = make_agent(start=False)
+    interpreter = agent.base / "allowed" / "python3"
+    interpreter.parent.mkdir(mode=0o700)
+    shutil.copy2(os.path.realpath("/usr/bin/python3"), interpreter)
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{interpreter}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+    def client():
+        return subprocess.Popen([str(interpreter), "-c", CLIENT, str(agent.socket_path)], env=agent.env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    served = client()
+    out, err = served.communicate("go\n", timeout=60)
+    reply = json.loads(out)
+    assert "result" in reply, (reply, err)
+    agent.remember(reply["result"]["access_token"])
+
+    replaced = client()
+    time.sleep(0.2)  # let it start from the original file; not a timing assertion (a late start only weakens the test)
+    os.unlink(interpreter)  # what an upgrade (or an attacker) replacing the file does to the running one
+    shutil.copy2(os.path.realpath("/usr/bin/python3"), interpreter)
+    out, err = replaced.communicate("go\n", timeout=60)
+    reply = json.loads(out)
+    assert reply["error"]["code"] == "access_denied", (reply, err)
+    assert "deleted or replaced" in reply["error"]["message"]
+    entries = audit(agent)
+    assert [(e["outcome"], e["reason"]) for e in entries] == [("granted", "listed"), ("denied", "unidentified")]
+    assert entries[1]["caller"]["exe_deleted"] is True
+    assert_no_token_in(agent, json.dumps(entries))
+
+
+def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, auth_server):
+    """A recycled or handed-over pid cannot pass for the process that connected: a forked child connects, passes
+    the connection to the test and exits; the connection's requests are then refused."""
+    agent = make_agent(start=False)
+    python = os.path.realpath("/proc/self/exe")
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{python}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+    parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    go = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: connect, hand the connection over, wait for the word, exit
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(agent.socket_path))
+            socket.send_fds(child_end, [b"x"], [s.fileno()])
+            os.read(go[0], 1)
+        finally:
+            os._exit(0)
+    _, fds, _, _ = socket.recv_fds(parent_end, 1, 1)
+    conn = socket.socket(fileno=fds[0])
+    conn.settimeout(30)
+
+    def ask(request_id: int) -> dict:
+        conn.sendall(json.dumps({"v": 1, "id": request_id, "op": "token", "account": "work"}).encode() + b"\n")
+        line = b""
+        while not line.endswith(b"\n"):
+            line += conn.recv(65536)
+        return json.loads(line)
+
+    alive = ask(1)
+    assert "result" in alive, alive
+    agent.remember(alive["result"]["access_token"])
+    os.write(go[1], b"x")
+    os.waitpid(pid, 0)
+    gone = ask(2)
+    assert gone["error"]["code"] == "access_denied", gone
+    assert "has exited" in gone["error"]["message"]
+    conn.close()
+    reasons = [(e["outcome"], e["reason"], e["caller"]["pid"]) for e in audit(agent)]
+    assert reasons == [("granted", "listed", pid), ("denied", "process_exited", pid)]
+    assert_no_token_in(agent, json.dumps(audit(agent)))
+
+
+@pytest.fixture
+def confirming_agent(make_agent, keyring, auth_server):
+    def factory(timeout: int = 30, bus=None):
+        agent = make_agent(work={"confirm": "first-use"}, agent={"consent_timeout": timeout},
+                           **({"bus": bus} if bus else {}))
+        agent.login("work")
+        agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+        return agent
+    return factory
+
+
+def test_first_use_is_approved_from_a_terminal_and_remembered(confirming_agent):
+    agent = confirming_agent(timeout=60)
+    waiting = agent.authctl_popen("token", "work")
+    prompt = read_until(waiting.stderr, "in a terminal", 30)
+    [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+    assert f"authctl approve {pending['id']}" in prompt
+    assert pending["account"] == "work" and pending["client"] == str(agent.bins.resolve() / "authctl")
+    assert pending["caller"]["pid"] == waiting.pid
+
+    # A background program (no controlling terminal) cannot answer for the user.
+    background = subprocess.run([str(agent.bins / "authctl"), "approve", str(pending["id"])], env=agent.env,
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # no controlling terminal, whatever runs the tests
+    assert background.returncode == 9, background
+    assert "terminal" in background.stderr
+
+    rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
+    assert rc == 0, output
+    assert "Allowed" in output
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    agent.remember(out.strip())
+
+    # Remembered: no question the second time, and after a restart.
+    assert agent.token("work")
+    agent.restart()
+    assert agent.token("work")
+    state = agent.home / ".local" / "state" / "auth-agent" / "consent.json"
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
+    decisions = json.loads(state.read_text())["decisions"]
+    assert [(d["account"], d["client"], d["allowed"]) for d in decisions] == [("work", pending["client"], True)]
+
+    # Forget (from a terminal): asked again.
+    rc, output = run_in_terminal(agent, "forget", "--account", "work")
+    assert rc == 0 and "Forgot" in output, output
+    again = agent.authctl_popen("token", "work")
+    read_until(again.stderr, "in a terminal", 30)
+    [second] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+    rc, output = run_in_terminal(agent, "deny", str(second["id"]))
+    assert rc == 0, output
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 7 and out == "", err
+    assert "you denied it" in err
+
+    reasons = [(e["outcome"], e["reason"]) for e in audit(agent)]
+    assert reasons[-1] == ("denied", "denied_by_user")
+    assert ("granted", "approved") in reasons
+    assert_no_token_in(agent, json.dumps(audit(agent)), state.read_text())
+
+
+def test_first_use_times_out_as_access_denied(confirming_agent):
+    agent = confirming_agent(timeout=2)
+    result = agent.authctl("token", "work", timeout=30)
+    assert result.returncode == 7, result
+    assert "nobody allowed it within 2 s" in result.stderr
+    assert json.loads(agent.authctl("pending", "--json").stdout)["requests"] == []
+    [entry] = audit(agent)
+    assert (entry["outcome"], entry["reason"]) == ("denied", "consent_timeout")
+    # A timeout is not a decision: asked again next time.
+    assert "Waiting for your permission" in agent.authctl("token", "work", timeout=30).stderr
+
+
+@pytest.fixture
+def notification_server(keyring, tmp_path):
+    log = tmp_path / "notify.jsonl"
+    log.touch()
+    env = {"PATH": SYSTEM_PATH, "DBUS_SESSION_BUS_ADDRESS": keyring.address, "LANG": "C.UTF-8"}
+    proc = subprocess.Popen(["/usr/bin/python3", str(FAKE_NOTIFICATIONS), str(log), "actions,body"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        read_until(proc.stdout, "ready", 20)
+        proc.log, proc.env = log, env
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_first_use_is_allowed_from_the_notification(confirming_agent, notification_server):
+    agent = confirming_agent(timeout=60)
+    waiting = agent.authctl_popen("token", "work")
+
+    def consent_notifications():
+        lines = [json.loads(l) for l in notification_server.log.read_text().splitlines()]
+        return [n for n in lines if "summary" in n and n["summary"].startswith("Allow ")]
+
+    wait_for(lambda: len(consent_notifications()) == 1, 20, "the consent notification")
+    [shown] = consent_notifications()
+    assert shown["actions"] == ["consent-allow", "Allow", "consent-deny", "Deny"]
+    assert "'work'" in shown["body"] and "authctl approve" in shown["body"]
+    out = subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
+                          "--object-path", "/org/freedesktop/Notifications", "--method", "dev.authagent.Test.Invoke",
+                          str(shown["id"]), "consent-allow"], env=notification_server.env, capture_output=True,
+                         text=True, timeout=15)
+    assert out.returncode == 0, out.stderr
+    token, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    agent.remember(token.strip())
+    wait_for(lambda: {"closed": shown["id"]} in [json.loads(l) for l in notification_server.log.read_text().splitlines()],
+             10, "the answered notification to be closed")
+    assert [(e["outcome"], e["reason"]) for e in audit(agent)] == [("granted", "approved")]
+    assert_no_token_in(agent, notification_server.log.read_text(), json.dumps(audit(agent)))
+
+
+def test_dbus_callers_are_identified_and_judged(make_agent, keyring, auth_server):
+    agent = make_agent(start=False)
+    allowed = copy_authctl(agent, "allowed")
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    env = {"PATH": SYSTEM_PATH, "DBUS_SESSION_BUS_ADDRESS": keyring.address, "LANG": "C.UTF-8"}
+    call = subprocess.run(["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path",
+                           "/dev/authagent/Agent1", "--method", "dev.authagent.Agent1.GetAccessToken", "work", "0"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert call.returncode != 0
+    assert "dev.authagent.Error.AccessDenied" in call.stderr, call.stderr
+    [entry] = audit(agent)
+    assert entry["caller"]["via"] == "dbus"
+    assert entry["caller"]["exe"] == os.path.realpath(shutil.which("gdbus", path=SYSTEM_PATH))
+    assert (entry["outcome"], entry["reason"]) == ("denied", "not_listed")
+    granted = run(allowed, agent, "token", "work")
+    assert granted.returncode == 0, granted.stderr
+    agent.remember(granted.stdout.strip())
+    assert_no_token_in(agent, json.dumps(audit(agent)))
+
+
+def test_without_allowed_clients_anyone_is_served_and_status_says_so(signed_in_agent):
+    agent = signed_in_agent
+    assert agent.token("work")
+    assert agent.account_status("work")["access"] == {
+        "open": True, "confirm": "never", "summary": "any process of yours (no allowed_clients)"}
+    assert "any process of yours (no allowed_clients)" in agent.authctl("status").stdout
+    [entry] = audit(agent)
+    assert (entry["outcome"], entry["reason"]) == ("granted", "open")
+    assert_no_token_in(agent, json.dumps(audit(agent)), agent.authctl("audit").stdout)
