@@ -112,6 +112,11 @@ let package = Package(
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
         .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "SessionEnvironment"]),
+        // authctl's fast path against ArgumentParser's reading of the same command lines.
+        .testTarget(
+            name: "authctlTests",
+            dependencies: ["authctl", "AuthCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
