@@ -75,28 +75,50 @@ public final class AgentClient {
         line.append(0x0A)
         try writeAll(Array(line))
         while true {
+            if let result = try handle(try readLine(), as: R.self, onEvent: onEvent) { return result }
+        }
+    }
+
+    /// `call(request, as: TokenResult.self)` without Codable on the common lines (``TokenWire``): authctl's hot path.
+    /// Events and any line the small reader is not certain of are decoded exactly as `call` does.
+    public func token(_ request: WireRequest, onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> TokenResult {
+        var request = request
+        request.id = nextID
+        nextID += 1
+        try writeAll(Array((TokenWire.encode(request) + "\n").utf8))
+        while true {
             let reply = try readLine()
-            let decoder = JSONDecoder()
-            let header: WireResponse<NoResult>
-            do {
-                header = try decoder.decode(WireResponse<NoResult>.self, from: Data(reply))
-            } catch {
-                throw .protocolViolation("the agent sent a line that is not a protocol reply")
+            switch TokenWire.decode(reply) {
+            case .result(let result)?: return result
+            case .error(let error)?: throw .agent(error)
+            case nil: if let result = try handle(reply, as: TokenResult.self, onEvent: onEvent) { return result }
             }
-            guard header.v == WireProtocol.version else {
-                throw .protocolViolation("the agent speaks protocol version \(header.v), this authctl speaks \(WireProtocol.version)")
-            }
-            if let event = header.event { onEvent(event); continue }
-            if let error = header.error { throw .agent(error) }
-            do {
-                let full = try decoder.decode(WireResponse<R>.self, from: Data(reply))
-                guard let result = full.result else { throw ClientError.protocolViolation("the reply has no result") }
-                return result
-            } catch let error as ClientError {
-                throw error
-            } catch {
-                throw .protocolViolation("the agent's reply does not match \(R.self)")
-            }
+        }
+    }
+
+    /// One reply line: nil after passing an event to `onEvent`, else the result or the error it carries.
+    private func handle<R: Codable & Sendable>(_ reply: [UInt8], as: R.Type,
+                                               onEvent: (WireEvent) -> Void) throws(ClientError) -> R? {
+        let decoder = JSONDecoder()
+        let header: WireResponse<NoResult>
+        do {
+            header = try decoder.decode(WireResponse<NoResult>.self, from: Data(reply))
+        } catch {
+            throw .protocolViolation("the agent sent a line that is not a protocol reply")
+        }
+        guard header.v == WireProtocol.version else {
+            throw .protocolViolation("the agent speaks protocol version \(header.v), this authctl speaks \(WireProtocol.version)")
+        }
+        if let event = header.event { onEvent(event); return nil }
+        if let error = header.error { throw .agent(error) }
+        do {
+            let full = try decoder.decode(WireResponse<R>.self, from: Data(reply))
+            guard let result = full.result else { throw ClientError.protocolViolation("the reply has no result") }
+            return result
+        } catch let error as ClientError {
+            throw error
+        } catch {
+            throw .protocolViolation("the agent's reply does not match \(R.self)")
         }
     }
 

@@ -37,6 +37,7 @@ struct AuthCtl: ParsableCommand {
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
     static func main() {
+        FastPath.runIfPossible(CommandLine.arguments)
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -57,21 +58,9 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: "The agent's socket (default: $AUTH_AGENT_SOCKET, else $XDG_RUNTIME_DIR/auth-agent/agent.sock).")
     var socket: String?
 
-    func path() throws(CLIFailure) -> String {
-        guard let path = socket ?? SocketPath.resolve(environment: ProcessInfo.processInfo.environment) else {
-            throw CLIFailure(ClientError.noSocketPath)
-        }
-        return path
-    }
+    func path() throws(CLIFailure) -> String { try AgentConnection.path(socket: socket) }
 
-    func connect() throws(CLIFailure) -> AgentClient {
-        let path = try self.path()
-        do {
-            return try AgentClient(path: path)
-        } catch {
-            throw CLIFailure(error)
-        }
-    }
+    func connect() throws(CLIFailure) -> AgentClient { try AgentConnection.connect(socket: socket) }
 }
 
 struct Status: ParsableCommand {
@@ -179,68 +168,6 @@ struct Logout: ParsableCommand {
             writeStderr("authctl: warning: revocation at the server failed: \(result.revocationError ?? "unknown error")\n")
         case nil: print("Signed out of '\(account)': the refresh token was deleted from the keyring (the server has no revocation endpoint).")
         }
-    }
-}
-
-struct Token: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Print a fresh access token for an account, and nothing else.",
-        discussion: """
-        Examples:
-          curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
-          authctl token work --header | curl -H @- https://api.example.com/
-          authctl token work --min-valid 600     a token valid for at least 10 more minutes
-          authctl token work --scope read        a token for a subset of the account's scopes
-          authctl token work --resource https://api.example.com/   a token for one resource (RFC 8707)
-        """)
-    @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account name.") var account: String
-    @Option(help: "The token must stay valid at least this many seconds.") var minValid: Int = 0
-    @Flag(help: "Refresh even if the cached token is still fresh.") var refresh = false
-    @Flag(help: "If the account needs to sign in, open the browser and wait instead of failing.") var interactive = false
-    @Flag(help: "Print the OIDC ID token instead of the access token.") var idToken = false
-    @Flag(help: "Print an HTTP header line: 'Authorization: Bearer TOKEN'.") var header = false
-    @Flag(help: "Print JSON: token, type, expiry, scopes.") var json = false
-    @Option(name: .customLong("scope"), help: "Ask for only this scope of the account's (repeatable); cached separately.")
-    var scopes: [String] = []
-    @Option(help: "The resource (RFC 8707 absolute URI) the token is for; cached separately.") var resource: String?
-
-    func validate() throws {
-        guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
-        guard !(header && idToken) else { throw ValidationError("--header and --id-token do not go together") }
-    }
-
-    func run() throws {
-        let client = try global.connect()
-        let method = interactive
-            ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
-            : nil
-        let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: refresh,
-                                  interactive: interactive, idToken: idToken, method: method,
-                                  scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                                  resource: resource)
-        var countdown: Countdown?
-        let result: TokenResult
-        do {
-            defer { countdown?.stop() }  // before anything else is printed
-            result = try CLIFailure.wrap { () throws(ClientError) in
-                try client.call(request, as: TokenResult.self) { event in
-                    if event.type == WireEvent.deviceCode {
-                        if countdown == nil { countdown = Terminal.announceDevice(event, account: account) }
-                        return
-                    }
-                    Terminal.announce(event, account: account)
-                }
-            }
-        }
-        if json { return printJSON(result) }
-        if idToken {
-            guard let id = result.idToken else {
-                throw CLIFailure(message: "account '\(account)' has no ID token (is 'openid' among its scopes?)", exit: ExitStatus.failure)
-            }
-            return print(id)
-        }
-        print(header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
     }
 }
 

@@ -45,8 +45,8 @@ struct GitCredentialCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Option(help: "The account whose access token git gets (default: the account whose git_hosts matches the request).")
     var account: String?
-    @Option(help: "The username to give git.") var username = "oauth2"
-    @Option(help: "The token must stay valid at least this many seconds.") var minValid = 60
+    @Option(help: "The username to give git.") var username = GitCredentialArguments.defaultUsername
+    @Option(help: "The token must stay valid at least this many seconds.") var minValid = GitCredentialArguments.defaultMinValid
     @Argument(help: "git's action: get, store or erase.") var action: String
 
     func validate() throws {
@@ -56,7 +56,15 @@ struct GitCredentialCommand: ParsableCommand {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
     }
 
-    func run() throws {
+    /// The options as the fast path would have parsed them (``GitCredentialArguments/parse(_:)``).
+    var arguments: GitCredentialArguments {
+        GitCredentialArguments(action: action, socket: global.socket, account: account, username: username, minValid: minValid)
+    }
+
+    func run() throws { try Self.run(arguments) }
+
+    /// The helper's work, for both parsers (the fast path calls it too).
+    static func run(_ options: GitCredentialArguments) throws(CLIFailure) {
         let request: GitCredentialRequest
         do {
             request = try GitCredentialRequest.parse(try readRequest())
@@ -65,17 +73,19 @@ struct GitCredentialCommand: ParsableCommand {
                              exit: ExitStatus.usage)
         }
         // gitcredentials(7): helpers ignore actions they do not know. store/erase: the agent owns the tokens.
-        guard action == "get" else { return }
+        guard options.action == "get" else { return }
         if let refusal = request.refusal {
             throw CLIFailure(message: refusal, hint: "scope the helper to https URLs: credential.https://HOST.helper",
                              exit: ExitStatus.failure)
         }
-        let client = try global.connect()
-        let account = try self.account ?? accountForHost(request, client: client)
+        let client = try AgentConnection.connect(socket: options.socket)
+        let account: String
+        if let named = options.account { account = named } else { account = try accountForHost(request, client: client) }
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .token, account: account, minValid: minValid), as: TokenResult.self)
+            try client.token(WireRequest(op: .token, account: account, minValid: options.minValid))
         }
-        let reply = GitCredentialReply(username: username, password: result.accessToken, passwordExpiryUTC: result.expiresAt)
+        let reply = GitCredentialReply(username: options.username, password: result.accessToken,
+                                       passwordExpiryUTC: result.expiresAt)
         do {
             print(try reply.encoded(), terminator: "")
         } catch {
@@ -84,7 +94,7 @@ struct GitCredentialCommand: ParsableCommand {
     }
 
     /// The account whose `git_hosts` matches the request, as the agent knows its accounts (authctl reads no TOML).
-    private func accountForHost(_ request: GitCredentialRequest, client: AgentClient) throws(CLIFailure) -> String {
+    private static func accountForHost(_ request: GitCredentialRequest, client: AgentClient) throws(CLIFailure) -> String {
         let known = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
         let entries = known.accounts.flatMap { account in (account.gitHosts ?? []).map { (account: account.name, pattern: $0) } }
         let target = [request.host, request.path].compactMap { $0 }.joined(separator: "/")
@@ -103,7 +113,7 @@ struct GitCredentialCommand: ParsableCommand {
 
     /// Reads stdin up to the blank line that ends the request, or its end, at most a little over the size cap
     /// (the parser then refuses it).
-    private func readRequest() throws(GitCredentialInputError) -> [UInt8] {
+    private static func readRequest() throws(GitCredentialInputError) -> [UInt8] {
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while !GitCredentialRequest.isComplete(buffer) {

@@ -374,3 +374,94 @@ def test_login_on_a_terminal_counts_down_and_ends_with_who_and_scopes(agent):
     piped = agent.authctl("login", "work")
     assert piped.returncode == 0 and "left (Ctrl-C cancels)" not in piped.stderr
     assert "Waiting for the sign-in to finish (gives up after 30s; Ctrl-C cancels)..." in piped.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The fast path: `token` and `git-credential` parsed without ArgumentParser must be indistinguishable from it.
+# AUTHCTL_FAST_PATH=require proves the fast path ran (it refuses lines it would leave to ArgumentParser);
+# AUTHCTL_FAST_PATH=off makes ArgumentParser parse every line.
+
+FAST = {"AUTHCTL_FAST_PATH": "require"}
+SLOW = {"AUTHCTL_FAST_PATH": "off"}
+
+
+def comparable(result: subprocess.CompletedProcess, json_out: bool = False) -> tuple:
+    """(exit code, stdout, stderr); `token --json`'s expires_in counts down between the runs, expires_at does not."""
+    out = result.stdout
+    if json_out and result.returncode == 0:
+        data = json.loads(out)
+        assert isinstance(data.pop("expires_in"), int)
+        out = json.dumps(data, sort_keys=True)
+    return result.returncode, out, result.stderr
+
+
+def assert_paths_agree(agent, args: list[str], fast: bool = True, input: str | None = None, env: dict | None = None):
+    """Runs authctl ARGS both ways; `fast`: whether the fast path must take the line. Returns the fast run."""
+    base = {**(env or {})}
+    fast_run = agent.authctl(*args, input=input, env={**base, **FAST})
+    if not fast:
+        assert fast_run.returncode == 2 and "AUTHCTL_FAST_PATH=require" in fast_run.stderr, (args, fast_run.stderr)
+        fast_run = agent.authctl(*args, input=input, env=base)
+    slow_run = agent.authctl(*args, input=input, env={**base, **SLOW})
+    json_out = "--json" in args
+    a, b = comparable(fast_run, json_out), comparable(slow_run, json_out)
+    # Never print stdout on a mismatch: it holds a token.
+    assert a[0] == b[0] and a[2] == b[2], (args, a[0], b[0], a[2], b[2])
+    assert a[1] == b[1], (args, "stdout differs between the fast path and ArgumentParser")
+    return fast_run
+
+
+def test_fast_path_prints_the_same_tokens_as_argument_parser(signed_in_agent):
+    agent = signed_in_agent
+    plain = assert_paths_agree(agent, ["token", "work"])
+    assert plain.returncode == 0 and plain.stdout.count("\n") == 1 and len(plain.stdout) > 10
+    assert assert_paths_agree(agent, ["token", "work", "--header"]).stdout.startswith("Authorization: Bearer ")
+    for args in (["token", "--min-valid", "600", "work"], ["token", "work", "--min-valid=0", "--json"],
+                 ["token", "work", "--id-token"], ["token", "work", "--json", "--id-token"],
+                 ["token", "--socket", str(agent.socket_path), "work"]):
+        assert assert_paths_agree(agent, args).returncode == 0, args
+
+
+def test_fast_path_fails_exactly_like_argument_parser(signed_in_agent, tmp_path):
+    agent = signed_in_agent
+    unknown = assert_paths_agree(agent, ["token", "nope"])
+    assert unknown.returncode == 8 and "authctl accounts" in unknown.stderr and unknown.stdout == ""
+    unsatisfiable = assert_paths_agree(agent, ["token", "work", "--min-valid", "40000000"])
+    assert unsatisfiable.returncode != 0 and unsatisfiable.stdout == ""
+    gone = assert_paths_agree(agent, ["token", "work"], env={"AUTH_AGENT_SOCKET": str(tmp_path / "none.sock")})
+    assert gone.returncode == 3 and "not running" in gone.stderr
+    nowhere = assert_paths_agree(agent, ["token", "work"], env={"XDG_RUNTIME_DIR": "", "AUTH_AGENT_SOCKET": ""})
+    assert nowhere.returncode == 3 and "XDG_RUNTIME_DIR" in nowhere.stderr
+
+
+def test_lines_the_fast_path_leaves_to_argument_parser_behave_as_before(signed_in_agent):
+    agent = signed_in_agent
+    for args, code in ((["token"], 2), (["token", "--help"], 0), (["token", "help"], None), (["token", "work", "--bogus"], 2),
+                       (["token", "work", "--header", "--id-token"], 2), (["token", "work", "--min-valid", "-5"], 2),
+                       (["token", "work", "--json", "--json"], None), (["token", "--", "work"], None),
+                       (["git-credential", "--account", "work", "--username", "", "get"], 2)):
+        result = assert_paths_agree(agent, args, fast=False, input="\n")
+        assert code is None or result.returncode == code, (args, result.returncode, result.stderr)
+
+
+def test_fast_path_needs_sign_in_like_argument_parser(agent):
+    result = assert_paths_agree(agent, ["token", "work"])
+    assert result.returncode == 4 and result.stdout == "" and "sign" in result.stderr.lower()
+
+
+def test_fast_path_git_credential_matches_argument_parser(signed_in_agent):
+    agent = signed_in_agent
+    request = "protocol=https\nhost=git.example.com\npath=team/repo.git\n\n"
+    got = assert_paths_agree(agent, ["git-credential", "--account", "work", "get"], input=request)
+    assert got.returncode == 0 and got.stdout.startswith("username=oauth2\npassword=") and got.stdout.endswith("\n\n")
+    other = assert_paths_agree(agent, ["git-credential", "--username=x-access-token", "--account=work", "--min-valid", "0", "get"],
+                               input=request)
+    assert other.returncode == 0 and other.stdout.startswith("username=x-access-token\n")
+    for action in ("store", "erase", "frobnicate"):
+        quiet = assert_paths_agree(agent, ["git-credential", "--account", "work", action], input=request)
+        assert (quiet.returncode, quiet.stdout) == (0, ""), action
+    unmapped = assert_paths_agree(agent, ["git-credential", "get"], input=request)
+    assert unmapped.returncode == 8 and unmapped.stdout == ""
+    plain_http = assert_paths_agree(agent, ["git-credential", "--account", "work", "get"],
+                                    input="protocol=http\nhost=git.example.com\n\n")
+    assert plain_http.returncode == 1 and plain_http.stdout == ""

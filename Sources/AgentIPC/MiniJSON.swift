@@ -1,0 +1,193 @@
+/// A small strict JSON reader and writer for `authctl token`'s one request and reply. Codable's generic paths cost
+/// more at start-up (run-time generic metadata and protocol conformance scans) than the whole socket round trip.
+/// Reading is all-or-nothing: anything unusual (invalid UTF-8, non-integer numbers, duplicate keys, trailing bytes)
+/// gives nil, and the caller decodes the line with JSONDecoder instead, so behaviour on odd input is Codable's.
+enum MiniJSON: Equatable {
+    case object([(key: String, value: MiniJSON)])
+    case array([MiniJSON])
+    case string(String)
+    case integer(Int)
+    case bool(Bool)
+    case null
+
+    static func == (a: MiniJSON, b: MiniJSON) -> Bool {
+        switch (a, b) {
+        case (.object(let x), .object(let y)): return x.count == y.count && zip(x, y).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+        case (.array(let x), .array(let y)): return x == y
+        case (.string(let x), .string(let y)): return x == y
+        case (.integer(let x), .integer(let y)): return x == y
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.null, .null): return true
+        default: return false
+        }
+    }
+
+    /// The member `key` of an object (nil if absent or not an object).
+    subscript(key: String) -> MiniJSON? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.key == key }?.value
+    }
+
+    static func parse(_ bytes: [UInt8]) -> MiniJSON? {
+        var reader = Reader(bytes: bytes)
+        guard let value = reader.value(depth: 0) else { return nil }
+        reader.skipSpace()
+        return reader.index == bytes.count ? value : nil
+    }
+
+    private struct Reader {
+        let bytes: [UInt8]
+        var index = 0
+
+        mutating func skipSpace() {
+            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        }
+
+        mutating func literal(_ text: StaticString, _ value: MiniJSON) -> MiniJSON? {
+            let count = text.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return nil }
+            for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return nil }
+            index += count
+            return value
+        }
+
+        mutating func value(depth: Int) -> MiniJSON? {
+            skipSpace()
+            guard index < bytes.count, depth < 16 else { return nil }
+            switch bytes[index] {
+            case UInt8(ascii: "{"): return object(depth: depth)
+            case UInt8(ascii: "["): return array(depth: depth)
+            case UInt8(ascii: "\""): return string().map(MiniJSON.string)
+            case UInt8(ascii: "t"): return literal("true", .bool(true))
+            case UInt8(ascii: "f"): return literal("false", .bool(false))
+            case UInt8(ascii: "n"): return literal("null", .null)
+            default: return integer()
+            }
+        }
+
+        mutating func object(depth: Int) -> MiniJSON? {
+            index += 1
+            var members: [(key: String, value: MiniJSON)] = []
+            skipSpace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            while true {
+                skipSpace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = string() else { return nil }
+                guard !members.contains(where: { $0.key == key }) else { return nil }
+                skipSpace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                index += 1
+                guard let value = value(depth: depth + 1) else { return nil }
+                members.append((key, value))
+                skipSpace()
+                guard index < bytes.count else { return nil }
+                index += 1
+                if bytes[index - 1] == UInt8(ascii: "}") { return .object(members) }
+                guard bytes[index - 1] == UInt8(ascii: ",") else { return nil }
+            }
+        }
+
+        mutating func array(depth: Int) -> MiniJSON? {
+            index += 1
+            var elements: [MiniJSON] = []
+            skipSpace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            while true {
+                guard let element = value(depth: depth + 1) else { return nil }
+                elements.append(element)
+                skipSpace()
+                guard index < bytes.count else { return nil }
+                index += 1
+                if bytes[index - 1] == UInt8(ascii: "]") { return .array(elements) }
+                guard bytes[index - 1] == UInt8(ascii: ",") else { return nil }
+            }
+        }
+
+        /// Only `-?[0-9]+` that fits an Int; fractions and exponents are left to JSONDecoder.
+        mutating func integer() -> MiniJSON? {
+            let start = index
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let digits = index
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
+            guard index > digits, index - digits == 1 || bytes[digits] != UInt8(ascii: "0") else { return nil }
+            if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) { return nil }
+            guard let text = String(validating: bytes[start..<index], as: UTF8.self), let value = Int(text) else { return nil }
+            return .integer(value)
+        }
+
+        mutating func string() -> String? {
+            index += 1
+            var out: [UInt8] = []
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""): return String(validating: out, as: UTF8.self)
+                case 0..<0x20: return nil
+                case UInt8(ascii: "\\"):
+                    guard index < bytes.count else { return nil }
+                    let escape = bytes[index]
+                    index += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        guard var scalar = hex4() else { return nil }
+                        if (0xD800..<0xDC00).contains(scalar) {
+                            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else { return nil }
+                            index += 2
+                            guard let low = hex4(), (0xDC00..<0xE000).contains(low) else { return nil }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        }
+                        guard let unicode = Unicode.Scalar(scalar) else { return nil }
+                        out.append(contentsOf: Array(String(Character(unicode)).utf8))
+                    default: return nil
+                    }
+                default: out.append(byte)
+                }
+            }
+            return nil
+        }
+
+        mutating func hex4() -> UInt32? {
+            guard index + 4 <= bytes.count else { return nil }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[index]
+                index += 1
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt32(digit)
+            }
+            return value
+        }
+    }
+
+    /// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,84 @@
+/// The `token` request and reply without Codable, for `authctl token` and `git-credential` (see ``MiniJSON``).
+/// Each function gives nil when it is not certain, and ``AgentClient`` then uses the Codable path for that line.
+enum TokenWire {
+    /// The request line's JSON (no newline); the same members JSONEncoder writes, nil ones left out.
+    static func encode(_ request: WireRequest) -> String {
+        var members = ["\"v\":\(request.v)"]
+        if let id = request.id { members.append("\"id\":\(id)") }
+        members.append("\"op\":\(MiniJSON.quoted(request.op))")
+        if let account = request.account { members.append("\"account\":\(MiniJSON.quoted(account))") }
+        if let minValid = request.minValid { members.append("\"min_valid\":\(minValid)") }
+        if let forceRefresh = request.forceRefresh { members.append("\"force_refresh\":\(forceRefresh)") }
+        if let interactive = request.interactive { members.append("\"interactive\":\(interactive)") }
+        if let idToken = request.idToken { members.append("\"id_token\":\(idToken)") }
+        if let browser = request.browser { members.append("\"browser\":\(browser)") }
+        if let url = request.url { members.append("\"url\":\(MiniJSON.quoted(url))") }
+        if let method = request.method { members.append("\"method\":\(MiniJSON.quoted(method))") }
+        if let scopes = request.scopes { members.append("\"scopes\":[\(scopes.map(MiniJSON.quoted).joined(separator: ","))]") }
+        if let resource = request.resource { members.append("\"resource\":\(MiniJSON.quoted(resource))") }
+        return "{" + members.joined(separator: ",") + "}"
+    }
+
+    enum Reply: Equatable {
+        case result(TokenResult)
+        case error(WireError)
+    }
+
+    /// A protocol-version-1 reply line carrying a token result or an error; nil for events and anything else.
+    static func decode(_ line: [UInt8]) -> Reply? {
+        guard let reply = MiniJSON.parse(line), case .integer(WireProtocol.version)? = reply["v"] else { return nil }
+        switch reply["id"] {
+        case nil, .null?, .integer?: break
+        default: return nil
+        }
+        guard isAbsent(reply["event"]) else { return nil }
+        if !isAbsent(reply["error"]) {
+            // Codable reads `result` as NoResult here, which only an object (or nothing) satisfies.
+            if !isAbsent(reply["result"]), case .object? = reply["result"] {} else if !isAbsent(reply["result"]) { return nil }
+            guard let error = reply["error"], case .string(let code)? = error["code"], case .string(let message)? = error["message"],
+                  let retryAfter = optionalInt(error["retry_after"]) else { return nil }
+            return .error(WireError(code: code, message: message, retryAfter: retryAfter.value))
+        }
+        guard let result = reply["result"], case .object = result,
+              case .string(let account)? = result["account"], case .string(let accessToken)? = result["access_token"],
+              case .string(let tokenType)? = result["token_type"], case .integer(let expiresIn)? = result["expires_in"],
+              case .integer(let expiresAt)? = result["expires_at"],
+              let scopes = optionalStrings(result["scopes"]), let idToken = optionalString(result["id_token"]) else { return nil }
+        return .result(TokenResult(account: account, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+                                   expiresAt: expiresAt, scopes: scopes.value, idToken: idToken.value))
+    }
+
+    private static func isAbsent(_ value: MiniJSON?) -> Bool { value == nil || value == .null }
+
+    /// Outer nil: the wrong type (leave it to Codable); inner: absent or null.
+    private static func optionalInt(_ value: MiniJSON?) -> (value: Int?, Void)? {
+        if isAbsent(value) { return (nil, ()) }
+        if case .integer(let n)? = value { return (n, ()) }
+        return nil
+    }
+
+    private static func optionalString(_ value: MiniJSON?) -> (value: String?, Void)? {
+        if isAbsent(value) { return (nil, ()) }
+        if case .string(let s)? = value { return (s, ()) }
+        return nil
+    }
+
+    private static func optionalStrings(_ value: MiniJSON?) -> (value: [String]?, Void)? {
+        if isAbsent(value) { return (nil, ()) }
+        guard case .array(let elements)? = value else { return nil }
+        var strings: [String] = []
+        for element in elements {
+            guard case .string(let s) = element else { return nil }
+            strings.append(s)
+        }
+        return (strings, ())
+    }
+}
+
+extension WireError {
+    /// An error as read from the wire: the code kept as sent (a newer agent's code included).
+    init(code: String, message: String, retryAfter: Int?) {
+        self.init(.internalError, message, retryAfter: retryAfter)
+        self.code = code
+    }
+}

@@ -1,0 +1,53 @@
+/// What `authctl token` was asked for: filled by ArgumentParser's `Token` command, or by ``parse(_:)`` on the fast
+/// path, and run by the same code either way, so both paths print the same bytes and exit with the same codes.
+public struct TokenArguments: Equatable, Sendable {
+    public var account: String
+    public var socket: String?
+    public var minValid: Int
+    public var refresh: Bool
+    public var interactive: Bool
+    public var idToken: Bool
+    public var header: Bool
+    public var json: Bool
+    public var scopes: [String]
+    public var resource: String?
+
+    public init(account: String, socket: String? = nil, minValid: Int = 0, refresh: Bool = false,
+                interactive: Bool = false, idToken: Bool = false, header: Bool = false, json: Bool = false,
+                scopes: [String] = [], resource: String? = nil) {
+        self.account = account
+        self.socket = socket
+        self.minValid = minValid
+        self.refresh = refresh
+        self.interactive = interactive
+        self.idToken = idToken
+        self.header = header
+        self.json = json
+        self.scopes = scopes
+        self.resource = resource
+    }
+
+    private static let scanner = ArgumentScanner(
+        flags: ["refresh", "interactive", "id-token", "header", "json"],
+        options: ["socket", "min-valid", "resource"],
+        repeatable: ["scope"])
+
+    /// The arguments after `token`, when they are a form ArgumentParser would accept and read the same way;
+    /// nil for everything else (help, usage errors, anything unusual), which then goes to ArgumentParser.
+    public static func parse(_ arguments: some Sequence<String>) -> TokenArguments? {
+        guard let scan = scanner.scan(arguments), let account = scan.positional else { return nil }
+        var minValid = 0
+        if let text = scan.value("min-valid") {
+            guard let value = ArgumentScanner.count(text) else { return nil }
+            minValid = value
+        }
+        let result = TokenArguments(
+            account: account, socket: scan.value("socket"), minValid: minValid,
+            refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
+            idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
+            json: scan.flags.contains("json"), scopes: scan.values["scope"] ?? [], resource: scan.value("resource"))
+        // Token.validate()'s refusals are ArgumentParser's to word.
+        guard !(result.header && result.idToken) else { return nil }
+        return result
+    }
+}

@@ -1,0 +1,87 @@
+import AgentIPC
+import ArgumentParser
+import AuthCLI
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `authctl token`: ArgumentParser's view of the verb. The work is in ``TokenCommand/run(_:)``, which the fast path
+/// (``FastPath``) calls too.
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a fresh access token for an account, and nothing else.",
+        discussion: """
+        Examples:
+          curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
+          authctl token work --header | curl -H @- https://api.example.com/
+          authctl token work --min-valid 600     a token valid for at least 10 more minutes
+          authctl token work --scope read        a token for a subset of the account's scopes
+          authctl token work --resource https://api.example.com/   a token for one resource (RFC 8707)
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account name.") var account: String
+    @Option(help: "The token must stay valid at least this many seconds.") var minValid: Int = 0
+    @Flag(help: "Refresh even if the cached token is still fresh.") var refresh = false
+    @Flag(help: "If the account needs to sign in, open the browser and wait instead of failing.") var interactive = false
+    @Flag(help: "Print the OIDC ID token instead of the access token.") var idToken = false
+    @Flag(help: "Print an HTTP header line: 'Authorization: Bearer TOKEN'.") var header = false
+    @Flag(help: "Print JSON: token, type, expiry, scopes.") var json = false
+    @Option(name: .customLong("scope"), help: "Ask for only this scope of the account's (repeatable); cached separately.")
+    var scopes: [String] = []
+    @Option(help: "The resource (RFC 8707 absolute URI) the token is for; cached separately.") var resource: String?
+
+    func validate() throws {
+        guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
+        guard !(header && idToken) else { throw ValidationError("--header and --id-token do not go together") }
+    }
+
+    /// The options as the fast path would have parsed them (``TokenArguments/parse(_:)``).
+    var arguments: TokenArguments {
+        TokenArguments(account: account, socket: global.socket, minValid: minValid, refresh: refresh,
+                       interactive: interactive, idToken: idToken, header: header, json: json, scopes: scopes,
+                       resource: resource)
+    }
+
+    func run() throws { try TokenCommand.run(arguments) }
+}
+
+/// Asks the agent for the token and prints it: one implementation for both parsers.
+enum TokenCommand {
+    static func run(_ options: TokenArguments) throws(CLIFailure) {
+        let client = try AgentConnection.connect(socket: options.socket)
+        let method = options.interactive
+            ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
+            : nil
+        let scopes = options.scopes
+        let request = WireRequest(op: .token, account: options.account, minValid: options.minValid,
+                                  forceRefresh: options.refresh, interactive: options.interactive,
+                                  idToken: options.idToken, method: method,
+                                  scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
+                                  resource: options.resource)
+        let account = options.account
+        var countdown: Countdown?
+        let result: TokenResult
+        do {
+            defer { countdown?.stop() }  // before anything else is printed
+            result = try CLIFailure.wrap { () throws(ClientError) in
+                try client.token(request) { event in
+                    if event.type == WireEvent.deviceCode {
+                        if countdown == nil { countdown = Terminal.announceDevice(event, account: account) }
+                        return
+                    }
+                    Terminal.announce(event, account: account)
+                }
+            }
+        }
+        if options.json { return printJSON(result) }
+        if options.idToken {
+            guard let id = result.idToken else {
+                throw CLIFailure(message: "account '\(account)' has no ID token (is 'openid' among its scopes?)", exit: ExitStatus.failure)
+            }
+            return print(id)
+        }
+        print(options.header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
+    }
+}

@@ -1,0 +1,63 @@
+@testable import AgentIPC
+import FoundationEssentials
+import XCTest
+
+/// authctl's Codable-free token request and reply must agree with the Codable types on every line they accept.
+final class TokenWireTests: XCTestCase {
+    private func codable(_ line: String) -> TokenWire.Reply? {
+        let data = Data(line.utf8)
+        guard let header = try? JSONDecoder().decode(WireResponse<NoResult>.self, from: data), header.v == 1,
+              header.event == nil else { return nil }
+        if let error = header.error { return .error(error) }
+        return (try? JSONDecoder().decode(WireResponse<TokenResult>.self, from: data))?.result.map { .result($0) }
+    }
+
+    private func fast(_ line: String) -> TokenWire.Reply? { TokenWire.decode(Array(line.utf8)) }
+
+    func testReadsTokenResultsAndErrorsAsCodableDoes() throws {
+        let lines = [
+            #"{"v":1,"id":1,"result":{"account":"work","access_token":"abc.def","token_type":"Bearer","expires_in":3599,"expires_at":1800000000,"scopes":["openid","email"]}}"#,
+            #"{"id":7,"v":1,"result":{"account":"w\u00e9rk \"q\" \\ \/","access_token":"t","token_type":"Bearer","expires_in":0,"expires_at":-1,"scopes":null,"id_token":"x.y.z","extra":{"a":[1,true,null]}}}"#,
+            #" { "v" : 1 , "result" : { "account" : "a\ud83d\ude00" , "access_token" : "t" , "token_type" : "DPoP" , "expires_in" : 5 , "expires_at" : 6 } } "#,
+            #"{"v":1,"id":2,"error":{"code":"login_required","message":"sign in: authctl login work"}}"#,
+            #"{"v":1,"id":null,"error":{"code":"some_future_code","message":"m","retry_after":30},"result":null}"#,
+        ]
+        for line in lines {
+            let expected = try XCTUnwrap(codable(line), line)
+            XCTAssertEqual(fast(line), expected, line)
+        }
+    }
+
+    func testLeavesEventsAndOddLinesToCodable() {
+        for line in [
+            #"{"v":1,"id":1,"event":{"type":"login_started","url":"http://x"}}"#,
+            #"{"v":2,"id":1,"result":{}}"#,
+            #"{"v":1.0,"id":1,"error":{"code":"c","message":"m"}}"#,
+            #"{"v":1,"id":"1","error":{"code":"c","message":"m"}}"#,
+            #"{"v":1,"result":{"account":"a","access_token":"t","token_type":"B","expires_in":1e3,"expires_at":6}}"#,
+            #"{"v":1,"result":{"account":"a","access_token":"t","token_type":"B","expires_in":1,"expires_at":6,"scopes":[1]}}"#,
+            #"{"v":1,"result":{"account":"a","account":"b","access_token":"t","token_type":"B","expires_in":1,"expires_at":6}}"#,
+            #"{"v":1,"result":{"account":"a","access_token":"t","token_type":"B","expires_in":1}}"#,
+            #"{"v":1,"error":{"code":"c","message":"m"},"result":5}"#,
+            #"{"v":1,"error":{"code":"c","message":"m"}} x"#,
+            #"{"v":1,"error":{"code":"c\ud800","message":"m"}}"#,
+            "{\"v\":1,\"error\":{\"code\":\"c\u{1}\",\"message\":\"m\"}}",
+            #"{"v":01,"error":{"code":"c","message":"m"}}"#, "", "[]", "null",
+        ] {
+            XCTAssertNil(fast(line), line)
+        }
+        XCTAssertNil(TokenWire.decode([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]), "invalid UTF-8")
+    }
+
+    func testTheHandWrittenRequestDecodesToTheSameRequest() throws {
+        for request in [
+            WireRequest(op: .token, id: 1, account: "work"),
+            WireRequest(op: .token, id: 2, account: "we\"ird\\\n\u{1}é😀", minValid: 600, forceRefresh: true, interactive: false,
+                        idToken: true, method: .preferDevice, scopes: ["read", "write admin"], resource: "https://api.example.com/x?y=1"),
+        ] {
+            let line = TokenWire.encode(request)
+            XCTAssertEqual(try JSONDecoder().decode(WireRequest.self, from: Data(line.utf8)), request, line)
+            XCTAssertFalse(line.contains("\n"))
+        }
+    }
+}
