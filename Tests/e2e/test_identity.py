@@ -119,6 +119,10 @@ def test_same_binary_at_an_allowed_and_a_not_allowed_path(listed_agent):
     ]
     for entry in entries:
         assert entry["caller"]["via"] == "socket" and entry["caller"]["pid"] > 0 and entry["account"] == "work"
+    # The same records in the agent's log, as structured fields (the journal's PEER_EXE, REASON, ... under systemd).
+    log = agent.log()
+    assert "token refused" in log and f"peer_exe={agent.other}" in log and "reason=not_listed" in log
+    assert "token granted" in log and f"peer_exe={agent.allowed}" in log
     human = agent.authctl("audit").stdout
     print(human)  # the report quotes a real run
     assert "denied (not_listed)" in human and str(agent.other) in human
