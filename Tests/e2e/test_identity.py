@@ -219,6 +219,7 @@ def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, au
     assert gone["error"]["code"] == "access_denied", gone
     assert "has exited" in gone["error"]["message"]
     conn.close()
+    print(agent.authctl("audit").stdout)
     reasons = [(e["outcome"], e["reason"], e["caller"]["pid"]) for e in audit(agent)]
     assert reasons == [("granted", "listed", pid), ("denied", "process_exited", pid)]
     assert_no_token_in(agent, json.dumps(audit(agent)))
@@ -279,6 +280,7 @@ def test_first_use_is_approved_from_a_terminal_and_remembered(confirming_agent):
     assert again.returncode == 7 and out == "", err
     assert "you denied it" in err
 
+    print(agent.authctl("audit").stdout)  # the report quotes a real run
     reasons = [(e["outcome"], e["reason"]) for e in audit(agent)]
     assert reasons[-1] == ("denied", "denied_by_user")
     assert ("granted", "approved") in reasons
@@ -359,6 +361,7 @@ def test_dbus_callers_are_identified_and_judged(make_agent, keyring, auth_server
     granted = run(allowed, agent, "token", "work")
     assert granted.returncode == 0, granted.stderr
     agent.remember(granted.stdout.strip())
+    print(agent.authctl("audit", "--since", "1h").stdout)
     assert_no_token_in(agent, json.dumps(audit(agent)))
 
 
