@@ -119,6 +119,10 @@ def test_same_binary_at_an_allowed_and_a_not_allowed_path(listed_agent):
     ]
     for entry in entries:
         assert entry["caller"]["via"] == "socket" and entry["caller"]["pid"] > 0 and entry["account"] == "work"
+    # The same records in the agent's log, as structured fields (the journal's PEER_EXE, REASON, ... under systemd).
+    log = agent.log()
+    assert "token refused" in log and f"peer_exe={agent.other}" in log and "reason=not_listed" in log
+    assert "token granted" in log and f"peer_exe={agent.allowed}" in log
     human = agent.authctl("audit").stdout
     print(human)  # the report quotes a real run
     assert "denied (not_listed)" in human and str(agent.other) in human
@@ -215,6 +219,7 @@ def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, au
     assert gone["error"]["code"] == "access_denied", gone
     assert "has exited" in gone["error"]["message"]
     conn.close()
+    print(agent.authctl("audit").stdout)
     reasons = [(e["outcome"], e["reason"], e["caller"]["pid"]) for e in audit(agent)]
     assert reasons == [("granted", "listed", pid), ("denied", "process_exited", pid)]
     assert_no_token_in(agent, json.dumps(audit(agent)))
@@ -275,6 +280,7 @@ def test_first_use_is_approved_from_a_terminal_and_remembered(confirming_agent):
     assert again.returncode == 7 and out == "", err
     assert "you denied it" in err
 
+    print(agent.authctl("audit").stdout)  # the report quotes a real run
     reasons = [(e["outcome"], e["reason"]) for e in audit(agent)]
     assert reasons[-1] == ("denied", "denied_by_user")
     assert ("granted", "approved") in reasons
@@ -355,6 +361,7 @@ def test_dbus_callers_are_identified_and_judged(make_agent, keyring, auth_server
     granted = run(allowed, agent, "token", "work")
     assert granted.returncode == 0, granted.stderr
     agent.remember(granted.stdout.strip())
+    print(agent.authctl("audit", "--since", "1h").stdout)
     assert_no_token_in(agent, json.dumps(audit(agent)))
 
 
