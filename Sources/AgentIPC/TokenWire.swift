@@ -3,19 +3,19 @@
 enum TokenWire {
     /// The request line's JSON (no newline); the same members JSONEncoder writes, nil ones left out.
     static func encode(_ request: WireRequest) -> String {
-        var members = ["\"v\":\(request.v)"]
-        if let id = request.id { members.append("\"id\":\(id)") }
-        members.append("\"op\":\(MiniJSON.quoted(request.op))")
-        if let account = request.account { members.append("\"account\":\(MiniJSON.quoted(account))") }
-        if let minValid = request.minValid { members.append("\"min_valid\":\(minValid)") }
-        if let forceRefresh = request.forceRefresh { members.append("\"force_refresh\":\(forceRefresh)") }
-        if let interactive = request.interactive { members.append("\"interactive\":\(interactive)") }
-        if let idToken = request.idToken { members.append("\"id_token\":\(idToken)") }
-        if let browser = request.browser { members.append("\"browser\":\(browser)") }
-        if let url = request.url { members.append("\"url\":\(MiniJSON.quoted(url))") }
-        if let method = request.method { members.append("\"method\":\(MiniJSON.quoted(method))") }
-        if let scopes = request.scopes { members.append("\"scopes\":[\(scopes.map(MiniJSON.quoted).joined(separator: ","))]") }
-        if let resource = request.resource { members.append("\"resource\":\(MiniJSON.quoted(resource))") }
+        var members = ["\"v\":" + String(request.v)]
+        if let id = request.id { members.append("\"id\":" + String(id)) }
+        members.append("\"op\":" + MiniJSON.quoted(request.op))
+        if let account = request.account { members.append("\"account\":" + MiniJSON.quoted(account)) }
+        if let minValid = request.minValid { members.append("\"min_valid\":" + String(minValid)) }
+        if let forceRefresh = request.forceRefresh { members.append("\"force_refresh\":" + (forceRefresh ? "true" : "false")) }
+        if let interactive = request.interactive { members.append("\"interactive\":" + (interactive ? "true" : "false")) }
+        if let idToken = request.idToken { members.append("\"id_token\":" + (idToken ? "true" : "false")) }
+        if let browser = request.browser { members.append("\"browser\":" + (browser ? "true" : "false")) }
+        if let url = request.url { members.append("\"url\":" + MiniJSON.quoted(url)) }
+        if let method = request.method { members.append("\"method\":" + MiniJSON.quoted(method)) }
+        if let scopes = request.scopes { members.append("\"scopes\":[" + scopes.map(MiniJSON.quoted).joined(separator: ",") + "]") }
+        if let resource = request.resource { members.append("\"resource\":" + MiniJSON.quoted(resource)) }
         return "{" + members.joined(separator: ",") + "}"
     }
 

@@ -8,31 +8,36 @@
 /// hands the untouched arguments to ArgumentParser, which then produces its own output, errors and exit codes.
 public struct ArgumentScanner: Sendable {
     /// What a scan found: flags set, option values in order of appearance, and the positional, if any.
-    public struct Scan: Equatable, Sendable {
-        public var flags: Set<String> = []
-        public var values: [String: [String]] = [:]
+    public struct Scan: Sendable {
+        public var flags: [String] = []
+        /// (option name, value) in order of appearance; a list, not a Dictionary, for the same reason as above.
+        public var options: [(name: String, value: String)] = []
         public var positional: String?
 
         /// The one value of a single-valued option (the scanner refused repeats of those).
-        public func value(_ name: String) -> String? { values[name]?.first }
+        public func value(_ name: String) -> String? { options.first { $0.name == name }?.value }
+
+        /// Every value of a repeatable option, in order.
+        public func values(_ name: String) -> [String] { options.filter { $0.name == name }.map(\.value) }
     }
 
-    let flags: Set<String>
-    let options: Set<String>
-    let repeatable: Set<String>
+    // Arrays, not Sets: a handful of names, and Set<String>'s generic metadata costs a conformance scan at start-up.
+    let flags: [String]
+    let options: [String]
+    let repeatable: [String]
 
     /// - Parameters:
     ///   - flags: long names (without `--`) of Boolean flags.
     ///   - options: long names of options that take one value and may appear once.
     ///   - repeatable: long names of options that take one value and may appear many times (arrays).
-    public init(flags: Set<String>, options: Set<String>, repeatable: Set<String> = []) {
+    public init(flags: [String], options: [String], repeatable: [String] = []) {
         self.flags = flags
         self.options = options
         self.repeatable = repeatable
     }
 
     /// Scans the arguments after the verb; nil means "not certain: let ArgumentParser decide".
-    public func scan(_ arguments: some Sequence<String>) -> Scan? {
+    public func scan(_ arguments: [String]) -> Scan? {
         var scan = Scan()
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
@@ -52,14 +57,15 @@ public struct ArgumentScanner: Sendable {
                 name = String(body)
             }
             if flags.contains(name) {
-                guard value == nil, scan.flags.insert(name).inserted else { return nil }
+                guard value == nil, !scan.flags.contains(name) else { return nil }
+                scan.flags.append(name)
                 continue
             }
             guard options.contains(name) || repeatable.contains(name) else { return nil }
-            guard repeatable.contains(name) || scan.values[name] == nil else { return nil }
+            guard repeatable.contains(name) || scan.value(name) == nil else { return nil }
             if value == nil { value = iterator.next() }
             guard let value, !value.isEmpty, !value.hasPrefix("-") else { return nil }
-            scan.values[name, default: []].append(value)
+            scan.options.append((name, value))
         }
         return scan
     }

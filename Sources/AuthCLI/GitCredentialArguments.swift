@@ -24,7 +24,7 @@ public struct GitCredentialArguments: Equatable, Sendable {
 
     /// The arguments after `git-credential`, when they are a form ArgumentParser would accept and read the same way;
     /// nil for everything else, which then goes to ArgumentParser.
-    public static func parse(_ arguments: some Sequence<String>) -> GitCredentialArguments? {
+    public static func parse(_ arguments: [String]) -> GitCredentialArguments? {
         guard let scan = scanner.scan(arguments), let action = scan.positional else { return nil }
         var result = GitCredentialArguments(action: action, socket: scan.value("socket"), account: scan.value("account"))
         if let text = scan.value("min-valid") {

@@ -34,7 +34,7 @@ public struct TokenArguments: Equatable, Sendable {
 
     /// The arguments after `token`, when they are a form ArgumentParser would accept and read the same way;
     /// nil for everything else (help, usage errors, anything unusual), which then goes to ArgumentParser.
-    public static func parse(_ arguments: some Sequence<String>) -> TokenArguments? {
+    public static func parse(_ arguments: [String]) -> TokenArguments? {
         guard let scan = scanner.scan(arguments), let account = scan.positional else { return nil }
         var minValid = 0
         if let text = scan.value("min-valid") {
@@ -45,7 +45,7 @@ public struct TokenArguments: Equatable, Sendable {
             account: account, socket: scan.value("socket"), minValid: minValid,
             refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
             idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
-            json: scan.flags.contains("json"), scopes: scan.values["scope"] ?? [], resource: scan.value("resource"))
+            json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"))
         // Token.validate()'s refusals are ArgumentParser's to word.
         guard !(result.header && result.idToken) else { return nil }
         return result

@@ -21,7 +21,7 @@ enum FastPath {
         guard arguments.count >= 2 else { return }
         let mode = getenv(variable).map { String(cString: $0) }
         guard mode != "off" else { return }
-        let rest = arguments.dropFirst(2)
+        let rest = Array(arguments.dropFirst(2))
         do throws(CLIFailure) {
             switch arguments[1] {
             case "token":

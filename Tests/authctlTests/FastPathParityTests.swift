@@ -11,7 +11,7 @@ final class FastPathParityTests: XCTestCase {
     private func argumentParser(_ arguments: [String]) -> ParsableCommand? { try? AuthCtl.parseAsRoot(arguments) }
 
     private func assertSameReading(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) {
-        let rest = arguments.dropFirst()
+        let rest = Array(arguments.dropFirst())
         switch arguments.first {
         case "token":
             guard let fast = TokenArguments.parse(rest) else { return }
@@ -35,8 +35,8 @@ final class FastPathParityTests: XCTestCase {
             ["git-credential", "get"], ["git-credential", "--account", "gitlab", "get"],
             ["git-credential", "--username", "x-access-token", "--min-valid", "0", "store"],
         ] {
-            XCTAssertNotNil(arguments.first == "token" ? TokenArguments.parse(arguments.dropFirst()) as Any?
-                                                      : GitCredentialArguments.parse(arguments.dropFirst()) as Any?,
+            XCTAssertNotNil(arguments.first == "token" ? TokenArguments.parse(Array(arguments.dropFirst())) as Any?
+                                                      : GitCredentialArguments.parse(Array(arguments.dropFirst())) as Any?,
                             "the fast path should take \(arguments)")
             assertSameReading(arguments)
         }
@@ -57,8 +57,8 @@ final class FastPathParityTests: XCTestCase {
             let (verb, pieces) = Bool.random(using: &generator) ? ("token", tokenPieces) : ("git-credential", gitPieces)
             let count = Int.random(in: 0...5, using: &generator)
             let arguments = [verb] + (0..<count).map { _ in pieces.randomElement(using: &generator)! }
-            if (verb == "token" ? TokenArguments.parse(arguments.dropFirst()) != nil
-                                : GitCredentialArguments.parse(arguments.dropFirst()) != nil) { accepted += 1 }
+            if (verb == "token" ? TokenArguments.parse(Array(arguments.dropFirst())) != nil
+                                : GitCredentialArguments.parse(Array(arguments.dropFirst())) != nil) { accepted += 1 }
             assertSameReading(arguments)
         }
         XCTAssertGreaterThan(accepted, 200, "the random lines should exercise the fast path, not only its refusals")
