@@ -33,9 +33,12 @@ public actor TokenBroker {
 
     struct AccountState {
         let config: AccountConfig
+        /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
+        let snapshot: TokenSnapshot
         var metadata: ProviderMetadata?
         var metadataFetchedAt: ContinuousClock.Instant?
-        var cache: CachedToken?
+        /// The default access token. Every change, wherever it is made, is published to ``snapshot``.
+        var cache: CachedToken? { didSet { publishSnapshot() } }
         var refresh: Task<CachedToken, Error>?
         /// Access tokens for a scope subset and/or resource (TokenBroker+Scopes.swift), and their single flights.
         var scoped: [TokenCacheKey: CachedToken] = [:]
@@ -56,7 +59,8 @@ public actor TokenBroker {
         /// Consecutive transient failures, and the earliest moment the server may be asked again.
         var failures = 0
         var retryNotBefore: ContinuousClock.Instant?
-        /// Per-token jitter for the early-refresh moment, fixed when the token arrives.
+        /// Per-token jitter for the early-refresh moment, fixed when the token arrives, before ``cache`` is set (so
+        /// the snapshot is published with it).
         var refreshJitter = 0.0
         /// The provider's signing keys (see TokenBroker+IDToken.swift).
         var signingKeys: CachedSigningKeys?
@@ -64,6 +68,31 @@ public actor TokenBroker {
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
         var signInFailures: [ContinuousClock.Instant] = []
+
+        init(config: AccountConfig, snapshot: TokenSnapshot) {
+            self.config = config
+            self.snapshot = snapshot
+        }
+
+        /// The one publish point: the snapshot always holds what ``cache`` holds.
+        private func publishSnapshot() {
+            snapshot.publish(config.name, cache.map { cached in
+                TokenSnapshot.Entry(
+                    accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
+                    scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
+                    refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
+                                                         lifetime: cached.tokens.lifetime, jitter: refreshJitter),
+                    generation: 0, attachment: nil)
+            })
+        }
+
+        /// The last time a caller asked for this account's token, through the broker or the snapshot's fast path.
+        var lastUse: ContinuousClock.Instant? {
+            switch (lastUsed, snapshot.lastUse(config.name)) {
+            case let (broker?, fast?): return max(broker, fast)
+            case let (broker, fast): return broker ?? fast
+            }
+        }
     }
 
     struct CachedSigningKeys {
@@ -85,6 +114,8 @@ public actor TokenBroker {
     let accountOrder: [String]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
     let eventHub = BrokerEventHub()
+    /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
+    public nonisolated let snapshot: TokenSnapshot
 
     public static let metadataMaxAge: Duration = .seconds(3600)
 
@@ -103,7 +134,9 @@ public actor TokenBroker {
         self.random = random
         self.logger = logger
         self.accountOrder = accounts.map(\.name)
-        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0)) })
+        let snapshot = TokenSnapshot(policy: policy, time: time)
+        self.snapshot = snapshot
+        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot)) })
     }
 
     // MARK: Tokens
@@ -224,7 +257,7 @@ public actor TokenBroker {
         let now = time.now()
         return accountOrder.filter { name in
             guard let state = accounts[name], let cached = state.cache, state.refresh == nil,
-                  let used = state.lastUsed, now - used <= policy.recentUse else { return false }
+                  let used = state.lastUse, now - used <= policy.recentUse else { return false }
             if let notBefore = state.retryNotBefore, now < notBefore { return false }
             return now >= policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
                                            jitter: state.refreshJitter)
@@ -236,7 +269,7 @@ public actor TokenBroker {
         let now = time.now()
         var next = ceiling
         for state in accounts.values {
-            guard let cached = state.cache, let used = state.lastUsed, now - used <= policy.recentUse else { continue }
+            guard let cached = state.cache, let used = state.lastUse, now - used <= policy.recentUse else { continue }
             var at = policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
                                       jitter: state.refreshJitter)
             if let notBefore = state.retryNotBefore, notBefore > at { at = notBefore }
@@ -709,8 +742,9 @@ public actor TokenBroker {
         var tokens = tokens
         tokens.refreshToken = nil
         let cached = CachedToken(tokens: tokens)
-        accounts[name]?.cache = cached
+        // Jitter first, so the token is published with its own early-refresh moment.
         accounts[name]?.refreshJitter = random()
+        accounts[name]?.cache = cached
         accounts[name]?.lastRefresh = time.wallClock()
         accounts[name]?.lastError = nil
         accounts[name]?.failures = 0
