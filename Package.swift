@@ -95,10 +95,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            // Memory (issue 8): the Swift runtime and Foundation linked in, so only the pages the agent touches are
-            // resident instead of whole shared libraries (libFoundation, ICU); release only, debug builds stay quick.
-            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+            ]
         ),
         .executableTarget(
             name: "authctl",
