@@ -14,28 +14,50 @@ extension WireRequest {
     /// Parses one request line (without its newline). Malformed JSON, a missing or unknown version and unknown
     /// operations become errors that still carry the request's `id` when it could be read. Pure and free of NIO, so
     /// it is fuzzed on its own both inside XCTest (Tests/FuzzTests) and under libFuzzer (Tests/LibFuzzer).
+    /// The line is parsed once: the envelope (`v`, `id`, `op`) and the request's fields are read from the same
+    /// parsed value.
     public static func decode(line: [UInt8]) -> Decoded {
-        struct Probe: Decodable { var v: Int?; var id: Int?; var op: String? }
-        let decoder = JSONDecoder()
-        guard let probe = try? decoder.decode(Probe.self, from: Data(line)) else {
+        guard let envelope = try? requestDecoder.decode(Envelope.self, from: Data(line)) else {
             return .invalid(id: nil, WireError(.badRequest, "the request is not a JSON object with integer 'v' and 'id' and string 'op'"))
         }
-        guard let version = probe.v else {
-            return .invalid(id: probe.id, WireError(.badRequest, "the request has no protocol version 'v'"))
+        guard let version = envelope.v else {
+            return .invalid(id: envelope.id, WireError(.badRequest, "the request has no protocol version 'v'"))
         }
         guard version == WireProtocol.version else {
-            return .invalid(id: probe.id, WireError(.unsupportedVersion,
+            return .invalid(id: envelope.id, WireError(.unsupportedVersion,
                 "protocol version \(version) is not supported; this agent speaks version \(WireProtocol.version)"))
         }
-        guard let op = probe.op else { return .invalid(id: probe.id, WireError(.badRequest, "the request has no 'op'")) }
+        guard let op = envelope.op else { return .invalid(id: envelope.id, WireError(.badRequest, "the request has no 'op'")) }
         guard Operation(rawValue: op) != nil else {
-            return .invalid(id: probe.id, WireError(.unknownOp,
+            return .invalid(id: envelope.id, WireError(.unknownOp,
                 "unknown operation '\(String(op.prefix(64)))'; known: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))"))
         }
-        do {
-            return .request(try decoder.decode(WireRequest.self, from: Data(line)))
-        } catch {
-            return .invalid(id: probe.id, WireError(.badRequest, "a field of the '\(op)' request has the wrong type"))
+        guard let request = envelope.request else {
+            return .invalid(id: envelope.id, WireError(.badRequest, "a field of the '\(op)' request has the wrong type"))
+        }
+        return .request(request)
+    }
+
+    /// Shared: it has no per-request options, and JSONDecoder may be used from several threads at once.
+    private static let requestDecoder = JSONDecoder()
+
+    /// A request line read in one pass: the envelope must decode (an object with integer `v`/`id` and string `op`
+    /// when present, else the line is not a request at all); the full ``WireRequest`` is nil when another field
+    /// has the wrong type (or `v`/`op` is missing), which ``decode(line:)`` reports after the envelope's own checks.
+    struct Envelope: Decodable {
+        var v: Int?
+        var id: Int?
+        var op: String?
+        var request: WireRequest?
+
+        enum Keys: String, CodingKey { case v, id, op }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Keys.self)
+            v = try container.decodeIfPresent(Int.self, forKey: .v)
+            id = try container.decodeIfPresent(Int.self, forKey: .id)
+            op = try container.decodeIfPresent(String.self, forKey: .op)
+            request = try? WireRequest(from: decoder)
         }
     }
 }

@@ -23,21 +23,35 @@ public struct AgentOperations: Sendable {
     }
 
     /// Runs one operation with the request log around it: a debug line per request and an info line per failure,
-    /// with the operation, account, peer and error code as metadata (never request data).
+    /// with the operation, account, peer and error code as metadata (never request data). The metadata is built
+    /// only when a line is logged.
     public func perform<T>(_ op: AgentIPC.Operation, account: String?, caller: Caller,
                            _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
+        logRequest(op, account: account, caller: caller)
+        do {
+            return try await body()
+        } catch {
+            if logger.logLevel <= .info {
+                var meta = AgentOperations.requestMetadata(op, account: account, caller: caller)
+                meta["error_code"] = "\(error.code)"
+                logger.info("request failed", metadata: meta)
+            }
+            throw error
+        }
+    }
+
+    /// The request log's debug line, shared by ``perform(_:account:caller:_:)`` and the socket's fast path.
+    func logRequest(_ op: AgentIPC.Operation, account: String?, caller: Caller) {
+        guard logger.logLevel <= .debug else { return }
+        logger.debug("request", metadata: AgentOperations.requestMetadata(op, account: account, caller: caller))
+    }
+
+    static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
         var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
         if caller.via != "socket" { meta["via"] = "\(caller.via)" }
         if let exe = caller.exe { meta["peer_exe"] = "\(exe)" }
         if let account { meta["account"] = "\(account)" }
-        logger.debug("request", metadata: meta)
-        do {
-            return try await body()
-        } catch {
-            meta["error_code"] = "\(error.code)"
-            logger.info("request failed", metadata: meta)
-            throw error
-        }
+        return meta
     }
 
     public func ping() -> PingResult { PingResult(agentVersion: info.version) }
@@ -80,7 +94,12 @@ public struct AgentOperations: Sendable {
                                                 forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
         }
         access.record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
-        return TokenResult(
+        return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
+    }
+
+    /// A grant as the versioned result; the fast path's pre-encoded replies use the same mapping.
+    static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
+        TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
             expiresIn: Int(grant.expiresIn.components.seconds), expiresAt: Int(grant.expiresAt.timeIntervalSince1970),
             scopes: grant.scopes, idToken: includeIDToken ? grant.idToken?.reveal() : nil)

@@ -49,6 +49,8 @@ final class ConnectionRegistry: @unchecked Sendable {
     /// A request started on the connection: it is not idle until the matching ``end(_:)``.
     func begin(_ id: Int) { update(id) { $0.busy += 1 } }
     func end(_ id: Int) { update(id) { $0.busy -= 1 } }
+    /// A request was answered at once (the fast path): the connection moves to the back of the eviction order.
+    func touch(_ id: Int) { update(id) { _ in } }
 
     private func update(_ id: Int, _ change: (inout Entry) -> Void) {
         lock.withLock {

@@ -7,8 +7,10 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
-/// The agent's Unix socket server. One task per connection; a bad or slow client affects only itself.
+/// The agent's Unix socket server. One task per connection; a bad or slow client affects only itself. Cached-token
+/// requests are answered on the event loop (``CachedTokenHandler``); everything else reaches the connection's task.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -23,16 +25,27 @@ public final class SocketServer: Service {
     /// At the cap, the connection idle longest is closed to make room, so idle clients cannot lock out a real one.
     public static let maxConnections = 4096
 
-    let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    typealias Connection = NIOAsyncChannel<RequestDispatcher.Decoded, ByteBuffer>
+
+    let serverChannel: NIOAsyncChannel<Connection, Never>
     let dispatcher: RequestDispatcher
     let logger: Logger
     let boundPath: String?
-    let connections = ConnectionRegistry(limit: SocketServer.connectionLimit())
+    let connections: ConnectionRegistry
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
+    /// Run when no client has been connected for ``idleHookDelay`` (the agent returns freed heap to the kernel).
+    let whenIdle: (@Sendable () -> Void)?
+    private let idleHook = Mutex<Scheduled<Void>?>(nil)
+    /// How long the last connection must be gone before ``whenIdle`` runs; at most one run per this period, so a
+    /// client that connects once per request does not pay for it.
+    public static let idleHookDelay: TimeAmount = .seconds(1)
 
-    private init(serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>,
-                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?, activity: ActivityTracker?) {
+    private init(serverChannel: NIOAsyncChannel<Connection, Never>,
+                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?, activity: ActivityTracker?,
+                 connections: ConnectionRegistry, whenIdle: (@Sendable () -> Void)?) {
+        self.connections = connections
+        self.whenIdle = whenIdle
         self.serverChannel = serverChannel
         self.dispatcher = dispatcher
         self.logger = logger
@@ -41,31 +54,48 @@ public final class SocketServer: Service {
     }
 
     /// Starts listening. When this returns, clients can connect (send READY=1 after it).
+    ///
+    /// By default every connection is served on one event loop (one thread) of NIO's shared group: the fast path
+    /// answers on it without a thread hop, and on a small machine shared with its clients more loops meant more
+    /// wake-ups and migrations, not more throughput (docs/BENCHMARKS.md).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
-                              activity: ActivityTracker? = nil,
-                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
+                              activity: ActivityTracker? = nil, whenIdle: (@Sendable () -> Void)? = nil,
+                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton.next()) async throws -> SocketServer {
         let myUID = getuid()
+        let operations = dispatcher.operations
+        let connections = ConnectionRegistry(limit: SocketServer.connectionLimit())
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> = { channel in
-            PeerCredentials.of(channel).flatMapThrowing { peer in
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
+            PeerCredentials.of(channel).and(PeerCredentials.pidfd(of: channel)).flatMapThrowing { peer, pidfd in
                 guard peer.uid == myUID else {
                     logger.warning("refused a connection from another user",
                                    metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
                     // Not thrown: a failed child initializer leaves the accepted channel unregistered, so it can
                     // neither be written to nor closed and its fd leaks. serve() answers permission_denied and
                     // closes it, without reading anything from it.
-                    try channel.pipeline.syncOperations.addHandler(PeerCredentialsHandler(peer: peer, refused: true))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    let caller = Caller(pid: peer.pid, uid: peer.uid, via: "socket")
+                    try channel.pipeline.syncOperations.addHandler(
+                        PeerCredentialsHandler(peer: peer, caller: caller, refused: true))
+                    return try Connection(wrappingChannelSynchronously: channel)
                 }
+                // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...):
+                // the fast path and the connection's task use this same value. The pidfd names the process that
+                // connected while it is asked; it is released when this closure returns, before the connection is
+                // served (holding one per connection would double the agent's descriptors).
+                let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd)
+                let credentials = PeerCredentialsHandler(peer: peer, caller: caller)
+                try channel.pipeline.syncOperations.addHandler(credentials)
                 try channel.pipeline.syncOperations.addHandler(
                     ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
-                try channel.pipeline.syncOperations.addHandler(PeerCredentialsHandler(peer: peer))
-                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                try channel.pipeline.syncOperations.addHandler(CachedTokenHandler(caller: caller, operations: operations) {
+                    if let id = credentials.registration { connections.touch(id) }
+                })
+                return try Connection(wrappingChannelSynchronously: channel)
             }
         }
-        let channel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+        let channel: NIOAsyncChannel<Connection, Never>
         var boundPath: String?
         switch endpoint {
         case .path(let path):
@@ -81,7 +111,7 @@ public final class SocketServer: Service {
                                                childChannelInitializer: initializer)
         }
         return SocketServer(serverChannel: channel, dispatcher: dispatcher, logger: logger, boundPath: boundPath,
-                            activity: activity)
+                            activity: activity, connections: connections, whenIdle: whenIdle)
     }
 
     /// ``maxConnections``, lowered to leave room under the open-file limit (the agent raises its soft limit to
@@ -111,7 +141,7 @@ public final class SocketServer: Service {
     }
 
     /// Serves one connection until the client closes it. Errors end this connection only.
-    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+    func serve(_ connection: Connection) async {
         let dispatcher = self.dispatcher
         // No credentials (cannot happen: the initializer adds them) is treated like another user: fail closed.
         guard let credentials = try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get(),
@@ -124,20 +154,19 @@ public final class SocketServer: Service {
             return
         }
         let peer = credentials.peer
-        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...). The
-        // pidfd names the process that connected whenever it is asked for (the socket holds that process's pid); it
-        // is a temporary of this one statement, so it is closed before the connection is served.
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: (try? await PeerCredentials.pidfd(of: connection.channel).get()) ?? nil)
+        let caller = credentials.caller
         guard let registration = connections.add(connection.channel) else {
             logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
             try? await connection.executeThenClose { _, _ in }
             return
         }
         let registry = self.connections
+        credentials.registration = registration
         activity?.begin()
         defer {
             registry.remove(registration)
             activity?.end()
+            if registry.count == 0 { scheduleIdleHook() }
         }
         do {
             try await connection.executeThenClose { inbound, outbound in
@@ -146,12 +175,12 @@ public final class SocketServer: Service {
                     var inFlight = 0
                     var personTasks: [Task<Void, Never>] = []
                     do {
-                        for try await line in inbound {
+                        for try await decoded in inbound {
                             if inFlight >= SocketServer.maxInFlightPerConnection {
                                 await group.next()
                                 inFlight -= 1
                             }
-                            switch dispatcher.decode(Array(buffer: line)) {
+                            switch decoded {
                             case .invalid(let id, let error):
                                 await writer.write(dispatcher.encodeError(id, error))
                             case .request(let request):
@@ -193,6 +222,22 @@ public final class SocketServer: Service {
     }
 }
 
+extension SocketServer {
+    /// Runs ``whenIdle`` once the last connection has been gone for ``idleHookDelay`` (no more than once a period).
+    func scheduleIdleHook() {
+        guard let whenIdle else { return }
+        let loop = serverChannel.channel.eventLoop
+        let registry = connections
+        idleHook.withLock { pending in
+            guard pending == nil else { return }
+            pending = loop.scheduleTask(in: SocketServer.idleHookDelay) { [self] in
+                idleHook.withLock { $0 = nil }
+                if registry.count == 0 { whenIdle() }
+            }
+        }
+    }
+}
+
 /// Writes whole lines; a write to a vanished client fails quietly (SIGPIPE is ignored process-wide and NIO uses
 /// MSG_NOSIGNAL semantics), never taking the agent down.
 actor LineWriter {
@@ -208,15 +253,31 @@ actor LineWriter {
     }
 }
 
-/// Carries the peer's credentials from channel set-up to the connection task.
+/// Carries the peer's credentials and ``Caller`` from channel set-up to the connection task, and the connection's
+/// registration back to the fast path. A refused peer's bytes are dropped here, never decoded.
 final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     let peer: PeerCredentials
+    let caller: Caller
     /// The peer is another user: the connection gets permission_denied and is closed, nothing is read.
     let refused: Bool
-    init(peer: PeerCredentials, refused: Bool = false) {
+    private let registrationBox = Mutex<Int?>(nil)
+
+    init(peer: PeerCredentials, caller: Caller, refused: Bool = false) {
         self.peer = peer
+        self.caller = caller
         self.refused = refused
+    }
+
+    /// The connection's id in the ``ConnectionRegistry``, set by the connection task once it is registered.
+    var registration: Int? {
+        get { registrationBox.withLock { $0 } }
+        set { registrationBox.withLock { $0 = newValue } }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }
+        context.fireChannelRead(data)
     }
 }

@@ -16,7 +16,7 @@ extension TokenBroker {
         let now = time.now()
         var due: [TokenEntry] = []
         for name in accountOrder {
-            guard let state = accounts[name], let used = state.lastUsed, now - used <= policy.recentUse,
+            guard let state = accounts[name], let used = state.lastUse, now - used <= policy.recentUse,
                   !needsAttention(state) else { continue }
             if let notBefore = state.retryNotBefore, now < notBefore { continue }
             if let cached = state.cache, state.refresh == nil,
@@ -57,7 +57,7 @@ extension TokenBroker {
         let now = time.now()
         var next = ceiling
         for state in accounts.values {
-            guard let used = state.lastUsed, now - used <= policy.recentUse, !needsAttention(state) else { continue }
+            guard let used = state.lastUse, now - used <= policy.recentUse, !needsAttention(state) else { continue }
             let entries = (state.cache.map { [(TokenCacheKey.default, $0)] } ?? []) + state.scoped.map { ($0.key, $0.value) }
             for (key, cached) in entries {
                 var at = refreshMoment(state, key, cached)

@@ -37,8 +37,8 @@ extension TokenBroker {
         !cached.stale && policy.isFresh(expiresAt: cached.tokens.expiresAt, now: now, minValid: minValid)
     }
 
-    /// The one place that withdraws cached tokens from serving (until a refresh replaces them). A published copy of
-    /// the cache (a fast path outside the actor) must be updated here too.
+    /// The one place that withdraws cached tokens from serving (until a refresh replaces them). Setting `stale` on
+    /// the default entry also withdraws it from the fast path's ``TokenSnapshot`` (`AccountState.cache`'s observer).
     func markStale(_ entries: [TokenEntry]) {
         for entry in entries {
             if entry.key.isDefault {
@@ -67,7 +67,7 @@ extension TokenBroker {
             for (key, cached) in state.scoped.sorted(by: { $0.key.description < $1.key.description }) {
                 entries.append(.init(key: key, receivedAt: cached.tokens.receivedAt, refreshAt: refreshMoment(state, key, cached)))
             }
-            return WakePlan.Account(name: name, lastUsed: state.lastUsed, lastErrorCode: state.lastError?.code,
+            return WakePlan.Account(name: name, lastUsed: state.lastUse, lastErrorCode: state.lastError?.code,
                                     retryNotBefore: state.retryNotBefore, failedEntry: state.failedEntry,
                                     entries: entries)
         }

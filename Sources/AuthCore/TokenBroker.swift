@@ -37,9 +37,12 @@ public actor TokenBroker {
 
     struct AccountState {
         let config: AccountConfig
+        /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
+        let snapshot: TokenSnapshot
         var metadata: ProviderMetadata?
         var metadataFetchedAt: ContinuousClock.Instant?
-        var cache: CachedToken?
+        /// The default access token. Every change, wherever it is made, is published to ``snapshot``.
+        var cache: CachedToken? { didSet { publishSnapshot() } }
         var refresh: Task<CachedToken, Error>?
         /// Access tokens for a scope subset and/or resource (TokenBroker+Scopes.swift), and their single flights.
         var scoped: [TokenCacheKey: CachedToken] = [:]
@@ -55,14 +58,16 @@ public actor TokenBroker {
         var lastError: RecordedError?
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
         var unsavedRefreshToken: Secret?
-        /// When a caller last asked for a token: only recently used accounts are refreshed proactively.
+        /// When a caller last asked the broker for a token (``lastUse`` adds the fast path's use): only recently
+        /// used accounts are refreshed proactively.
         var lastUsed: ContinuousClock.Instant?
         /// Consecutive transient failures, and the earliest moment the server may be asked again.
         var failures = 0
         var retryNotBefore: ContinuousClock.Instant?
         /// The entry whose refresh failed last (retried at once when the network comes back, TokenBroker+Wake.swift).
         var failedEntry: TokenCacheKey?
-        /// Per-token jitter for the early-refresh moment, fixed when the token arrives.
+        /// Per-token jitter for the early-refresh moment, fixed when the token arrives, before ``cache`` is set (so
+        /// the snapshot is published with it).
         var refreshJitter = 0.0
         /// The provider's signing keys (see TokenBroker+IDToken.swift).
         var signingKeys: CachedSigningKeys?
@@ -70,6 +75,33 @@ public actor TokenBroker {
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
         var signInFailures: [ContinuousClock.Instant] = []
+
+        init(config: AccountConfig, snapshot: TokenSnapshot) {
+            self.config = config
+            self.snapshot = snapshot
+        }
+
+        /// The one publish point: the snapshot always holds what ``cache`` holds.
+        private func publishSnapshot() {
+            // A stale token (after a resume, TokenBroker+Wake.swift) is withdrawn from the fast path too.
+            snapshot.publish(config.name, cache.flatMap { cached in
+                guard !cached.stale else { return nil }
+                return TokenSnapshot.Entry(
+                    accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
+                    scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
+                    refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
+                                                         lifetime: cached.tokens.lifetime, jitter: refreshJitter),
+                    generation: 0, attachment: nil)
+            })
+        }
+
+        /// The last time a caller asked for this account's token, through the broker or the snapshot's fast path.
+        var lastUse: ContinuousClock.Instant? {
+            switch (lastUsed, snapshot.lastUse(config.name)) {
+            case let (broker?, fast?): return max(broker, fast)
+            case let (broker, fast): return broker ?? fast
+            }
+        }
     }
 
     struct CachedSigningKeys {
@@ -96,6 +128,8 @@ public actor TokenBroker {
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap).
     let proactiveBell = Doorbell()
+    /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
+    public nonisolated let snapshot: TokenSnapshot
 
     public static let metadataMaxAge: Duration = .seconds(3600)
 
@@ -114,7 +148,9 @@ public actor TokenBroker {
         self.random = random
         self.logger = logger
         self.accountOrder = accounts.map(\.name)
-        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0)) })
+        let snapshot = TokenSnapshot(policy: policy, time: time)
+        self.snapshot = snapshot
+        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot)) })
     }
 
     // MARK: Tokens
@@ -671,8 +707,9 @@ public actor TokenBroker {
         var tokens = tokens
         tokens.refreshToken = nil
         let cached = CachedToken(tokens: tokens)
-        accounts[name]?.cache = cached
+        // Jitter first, so the token is published with its own early-refresh moment.
         accounts[name]?.refreshJitter = random()
+        accounts[name]?.cache = cached
         accounts[name]?.lastRefresh = time.wallClock()
         accounts[name]?.lastError = nil
         accounts[name]?.failures = 0

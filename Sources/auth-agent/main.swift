@@ -42,6 +42,9 @@ struct AuthAgent: AsyncParsableCommand {
 
     func run() async throws {
         ProcessHardening.apply()
+        // Memory (issue 8): glibc keeps a malloc arena per thread that ever allocated and never gives it back; two
+        // are plenty for an event loop and a small cooperative pool.
+        _ = aa_process_limit_malloc_arenas(2)
         let environment = ProcessInfo.processInfo.environment
 
         guard let (path, explicit) = AgentConfiguration.defaultPath(explicit: config, environment: environment) else {
@@ -101,6 +104,8 @@ struct AuthAgent: AsyncParsableCommand {
 
         let server: SocketServer
         let activity = ActivityTracker()
+        // When the last client has gone, hand the heap the load left behind back to the kernel.
+        let trimHeap: @Sendable () -> Void = { _ = aa_process_trim_heap() }
         var socketActivated = false
         do {
             let inherited = try ListenFDs.take()
@@ -108,12 +113,12 @@ struct AuthAgent: AsyncParsableCommand {
                 logger.info("using the socket passed by systemd", metadata: ["fd": "\(fd)"])
                 socketActivated = true
                 server = try await SocketServer.listen(.inherited(fd: fd), dispatcher: dispatcher, logger: logger,
-                                                       activity: activity)
+                                                       activity: activity, whenIdle: trimHeap)
             } else {
                 try RuntimeDirectory.prepareSocketDirectory(for: socketPath)
                 try RuntimeDirectory.removeStaleSocket(at: socketPath)
                 server = try await SocketServer.listen(.path(socketPath), dispatcher: dispatcher, logger: logger,
-                                                       activity: activity)
+                                                       activity: activity, whenIdle: trimHeap)
             }
         } catch let error as ServerError {
             fail(error.message, code: 1)

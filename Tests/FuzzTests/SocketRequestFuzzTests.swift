@@ -72,6 +72,7 @@ final class SocketRequestFuzzTests: XCTestCase {
 
         for line in lines {
             guard line.count <= cap, !line.contains(0x0A) else { return "a framed line breaks the cap or holds a newline" }
+            if let difference = SocketRequestFuzzTests.compareWithTwoPassDecoder(line) { return difference }
             switch RequestDispatcher.decode(line) {
             case .request(let request):
                 guard request.v == WireProtocol.version, Operation(rawValue: request.op) != nil else {
@@ -89,5 +90,36 @@ final class SocketRequestFuzzTests: XCTestCase {
             }
         }
         return nil
+    }
+
+    /// The one-pass decoder must decide exactly as the earlier two-pass one did (a probe of `v`/`id`/`op`, then the
+    /// whole `WireRequest`), kept here as the oracle.
+    static func compareWithTwoPassDecoder(_ line: [UInt8]) -> String? {
+        struct Probe: Decodable { var v: Int?; var id: Int?; var op: String? }
+        let expected: (request: WireRequest?, id: Int?, code: String?)
+        if let probe = try? JSONDecoder().decode(Probe.self, from: Data(line)) {
+            if probe.v == nil {
+                expected = (nil, probe.id, ErrorCode.badRequest.rawValue)
+            } else if probe.v != WireProtocol.version {
+                expected = (nil, probe.id, ErrorCode.unsupportedVersion.rawValue)
+            } else if probe.op == nil {
+                expected = (nil, probe.id, ErrorCode.badRequest.rawValue)
+            } else if Operation(rawValue: probe.op!) == nil {
+                expected = (nil, probe.id, ErrorCode.unknownOp.rawValue)
+            } else if let request = try? JSONDecoder().decode(WireRequest.self, from: Data(line)) {
+                expected = (request, nil, nil)
+            } else {
+                expected = (nil, probe.id, ErrorCode.badRequest.rawValue)
+            }
+        } else {
+            expected = (nil, nil, ErrorCode.badRequest.rawValue)
+        }
+        switch RequestDispatcher.decode(line) {
+        case .request(let request):
+            return request == expected.request ? nil : "decoded a request the two-pass decoder did not"
+        case .invalid(let id, let error):
+            return expected.request == nil && id == expected.id && error.code == expected.code
+                ? nil : "refused differently from the two-pass decoder (\(error.code), id \(String(describing: id)))"
+        }
     }
 }

@@ -6,4 +6,9 @@
 int aa_process_set_not_dumpable(void);
 /* 1 if dumpable, 0 if not, -1 on error. */
 int aa_process_is_dumpable(void);
+/* Caps glibc's malloc arenas (mallopt M_ARENA_MAX; glibc otherwise keeps up to 8 per core, one per thread that
+ * ever allocated, and never returns them). Returns 1 on success, 0 on failure. */
+int aa_process_limit_malloc_arenas(int arenas);
+/* Returns free heap memory to the kernel (malloc_trim(0)). Returns 1 if memory was released, 0 if not. */
+int aa_process_trim_heap(void);
 #endif

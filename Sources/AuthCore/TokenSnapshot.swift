@@ -1,0 +1,104 @@
+import Synchronization
+
+/// A lock-protected copy of every account's cached default access token, which ``TokenBroker`` publishes whenever
+/// an account's cache changes (sign-in, refresh, logout, `invalid_grant`: one publish point, `AccountState`'s
+/// observers), so a front end can answer a plain cached `token` request synchronously, without a hop onto the
+/// broker actor (the socket server's fast path, docs/ARCHITECTURE.md).
+///
+/// It serves only what the broker itself would serve without any work: a token that satisfies `minValid` under
+/// the same ``RefreshPolicy/isFresh(expiresAt:now:minValid:)`` rule **and** has not reached its early-refresh
+/// moment. Inside the margin the broker serves the token and starts a refresh behind the caller; the snapshot
+/// answers nil there, so such requests take the broker's path and keep that behaviour.
+///
+/// Fast-path use is recorded here (the caller asked for the account at `now`) and the broker reads it back, so
+/// proactive refresh (``RefreshPolicy/recentUse``) still sees accounts that are only used through the fast path.
+public final class TokenSnapshot: Sendable {
+    /// One account's cached token as the broker last published it.
+    public struct Entry: Sendable {
+        public var accessToken: Secret
+        public var tokenType: String
+        /// The token's scopes, or the account's configured ones when the server did not say (as ``AccessTokenGrant``).
+        public var scopes: [String]?
+        public var expiresAt: ContinuousClock.Instant
+        /// The early-refresh moment (``RefreshPolicy/refreshAt(receivedAt:lifetime:jitter:)`` with the token's jitter).
+        public var refreshAt: ContinuousClock.Instant
+        /// Changes on every publish.
+        public var generation: UInt64
+        /// What a reader derived from this entry (the socket's encoded reply bytes), see ``attach(_:account:generation:)``.
+        /// It goes when the entry is replaced or removed, so it never outlives the token.
+        public var attachment: (any AnyObject & Sendable)?
+    }
+
+    /// A token the snapshot may hand out: the grant (built exactly as the broker builds it) and its entry's
+    /// generation and attachment.
+    public struct Hit: Sendable {
+        public var grant: AccessTokenGrant
+        public var generation: UInt64
+        public var attachment: (any AnyObject & Sendable)?
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var lastUsed: [String: ContinuousClock.Instant] = [:]
+        var generation: UInt64 = 0
+    }
+
+    let policy: RefreshPolicy
+    let time: any TimeSource
+    private let state = Mutex(State())
+
+    public init(policy: RefreshPolicy, time: any TimeSource) {
+        self.policy = policy
+        self.time = time
+    }
+
+    /// The account's token if the broker would serve it from its cache without starting any work, recording the
+    /// use; nil otherwise (no token, not valid for `minValid`, or inside the early-refresh margin).
+    public func freshToken(account: String, minValid: Duration) -> Hit? {
+        let now = time.now()
+        let entry = state.withLock { state -> Entry? in
+            guard let entry = state.entries[account],
+                  policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid),
+                  now < entry.refreshAt else { return nil }
+            state.lastUsed[account] = now
+            return entry
+        }
+        guard let entry else { return nil }
+        let remaining = entry.expiresAt - now
+        let grant = AccessTokenGrant(
+            account: account, accessToken: entry.accessToken, tokenType: entry.tokenType, expiresIn: remaining,
+            expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining), scopes: entry.scopes,
+            idToken: nil)
+        return Hit(grant: grant, generation: entry.generation, attachment: entry.attachment)
+    }
+
+    /// Keeps `attachment` with the account's entry while it is still the one of `generation`.
+    public func attach(_ attachment: any AnyObject & Sendable, account: String, generation: UInt64) {
+        state.withLock { state in
+            guard state.entries[account]?.generation == generation else { return }
+            state.entries[account]?.attachment = attachment
+        }
+    }
+
+    /// When the snapshot last served `account` (nil if never).
+    public func lastUse(_ account: String) -> ContinuousClock.Instant? {
+        state.withLock { $0.lastUsed[account] }
+    }
+
+    /// Replaces (or, with nil, removes) the account's entry. Only the broker publishes.
+    func publish(_ account: String, _ entry: Entry?) {
+        state.withLock { state in
+            guard var entry else {
+                state.entries[account] = nil
+                return
+            }
+            state.generation &+= 1
+            entry.generation = state.generation
+            entry.attachment = nil
+            state.entries[account] = entry
+        }
+    }
+
+    /// The current entry, for tests and `status`-like readers.
+    public func entry(_ account: String) -> Entry? { state.withLock { $0.entries[account] } }
+}
