@@ -19,6 +19,9 @@ final class Doorbell: @unchecked Sendable {
         waiting?.resume()
     }
 
+    /// A ring nobody has waited for yet (tests).
+    var hasPendingRing: Bool { lock.withLock { rung } }
+
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = lock.withLock { () -> Bool in

@@ -126,8 +126,9 @@ public actor TokenBroker {
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
     var suspendedAt: ContinuousClock.Instant?
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
-    /// without them: a 20 s token would otherwise expire during the loop's 60 s nap).
-    let proactiveBell = Doorbell()
+    /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
+    /// first use through the socket's fast path wakes it too.
+    nonisolated var proactiveBell: Doorbell { snapshot.useBell }
     /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
     public nonisolated let snapshot: TokenSnapshot
 

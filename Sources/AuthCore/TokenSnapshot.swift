@@ -11,7 +11,8 @@ import Synchronization
 /// answers nil there, so such requests take the broker's path and keep that behaviour.
 ///
 /// Fast-path use is recorded here (the caller asked for the account at `now`) and the broker reads it back, so
-/// proactive refresh (``RefreshPolicy/recentUse``) still sees accounts that are only used through the fast path.
+/// proactive refresh (``RefreshPolicy/recentUse``) still sees accounts that are only used through the fast path;
+/// the first use of an idle account rings ``useBell``, the proactive loop's bell, whose sleep did not count it.
 public final class TokenSnapshot: Sendable {
     /// One account's cached token as the broker last published it.
     public struct Entry: Sendable {
@@ -45,6 +46,8 @@ public final class TokenSnapshot: Sendable {
 
     let policy: RefreshPolicy
     let time: any TimeSource
+    /// Rung when an idle account is used through the snapshot (the broker's proactive loop sleeps on it).
+    let useBell = Doorbell()
     private let state = Mutex(State())
 
     public init(policy: RefreshPolicy, time: any TimeSource) {
@@ -56,14 +59,16 @@ public final class TokenSnapshot: Sendable {
     /// use; nil otherwise (no token, not valid for `minValid`, or inside the early-refresh margin).
     public func freshToken(account: String, minValid: Duration) -> Hit? {
         let now = time.now()
-        let entry = state.withLock { state -> Entry? in
+        let (entry, wasIdle) = state.withLock { state -> (Entry?, Bool) in
             guard let entry = state.entries[account],
                   policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid),
-                  now < entry.refreshAt else { return nil }
+                  now < entry.refreshAt else { return (nil, false) }
+            let wasIdle = state.lastUsed[account].map { now - $0 > policy.recentUse } ?? true
             state.lastUsed[account] = now
-            return entry
+            return (entry, wasIdle)
         }
         guard let entry else { return nil }
+        if wasIdle { useBell.ring() }
         let remaining = entry.expiresAt - now
         let grant = AccessTokenGrant(
             account: account, accessToken: entry.accessToken, tokenType: entry.tokenType, expiresIn: remaining,

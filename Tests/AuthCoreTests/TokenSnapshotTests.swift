@@ -109,6 +109,26 @@ final class TokenSnapshotTests: XCTestCase {
         XCTAssertEqual(due, [], "no use at all for over an hour")
     }
 
+    /// The proactive loop computed its sleep without an account nobody used; the first fast-path use of an idle
+    /// account must wake it (else a short-lived token expires during the loop's 60 s nap), later uses must not.
+    func testFirstFastPathUseOfAnIdleAccountWakesTheProactiveLoop() async throws {
+        let clock = ManualClock()
+        let http = FakeHTTP()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600)]
+        let broker = broker(MemorySecretStore(items: [key: Secret("rt-1")]), http, clock)
+        _ = try await broker.accessToken(account: "work")
+        let bell = broker.proactiveBell
+        if bell.hasPendingRing { await bell.wait() }  // the ring for the new token
+        XCTAssertFalse(bell.hasPendingRing)
+
+        XCTAssertNotNil(broker.snapshot.freshToken(account: "work", minValid: .zero))
+        XCTAssertTrue(bell.hasPendingRing, "the first use through the snapshot rings")
+        await bell.wait()
+        clock.advance(.seconds(60))
+        XCTAssertNotNil(broker.snapshot.freshToken(account: "work", minValid: .zero))
+        XCTAssertFalse(bell.hasPendingRing, "a use of an account in use does not")
+    }
+
     func testAnAttachmentLivesOnlyAsLongAsItsToken() async throws {
         final class Box: Sendable {}
         let clock = ManualClock()
