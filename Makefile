@@ -69,8 +69,11 @@ install: build
 	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then \
 		systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket && \
 		echo "enabled auth-agent.socket; next: authctl login ACCOUNT (after adding it to ~/.config/auth-agent/config.toml)"; \
+		if [ -f "$${XDG_CONFIG_HOME:-$$HOME/.config}/auth-agent/config.toml" ]; then \
+			"$(BINDIR)/authctl" register-scheme --all || echo "could not register the private-use redirect schemes: run 'authctl register-scheme --all' once the agent runs"; \
+		fi; \
 	else \
-		echo "no user systemd instance here (or DESTDIR set): run 'systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket' in your session"; \
+		echo "no user systemd instance here (or DESTDIR set): run 'systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket' in your session (and 'authctl register-scheme --all' if an account uses a private-use redirect scheme)"; \
 	fi
 
 uninstall:

@@ -34,8 +34,9 @@ struct Callback: ParsableCommand {
     }
 }
 
-/// `authctl register-scheme ACCOUNT`: makes the desktop run `authctl callback %u` for the account's private-use
-/// scheme: writes `$XDG_DATA_HOME/applications/auth-agent-<scheme>.desktop` and runs `xdg-mime default` for it.
+/// `authctl register-scheme ACCOUNT` (or `--all`): makes the desktop run `authctl callback %u` for the account's
+/// private-use scheme: writes `$XDG_DATA_HOME/applications/auth-agent-<scheme>.desktop` and runs `xdg-mime default`
+/// for it. `make install` runs `register-scheme --all` once the agent's socket is enabled.
 struct RegisterScheme: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "register-scheme",
@@ -44,14 +45,35 @@ struct RegisterScheme: ParsableCommand {
         For accounts whose redirect_uri is a private-use scheme (com.example.app:/path) because the provider does not
         allow loopback redirects. Writes ~/.local/share/applications/auth-agent-<scheme>.desktop
         (MimeType=x-scheme-handler/<scheme>, Exec=authctl callback %u) and, when xdg-mime is installed, makes it the
-        default handler for the scheme.
+        default handler for the scheme. With --all, does so for every configured account that has such a scheme
+        (none is not an error); `make install` runs it.
         """)
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account name.") var account: String
+    @Argument(help: "The account name.") var account: String?
+    @Flag(help: "Every configured account with a private-use redirect scheme.") var all = false
+
+    func validate() throws {
+        guard (account != nil) != all else {
+            throw ValidationError(all ? "give an account or --all, not both" : "give an account name, or --all")
+        }
+    }
 
     func run() throws {
         let client = try global.connect()
         let listing = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .accounts), as: AccountsResult.self) }
+        let directory = try RegisterScheme.applicationsDirectory()
+        guard let account else {
+            var registered = 0
+            for summary in listing.accounts {
+                guard let scheme = SchemeHandler.privateUseScheme(of: summary.redirectURI) else { continue }
+                try RegisterScheme.register(scheme: scheme, account: summary.name, in: directory)
+                registered += 1
+            }
+            if registered == 0 {
+                print("No account uses a private-use redirect scheme: nothing to register (loopback redirects need no handler).")
+            }
+            return
+        }
         guard let summary = listing.accounts.first(where: { $0.name == account }) else {
             throw CLIFailure(message: "no account named '\(account)' is configured", hint: "see `authctl accounts`",
                              exit: ExitStatus.account)
@@ -61,12 +83,22 @@ struct RegisterScheme: ParsableCommand {
                              hint: "set redirect_uri = \"com.example.app:/oauth2/callback/\(account)\" (your reverse domain) if the provider refuses loopback",
                              exit: ExitStatus.account)
         }
+        try RegisterScheme.register(scheme: scheme, account: account, in: directory)
+    }
+
+    /// `$XDG_DATA_HOME/applications` (default ~/.local/share/applications).
+    static func applicationsDirectory() throws -> String {
         let environment = ProcessInfo.processInfo.environment
         guard let dataHome = environment["XDG_DATA_HOME"].flatMap({ $0.hasPrefix("/") ? $0 : nil })
                 ?? environment["HOME"].map({ "\($0)/.local/share" }) else {
             throw CLIFailure(message: "neither XDG_DATA_HOME nor HOME is set", exit: ExitStatus.failure)
         }
-        let directory = "\(dataHome)/applications"
+        return "\(dataHome)/applications"
+    }
+
+    /// Writes the handler for `scheme` and makes it the default (xdg-mime) where that is installed.
+    static func register(scheme: String, account: String, in directory: String) throws {
+        let environment = ProcessInfo.processInfo.environment
         let name = SchemeHandler.desktopFileName(scheme: scheme)
         let entry = SchemeHandler.desktopEntry(scheme: scheme, authctlPath: RegisterScheme.ownPath())
         do {
@@ -75,7 +107,7 @@ struct RegisterScheme: ParsableCommand {
         } catch {
             throw CLIFailure(message: "cannot write \(directory)/\(name): \(error)", exit: ExitStatus.failure)
         }
-        print("Wrote \(directory)/\(name).")
+        print("Wrote \(directory)/\(name) (account '\(account)').")
         switch RegisterScheme.run(["xdg-mime", "default", name, SchemeHandler.mimeType(scheme: scheme)], environment: environment) {
         case 0?: print("Made it the default handler for \(scheme): URIs (xdg-mime).")
         case nil: print("xdg-mime is not installed: your desktop picks the handler up from the file's MimeType.")

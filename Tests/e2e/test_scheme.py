@@ -129,3 +129,33 @@ def test_register_scheme_refuses_a_loopback_account(agent):
     assert result.returncode == 8, result.stderr
     assert "uses the loopback redirect" in result.stderr
     assert not (agent.home / ".local" / "share" / "applications").exists()
+
+
+def test_register_scheme_all_registers_every_scheme_account_and_skips_loopback(make_agent, auth_server):
+    """`make install` runs `authctl register-scheme --all`: every account with a private-use scheme gets its handler,
+    loopback accounts none, and no account at all is not an error."""
+    from conftest import default_account
+    other_scheme = "org.example.other"
+    agent = make_agent(accounts={
+        "work": default_account(auth_server.issuer, redirect_uri=REDIRECT),
+        "mail": default_account(auth_server.issuer, redirect_uri=f"{other_scheme}:/oauth2/callback/mail"),
+        "plain": default_account(auth_server.issuer),
+    })
+    result = agent.authctl("register-scheme", "--all")
+    assert result.returncode == 0, result.stderr
+    applications = agent.home / ".local" / "share" / "applications"
+    assert sorted(p.name for p in applications.iterdir() if p.suffix == ".desktop") == sorted([
+        f"auth-agent-{other_scheme}.desktop", f"auth-agent-{SCHEME}.desktop"])
+    assert "(account 'work')" in result.stdout and "(account 'mail')" in result.stdout
+    assert "plain" not in result.stdout
+    both = agent.authctl("register-scheme", "work", "--all")
+    assert both.returncode == 2 and "not both" in both.stderr, (both.returncode, both.stderr)
+    neither = agent.authctl("register-scheme")
+    assert neither.returncode == 2 and "--all" in neither.stderr, (neither.returncode, neither.stderr)
+
+
+def test_register_scheme_all_with_only_loopback_accounts_registers_nothing(agent):
+    result = agent.authctl("register-scheme", "--all")
+    assert result.returncode == 0, result.stderr
+    assert "nothing to register" in result.stdout
+    assert not (agent.home / ".local" / "share" / "applications").exists()
