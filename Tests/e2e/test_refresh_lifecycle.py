@@ -26,8 +26,11 @@ def test_recently_used_account_is_refreshed_ahead_of_expiry_without_a_caller(mak
     agent.remember(keyring.secret_tool_lookup("work", server.issuer))
     first = agent.token("work")  # the account is in use
     posts = server.token_posts()
+    refreshes = agent.log().count("refreshed access token")
     # Nobody asks; the agent's own timer must refresh inside the margin, before the token expires.
     wait_for(lambda: server.token_posts() > posts, 30, "the proactive refresh")
+    # The server logs the POST before the agent has read the reply and stored the new token.
+    wait_for(lambda: agent.log().count("refreshed access token") > refreshes, 15, "the proactive refresh to be stored")
     assert server.token_posts() == posts + 1
     second = agent.token("work")
     agent.remember(second, keyring.secret_tool_lookup("work", server.issuer))
