@@ -54,6 +54,19 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
 
 
+_TOKEN_SHAPE = __import__("re").compile(r"^[A-Za-z0-9._~+=-]{16,}$")
+
+
+def pytest_assertrepr_compare(config, op, left, right):
+    """A failed comparison of token-shaped strings (e.g. `assert new != old`) says how they compare, never what they
+    are: test output must not carry tokens, even the test server's."""
+    if isinstance(left, str) and isinstance(right, str) and (_TOKEN_SHAPE.match(left) or _TOKEN_SHAPE.match(right)):
+        relation = "equal" if left == right else "different"
+        return [f"<token-shaped string> {op} <token-shaped string> failed: they are {relation} "
+                f"(lengths {len(left)} and {len(right)}; values withheld from test output)"]
+    return None
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Reaps orphans re-parented to us (e.g. a browser started by an agent a test killed)."""
     while True:
