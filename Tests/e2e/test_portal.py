@@ -31,28 +31,26 @@ def start_portal(keyring, tmp_path, mode: str):
     return proc
 
 
-@pytest.fixture
-def portal(keyring, tmp_path):
-    proc = start_portal(keyring, tmp_path, "browse")
+def running_portal(keyring, tmp_path, mode: str):
+    proc = start_portal(keyring, tmp_path, mode)
     yield proc
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture
+def portal(keyring, tmp_path):
+    yield from running_portal(keyring, tmp_path, "browse")
 
 
 @pytest.fixture
 def dismissing_portal(keyring, tmp_path):
-    proc = start_portal(keyring, tmp_path, "dismiss")
-    yield proc
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from running_portal(keyring, tmp_path, "dismiss")
 
 
 @pytest.fixture
 def failing_portal(keyring, tmp_path):
-    proc = start_portal(keyring, tmp_path, "error")
-    yield proc
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from running_portal(keyring, tmp_path, "error")
 
 
 def calls(portal) -> list[dict]:
