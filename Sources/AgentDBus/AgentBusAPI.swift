@@ -10,10 +10,14 @@ public enum BusCall: Sendable, Equatable {
     case login(account: String)
     case logout(account: String)
 
-    /// Calls that wait for a person: cancelled when the agent shuts down.
-    public var waitsForPerson: Bool {
-        if case .login = self { return true }
-        return false
+    /// Calls that wait for a person: cancelled when their caller leaves the bus or the agent shuts down. A sign-in,
+    /// and a token request under `confirm = "first-use"` (it may wait for a consent answer).
+    public func waitsForPerson(_ ops: AgentOperations) -> Bool {
+        switch self {
+        case .login: return true
+        case .getAccessToken(let account, _): return ops.tokenMayWaitForPerson(account: account)
+        default: return false
+        }
     }
 }
 

@@ -68,7 +68,7 @@ final class AgentBusObject: @unchecked Sendable {
                 }
                 self.finished(id)
             }
-            calls[id] = (task, call.waitsForPerson, sender)
+            calls[id] = (task, call.waitsForPerson(operations), sender)
         }
         return 1
     }
@@ -81,8 +81,8 @@ final class AgentBusObject: @unchecked Sendable {
     /// Number of calls whose reply has not been handed to the bus thread yet.
     var inFlight: Int { lock.withLock { calls.count } }
 
-    /// Shutdown: cancels calls that wait for a person (a sign-in), then waits up to `timeout` for the others, so
-    /// their replies are queued before the loop stops.
+    /// Shutdown: cancels calls that wait for a person (a sign-in, a consent answer), then waits up to `timeout` for
+    /// the others, so their replies are queued before the loop stops.
     func finish(timeout: Duration) async {
         let waiting = lock.withLock { calls.values.filter(\.waitsForPerson).map(\.task) }
         waiting.forEach { $0.cancel() }
@@ -101,11 +101,12 @@ final class AgentBusObject: @unchecked Sendable {
         return 0
     }
 
-    /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits).
+    /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its
+    /// consent question is withdrawn if no other request waits for it).
     func callerLeft(_ sender: String) {
         let tasks = lock.withLock { calls.values.filter { $0.waitsForPerson && $0.sender == sender }.map(\.task) }
         guard !tasks.isEmpty else { return }
-        logger.info("a D-Bus caller left; cancelling its sign-in wait", metadata: ["via": "dbus"])
+        logger.info("a D-Bus caller left; cancelling its wait for a person", metadata: ["via": "dbus"])
         tasks.forEach { $0.cancel() }
     }
 

@@ -80,7 +80,8 @@ public struct DBusService: Service {
         r = aa_bus_add_agent_object(bus, &slot, AgentBusObject.handler, context.toOpaque())
         guard r >= 0 else { return "cannot register \(objectPath) (\(describe(r)))" }
         defer { _ = sd_bus_slot_unref(slot) }
-        // Callers that leave the bus: their Login calls are cancelled (floating slot, freed with the bus).
+        // Callers that leave the bus: their calls that wait for a person (Login, a GetAccessToken waiting for consent)
+        // are cancelled (floating slot, freed with the bus).
         r = sd_bus_match_signal(bus, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                 "NameOwnerChanged", AgentBusObject.nameOwnerChanged, context.toOpaque())
         if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }

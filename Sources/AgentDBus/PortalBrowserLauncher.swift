@@ -11,9 +11,11 @@ import Logging
 ///
 /// When the portal is absent (`ServiceUnknown`: no such name on the bus, nothing to activate) the fallback is used
 /// silently; when it is present but fails (an error reply, a timeout, a broken bus) the fallback is used too, and
-/// the failure is logged as a warning, since the user expected the portal to work. Only the call's reply is
-/// awaited, not its `Response` signal: the portal may show an application chooser for as long as the person likes,
-/// and authctl always shows the URL in case nothing opened.
+/// the failure is logged as a warning, since the user expected the portal to work. `open` returns once the portal
+/// has accepted the request (it may then show an application chooser for as long as the person likes, and authctl
+/// shows the URL meanwhile); a thread of its own then waits (up to ``responseTimeout``) for the request's
+/// `Response` signal, and a non-zero one (the person dismissed the chooser, or the portal could not open the URI)
+/// starts the fallback after all, with a warning.
 public struct PortalBrowserLauncher: BrowserLauncher {
     /// The portal's bus name, as `authctl doctor` names it.
     public static let busName = "org.freedesktop.portal.Desktop"
@@ -21,13 +23,38 @@ public struct PortalBrowserLauncher: BrowserLauncher {
     public static let source = "xdg-desktop-portal"
     /// A portal that has not answered by then is treated as failed (it replies at once: the chooser comes later).
     public static let callTimeout: Duration = .seconds(5)
+    /// How long an accepted request's `Response` is waited for: the default sign-in time limit (`login_timeout`),
+    /// after which a browser would be of no use.
+    public static let responseTimeout: Duration = .seconds(300)
 
     /// What one OpenURI call amounted to.
-    public enum Outcome: Sendable, Equatable {
-        case opened
+    public enum Outcome: Sendable {
+        /// The portal accepted the request; `response` waits (blocking) for how it ended.
+        case opened(response: @Sendable () -> Response)
         /// No portal on this bus (or no session bus at all).
         case absent(String)
         case failed(String)
+    }
+
+    /// How an accepted request ended: its `Response` signal's code, or why none came.
+    public enum Response: Sendable, Equatable {
+        /// 0: the portal opened the URI.
+        case opened
+        /// 1: the person dismissed the application chooser.
+        case dismissed
+        /// 2 (or anything else): the portal ended the request otherwise.
+        case failed(UInt32)
+        /// No `Response` within ``responseTimeout``, or the connection failed: nothing is known, nothing is done.
+        case unknown(String)
+
+        init(code: Int32) {
+            switch code {
+            case 0: self = .opened
+            case 1: self = .dismissed
+            case let code where code > 0: self = .failed(UInt32(code))
+            default: self = .unknown(code == -ETIMEDOUT ? "no Response signal in time" : "error \(-code)")
+            }
+        }
     }
 
     let fallback: any BrowserLauncher
@@ -62,8 +89,25 @@ public struct PortalBrowserLauncher: BrowserLauncher {
             Thread.detachNewThread { continuation.resume(returning: call(text)) }
         }
         switch outcome {
-        case .opened:
+        case .opened(let response):
             logger.info("opened the sign-in page through the xdg-desktop-portal")
+            let (fallback, logger) = (self.fallback, self.logger)
+            // The chooser may stay up for minutes: its answer is awaited off the caller, who has what it needs.
+            Thread.detachNewThread {
+                switch response() {
+                case .opened: return
+                case .unknown(let why):
+                    logger.debug("no answer from the xdg-desktop-portal about the sign-in page", metadata: ["reason": "\(why)"])
+                case let ended:
+                    logger.warning("the xdg-desktop-portal did not open the sign-in page; starting the browser directly",
+                                   metadata: ["response": "\(ended == .dismissed ? "dismissed" : "\(ended)")"])
+                    Task {
+                        do throws(AuthError) { try await fallback.open(url) } catch {
+                            logger.warning("cannot start the browser after the portal", metadata: ["error": "\(error.message)"])
+                        }
+                    }
+                }
+            }
             return
         case .absent(let why):
             logger.debug("no xdg-desktop-portal; starting the browser directly", metadata: ["reason": "\(why)"])
@@ -79,12 +123,17 @@ public struct PortalBrowserLauncher: BrowserLauncher {
         return BrowserLocation(program: PortalBrowserLauncher.busName, source: PortalBrowserLauncher.source, problem: nil)
     }
 
-    /// One blocking OpenURI call on a private session-bus connection.
+    /// One blocking OpenURI call on a private session-bus connection, which an accepted request keeps open until
+    /// its `Response` has been awaited.
     static func openURI(_ uri: String, timeout: Duration) -> Outcome {
         var name = [CChar](repeating: 0, count: 256)
         var message = [CChar](repeating: 0, count: 512)
-        let rc = aa_portal_open_uri(uri, microseconds(timeout), &name, name.count, &message, message.count)
-        if rc >= 0 { return .opened }
+        var request: OpaquePointer?
+        let rc = aa_portal_open_uri(uri, microseconds(timeout), &request, &name, name.count, &message, message.count)
+        if rc >= 0, let request {
+            let pending = PortalRequest(raw: request)
+            return .opened { pending.awaitResponse(timeout: responseTimeout) }
+        }
         let errorName = String(cString: name)
         let detail = String(cString: message)
         if errorName.isEmpty || errorName == "org.freedesktop.DBus.Error.ServiceUnknown"
@@ -96,5 +145,16 @@ public struct PortalBrowserLauncher: BrowserLauncher {
 
     static func microseconds(_ duration: Duration) -> UInt64 {
         UInt64(duration.components.seconds) * 1_000_000 + UInt64(duration.components.attoseconds / 1_000_000_000_000)
+    }
+}
+
+/// An accepted OpenURI request and its private bus connection; awaited once, from one thread, then freed.
+final class PortalRequest: @unchecked Sendable {
+    private let raw: OpaquePointer
+    init(raw: OpaquePointer) { self.raw = raw }
+    deinit { aa_portal_request_free(raw) }
+
+    func awaitResponse(timeout: Duration) -> PortalBrowserLauncher.Response {
+        PortalBrowserLauncher.Response(code: aa_portal_await_response(raw, PortalBrowserLauncher.microseconds(timeout)))
     }
 }

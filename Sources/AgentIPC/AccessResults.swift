@@ -34,10 +34,10 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     /// Unix time of the decision.
     public var time: Int
     public var account: String
-    /// `granted` or `denied`.
+    /// `granted`, `denied`, or `withdrawn` (the request went away while it waited for a consent answer).
     public var outcome: String
     /// Why: `open`, `listed`, `approved`, `not_listed`, `denied_by_user`, `consent_timeout`, `unidentified`,
-    /// `process_exited` (docs/PROTOCOL.md).
+    /// `process_exited`, `cancelled` (docs/PROTOCOL.md).
     public var reason: String
     public var scopes: [String]?
     public var resource: String?
@@ -56,6 +56,8 @@ public struct AuditEntry: Codable, Sendable, Equatable {
 
     public static let granted = "granted"
     public static let denied = "denied"
+    /// The request ended before its consent question was answered (reason `cancelled`); nothing was decided.
+    public static let withdrawn = "withdrawn"
 }
 
 /// The `audit` operation's result: the agent's in-memory records, oldest first.

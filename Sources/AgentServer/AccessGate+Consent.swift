@@ -2,49 +2,98 @@ import AgentIPC
 import AuthCore
 import Foundation
 
+/// How a consent question ended for one waiting request.
+enum ConsentAnswer: Sendable, Equatable {
+    case allowed, denied, timedOut
+    /// This request went away (its task was cancelled) before an answer came.
+    case withdrawn
+}
+
 /// First-use consent: pending questions, their answers and time limit, and the remembered decisions.
 extension AccessGate {
     /// The pending question for (account, client), joined if one is already open (several requests of one program
-    /// share one question), else a new one with its time limit running and the prompter told.
+    /// share one question), else a new one with its time limit running and the prompter told. The caller must then
+    /// ``wait(_:account:client:)`` for it (which counts it out again if it is cancelled).
     func enqueue(_ caller: Caller, account: String, client: String) -> Int {
         let (id, isNew, prompter) = lock.withLock { () -> (Int, Bool, (any ConsentPrompter)?) in
             if let open = pending.values.first(where: { $0.request.account == account && $0.request.client == client }) {
+                pending[open.request.id]!.members += 1
                 return (open.request.id, false, nil)
             }
             nextPendingID += 1
-            let request = PendingConsent(id: nextPendingID, account: account, client: client, caller: caller.wire,
+            let id = nextPendingID
+            let request = PendingConsent(id: id, account: account, client: client, caller: caller.wire,
                                          since: now(), expiresIn: Int(consentTimeout.components.seconds))
-            pending[nextPendingID] = Pending(request: request, requesterPID: caller.pid,
-                                             deadline: ContinuousClock.now + consentTimeout)
-            return (nextPendingID, true, self.prompter)
+            let (timeout, sleep) = (consentTimeout, self.sleep)
+            // Started under the lock, so whoever sees the question can also stop its timer.
+            let timer = Task { [weak self] in
+                await sleep(timeout)
+                self?.settle(id, allow: nil)
+            }
+            pending[id] = Pending(request: request, requesterPID: caller.pid,
+                                  deadline: ContinuousClock.now + consentTimeout, timer: timer)
+            return (id, true, self.prompter)
         }
         if isNew {
             logger.notice("asking the user whether a program may get tokens",
                           metadata: ["account": "\(account)", "peer_client": "\(client)", "request": "\(id)"])
             if let prompter, let request = lock.withLock({ pending[id]?.request }) { prompter.ask(request) }
-            let timeout = consentTimeout
-            let sleep = self.sleep
-            Task { [weak self] in
-                await sleep(timeout)
-                self?.settle(id, allow: nil)
-            }
         }
         return id
     }
 
-    /// Waits for the answer to question `id`: true allowed, false denied, nil timed out.
-    func wait(_ id: Int, account: String, client: String) async -> Bool? {
-        await withCheckedContinuation { continuation in
-            let settled: Bool?? = lock.withLock {
-                if pending[id] != nil {
-                    pending[id]!.waiters.append(continuation)
-                    return .none
-                }
-                // Answered before we got here: the remembered decision is the answer; none means it timed out.
-                return .some(decisions[DecisionKey(account: account, client: client)]?.allowed)
-            }
-            if case .some(let answer) = settled { continuation.resume(returning: answer) }
+    /// Waits for the answer to question `id`. Cancelling the waiting task (its client hung up or left the bus)
+    /// ends the wait at once with `.withdrawn`; when no other request waits for the question, the question itself
+    /// is withdrawn: taken off `pending` and the prompter, its timer stopped, and a later approve or deny of it is
+    /// refused as unknown, so nothing is remembered for a question nobody waits for.
+    func wait(_ id: Int, account: String, client: String) async -> ConsentAnswer {
+        let waiter = lock.withLock { () -> Int in
+            nextWaiterID += 1
+            return nextWaiterID
         }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let (settled, withdrawn) = lock.withLock { () -> (ConsentAnswer?, Pending?) in
+                    guard pending[id] != nil else {
+                        // Answered before we got here: the remembered decision is the answer; none means it timed out.
+                        let remembered = decisions[DecisionKey(account: account, client: client)]?.allowed
+                        return (remembered.map { $0 ? .allowed : .denied } ?? .timedOut, nil)
+                    }
+                    // Cancelled before it could wait (the handler below found no waiter to take out).
+                    if Task.isCancelled { return (.withdrawn, departLocked(id)) }
+                    pending[id]!.waiters[waiter] = continuation
+                    return (nil, nil)
+                }
+                if let withdrawn { withdrawQuestion(withdrawn) }
+                if let settled { continuation.resume(returning: settled) }
+            }
+        } onCancel: {
+            let (continuation, withdrawn) = lock.withLock { () -> (CheckedContinuation<ConsentAnswer, Never>?, Pending?) in
+                guard let continuation = pending[id]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
+                return (continuation, departLocked(id))
+            }
+            if let withdrawn { withdrawQuestion(withdrawn) }
+            continuation?.resume(returning: .withdrawn)
+        }
+    }
+
+    /// A member of question `id` went away; returns the question when that was the last one (it is removed).
+    /// Must run under `lock`.
+    private func departLocked(_ id: Int) -> Pending? {
+        guard pending[id] != nil else { return nil }
+        pending[id]!.members -= 1
+        guard pending[id]!.members <= 0 else { return nil }
+        return pending.removeValue(forKey: id)
+    }
+
+    /// Takes a question nobody waits for any more off the prompter and stops its timer.
+    private func withdrawQuestion(_ question: Pending) {
+        question.timer?.cancel()
+        let prompter = lock.withLock { self.prompter }
+        prompter?.withdraw(question.request.id)
+        logger.notice("withdrew a consent question: every request waiting for it went away",
+                      metadata: ["account": "\(question.request.account)", "peer_client": "\(question.request.client)",
+                                 "request": "\(question.request.id)"])
     }
 
     /// Answers question `id` from the user (`authctl approve`/`deny`, or the notification's action when
@@ -88,8 +137,10 @@ extension AccessGate {
         if let snapshot, let problem = store.save(snapshot) {
             logger.warning("cannot save the consent decision; it holds until the agent stops", metadata: ["error": "\(problem)"])
         }
+        ended.timer?.cancel()
         prompter?.withdraw(id)
-        for waiter in ended.waiters { waiter.resume(returning: allow) }
+        let answer: ConsentAnswer = allow.map { $0 ? .allowed : .denied } ?? .timedOut
+        for waiter in ended.waiters.values { waiter.resume(returning: answer) }
     }
 
     /// The questions waiting for an answer, oldest first, with the seconds each has left.

@@ -31,6 +31,7 @@ public final class AccessGate: @unchecked Sendable {
     var decisions: [DecisionKey: ConsentStore.Decision] = [:]
     var pending: [Int: Pending] = [:]
     var nextPendingID = 0
+    var nextWaiterID = 0
     var prompter: (any ConsentPrompter)?
 
     struct DecisionKey: Hashable { var account: String; var client: String }
@@ -39,7 +40,13 @@ public final class AccessGate: @unchecked Sendable {
         var request: PendingConsent
         var requesterPID: Int32
         var deadline: ContinuousClock.Instant
-        var waiters: [CheckedContinuation<Bool?, Never>] = []
+        /// The requests that joined this question (``enqueue(_:account:client:)``) and have not gone away; the
+        /// question is withdrawn when the last one does.
+        var members = 1
+        /// The requests waiting now, by waiter id (so a cancelled one can be taken out).
+        var waiters: [Int: CheckedContinuation<ConsentAnswer, Never>] = [:]
+        /// Ends the question at its time limit; cancelled when it is withdrawn.
+        var timer: Task<Void, Never>?
     }
 
     public init(policies: [String: AccessPolicy] = [:], consentTimeout: Duration = .seconds(60),
@@ -103,9 +110,13 @@ public final class AccessGate: @unchecked Sendable {
             await announce(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: Int(consentTimeout.components.seconds),
                                      request: id, client: key))
             switch await wait(id, account: account, client: key) {
-            case true?: return .approved
-            case false?: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)
-            case nil: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
+            case .allowed: return .approved
+            case .denied: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)
+            case .timedOut: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
+            case .withdrawn:
+                record(caller, account: account, outcome: AuditEntry.withdrawn, reason: .cancelled, scopes: scopes, resource: resource)
+                throw WireError(.accessDenied, AccessGate.refusalMessage(caller.identity, pid: caller.pid, account: account,
+                                                                         reason: .cancelled, timeout: consentTimeout))
             }
         }
     }
@@ -120,8 +131,14 @@ public final class AccessGate: @unchecked Sendable {
     /// Appends an audit record for `caller`.
     public func record(_ caller: Caller, account: String, granted: Bool, reason: AccessPolicy.Reason,
                        scopes: [String]? = nil, resource: String? = nil) {
-        audit.append(AuditEntry(time: now(), account: account, outcome: granted ? AuditEntry.granted : AuditEntry.denied,
-                                reason: reason.rawValue, scopes: scopes, resource: resource, caller: caller.wire))
+        record(caller, account: account, outcome: granted ? AuditEntry.granted : AuditEntry.denied, reason: reason,
+               scopes: scopes, resource: resource)
+    }
+
+    func record(_ caller: Caller, account: String, outcome: String, reason: AccessPolicy.Reason,
+                scopes: [String]?, resource: String?) {
+        audit.append(AuditEntry(time: now(), account: account, outcome: outcome, reason: reason.rawValue,
+                                scopes: scopes, resource: resource, caller: caller.wire))
     }
 
     /// Why a caller was refused, and what the user can do about it.
@@ -138,6 +155,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
         case .unidentified:
             return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
+        case .cancelled:
+            return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
         case .processExited:
             return "account '\(account)' does not serve pid \(pid): the process that opened this connection has exited, so whoever holds the connection now cannot be identified"
         case .open, .listed, .approved:

@@ -11,6 +11,12 @@ extension AgentOperations {
         access.admitsWithoutAsking(caller, account: account)
     }
 
+    /// A `token` request for `account` may wait for the user's consent answer: the front ends cancel it when its
+    /// client goes away (socket closed, D-Bus caller gone), which withdraws the question.
+    public func tokenMayWaitForPerson(account: String?) -> Bool {
+        account.map { access.policy(of: $0).mayAsk } ?? false
+    }
+
     /// `audit`: the in-memory records, oldest first.
     public func audit(account: String?, since: Int?) -> AuditResult {
         AuditResult(entries: access.audit.entries(account: account, since: since), capacity: access.audit.capacity)

@@ -2,10 +2,11 @@ import AgentIPC
 import Foundation
 import Logging
 
-/// The audit trail: one record per token handed out and per request refused, to the log (the journal, as
-/// structured fields) and into a bounded in-memory ring for `authctl audit`. Never holds a token: records are built
-/// from the account, the scopes/resource asked for, the caller's kernel-derived identity and the outcome.
-/// Lock-protected and synchronous, so the socket's event loop can append without an actor hop.
+/// The audit trail: one record per token handed out, per request refused and per request withdrawn while it waited
+/// for a consent answer, to the log (the journal, as structured fields) and into a bounded in-memory ring for
+/// `authctl audit`. Never holds a token: records are built from the account, the scopes/resource asked for, the
+/// caller's kernel-derived identity and the outcome. Lock-protected and synchronous, so the socket's event loop
+/// can append without an actor hop.
 public final class AuditLog: @unchecked Sendable {
     /// Records kept in memory; older ones are only in the journal.
     public let capacity: Int
@@ -21,7 +22,8 @@ public final class AuditLog: @unchecked Sendable {
         ring.reserveCapacity(self.capacity)
     }
 
-    /// Appends a record and logs it: grants at info, refusals at notice, with the identity as metadata.
+    /// Appends a record and logs it: grants at info, refusals and withdrawn requests at notice, with the identity as
+    /// metadata.
     public func append(_ entry: AuditEntry) {
         lock.withLock {
             if ring.count < capacity {
@@ -43,6 +45,8 @@ public final class AuditLog: @unchecked Sendable {
         if let resource = entry.resource { meta["resource"] = "\(resource)" }
         if entry.outcome == AuditEntry.granted {
             logger.info("token granted", metadata: meta)
+        } else if entry.outcome == AuditEntry.withdrawn {
+            logger.notice("token request withdrawn", metadata: meta)
         } else {
             logger.notice("token refused", metadata: meta)
         }

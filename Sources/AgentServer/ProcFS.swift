@@ -24,17 +24,24 @@ public enum ProcFS {
     }
 
     /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified
-    /// hierarchy's line (`0::/...`), else the v1 `name=systemd` line. Slices are skipped; the first unit below them
-    /// is the caller's, except `user@UID.service`, the user's service manager, whose own tree is followed (where
-    /// `app.slice/mbsync.service` lives). Cgroups below the unit are the unit's own (a unit with delegation may name
-    /// them anything), so they are ignored. Nil outside systemd (containers, `0::/`).
+    /// hierarchy's line (`0::/...`), else the v1 `name=systemd` line. A unified line that names only the root
+    /// (`0::/`) says nothing: the kernel prints it whenever a cgroup2 file system is mounted, also where systemd
+    /// tracks units in the v1 `name=systemd` hierarchy alone (legacy mode beside a mounted cgroup2), so the
+    /// `name=systemd` line decides then. Slices are skipped; the first unit below them is the caller's, except
+    /// `user@UID.service`, the user's service manager, whose own tree is followed (where `app.slice/mbsync.service`
+    /// lives). Cgroups below the unit are the unit's own (a unit with delegation may name them anything), so they
+    /// are ignored. Nil outside systemd (containers, `0::/`).
     public static func unit(cgroup: String) -> String? {
-        var path: Substring?
+        var unified: Substring?
+        var named: Substring?
         for line in cgroup.split(separator: "\n") {
-            if line.hasPrefix("0::") { path = line.dropFirst(3); break }
-            if path == nil, let range = line.range(of: ":name=systemd:") { path = line[range.upperBound...] }
+            if line.hasPrefix("0::") {
+                unified = line.dropFirst(3)
+            } else if named == nil, let range = line.range(of: ":name=systemd:") {
+                named = line[range.upperBound...]
+            }
         }
-        guard let path else { return nil }
+        guard let path = unified.flatMap({ $0 == "/" ? nil : $0 }) ?? named else { return nil }
         for component in path.split(separator: "/") {
             if component.hasSuffix(".slice") { continue }
             guard component.hasSuffix(".service") || component.hasSuffix(".scope") else { return nil }

@@ -36,9 +36,12 @@ public struct RequestDispatcher: Sendable {
     /// The decoder itself: pure and in AgentIPC (``WireRequest/decode(line:)``), so it is fuzzed without NIO.
     public static func decode(_ line: [UInt8]) -> Decoded { WireRequest.decode(line: line) }
 
-    /// Operations that wait for a person; they are cancelled when the client goes away.
+    /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, and a `token`
+    /// request that is interactive or may wait for a consent answer (which is then withdrawn, not left to time out).
     public func waitsForPerson(_ request: WireRequest) -> Bool {
-        request.op == Operation.login.rawValue || (request.op == Operation.token.rawValue && request.interactive == true)
+        if request.op == Operation.login.rawValue { return true }
+        guard request.op == Operation.token.rawValue else { return false }
+        return request.interactive == true || operations.tokenMayWaitForPerson(account: request.account)
     }
 
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.

@@ -23,6 +23,10 @@ public struct AccessPolicy: Sendable, Equatable {
 
     public var isOpen: Bool { allowedClients == nil && confirm == .never }
 
+    /// A request may wait for the user's answer (`confirm = "first-use"`): front ends cancel it when its client
+    /// goes away, as they do a sign-in.
+    public var mayAsk: Bool { confirm == .firstUse }
+
     /// Why a request was served or refused; the raw value goes to the audit record.
     public enum Reason: String, Sendable, Equatable, Codable {
         /// No policy on the account.
@@ -41,6 +45,9 @@ public struct AccessPolicy: Sendable, Equatable {
         case unidentified
         /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
         case processExited = "process_exited"
+        /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller
+        /// left the bus, or the agent stopped): audited with the outcome `withdrawn`, nothing decided.
+        case cancelled
     }
 
     /// What the agent does with a request.

@@ -33,10 +33,37 @@ final class PortalBrowserLauncherTests: XCTestCase {
     }
 
     func testAPortalThatOpensTheURLIsTheOnlyLauncher() async throws {
-        let (portal, fallback, calls) = launcher(.opened)
+        let (portal, fallback, calls) = launcher(.opened { .opened })
         try await portal.open(url)
         XCTAssertEqual(calls.uris, [url.absoluteString])
         XCTAssertEqual(fallback.opened, [], "the browser was started a second time")
+    }
+
+    func testADismissedChooserOrAFailedRequestFallsBackAfterwards() async throws {
+        for response in [PortalBrowserLauncher.Response.dismissed, .failed(2)] {
+            let (portal, fallback, _) = launcher(.opened { response })
+            try await portal.open(url)  // returns once the portal accepted; the Response is awaited on a thread
+            for _ in 0..<2000 where fallback.opened.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            XCTAssertEqual(fallback.opened, [url.absoluteString], "no fallback after \(response)")
+        }
+    }
+
+    func testAnOpenedOrUnansweredRequestStartsNothingElse() async throws {
+        for response in [PortalBrowserLauncher.Response.opened, .unknown("no Response signal in time")] {
+            let answered = Calls()
+            let (portal, fallback, _) = launcher(.opened { answered.record("done"); return response })
+            try await portal.open(url)
+            for _ in 0..<2000 where answered.uris.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(50))  // a fallback would start right after the answer
+            XCTAssertEqual(fallback.opened, [], "\(response) started the browser a second time")
+        }
+    }
+
+    func testResponseCodes() {
+        XCTAssertEqual(PortalBrowserLauncher.Response(code: 0), .opened)
+        XCTAssertEqual(PortalBrowserLauncher.Response(code: 1), .dismissed)
+        XCTAssertEqual(PortalBrowserLauncher.Response(code: 2), .failed(2))
+        XCTAssertEqual(PortalBrowserLauncher.Response(code: -ETIMEDOUT), .unknown("no Response signal in time"))
     }
 
     func testAnAbsentOrFailingPortalFallsBackToTheBrowser() async throws {
@@ -50,7 +77,7 @@ final class PortalBrowserLauncherTests: XCTestCase {
 
     func testRefusesWhatTheExecLauncherRefusesBeforeAskingThePortal() async {
         for bad in ["http://example.com/authorize", "file:///etc/passwd", "javascript:alert(1)"] {
-            let (portal, fallback, calls) = launcher(.opened)
+            let (portal, fallback, calls) = launcher(.opened { .opened })
             do {
                 try await portal.open(URL(string: bad)!)
                 XCTFail("opened \(bad)")
@@ -60,15 +87,15 @@ final class PortalBrowserLauncherTests: XCTestCase {
             XCTAssertEqual(calls.uris, [], "\(bad) reached the portal")
             XCTAssertEqual(fallback.opened, [])
         }
-        let (portal, _, calls) = launcher(.opened)
+        let (portal, _, calls) = launcher(.opened { .opened })
         try? await portal.open(URL(string: "http://127.0.0.1:8000/o/authorize")!)
         XCTAssertEqual(calls.uris.count, 1, "loopback http (test servers) is allowed, as for the exec launcher")
     }
 
     func testLocateNamesThePortalWhenItIsThere() {
-        XCTAssertEqual(launcher(.opened, available: true).0.locate(),
+        XCTAssertEqual(launcher(.opened { .opened }, available: true).0.locate(),
                        BrowserLocation(program: "org.freedesktop.portal.Desktop", source: "xdg-desktop-portal", problem: nil))
-        XCTAssertEqual(launcher(.opened, available: false).0.locate(),
+        XCTAssertEqual(launcher(.opened { .opened }, available: false).0.locate(),
                        BrowserLocation(program: "/usr/bin/firefox", source: "BROWSER", problem: nil))
     }
 

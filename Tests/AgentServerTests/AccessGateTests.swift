@@ -205,6 +205,79 @@ final class AccessGateTests: XCTestCase {
         XCTAssertEqual([first, second], [.approved, .approved])
     }
 
+    func testACancelledWaitWithdrawsTheQuestionAndRemembersNothing() async throws {
+        let (_, caller) = try spawnCaller()
+        let timers = TimerBox()
+        // The injected time limit never passes by itself; it records that the question's timer was stopped.
+        let asking = gate(AccessPolicy(confirm: .firstUse), sleep: { _ in
+            await withTaskCancellationHandler {
+                try? await Task.sleep(for: .seconds(3600))
+            } onCancel: { timers.stopped() }
+        })
+        let prompter = PrompterBox()
+        asking.setPrompter(prompter)
+        let waiting = Task { try await asking.authorize(caller, account: "work", scopes: ["read"], resource: nil) { _ in } }
+        let pending = try await waitForPending(asking)
+        for _ in 0..<1000 where prompter.asked.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertEqual(prompter.asked, [pending.id])
+
+        waiting.cancel()  // what the socket server does when the client hangs up, AgentDBus when the caller leaves
+        do {
+            _ = try await waiting.value
+            XCTFail("a withdrawn request must not be served")
+        } catch let error as WireError {
+            XCTAssertEqual(error.knownCode, .accessDenied)
+            XCTAssertTrue(error.message.contains("withdrawn"), error.message)
+        }
+        XCTAssertEqual(asking.pendingRequests(), [], "`authctl pending` no longer lists a question nobody waits for")
+        XCTAssertEqual(prompter.withdrawn, [pending.id], "the notification is taken away")
+        XCTAssertEqual(timers.stops, 1, "its timer is stopped")
+        let records = asking.audit.entries()
+        XCTAssertEqual(records.map(\.outcome), [AuditEntry.withdrawn])
+        XCTAssertEqual(records.map(\.reason), ["cancelled"])
+        XCTAssertEqual(records.first?.scopes, ["read"])
+        XCTAssertEqual(records.first?.caller.pid, caller.pid)
+
+        // A late answer finds nothing to answer and remembers nothing.
+        XCTAssertThrowsError(try asking.answer(pending.id, allow: true, approver: try approver())) { error in
+            XCTAssertEqual((error as? WireError)?.knownCode, .badRequest)
+        }
+        XCTAssertEqual(asking.verdict(caller, account: "work"), .ask)
+    }
+
+    func testCancellingOneOfTwoWaitersKeepsTheQuestionForTheOther() async throws {
+        let (_, caller) = try spawnCaller()
+        let asking = gate(AccessPolicy(confirm: .firstUse))
+        let a = Task { try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
+        let pending = try await waitForPending(asking)
+        let b = Task { try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
+        // b has joined the question once a second member is counted; wait for that through the gate's own state.
+        for _ in 0..<1000 where asking.lock.withLock({ asking.pending[pending.id]?.waiters.count ?? 0 }) < 2 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        a.cancel()
+        await XCTAssertThrowsAsync(try await a.value)
+        XCTAssertEqual(asking.pendingRequests().map(\.id), [pending.id], "b still waits for the answer")
+        _ = try asking.answer(pending.id, allow: true, approver: try approver())
+        let reason = try await b.value
+        XCTAssertEqual(reason, .approved)
+        XCTAssertEqual(asking.audit.entries().map(\.outcome), [AuditEntry.withdrawn])
+    }
+
+    func testARequestCancelledBeforeItWaitsWithdrawsItsQuestion() async throws {
+        let (_, caller) = try spawnCaller()
+        let asking = gate(AccessPolicy(confirm: .firstUse))
+        // The client goes away while the consent_required event is being written, before the wait begins.
+        let waiting = Task {
+            try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in
+                withUnsafeCurrentTask { $0?.cancel() }
+            }
+        }
+        await XCTAssertThrowsAsync(try await waiting.value)
+        XCTAssertEqual(asking.pendingRequests(), [])
+        XCTAssertEqual(asking.audit.entries().map(\.reason), ["cancelled"])
+    }
+
     func testAuditRingKeepsTheNewestAndFilters() throws {
         let log = AuditLog(capacity: 3, logger: Logger(label: "test"))
         for (i, account) in ["a", "b", "a", "b", "a"].enumerated() {
@@ -233,6 +306,32 @@ final class AccessGateTests: XCTestCase {
         XCTFail("no pending request appeared")
         throw NoPendingRequest()
     }
+}
+
+/// Counts how often a consent question's timer was stopped.
+final class TimerBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func stopped() { lock.withLock { count += 1 } }
+    var stops: Int { lock.withLock { count } }
+}
+
+/// A ``ConsentPrompter`` that records what it was told.
+final class PrompterBox: ConsentPrompter, @unchecked Sendable {
+    private let lock = NSLock()
+    private var asks: [Int] = []
+    private var withdrawals: [Int] = []
+    func ask(_ request: PendingConsent) { lock.withLock { asks.append(request.id) } }
+    func withdraw(_ id: Int) { lock.withLock { withdrawals.append(id) } }
+    var asked: [Int] { lock.withLock { asks } }
+    var withdrawn: [Int] { lock.withLock { withdrawals } }
+}
+
+func XCTAssertThrowsAsync<T>(_ body: @autoclosure () async throws -> T, file: StaticString = #filePath, line: UInt = #line) async {
+    do {
+        _ = try await body()
+        XCTFail("expected an error", file: file, line: line)
+    } catch {}
 }
 
 actor EventBox {

@@ -41,6 +41,12 @@ final class ProcFSTests: XCTestCase {
         // Hybrid: the unified line wins.
         XCTAssertEqual(ProcFS.unit(cgroup: "1:name=systemd:/user.slice/user-1000.slice/session-2.scope\n0::/user.slice/user-1000.slice/session-2.scope\n"),
                        "session-2.scope")
+        XCTAssertEqual(ProcFS.unit(cgroup: "1:name=systemd:/system.slice/cron.service\n0::/user.slice/user-1000.slice/session-2.scope\n"),
+                       "session-2.scope")
+        // A mounted but unused cgroup2 (the root, `0::/`) says nothing: the name=systemd line decides (legacy mode
+        // beside a cgroup2 mount, as on this machine when a test moves a process in the v1 hierarchy only).
+        let legacyBesideUnified = "9:name=systemd:/user.slice/user-0.slice/user@0.service/app.slice/mbsync.service\n8:pids:/\n0::/\n"
+        XCTAssertEqual(ProcFS.unit(cgroup: legacyBesideUnified), "mbsync.service")
     }
 
     func testFlatpakAppFromScopeAndInfo() {

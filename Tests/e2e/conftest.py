@@ -358,10 +358,15 @@ class Keyring:
         assert out.returncode == 0, f"dbus-daemon failed ({out.returncode}): {out.stderr}"
         lines = out.stdout.split()
         self.address, self.bus_pid = lines[0], int(lines[1])
-        if not self.with_keyring:
-            return self
-        self.home.mkdir(mode=0o700)
-        self.runtime.mkdir(mode=0o700)
+        if self.with_keyring:
+            self.start_keyring()
+        return self
+
+    def start_keyring(self):
+        """A gnome-keyring-daemon on this bus with its `login` collection unlocked (also later, on a bus that
+        started without one)."""
+        self.home.mkdir(mode=0o700, exist_ok=True)
+        self.runtime.mkdir(mode=0o700, exist_ok=True)
         out = subprocess.run(["gnome-keyring-daemon", "--unlock", "--components=secrets", "--daemonize"],
                              input=KEYRING_PASSWORD, env=self._tool_env(), capture_output=True, text=True,
                              timeout=20)

@@ -230,7 +230,7 @@ def test_login_does_not_block_the_bus(activatable_agent, activation_bus):
         login.wait(timeout=5)
         wait_for(lambda: not unpack(bus.busctl("GetStatus")["data"])[1][0]["login_pending"], 20,
                  "the sign-in to be cancelled after its caller left")
-        assert "a D-Bus caller left; cancelling its sign-in wait" in agent.log()
+        assert "a D-Bus caller left; cancelling its wait for a person" in agent.log()
     finally:
         if login.poll() is None:
             login.kill()

@@ -151,6 +151,39 @@ def test_client_that_disconnects_cancels_its_sign_in(make_agent, keyring):
 # Keyring
 
 
+def test_a_secret_service_that_appears_later_is_used_without_a_restart(make_agent, bus_without_keyring, auth_server):
+    """The agent starts on a session bus with no Secret Service: status says so with what to do, a token request
+    fails as keyring_unavailable (exit 5), nothing crashes. Then a real gnome-keyring-daemon is started and unlocked
+    on the same bus: without restarting the agent, status shows it available and a sign-in and a token work."""
+    agent = make_agent(bus=bus_without_keyring)
+    pid = agent.proc.pid
+    status = agent.status_json()
+    assert status["agent"]["keyring"] == "absent"
+    assert status["accounts"][0].get("signed_in") is None
+    text = agent.authctl("status").stdout
+    assert "keyring: absent (no Secret Service on the session bus: start one" in text, text
+    token = agent.authctl("token", "work")
+    assert token.returncode == 5 and token.stdout == "", (token.returncode, token.stderr)
+    assert "keyring_unavailable" in token.stderr or "Secret Service" in token.stderr, token.stderr
+    assert agent.status_json()["accounts"][0]["last_error"]["code"] == "keyring_unavailable"
+    assert_alive(agent)
+
+    bus_without_keyring.start_keyring()  # the same bus: what logging in to a desktop session later does
+    status = agent.status_json()
+    assert status["agent"]["keyring"] == "available", status
+    assert status["accounts"][0].get("signed_in") is False
+    assert "keyring: available" in agent.authctl("status").stdout
+    agent.login("work")
+    rt = bus_without_keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert rt, "the sign-in did not reach the keyring that appeared"
+    agent.remember(rt)
+    access = agent.token("work")
+    assert auth_server.introspect(access)["active"] is True
+    assert agent.status_json()["accounts"][0]["signed_in"] is True
+    assert agent.proc.pid == pid and agent.alive(), "the agent was not restarted"
+    assert_alive(agent)
+
+
 def test_locked_keyring_is_reported_as_locked(signed_in_agent, keyring, auth_server):
     agent = signed_in_agent
     rt = keyring.secret_tool_lookup("work", auth_server.issuer)

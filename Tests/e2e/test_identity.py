@@ -5,16 +5,20 @@ forked client whose connection outlives it, gdbus on the session bus; consent is
 in a real pseudo-terminal, by a timeout, and by the Allow button of a (fake) notification server. The agent, the
 keyring and the Django OAuth Toolkit server are the real ones.
 
-No systemd runs as PID 1 here, so callers cannot be started in a transient unit or a named scope: the cgroup
-parsing is covered by Tests/AgentServerTests/ProcFSTests.swift against recorded /proc/PID/cgroup contents."""
+No systemd runs as PID 1 here, so callers cannot be started in a transient unit or a named scope; instead a test
+creates the unit's cgroup itself (as systemd would) where the cgroup file system is writable and moves the caller
+into it before it connects. The parsing of other layouts is covered by Tests/AgentServerTests/ProcFSTests.swift
+against recorded /proc/PID/cgroup contents."""
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import termios
 import time
+from pathlib import Path
 
 import pytest
 
@@ -297,6 +301,179 @@ def test_first_use_times_out_as_access_denied(confirming_agent):
     assert (entry["outcome"], entry["reason"]) == ("denied", "consent_timeout")
     # A timeout is not a decision: asked again next time.
     assert "Waiting for your permission" in agent.authctl("token", "work", timeout=30).stderr
+
+
+def pending_requests(agent) -> list[dict]:
+    result = agent.authctl("pending", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["requests"]
+
+
+def test_a_request_whose_client_is_killed_while_waiting_is_withdrawn(confirming_agent):
+    """The client that asked dies while its consent question is open: the question is withdrawn at once (not left
+    until consent_timeout), audited as `withdrawn`, and a late approve finds nothing to answer, so nothing is
+    remembered for a program nobody waits for."""
+    agent = confirming_agent(timeout=600)  # far beyond the test's waits: only the withdrawal can end the question
+    waiting = agent.authctl_popen("token", "work")
+    read_until(waiting.stderr, "in a terminal", 30)
+    [pending] = pending_requests(agent)
+    assert pending["caller"]["pid"] == waiting.pid
+    waiting.kill()
+    waiting.wait(timeout=10)
+    wait_for(lambda: pending_requests(agent) == [], 30, "the question of a killed client to be withdrawn")
+
+    entries = audit(agent)
+    assert [(e["outcome"], e["reason"], e["caller"]["pid"]) for e in entries] == [("withdrawn", "cancelled", waiting.pid)]
+    assert "withdrawn (cancelled)" in agent.authctl("audit").stdout
+    assert "token request withdrawn" in agent.log() and "withdrew a consent question" in agent.log()
+    rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
+    assert rc == 9 and f"no pending request {pending['id']}" in output, output
+    assert not (agent.home / ".local" / "state" / "auth-agent" / "consent.json").exists(), "nothing was decided"
+
+    # Not remembered: the next request of the same program is asked about again (and withdrawn in turn).
+    again = agent.authctl_popen("token", "work")
+    read_until(again.stderr, "in a terminal", 30)
+    assert len(pending_requests(agent)) == 1
+    again.kill()
+    again.wait(timeout=10)
+    wait_for(lambda: pending_requests(agent) == [], 30, "the second question to be withdrawn")
+    assert [e["outcome"] for e in audit(agent)] == ["withdrawn", "withdrawn"]
+
+
+def test_a_dbus_caller_that_leaves_the_bus_while_waiting_is_withdrawn(confirming_agent, keyring):
+    agent = confirming_agent(timeout=600)
+    env = {"PATH": SYSTEM_PATH, "DBUS_SESSION_BUS_ADDRESS": keyring.address, "LANG": "C.UTF-8"}
+    call = subprocess.Popen(["gdbus", "call", "--session", "--timeout", "600", "--dest", "dev.authagent.Agent",
+                             "--object-path", "/dev/authagent/Agent1", "--method",
+                             "dev.authagent.Agent1.GetAccessToken", "work", "0"],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: len(pending_requests(agent)) == 1, 30, "the D-Bus caller's consent question")
+    [pending] = pending_requests(agent)
+    assert pending["caller"]["via"] == "dbus" and pending["caller"]["pid"] == call.pid
+    call.kill()  # its connection to the bus closes: NameOwnerChanged for its unique name
+    call.wait(timeout=10)
+    wait_for(lambda: pending_requests(agent) == [], 30, "the question of a caller that left the bus to be withdrawn")
+    [entry] = audit(agent)
+    assert (entry["outcome"], entry["reason"], entry["caller"]["via"]) == ("withdrawn", "cancelled", "dbus")
+
+
+def cgroup_mounts() -> dict[str, Path]:
+    """The writable hierarchies systemd keeps units in: `unified` (cgroup2) and `systemd` (v1 name=systemd)."""
+    found = {}
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, where, kind, options = line.split()[:4]
+        if kind == "cgroup2":
+            found.setdefault("unified", Path(where))
+        elif kind == "cgroup" and "name=systemd" in options.split(","):
+            found.setdefault("systemd", Path(where))
+    return found
+
+
+class UnitCgroup:
+    """A service's cgroup made the way systemd makes it (a fresh top slice per test, so parallel runs do not meet),
+    in the chosen hierarchies; removed again, innermost first, by `remove`."""
+
+    def __init__(self, roots: list[Path], unit: str):
+        top = f"aa-e2e-{secrets.token_hex(4)}.slice"
+        self.relative = Path(top) / f"user-{os.getuid()}.slice" / f"user@{os.getuid()}.service" / "app.slice" / unit
+        self.roots = roots
+        for root in roots:
+            (root / self.relative).mkdir(parents=True)
+
+    def procs_files(self) -> list[str]:
+        return [str(root / self.relative / "cgroup.procs") for root in self.roots]
+
+    def remove(self):
+        for root in self.roots:
+            path = root / self.relative
+            while path != root:
+                try:
+                    path.rmdir()
+                except FileNotFoundError:
+                    pass
+                path = path.parent
+
+
+def run_in_cgroup(cgroup: UnitCgroup | None, binary, agent, *args) -> tuple[subprocess.CompletedProcess, int]:
+    """Runs `binary` moved into `cgroup` (every hierarchy given) before it executes, so before it connects."""
+    files = cgroup.procs_files() if cgroup else []
+
+    def join():
+        for name in files:
+            with open(name, "w") as f:
+                f.write(str(os.getpid()))
+
+    proc = subprocess.Popen([str(binary), *args], env=agent.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=join)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def test_a_caller_in_a_real_service_cgroup_matches_a_unit_rule(make_agent, keyring, auth_server):
+    """`unit:mbsync.service` admits the built authctl when it runs in that unit's cgroup and refuses the very same
+    binary outside it. The unit's cgroup is real (this container's /sys/fs/cgroup, where no systemd runs), made in
+    each layout systemd uses: both hierarchies (hybrid), the cgroup2 one only (unified), the v1 name=systemd one
+    only (legacy, with the cgroup2 file system mounted but unused: `0::/`)."""
+    mounts = cgroup_mounts()
+    probe = None
+    try:
+        if not mounts:
+            raise PermissionError("no cgroup2 or name=systemd hierarchy is mounted")
+        probe = UnitCgroup(list(mounts.values()), "probe.service")
+    except OSError as e:
+        pytest.skip(f"the cgroup file system is not writable here, so no caller can be put in a unit: {e}")
+    finally:
+        if probe:
+            probe.remove()
+    layouts = {"hybrid": list(mounts.values())}
+    if "unified" in mounts:
+        layouts["unified"] = [mounts["unified"]]
+    own_unified = [l[3:] for l in Path("/proc/self/cgroup").read_text().splitlines() if l.startswith("0::")]
+    if "systemd" in mounts and own_unified in ([], ["/"]):  # else our own cgroup2 path would name the caller's unit
+        layouts["legacy"] = [mounts["systemd"]]
+
+    agent = make_agent(start=False)
+    agent.write_config(agent.config_path.read_text() + 'allowed_clients = ["unit:mbsync.service"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    authctl = agent.bins / "authctl"
+
+    expected = []
+    for name, roots in layouts.items():
+        cgroup = UnitCgroup(roots, "mbsync.service")
+        try:
+            served, pid = run_in_cgroup(cgroup, authctl, agent, "token", "work")
+        finally:
+            cgroup.remove()
+        assert served.returncode == 0, (name, served.stderr)
+        agent.remember(served.stdout.strip())
+        expected.append(("granted", "listed", pid, "mbsync.service"))
+
+        # A unit of another name, same binary: refused.
+        other = UnitCgroup(roots, "offlineimap.service")
+        try:
+            refused, pid = run_in_cgroup(other, authctl, agent, "token", "work")
+        finally:
+            other.remove()
+        assert refused.returncode == 7 and refused.stdout == "", (name, refused)
+        expected.append(("denied", "not_listed", pid, "offlineimap.service"))
+
+    # The same binary outside any unit: refused, and the message says a unit: entry is possible.
+    outside, pid = run_in_cgroup(None, authctl, agent, "token", "work")
+    assert outside.returncode == 7 and outside.stdout == "", outside
+    assert "unit:NAME" in outside.stderr
+
+    entries = audit(agent)
+    assert [(e["outcome"], e["reason"], e["caller"]["pid"], e["caller"].get("unit")) for e in entries[:-1]] == expected
+    last = entries[-1]
+    assert (last["outcome"], last["reason"], last["caller"]["pid"]) == ("denied", "not_listed", pid)
+    assert last["caller"].get("unit") != "mbsync.service"  # none here; a CI runner's own unit elsewhere
+    human = agent.authctl("audit").stdout
+    print(human)  # the report quotes a real run
+    assert "unit:mbsync.service" in human and "granted (listed)" in human
+    assert "peer_unit=mbsync.service" in agent.log()
+    assert_no_token_in(agent, json.dumps(entries), human)
 
 
 @pytest.fixture

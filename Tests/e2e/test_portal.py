@@ -31,20 +31,26 @@ def start_portal(keyring, tmp_path, mode: str):
     return proc
 
 
-@pytest.fixture
-def portal(keyring, tmp_path):
-    proc = start_portal(keyring, tmp_path, "browse")
+def running_portal(keyring, tmp_path, mode: str):
+    proc = start_portal(keyring, tmp_path, mode)
     yield proc
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture
+def portal(keyring, tmp_path):
+    yield from running_portal(keyring, tmp_path, "browse")
+
+
+@pytest.fixture
+def dismissing_portal(keyring, tmp_path):
+    yield from running_portal(keyring, tmp_path, "dismiss")
 
 
 @pytest.fixture
 def failing_portal(keyring, tmp_path):
-    proc = start_portal(keyring, tmp_path, "error")
-    yield proc
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from running_portal(keyring, tmp_path, "error")
 
 
 def calls(portal) -> list[dict]:
@@ -64,7 +70,7 @@ def test_sign_in_completes_through_the_portal(make_agent, keyring, auth_server, 
 
     [call] = calls(portal)
     assert call["uri"] == url, "the portal got another URL than the one authctl showed"
-    assert call["parent_window"] == "" and call["options"] == []
+    assert call["parent_window"] == "" and call["options"] == ["handle_token"]
     query = parse_qs(urlsplit(call["uri"]).query)
     assert call["uri"].startswith(auth_server.base + "/o/authorize/")
     assert query["code_challenge_method"] == ["S256"] and len(query["state"][0]) >= 43
@@ -97,6 +103,24 @@ def test_a_portal_that_fails_falls_back_to_the_browser_variable(make_agent, keyr
     log = agent.log()
     assert "the xdg-desktop-portal could not open the sign-in page; starting the browser directly" in log
     assert "org.freedesktop.portal.Error.Failed" in log
+    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert rt
+    agent.remember(rt)
+
+
+def test_a_dismissed_chooser_falls_back_to_the_browser_variable(make_agent, keyring, auth_server, dismissing_portal):
+    """The portal accepts the request, then its Response says the person closed the application chooser (code 1):
+    the agent starts $BROWSER after all, and the sign-in completes through it."""
+    agent = make_agent()
+    result = agent.login("work")  # completes only if some browser opened the page
+    [call] = calls(dismissing_portal)
+    assert call["uri"] == shown_url(result.stderr) and call["options"] == ["handle_token"]
+    assert sum(line.startswith("START ") for line in dismissing_portal.browser_log.read_text().splitlines()) == 0
+    assert agent.browser_runs() == 1, "the agent did not fall back to $BROWSER after the chooser was dismissed"
+    log = agent.log()
+    assert "opened the sign-in page through the xdg-desktop-portal" in log
+    assert "the xdg-desktop-portal did not open the sign-in page; starting the browser directly" in log
+    assert "response=dismissed" in log
     rt = keyring.secret_tool_lookup("work", auth_server.issuer)
     assert rt
     agent.remember(rt)

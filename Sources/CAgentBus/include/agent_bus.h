@@ -64,10 +64,18 @@ int aa_bus_read_has_string(sd_bus_message *m, const char *capability);
 int aa_bus_name_has_owner(sd_bus *bus, const char *name);
 
 /* The xdg-desktop-portal (portal.c), each on a private session-bus connection of its own, blocking up to
- * `timeout_usec`: opens `uri` with org.freedesktop.portal.OpenURI.OpenURI. 0 when the portal accepted it; else a
- * negative errno, with the D-Bus error's name (empty when there was no bus at all) and message copied out. */
-int aa_portal_open_uri(const char *uri, uint64_t timeout_usec, char *error_name, size_t name_size,
-                       char *error_message, size_t message_size);
+ * `timeout_usec`: opens `uri` with org.freedesktop.portal.OpenURI.OpenURI. 0 when the portal accepted it, with
+ * `*request` set to the accepted request (its connection stays open to hear the request's Response; free it with
+ * aa_portal_request_free); else a negative errno, with the D-Bus error's name (empty when there was no bus at all)
+ * and message copied out. */
+typedef struct aa_portal_request aa_portal_request;
+int aa_portal_open_uri(const char *uri, uint64_t timeout_usec, aa_portal_request **request, char *error_name,
+                       size_t name_size, char *error_message, size_t message_size);
+/* Waits up to `timeout_usec` for the request's org.freedesktop.portal.Request.Response signal from the portal:
+ * its response code (0 the URI was opened, 1 the person dismissed the chooser, 2 it ended otherwise), or a negative
+ * errno (-ETIMEDOUT: no Response in time; another: the bus connection failed). */
+int aa_portal_await_response(aa_portal_request *request, uint64_t timeout_usec);
+void aa_portal_request_free(aa_portal_request *request);
 /* 1 when the session bus has the portal (running or activatable), 0 when not, negative errno without a bus. */
 int aa_portal_available(uint64_t timeout_usec);
 
