@@ -95,6 +95,23 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            // Memory (issue 8, docs/BENCHMARKS.md "Memory"): idle RSS is mostly the file pages of touched code. Release
+            // only (the tests' debug build stays dynamic):
+            // - the Swift runtime and Foundation linked in (-static-stdlib), so their code is not mapped from shared
+            //   libraries; our modules were compiled against the shared runtime, whose module maps do not name
+            //   Foundation's own static dependencies, hence the -l. libsecret, glib and libsystemd stay shared;
+            // - lld (in the Swift toolchain) with packed relative relocations (DT_RELR, glibc >= 2.36): the PIE's
+            //   3 MB of RELA entries, all read at start-up, become 25 kB;
+            // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
+            //   --gc-sections may drop what nothing calls.
+            linkerSettings: [
+                .unsafeFlags(["-static-stdlib", "-use-ld=lld",
+                              "-Xlinker", "--gc-sections", "-Xlinker", "--no-export-dynamic",
+                              "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                              "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections",
+                              "-lswiftSynchronization"],
+                             .when(configuration: .release)),
             ]
         ),
         .executableTarget(
