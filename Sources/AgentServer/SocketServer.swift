@@ -46,12 +46,13 @@ public final class SocketServer: Service {
     /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs when no
     /// client has been connected for a second (the agent returns freed heap to the kernel).
     ///
-    /// By default every connection is served on one event loop (one thread) of NIO's shared group: the fast path
-    /// answers on it without a thread hop, and on a small machine shared with its clients more loops meant more
-    /// wake-ups and migrations, not more throughput (docs/BENCHMARKS.md).
+    /// By default connections are spread over NIO's shared group (one event loop per core). With a task and an
+    /// actor hop per request one loop was faster; now that a cached token is answered on the loop that read it, two
+    /// loops on the 2-core bench machine gave 1.6 x the persistent and new-connection throughput of one
+    /// (docs/BENCHMARKS.md).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
                               activity: ActivityTracker? = nil, whenIdle: (@Sendable () -> Void)? = nil,
-                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton.next()) async throws -> SocketServer {
+                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
         try await listen(endpoint, dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle,
                          group: group, connectionLimit: SocketServer.connectionLimit())
     }
@@ -59,7 +60,7 @@ public final class SocketServer: Service {
     /// ``listen(_:dispatcher:logger:activity:whenIdle:group:)`` with the connection cap given (tests use a small one).
     static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
                        whenIdle: (@Sendable () -> Void)?,
-                       group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton.next(),
+                       group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                        connectionLimit: Int) async throws -> SocketServer {
         let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,
                                           connections: ConnectionRegistry(limit: connectionLimit),
