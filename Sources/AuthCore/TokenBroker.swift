@@ -127,7 +127,7 @@ public actor TokenBroker {
     var suspendedAt: ContinuousClock.Instant?
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap).
-    let proactiveBell = Doorbell()
+    let proactiveBell: Doorbell
     /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
     public nonisolated let snapshot: TokenSnapshot
 
@@ -148,7 +148,10 @@ public actor TokenBroker {
         self.random = random
         self.logger = logger
         self.accountOrder = accounts.map(\.name)
-        let snapshot = TokenSnapshot(policy: policy, time: time)
+        let bell = Doorbell()
+        self.proactiveBell = bell
+        // The fast path's first use of an idle account wakes the loop too, as the broker's own use does (noteUse).
+        let snapshot = TokenSnapshot(policy: policy, time: time, whenIdleAccountUsed: { bell.ring() })
         self.snapshot = snapshot
         self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot)) })
     }

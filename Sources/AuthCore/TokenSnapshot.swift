@@ -46,24 +46,30 @@ public final class TokenSnapshot: Sendable {
     let policy: RefreshPolicy
     let time: any TimeSource
     private let state = Mutex(State())
+    /// Called when an account not used for ``RefreshPolicy/recentUse`` is served: the proactive refresh loop's sleep
+    /// was computed without it (otherwise a short-lived token used only through the fast path expires unrefreshed).
+    private let whenIdleAccountUsed: @Sendable () -> Void
 
-    public init(policy: RefreshPolicy, time: any TimeSource) {
+    public init(policy: RefreshPolicy, time: any TimeSource, whenIdleAccountUsed: @escaping @Sendable () -> Void = {}) {
         self.policy = policy
         self.time = time
+        self.whenIdleAccountUsed = whenIdleAccountUsed
     }
 
     /// The account's token if the broker would serve it from its cache without starting any work, recording the
     /// use; nil otherwise (no token, not valid for `minValid`, or inside the early-refresh margin).
     public func freshToken(account: String, minValid: Duration) -> Hit? {
         let now = time.now()
-        let entry = state.withLock { state -> Entry? in
+        let (entry, wasIdle) = state.withLock { state -> (Entry?, Bool) in
             guard let entry = state.entries[account],
                   policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid),
-                  now < entry.refreshAt else { return nil }
+                  now < entry.refreshAt else { return (nil, false) }
+            let wasIdle = state.lastUsed[account].map { now - $0 > policy.recentUse } ?? true
             state.lastUsed[account] = now
-            return entry
+            return (entry, wasIdle)
         }
         guard let entry else { return nil }
+        if wasIdle { whenIdleAccountUsed() }
         let remaining = entry.expiresAt - now
         let grant = AccessTokenGrant(
             account: account, accessToken: entry.accessToken, tokenType: entry.tokenType, expiresIn: remaining,
