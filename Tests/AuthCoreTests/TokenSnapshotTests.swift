@@ -1,5 +1,6 @@
 @testable import AuthCore
 import Foundation
+import Synchronization
 import XCTest
 
 /// The broker publishes every change of an account's cached token to its ``TokenSnapshot``, and the snapshot serves
@@ -125,5 +126,25 @@ final class TokenSnapshotTests: XCTestCase {
         _ = try await broker.accessToken(account: "work", forceRefresh: true)
         XCTAssertNil(broker.snapshot.entry("work")?.attachment, "a new token starts without one")
         XCTAssertEqual(broker.snapshot.freshToken(account: "work", minValid: .zero)?.grant.accessToken.reveal(), "at-2")
+    }
+
+    /// The fast path's first use of an account idle for `recentUse` wakes the proactive loop (as the broker's own
+    /// use does); later uses within `recentUse` do not.
+    func testTheFirstUseOfAnIdleAccountRingsAndLaterOnesDoNot() {
+        let clock = ManualClock()
+        let rings = Mutex(0)
+        let snapshot = TokenSnapshot(policy: RefreshPolicy(recentUse: .seconds(600)), time: clock,
+                                     whenIdleAccountUsed: { rings.withLock { $0 += 1 } })
+        snapshot.publish("work", TokenSnapshot.Entry(accessToken: Secret("at"), tokenType: "Bearer", scopes: nil,
+                                                     expiresAt: clock.now() + .seconds(7200),
+                                                     refreshAt: clock.now() + .seconds(7000), generation: 0))
+        XCTAssertNotNil(snapshot.freshToken(account: "work", minValid: .zero))
+        XCTAssertEqual(rings.withLock { $0 }, 1)
+        clock.advance(.seconds(300))
+        XCTAssertNotNil(snapshot.freshToken(account: "work", minValid: .zero))
+        XCTAssertEqual(rings.withLock { $0 }, 1, "used 300 s ago: not idle")
+        clock.advance(.seconds(601))
+        XCTAssertNotNil(snapshot.freshToken(account: "work", minValid: .zero))
+        XCTAssertEqual(rings.withLock { $0 }, 2, "idle for more than recentUse")
     }
 }
