@@ -32,10 +32,11 @@ emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_
 
 say "signing in work and personal (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
-"$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
+[ "${ONLY:-}" = socket ] || "$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
 
 say "login overhead: 5 sign-ins of 'other'"
 for i in 1 2 3 4 5; do
+    [ "${ONLY:-}" != socket ] || break
     before=$(wc -l <"$AS1/requests.log")
     out=$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/login_timer.py" "$SOCK" other)
     # The token endpoint's own time: every request the server logged after the browser's last /o/authorize/.
@@ -72,6 +73,11 @@ load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$
 emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
 kill "$FLOOR"; wait "$FLOOR" || true
 emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+if [ "${ONLY:-}" = socket ]; then
+    loadavg end
+    kill "$AGENT"; wait "$AGENT" || true
+    exit 0
+fi
 
 say "authctl token work as a whole process vs /bin/true ($SPAWN_RUNS runs each)"
 emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label true "$SPAWN_RUNS" /bin/true)}"

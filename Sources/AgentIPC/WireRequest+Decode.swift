@@ -14,9 +14,22 @@ extension WireRequest {
     /// Parses one request line (without its newline). Malformed JSON, a missing or unknown version and unknown
     /// operations become errors that still carry the request's `id` when it could be read. Pure and free of NIO, so
     /// it is fuzzed on its own both inside XCTest (Tests/FuzzTests) and under libFuzzer (Tests/LibFuzzer).
-    /// The line is parsed once: the envelope (`v`, `id`, `op`) and the request's fields are read from the same
-    /// parsed value.
+    /// A plain `token` request is read in place by ``TokenRequestScanner``; any other line is parsed once by
+    /// `JSONDecoder`: the envelope (`v`, `id`, `op`) and the request's fields from the same parsed value.
     public static func decode(line: [UInt8]) -> Decoded {
+        if let request = line.withUnsafeBytes(TokenRequestScanner.scan) { return .request(request) }
+        return decodeWithJSONDecoder(line: line)
+    }
+
+    /// ``decode(line:)`` for bytes in someone else's buffer (the socket's read buffer): copied only when the
+    /// scanner cannot read them.
+    public static func decode(bytes: UnsafeRawBufferPointer) -> Decoded {
+        if let request = TokenRequestScanner.scan(bytes) { return .request(request) }
+        return decodeWithJSONDecoder(line: Array(bytes))
+    }
+
+    /// The full decoder, without the scanner's shortcut (the fuzz tests' oracle for the scanner).
+    static func decodeWithJSONDecoder(line: [UInt8]) -> Decoded {
         guard let envelope = try? requestDecoder.decode(Envelope.self, from: Data(line)) else {
             return .invalid(id: nil, WireError(.badRequest, "the request is not a JSON object with integer 'v' and 'id' and string 'op'"))
         }

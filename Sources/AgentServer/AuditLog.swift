@@ -33,6 +33,10 @@ public final class AuditLog: @unchecked Sendable {
                 head = (head + 1) % capacity
             }
         }
+        // Grants are logged at info: under the default notice level the metadata below would be built per cached
+        // token handed out and then dropped.
+        let granted = entry.outcome == AuditEntry.granted
+        guard logger.logLevel <= (granted ? .info : .notice) else { return }
         var meta: Logger.Metadata = [
             "audit": "\(entry.outcome)", "account": "\(entry.account)", "reason": "\(entry.reason)",
             "peer_pid": "\(entry.caller.pid)", "via": "\(entry.caller.via)",
@@ -43,7 +47,7 @@ public final class AuditLog: @unchecked Sendable {
         if let app = entry.caller.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
         if let scopes = entry.scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
         if let resource = entry.resource { meta["resource"] = "\(resource)" }
-        if entry.outcome == AuditEntry.granted {
+        if granted {
             logger.info("token granted", metadata: meta)
         } else if entry.outcome == AuditEntry.withdrawn {
             logger.notice("token request withdrawn", metadata: meta)

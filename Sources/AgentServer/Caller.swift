@@ -64,8 +64,15 @@ public struct Caller: Sendable {
                             process: pin,
                             hasTerminal: (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
-        // read can be trusted. The pidfd answers for the very process; the start time for whoever has the pid.
-        if pidfd?.isRunning == false || pin?.isAlive != true {
+        // read can be trusted. The pidfd answers for the very process: still running means its pid was never
+        // reused, so what was read under /proc/PID was its own. Without a pidfd, the start time read again answers
+        // for whoever has the pid now.
+        let stillTheSameProcess = switch pidfd?.isRunning {
+        case true?: pin != nil
+        case false?: false
+        case nil: pin?.isAlive == true
+        }
+        if !stillTheSameProcess {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil
             caller.hasTerminal = false

@@ -16,11 +16,22 @@ public enum ProcFS {
         field(stat, 7).flatMap { Int64($0) }
     }
 
+    /// Fields are separated by spaces. Read over the UTF-8 bytes: this runs once per socket connection, and
+    /// `split` over `Character`s was a tenth of the agent's CPU in the new-connection benchmark.
     static func field(_ stat: String, _ number: Int) -> Substring? {
-        guard number >= 3, let close = stat.lastIndex(of: ")") else { return nil }
-        let rest = stat[stat.index(after: close)...].split(separator: " ", omittingEmptySubsequences: true)
-        let index = number - 3
-        return index < rest.count ? rest[index] : nil
+        let bytes = stat.utf8
+        guard number >= 3, let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        var index = bytes.index(after: close)
+        var current = 2
+        while index < bytes.endIndex {
+            while index < bytes.endIndex, bytes[index] == UInt8(ascii: " ") { index = bytes.index(after: index) }
+            guard index < bytes.endIndex else { return nil }
+            let start = index
+            while index < bytes.endIndex, bytes[index] != UInt8(ascii: " ") { index = bytes.index(after: index) }
+            current += 1
+            if current == number { return stat[start..<index] }
+        }
+        return nil
     }
 
     /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified

@@ -9,8 +9,9 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The agent's Unix socket server. One task per connection; a bad or slow client affects only itself. Cached-token
-/// requests are answered on the event loop (``CachedTokenHandler``); everything else reaches the connection's task.
+/// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
+/// requests are answered there (``CachedTokenHandler``), and a connection gets a task of its own (``serve(_:)``) only
+/// when its first other request arrives. A bad or slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -27,91 +28,64 @@ public final class SocketServer: Service {
 
     typealias Connection = NIOAsyncChannel<RequestDispatcher.Decoded, ByteBuffer>
 
-    let serverChannel: NIOAsyncChannel<Connection, Never>
+    let serverChannel: any Channel
+    let acceptor: ConnectionAcceptor
     let dispatcher: RequestDispatcher
     let logger: Logger
     let boundPath: String?
-    let connections: ConnectionRegistry
-    /// Told about every served connection, for the idle exit.
-    let activity: ActivityTracker?
-    /// Run when no client has been connected for ``idleHookDelay`` (the agent returns freed heap to the kernel).
-    let whenIdle: (@Sendable () -> Void)?
-    private let idleHook = Mutex<Scheduled<Void>?>(nil)
-    /// How long the last connection must be gone before ``whenIdle`` runs; at most one run per this period, so a
-    /// client that connects once per request does not pay for it.
-    public static let idleHookDelay: TimeAmount = .seconds(1)
 
-    private init(serverChannel: NIOAsyncChannel<Connection, Never>,
-                 dispatcher: RequestDispatcher, logger: Logger, boundPath: String?, activity: ActivityTracker?,
-                 connections: ConnectionRegistry, whenIdle: (@Sendable () -> Void)?) {
-        self.connections = connections
-        self.whenIdle = whenIdle
+    private init(serverChannel: any Channel, acceptor: ConnectionAcceptor, dispatcher: RequestDispatcher,
+                 logger: Logger, boundPath: String?) {
         self.serverChannel = serverChannel
+        self.acceptor = acceptor
         self.dispatcher = dispatcher
         self.logger = logger
         self.boundPath = boundPath
-        self.activity = activity
     }
 
-    /// Starts listening. When this returns, clients can connect (send READY=1 after it).
+    /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs when no
+    /// client has been connected for a second (the agent returns freed heap to the kernel).
     ///
-    /// By default every connection is served on one event loop (one thread) of NIO's shared group: the fast path
-    /// answers on it without a thread hop, and on a small machine shared with its clients more loops meant more
-    /// wake-ups and migrations, not more throughput (docs/BENCHMARKS.md).
+    /// By default connections are spread over NIO's shared group (one event loop per core). With a task and an
+    /// actor hop per request one loop was faster; now that a cached token is answered on the loop that read it, two
+    /// loops on the 2-core bench machine gave 1.6 x the persistent and new-connection throughput of one
+    /// (docs/BENCHMARKS.md).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
                               activity: ActivityTracker? = nil, whenIdle: (@Sendable () -> Void)? = nil,
-                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton.next()) async throws -> SocketServer {
-        let myUID = getuid()
-        let operations = dispatcher.operations
-        let connections = ConnectionRegistry(limit: SocketServer.connectionLimit())
+                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
+        try await listen(endpoint, dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle,
+                         group: group, connectionLimit: SocketServer.connectionLimit())
+    }
+
+    /// ``listen(_:dispatcher:logger:activity:whenIdle:group:)`` with the connection cap given (tests use a small one).
+    static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
+                       whenIdle: (@Sendable () -> Void)?,
+                       group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                       connectionLimit: Int) async throws -> SocketServer {
+        let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,
+                                          connections: ConnectionRegistry(limit: connectionLimit),
+                                          activity: activity, whenIdle: whenIdle)
+        // The plain (not the async) bootstrap: accepting a connection starts no task.
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
-            PeerCredentials.of(channel).and(PeerCredentials.pidfd(of: channel)).flatMapThrowing { peer, pidfd in
-                guard peer.uid == myUID else {
-                    logger.warning("refused a connection from another user",
-                                   metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
-                    // Not thrown: a failed child initializer leaves the accepted channel unregistered, so it can
-                    // neither be written to nor closed and its fd leaks. serve() answers permission_denied and
-                    // closes it, without reading anything from it.
-                    let caller = Caller(pid: peer.pid, uid: peer.uid, via: "socket")
-                    try channel.pipeline.syncOperations.addHandler(
-                        PeerCredentialsHandler(peer: peer, caller: caller, refused: true))
-                    return try Connection(wrappingChannelSynchronously: channel)
-                }
-                // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...):
-                // the fast path and the connection's task use this same value. The pidfd names the process that
-                // connected while it is asked; it is released when this closure returns, before the connection is
-                // served (holding one per connection would double the agent's descriptors).
-                let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd)
-                let credentials = PeerCredentialsHandler(peer: peer, caller: caller)
-                try channel.pipeline.syncOperations.addHandler(credentials)
-                try channel.pipeline.syncOperations.addHandler(
-                    ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
-                try channel.pipeline.syncOperations.addHandler(CachedTokenHandler(caller: caller, operations: operations) {
-                    if let id = credentials.registration { connections.touch(id) }
-                })
-                return try Connection(wrappingChannelSynchronously: channel)
-            }
-        }
-        let channel: NIOAsyncChannel<Connection, Never>
+            .childChannelInitializer { acceptor.initialize($0) }
+        let channel: any Channel
         var boundPath: String?
         switch endpoint {
         case .path(let path):
             // umask makes the socket 0600 from the moment it exists; chmod repeats it for clarity.
             let old = umask(0o177)
             defer { umask(old) }
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false,
-                                               childChannelInitializer: initializer)
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false).get()
             chmod(path, 0o600)
             boundPath = path
         case .inherited(let fd):
-            channel = try await bootstrap.bind(NIOBSDSocket.Handle(fd), cleanupExistingSocketFile: false,
-                                               childChannelInitializer: initializer)
+            channel = try await bootstrap.withBoundSocket(NIOBSDSocket.Handle(fd)).get()
         }
-        return SocketServer(serverChannel: channel, dispatcher: dispatcher, logger: logger, boundPath: boundPath,
-                            activity: activity, connections: connections, whenIdle: whenIdle)
+        channel.closeFuture.whenComplete { _ in acceptor.stopAccepting() }
+        return SocketServer(serverChannel: channel, acceptor: acceptor, dispatcher: dispatcher, logger: logger,
+                            boundPath: boundPath)
     }
 
     /// ``maxConnections``, lowered to leave room under the open-file limit (the agent raises its soft limit to
@@ -123,51 +97,31 @@ public final class SocketServer: Service {
     }
 
     public func run() async throws {
-        try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await serverChannel.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        group.addTask { await self.serve(connection) }
-                    }
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                // Ends once the listening socket is closed and the last connection is gone.
+                for await handoff in acceptor.handoffs {
+                    group.addTask { await self.serve(handoff) }
                 }
             }
         } onGracefulShutdown: {
             // Stop accepting, then stop reading from every client: requests already running still get their
             // reply, sign-ins waiting for a person are cancelled, idle connections end.
-            self.serverChannel.channel.close(promise: nil)
-            self.connections.closeInputOfAll()
+            self.serverChannel.close(promise: nil)
+            self.acceptor.connections.closeInputOfAll()
         }
+        try? await serverChannel.close()
         if let boundPath { unlink(boundPath) }
     }
 
     /// Serves one connection until the client closes it. Errors end this connection only.
-    func serve(_ connection: Connection) async {
+    func serve(_ handoff: ConnectionAcceptor.Handoff) async {
         let dispatcher = self.dispatcher
-        // No credentials (cannot happen: the initializer adds them) is treated like another user: fail closed.
-        guard let credentials = try? await connection.channel.pipeline.handler(type: PeerCredentialsHandler.self).get(),
-              !credentials.refused
-        else {
-            let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(getuid()) only"))
-            try? await connection.executeThenClose { _, outbound in
-                try await outbound.write(ByteBuffer(bytes: reply + [0x0A]))
-            }
-            return
-        }
-        let peer = credentials.peer
-        let caller = credentials.caller
-        guard let registration = connections.add(connection.channel) else {
-            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
-            try? await connection.executeThenClose { _, _ in }
-            return
-        }
-        let registry = self.connections
-        credentials.registration = registration
-        activity?.begin()
-        defer {
-            registry.remove(registration)
-            activity?.end()
-            if registry.count == 0 { scheduleIdleHook() }
-        }
+        let connection = handoff.connection
+        let peer = handoff.peer
+        let caller = handoff.caller
+        let registration = handoff.registration
+        let registry = acceptor.connections
         do {
             try await connection.executeThenClose { inbound, outbound in
                 let writer = LineWriter(outbound: outbound)
@@ -222,22 +176,6 @@ public final class SocketServer: Service {
     }
 }
 
-extension SocketServer {
-    /// Runs ``whenIdle`` once the last connection has been gone for ``idleHookDelay`` (no more than once a period).
-    func scheduleIdleHook() {
-        guard let whenIdle else { return }
-        let loop = serverChannel.channel.eventLoop
-        let registry = connections
-        idleHook.withLock { pending in
-            guard pending == nil else { return }
-            pending = loop.scheduleTask(in: SocketServer.idleHookDelay) { [self] in
-                idleHook.withLock { $0 = nil }
-                if registry.count == 0 { whenIdle() }
-            }
-        }
-    }
-}
-
 /// Writes whole lines; a write to a vanished client fails quietly (SIGPIPE is ignored process-wide and NIO uses
 /// MSG_NOSIGNAL semantics), never taking the agent down.
 actor LineWriter {
@@ -250,34 +188,5 @@ actor LineWriter {
         buffer.writeBytes(line)
         buffer.writeInteger(UInt8(0x0A))
         try? await outbound.write(buffer)
-    }
-}
-
-/// Carries the peer's credentials and ``Caller`` from channel set-up to the connection task, and the connection's
-/// registration back to the fast path. A refused peer's bytes are dropped here, never decoded.
-final class PeerCredentialsHandler: ChannelInboundHandler, Sendable {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    let peer: PeerCredentials
-    let caller: Caller
-    /// The peer is another user: the connection gets permission_denied and is closed, nothing is read.
-    let refused: Bool
-    private let registrationBox = Mutex<Int?>(nil)
-
-    init(peer: PeerCredentials, caller: Caller, refused: Bool = false) {
-        self.peer = peer
-        self.caller = caller
-        self.refused = refused
-    }
-
-    /// The connection's id in the ``ConnectionRegistry``, set by the connection task once it is registered.
-    var registration: Int? {
-        get { registrationBox.withLock { $0 } }
-        set { registrationBox.withLock { $0 = newValue } }
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !refused else { return }
-        context.fireChannelRead(data)
     }
 }

@@ -20,7 +20,8 @@ final class SocketRequestFuzzTests: XCTestCase {
         let engine = FuzzEngine(target: "socket_request", dictionary: [
             #"{"v":1,"id":1,"op":"token","account":"work"}"#, #""v":"#, #""op":"#, #""id":"#, #""account":"#,
             #""min_valid":"#, #""force_refresh":true"#, "ping", "status", "token", "login", "login_callback", "logout",
-            "frobnicate", #""v":2"#, #""id":-9223372036854775808"#, #""id":9223372036854775808"#, #""url":"http://127.0.0.1/"#,
+            "frobnicate", #""op":"token""#, #""min_valid":30"#, #""account":"w\u006frk""#, " ", "\t", "1e2", "-0", "null",
+            #""v":2"#, #""id":-9223372036854775808"#, #""id":9223372036854775808"#, #""url":"http://127.0.0.1/"#,
         ], maxLength: 2048)
         let report = engine.run { input in SocketRequestFuzzTests.check(input) }
         XCTAssertGreaterThan(report.inputs, 0)
@@ -73,6 +74,7 @@ final class SocketRequestFuzzTests: XCTestCase {
         for line in lines {
             guard line.count <= cap, !line.contains(0x0A) else { return "a framed line breaks the cap or holds a newline" }
             if let difference = SocketRequestFuzzTests.compareWithTwoPassDecoder(line) { return difference }
+            if let difference = SocketRequestFuzzTests.compareScannerWithDecoder(line) { return difference }
             switch RequestDispatcher.decode(line) {
             case .request(let request):
                 guard request.v == WireProtocol.version, Operation(rawValue: request.op) != nil else {
@@ -90,6 +92,57 @@ final class SocketRequestFuzzTests: XCTestCase {
             }
         }
         return nil
+    }
+
+    /// Whatever ``TokenRequestScanner`` reads, `JSONDecoder` must read as the same request.
+    static func compareScannerWithDecoder(_ line: [UInt8]) -> String? {
+        guard let scanned = line.withUnsafeBytes(TokenRequestScanner.scan) else { return nil }
+        guard case .request(let decoded) = WireRequest.decodeWithJSONDecoder(line: line), decoded == scanned else {
+            return "the scanner read a request JSONDecoder reads differently"
+        }
+        return nil
+    }
+
+    /// Lines near the scanner's one shape (key order, spacing, escapes, numbers at the edges, extra or repeated keys,
+    /// other types, non-ASCII), generated from a seed: the scanner agrees with `JSONDecoder` on every one, and reads
+    /// the plain ones itself (so the comparison is not vacuous).
+    func testTokenRequestScannerAgreesWithTheDecoder() {
+        var random = SplitMix64(seed: UInt64(ProcessInfo.processInfo.environment["FUZZ_SEED"] ?? "") ?? 0x5CA9)
+        let numbers = ["0", "1", "-1", "30", "-0", "00", "01", "1.0", "1e2", "1E2", "2", "9223372036854775807",
+                       "-9223372036854775808", "9223372036854775808", "-9223372036854775809", "\"1\"", "null", "true", "[]"]
+        let strings = [#""work""#, #""token""#, #""""#, #""w\u006frk""#, #""w\"rk""#, #""wörk""#, #""a b/c~""#, #""\t""#,
+                       "\"\u{7f}\"", #""to\u006ben""#, "\"tab\there\"", "1", "null", #""ping""#, #""status""#]
+        let keys = ["v", "id", "op", "account", "min_valid", "force_refresh", "scopes", "V", "op ", #"\u0076"#, "account"]
+        let spaces = ["", "", "", " ", "\t", "\r\n", "  "]
+        var scannedCount = 0
+        var failures: [String] = []
+        for round in 0..<20_000 {
+            var members: [String] = []
+            let plain = round % 3 == 0
+            if plain {
+                members = [#""v":1"#, #""id":\#(random.next(1000))"#, #""op":"token""#, #""account":"acc-\#(random.next(9))""#]
+                if random.next(2) == 0 { members.append(#""min_valid":\#(random.next(4000))"#) }
+                members.shuffle(using: &random)
+            } else {
+                for _ in 0..<(1 + random.next(7)) {
+                    let key = keys[random.next(keys.count)]
+                    let value = random.next(2) == 0 ? numbers[random.next(numbers.count)] : strings[random.next(strings.count)]
+                    members.append("\"\(key)\"" + spaces[random.next(spaces.count)] + ":" + spaces[random.next(spaces.count)] + value)
+                }
+                if random.next(2) == 0 { members.append(#""v":1"#) }
+                if random.next(2) == 0 { members.append(#""op":"token""#) }
+                members.shuffle(using: &random)
+            }
+            let gap = { spaces[random.next(spaces.count)] }
+            var line = gap() + "{" + gap() + members.joined(separator: gap() + "," + gap()) + gap() + "}" + gap()
+            if !plain, random.next(10) == 0 { line += ["x", "}", ",", "{}"][random.next(4)] }
+            let bytes = Array(line.utf8)
+            if bytes.withUnsafeBytes(TokenRequestScanner.scan) != nil { scannedCount += 1 }
+            if plain, bytes.withUnsafeBytes(TokenRequestScanner.scan) == nil { failures.append("not scanned: \(line)") }
+            if let difference = SocketRequestFuzzTests.compareScannerWithDecoder(bytes) { failures.append("\(difference): \(line)") }
+        }
+        XCTAssertEqual(failures.prefix(5), [])
+        XCTAssertGreaterThan(scannedCount, 6_000)
     }
 
     /// The one-pass decoder must decide exactly as the earlier two-pass one did (a probe of `v`/`id`/`op`, then the
@@ -122,4 +175,8 @@ final class SocketRequestFuzzTests: XCTestCase {
                 ? nil : "refused differently from the two-pass decoder (\(error.code), id \(String(describing: id)))"
         }
     }
+}
+
+extension SplitMix64: RandomNumberGenerator {
+    mutating func next() -> UInt64 { nextUInt64() }
 }

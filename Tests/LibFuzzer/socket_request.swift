@@ -5,7 +5,8 @@
 // Properties, checked on every input (a violation aborts, so libFuzzer saves the input as a crash):
 // - a decoded request has `v == 1` and a known operation;
 // - a refusal is `bad_request`, `unsupported_version` or `unknown_op`, and its reply encodes to one line of JSON
-//   that decodes back with the same code and id (a hostile request can never inject a second reply line).
+//   that decodes back with the same code and id (a hostile request can never inject a second reply line);
+// - whatever `TokenRequestScanner` reads, `JSONDecoder` reads as the same request.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -23,6 +24,11 @@ func violated(_ what: String) -> Never {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSocketRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let line = Array(UnsafeBufferPointer(start: data, count: size))
+    if let scanned = line.withUnsafeBytes(TokenRequestScanner.scan) {
+        guard case .request(let decoded) = WireRequest.decodeWithJSONDecoder(line: line), decoded == scanned else {
+            violated("the scanner read a request JSONDecoder reads differently")
+        }
+    }
     switch WireRequest.decode(line: line) {
     case .request(let request):
         guard request.v == WireProtocol.version else { violated("decoded a request with v \(request.v)") }

@@ -1,0 +1,138 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentIPC
+import Logging
+import NIOCore
+import Synchronization
+
+/// Sets up each accepted connection on its event loop: the peer-uid check, the caller's identity (once, from the
+/// kernel), registration under the connection cap, and the pipeline that answers cached tokens right there
+/// (``CachedTokenHandler``). A connection whose requests are all fast-path hits is served by these channel
+/// handlers alone; its first other request hands it to the server's task group through ``handoffs``
+/// (``AsyncHandoffHandler``). Also tracks when the last connection is gone (the idle hook, the end of ``handoffs``).
+final class ConnectionAcceptor: Sendable {
+    /// A connection handed to the async side, with what its task needs.
+    struct Handoff: Sendable {
+        let connection: SocketServer.Connection
+        let peer: PeerCredentials
+        let caller: Caller
+        let registration: Int
+    }
+
+    let dispatcher: RequestDispatcher
+    let logger: Logger
+    let connections: ConnectionRegistry
+    /// Told about every served connection, for the idle exit.
+    let activity: ActivityTracker?
+    /// Connections whose first slow request arrived; finishes once the server stopped accepting and the last
+    /// connection is gone.
+    let handoffs: AsyncStream<Handoff>
+    private let continuation: AsyncStream<Handoff>.Continuation
+    /// How many connections have been handed to the async side so far (tests check that fast-only ones are not).
+    let handoffCount = Atomic<Int>(0)
+    private let whenIdle: (@Sendable () -> Void)?
+    private let state = Mutex(State())
+    private let myUID = getuid()
+
+    private struct State {
+        var stoppedAccepting = false
+        var finished = false
+        var idleHook: Scheduled<Void>?
+    }
+
+    init(dispatcher: RequestDispatcher, logger: Logger, connections: ConnectionRegistry, activity: ActivityTracker?,
+         whenIdle: (@Sendable () -> Void)?) {
+        self.dispatcher = dispatcher
+        self.logger = logger
+        self.connections = connections
+        self.activity = activity
+        self.whenIdle = whenIdle
+        (handoffs, continuation) = AsyncStream.makeStream(of: Handoff.self)
+    }
+
+    /// The child channel initializer.
+    func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
+        PeerCredentials.of(channel).and(PeerCredentials.pidfd(of: channel)).flatMapThrowing { peer, pidfd in
+            try self.setUp(channel, peer: peer, pidfd: pidfd)
+        }
+    }
+
+    /// Errors here are not thrown for a peer the agent refuses: a failed child initializer leaves the accepted
+    /// channel unregistered, so it can neither be written to nor closed and its fd leaks. ``RefusingHandler``
+    /// answers and closes instead.
+    private func setUp(_ channel: any Channel, peer: PeerCredentials, pidfd: ProcessFD?) throws {
+        let pipeline = channel.pipeline.syncOperations
+        guard peer.uid == myUID else {
+            logger.warning("refused a connection from another user",
+                           metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
+            let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only"))
+            try pipeline.addHandler(RefusingHandler(reply: reply))
+            return
+        }
+        guard let registration = connections.add(channel) else {
+            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
+            try pipeline.addHandler(RefusingHandler(reply: nil))
+            return
+        }
+        activity?.begin()
+        let loop = channel.eventLoop
+        channel.closeFuture.whenComplete { _ in self.closed(registration, loop: loop) }
+        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...): the fast
+        // path and the connection's task use this same value. The pidfd names the process that connected while it
+        // is asked; it is released when this returns (holding one per connection would double the descriptors).
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd)
+        let connections = self.connections
+        try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
+        try pipeline.addHandler(CachedTokenHandler(caller: caller, operations: dispatcher.operations) {
+            connections.touch(registration)
+        })
+        try pipeline.addHandler(AsyncHandoffHandler { channel in
+            let connection = try SocketServer.Connection(wrappingChannelSynchronously: channel)
+            let handoff = Handoff(connection: connection, peer: peer, caller: caller, registration: registration)
+            self.handoffCount.add(1, ordering: .relaxed)
+            if case .enqueued = self.continuation.yield(handoff) { return true }
+            return false
+        })
+    }
+
+    private func closed(_ registration: Int, loop: any EventLoop) {
+        connections.remove(registration)
+        activity?.end()
+        guard connections.count == 0 else { return }
+        scheduleIdleHook(on: loop)
+        finishIfDrained()
+    }
+
+    /// The listening socket is closed: once the last connection is gone, ``handoffs`` ends.
+    func stopAccepting() {
+        state.withLock { $0.stoppedAccepting = true }
+        finishIfDrained()
+    }
+
+    private func finishIfDrained() {
+        let finish = state.withLock { state in
+            guard state.stoppedAccepting, !state.finished, connections.count == 0 else { return false }
+            state.finished = true
+            return true
+        }
+        if finish { continuation.finish() }
+    }
+
+    /// How long the last connection must be gone before `whenIdle` runs; at most one run per this period, so a
+    /// client that connects once per request does not pay for it.
+    static let idleHookDelay: TimeAmount = .seconds(1)
+
+    /// Runs `whenIdle` once the last connection has been gone for ``idleHookDelay`` (no more than once a period).
+    private func scheduleIdleHook(on loop: any EventLoop) {
+        guard let whenIdle else { return }
+        let registry = connections
+        state.withLock { state in
+            guard state.idleHook == nil else { return }
+            state.idleHook = loop.scheduleTask(in: ConnectionAcceptor.idleHookDelay) { [self] in
+                self.state.withLock { $0.idleHook = nil }
+                if registry.count == 0 { whenIdle() }
+            }
+        }
+    }
+}

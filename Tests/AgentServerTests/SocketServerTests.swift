@@ -1,0 +1,252 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import AgentIPC
+@testable import AgentServer
+@testable import AuthCore
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import XCTest
+
+/// The real socket server on a Unix socket in a temporary directory, with a real ``TokenBroker`` (in-memory ports)
+/// and this test process as the client: which connections stay on the event loop, which are handed to a task, and
+/// that the limits and the access policy hold on both.
+final class SocketServerTests: XCTestCase {
+    var directory: String!
+    var server: SocketServer?
+    var running: Task<Void, any Error>?
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/aa-sock-XXXXXX".utf8CString)
+        directory = try XCTUnwrap(mkdtemp(&template).flatMap { String(validatingCString: $0) })
+    }
+
+    override func tearDown() async throws {
+        running?.cancel()
+        _ = try? await running?.value
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var path: String { directory + "/agent.sock" }
+
+    /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
+    func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64) async throws -> SocketServer {
+        let broker = TokenBroker(accounts: [CachedTokenHandlerTests.account()], store: MemorySecretStore(),
+                                 http: CachedTokenHandlerTests.NoHTTP(), redirects: CachedTokenHandlerTests.NoRedirects(),
+                                 browser: CachedTokenHandlerTests.NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
+                                 random: { 0 }, logger: Logger(label: "test"))
+        if cached { await broker.install("work", access: "at-1", lifetime: .seconds(3600)) }
+        let gate = policy.map { AccessGate(policies: ["work": $0], logger: Logger(label: "test")) }
+        let dispatcher = RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
+                                           access: gate, logger: Logger(label: "test"))
+        let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
+                                                   activity: nil, whenIdle: nil, connectionLimit: connectionLimit)
+        self.server = server
+        running = Task { try await server.run() }
+        return server
+    }
+
+    static let fast = #"{"v":1,"id":ID,"op":"token","account":"work"}"#
+    static func fast(_ id: Int) -> String { fast.replacingOccurrences(of: "ID", with: "\(id)") }
+
+    func testAFastOnlyConnectionIsServedOnTheEventLoopWithoutATask() async throws {
+        let server = try await start()
+        let client = try await TestClient.connect(path)
+        for id in 1...3 {
+            try await client.send(SocketServerTests.fast(id) + "\n")
+            let reply = try await client.readReply()
+            XCTAssertEqual(reply.id, id)
+            XCTAssertEqual(reply.result?.accessToken, "at-1")
+        }
+        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0, "no request needed the async side")
+        // Half-close: the agent answers what was sent, then closes its side.
+        try await client.send(SocketServerTests.fast(4) + "\n")
+        client.shutdownWrite()
+        let lastID = try await client.readReply().id
+        XCTAssertEqual(lastID, 4)
+        let end = try await client.readLine()
+        XCTAssertNil(end, "closed after the last reply")
+        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0)
+    }
+
+    func testFastThenSlowThenFastOnOneConnection() async throws {
+        let server = try await start()
+        let client = try await TestClient.connect(path)
+        // One write: the fast path answers 1 before it reads 2, which starts the connection's task; 3 is answered
+        // on the event loop again. Replies are matched by id (docs/PROTOCOL.md); the fast ones keep their order.
+        try await client.send([SocketServerTests.fast(1), #"{"v":1,"id":2,"op":"status"}"#, SocketServerTests.fast(3)]
+            .joined(separator: "\n") + "\n")
+        var order: [Int] = []
+        for _ in 0..<3 {
+            let id = try await client.readID()
+            order.append(try XCTUnwrap(id))
+        }
+        XCTAssertEqual(order.first, 1, "answered before the slow request was read")
+        XCTAssertEqual(Set(order), [1, 2, 3])
+        XCTAssertLessThan(try XCTUnwrap(order.firstIndex(of: 1)), try XCTUnwrap(order.firstIndex(of: 3)))
+        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 1)
+        // After the hand-off: slow and fast requests still work on the same connection, with one task.
+        try await client.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
+        let pingID = try await client.readID()
+        XCTAssertEqual(pingID, 4)
+        try await client.send(SocketServerTests.fast(5) + "\n")
+        let five = try await client.readReply()
+        XCTAssertEqual(five.id, 5)
+        XCTAssertEqual(five.result?.accessToken, "at-1")
+        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 1)
+    }
+
+    func testACallerTheAllowListDeniesGetsTheSlowPathsErrorAndIsAudited() async throws {
+        _ = try await start(policy: AccessPolicy(allowedClients: [.path("/nonexistent/client")]))
+        let client = try await TestClient.connect(path)
+        try await client.send(SocketServerTests.fast(7) + "\n")
+        let reply = try await client.readLine()
+        // What the broker's path answers this same process for the same request.
+        let me = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
+        let dispatcher = try XCTUnwrap(server).dispatcher
+        guard case .request(let request) = RequestDispatcher.decode(Array(SocketServerTests.fast(7).utf8)) else {
+            return XCTFail("not a request")
+        }
+        let expected = await dispatcher.execute(request, caller: me) { _ in }
+        XCTAssertEqual(reply, String(decoding: expected, as: UTF8.self))
+        XCTAssertTrue(reply?.contains(#""code":"access_denied""#) == true)
+        let audit = dispatcher.operations.audit(account: "work", since: nil).entries
+        XCTAssertEqual(audit.map(\.outcome), [AuditEntry.denied, AuditEntry.denied], "the socket's refusal and ours")
+        XCTAssertEqual(audit.first?.caller.exe, me.identity.exe)
+    }
+
+    func testAListedCallerIsServedOnTheFastPathAndTheGrantIsAudited() async throws {
+        let me = try XCTUnwrap(Caller.executable(of: getpid()))
+        let server = try await start(policy: AccessPolicy(allowedClients: [.path(me)]))
+        let client = try await TestClient.connect(path)
+        try await client.send(SocketServerTests.fast(8) + "\n")
+        let token = try await client.readReply().result?.accessToken
+        XCTAssertEqual(token, "at-1")
+        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0)
+        let audit = server.dispatcher.operations.audit(account: "work", since: nil).entries
+        XCTAssertEqual(audit.map(\.outcome), [AuditEntry.granted])
+        XCTAssertEqual(audit.first?.caller.exe, me, "the grant names the kernel-read executable")
+        XCTAssertEqual(audit.first?.caller.pid, getpid())
+    }
+
+    func testAnOversizeLineGetsMessageTooLargeAndTheConnectionCloses() async throws {
+        _ = try await start()
+        for servedFirst in [false, true] {
+            let client = try await TestClient.connect(path)
+            if servedFirst {
+                try await client.send(SocketServerTests.fast(1) + "\n")
+                let firstID = try await client.readReply().id
+                XCTAssertEqual(firstID, 1)
+            }
+            try await client.send(String(repeating: "x", count: WireProtocol.maxMessageBytes + 1) + "\n")
+            let reply = try await client.readLine()
+            XCTAssertTrue(reply?.contains(#""code":"message_too_large""#) == true, reply ?? "no reply")
+            let end = try await client.readLine()
+            XCTAssertNil(end, "closed after the error")
+        }
+    }
+
+    /// There is no idle timer per connection: idle connections are closed when the cap needs room, longest idle
+    /// first, whether or not they ever left the event loop.
+    func testAtTheCapTheLongestIdleFastOnlyConnectionMakesRoom() async throws {
+        let server = try await start(connectionLimit: 2)
+        let first = try await TestClient.connect(path)
+        try await first.send(SocketServerTests.fast(1) + "\n")
+        let id1 = try await first.readReply().id
+        XCTAssertEqual(id1, 1)
+        let second = try await TestClient.connect(path)
+        try await second.send(SocketServerTests.fast(2) + "\n")
+        let id2 = try await second.readReply().id
+        XCTAssertEqual(id2, 2)
+        let third = try await TestClient.connect(path)
+        try await third.send(SocketServerTests.fast(3) + "\n")
+        let id3 = try await third.readReply().id
+        XCTAssertEqual(id3, 3)
+        let evicted = try await first.readLine()
+        XCTAssertNil(evicted, "the longest idle connection was closed")
+        try await second.send(SocketServerTests.fast(4) + "\n")
+        let id4 = try await second.readReply().id
+        XCTAssertEqual(id4, 4)
+        XCTAssertEqual(server.acceptor.connections.count, 2)
+    }
+}
+
+/// A blocking Unix-socket client; its calls run on a thread of their own, not on the tasks the server needs.
+final class TestClient: @unchecked Sendable {
+    let fd: Int32
+    private var buffered: [UInt8] = []
+
+    private init(fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+
+    static func connect(_ path: String) async throws -> TestClient {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+        }
+        // A reply that never comes fails the test instead of hanging it.
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else { close(fd); throw POSIXError(.ECONNREFUSED) }
+        return TestClient(fd: fd)
+    }
+
+    func send(_ text: String) async throws {
+        let bytes = Array(text.utf8)
+        try await offThread {
+            var sent = 0
+            while sent < bytes.count {
+                let n = bytes[sent...].withUnsafeBytes { Glibc.send(self.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                guard n > 0 else { throw POSIXError(.EPIPE) }
+                sent += n
+            }
+        }
+    }
+
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// The next line without its newline; nil at end of stream (or a reset).
+    func readLine() async throws -> String? {
+        try await offThread {
+            while true {
+                if let newline = self.buffered.firstIndex(of: 0x0A) {
+                    let line = String(decoding: self.buffered[..<newline], as: UTF8.self)
+                    self.buffered.removeSubrange(...newline)
+                    return line
+                }
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                let n = chunk.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 || (n < 0 && errno == ECONNRESET) { return nil }
+                guard n > 0 else { throw POSIXError(.ETIMEDOUT) }
+                self.buffered.append(contentsOf: chunk[..<n])
+            }
+        }
+    }
+
+    func readReply() async throws -> WireResponse<TokenResult> {
+        let line = try await readLine()
+        return try JSONDecoder().decode(WireResponse<TokenResult>.self, from: Data(XCTUnwrap(line).utf8))
+    }
+
+    /// The `id` of the next reply, whatever its result.
+    func readID() async throws -> Int? {
+        struct Reply: Decodable { var id: Int? }
+        let line = try await readLine()
+        return try JSONDecoder().decode(Reply.self, from: Data(XCTUnwrap(line).utf8)).id
+    }
+
+    private func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
+    }
+}
