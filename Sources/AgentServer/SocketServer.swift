@@ -30,14 +30,16 @@ public final class SocketServer: Service {
 
     let serverChannel: any Channel
     let acceptor: ConnectionAcceptor
+    let gate: AcceptGate
     let dispatcher: RequestDispatcher
     let logger: Logger
     let boundPath: String?
 
-    private init(serverChannel: any Channel, acceptor: ConnectionAcceptor, dispatcher: RequestDispatcher,
+    private init(serverChannel: any Channel, acceptor: ConnectionAcceptor, gate: AcceptGate, dispatcher: RequestDispatcher,
                  logger: Logger, boundPath: String?) {
         self.serverChannel = serverChannel
         self.acceptor = acceptor
+        self.gate = gate
         self.dispatcher = dispatcher
         self.logger = logger
         self.boundPath = boundPath
@@ -65,9 +67,14 @@ public final class SocketServer: Service {
         let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,
                                           connections: ConnectionRegistry(limit: connectionLimit),
                                           activity: activity, whenIdle: whenIdle)
+        // Open descriptors stay under the cap plus room for connections between accept and close.
+        let gate = AcceptGate(ceiling: connectionLimit + AcceptGate.headroom)
         // The plain (not the async) bootstrap: accepting a connection starts no task.
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(gate) }
+            }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { acceptor.initialize($0) }
         let channel: any Channel
@@ -84,7 +91,7 @@ public final class SocketServer: Service {
             channel = try await bootstrap.withBoundSocket(NIOBSDSocket.Handle(fd)).get()
         }
         channel.closeFuture.whenComplete { _ in acceptor.stopAccepting() }
-        return SocketServer(serverChannel: channel, acceptor: acceptor, dispatcher: dispatcher, logger: logger,
+        return SocketServer(serverChannel: channel, acceptor: acceptor, gate: gate, dispatcher: dispatcher, logger: logger,
                             boundPath: boundPath)
     }
 
@@ -93,6 +100,7 @@ public final class SocketServer: Service {
     static func connectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
+        // 256 spare: the gate's headroom (64) for connections between accept and close, plus the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 

@@ -171,6 +171,23 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(id4, 4)
         XCTAssertEqual(server.acceptor.connections.count, 2)
     }
+
+    /// Hundreds of connections against a cap of 2: accepted descriptors, counted from accept until their close has
+    /// completed, never exceed the cap plus the gate's headroom, and the last client is still served.
+    func testAcceptedDescriptorsStayUnderTheCapPlusHeadroom() async throws {
+        let server = try await start(connectionLimit: 2)
+        var clients: [TestClient] = []
+        for _ in 0..<200 { clients.append(try await TestClient.connect(path)) }
+        let last = try await TestClient.connect(path)
+        try await last.send(SocketServerTests.fast(7) + "\n")
+        let id = try await last.readReply().id
+        XCTAssertEqual(id, 7)
+        XCTAssertEqual(server.gate.ceiling, 2 + AcceptGate.headroom)
+        XCTAssertLessThanOrEqual(server.gate.peak.load(ordering: .relaxed), server.gate.ceiling)
+        XCTAssertGreaterThan(server.gate.peak.load(ordering: .relaxed), 2, "the gate counted the accepted connections")
+        XCTAssertLessThanOrEqual(server.acceptor.connections.count, 2)
+        clients.removeAll()
+    }
 }
 
 /// A blocking Unix-socket client; its calls run on a thread of their own, not on the tasks the server needs.

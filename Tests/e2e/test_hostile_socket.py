@@ -17,6 +17,7 @@ from test_hostile import assert_alive, connect_retrying, fault_proxy, fd_count, 
 IDLE = 5000
 FLOODERS = 64
 CONNECTION_CAP = 4096  # SocketServer.maxConnections
+ACCEPT_HEADROOM = 64  # AcceptGate.headroom
 
 
 def raise_own_fd_limit(wanted: int):
@@ -88,9 +89,10 @@ def test_idle_connections_and_a_flood_do_not_lock_out_a_real_client(signed_in_ag
           f"median {statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms (target 200 ms); "
           f"flood answers {sum(answered)}; agent fds {fds_before} -> peak {peak_fds}; first flood errors {errors[:3]}")
     assert sum(answered) > 0, "the flood never got an answer (it measured nothing)"
-    # The cap, plus the 256 fds the agent keeps in reserve under its open-file limit (connections being accepted
-    # or evicted at the moment of sampling, the flood's own connections).
-    assert peak_fds <= fds_before + CONNECTION_CAP + 256, f"open fds not bounded: {peak_fds}"
+    # The cap, plus the accept gate's headroom for connections between accept and a completed close, plus a pidfd
+    # for each of those being set up, plus spare for the agent's own transient files (/proc reads). Before the gate
+    # (AcceptGate.swift) a CI run saw 4,553 here: evicted connections whose close had not completed yet.
+    assert peak_fds <= fds_before + CONNECTION_CAP + ACCEPT_HEADROOM * 2 + 64, f"open fds not bounded: {peak_fds}"
     wait_for(lambda: fd_count(pid) <= fds_before + 2, 20, "the agent's fds to return to baseline")
     assert_alive(agent)
     assert keyring.secret_tool_count("work") == 1
