@@ -66,7 +66,14 @@ say "cached token vs floor (${DURATION}s per shape; reply $REPLY_BYTES bytes)"
 for clients in 1 8 64; do
     for mode in new persistent; do
         load floor --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor
+        PERF=
+        if [ -n "${PERF_DIR:-}" ]; then   # BENCH_PERF: a call-graph profile of the agent during this shape
+            perf record -q -g -F 2000 -p "$AGENT" -o "$PERF_DIR/agent-$mode-$clients.data" 2>/dev/null &
+            PERF=$!
+            sleep 0.3
+        fi
         load agent --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent
+        if [ -n "$PERF" ]; then kill -INT "$PERF" 2>/dev/null || true; wait "$PERF" || true; fi
     done
 done
 load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$FLOOR" --label floor

@@ -37,12 +37,36 @@ extension TokenBroker {
         }
     }
 
-    /// The cached JWKS while it is young and from the same URL; otherwise (or with `refetch`) a fresh one.
+    /// The cached JWKS while it is young and from the same URL, or the result of a fetch of it already under way;
+    /// otherwise (or with `refetch`, or when that fetch failed) a fresh one.
     func signingKeys(_ name: String, from url: URL, refetch: Bool) async throws(AuthError) -> JSONWebKeySet {
-        if !refetch, let cached = accounts[name]?.signingKeys, cached.source == url,
-           time.now() - cached.fetchedAt < TokenBroker.signingKeysMaxAge {
-            return cached.keys
+        if !refetch {
+            if let keys = youngSigningKeys(name, from: url) { return keys }
+            if let fetch = accounts[name]?.signingKeysFetch, fetch.source == url, let keys = try? await fetch.task.value {
+                return keys
+            }
         }
+        return try await fetchSigningKeys(name, from: url)
+    }
+
+    /// Starts fetching the signing keys in the background unless they are cached and young or already on their way.
+    /// A failure is not reported here: the ID token check then fetches again and reports its own.
+    func prefetchSigningKeys(_ name: String, from url: URL) {
+        guard youngSigningKeys(name, from: url) == nil, accounts[name]?.signingKeysFetch?.source != url else { return }
+        let task = Task { () async throws -> JSONWebKeySet in
+            defer { if self.accounts[name]?.signingKeysFetch?.source == url { self.accounts[name]?.signingKeysFetch = nil } }
+            return try await self.fetchSigningKeys(name, from: url)
+        }
+        accounts[name]?.signingKeysFetch = SigningKeysFetch(source: url, task: task)
+    }
+
+    private func youngSigningKeys(_ name: String, from url: URL) -> JSONWebKeySet? {
+        guard let cached = accounts[name]?.signingKeys, cached.source == url,
+              time.now() - cached.fetchedAt < TokenBroker.signingKeysMaxAge else { return nil }
+        return cached.keys
+    }
+
+    private func fetchSigningKeys(_ name: String, from url: URL) async throws(AuthError) -> JSONWebKeySet {
         let reply = try await http.get(url)
         guard reply.status == 200 else {
             let code: AuthError.Code = reply.status >= 500 || reply.status == 429 ? .serverError : .invalidMetadata
@@ -50,7 +74,7 @@ extension TokenBroker {
         }
         let keys = try JSONWebKeySet.parse(reply.body)
         accounts[name]?.signingKeys = CachedSigningKeys(source: url, keys: keys, fetchedAt: time.now())
-        logger.debug("fetched the provider's signing keys", metadata: ["account": "\(name)", "keys": "\(keys.count)", "refetch": "\(refetch)"])
+        logger.debug("fetched the provider's signing keys", metadata: ["account": "\(name)", "keys": "\(keys.count)"])
         return keys
     }
 }

@@ -71,6 +71,9 @@ public actor TokenBroker {
         var refreshJitter = 0.0
         /// The provider's signing keys (see TokenBroker+IDToken.swift).
         var signingKeys: CachedSigningKeys?
+        /// A fetch of the signing keys under way (started when a sign-in begins, so the ID token check does not
+        /// wait for it); cleared when it ends.
+        var signingKeysFetch: SigningKeysFetch?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
@@ -108,6 +111,11 @@ public actor TokenBroker {
         let source: URL
         let keys: JSONWebKeySet
         let fetchedAt: ContinuousClock.Instant
+    }
+
+    struct SigningKeysFetch {
+        let source: URL
+        let task: Task<JSONWebKeySet, any Error>
     }
 
     let store: any SecretStore
@@ -434,13 +442,23 @@ public actor TokenBroker {
         case .redirect(let redirect):
             begun = redirect
         }
+        let code: Secret
         do {
-            let code = try await waitForCode(begun)
-            await begun.listener.close()
-            let outcome = try await exchange(name, code: code, begun: begun)
-            return outcome
+            code = try await waitForCode(begun)
         } catch {
             await begun.listener.close()
+            throw signInFailed(name, error)
+        }
+        // The one response was taken (any later one is refused), so the listener closes while the code is
+        // exchanged instead of before: closing waits for its reply page and its connections to end.
+        let listener = begun.listener
+        let closing = Task { await listener.close() }
+        do {
+            let outcome = try await exchange(name, code: code, begun: begun)
+            await closing.value
+            return outcome
+        } catch {
+            await closing.value
             throw signInFailed(name, error)
         }
     }

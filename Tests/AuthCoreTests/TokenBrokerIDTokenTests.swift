@@ -30,6 +30,41 @@ final class TokenBrokerIDTokenTests: XCTestCase {
         XCTAssertEqual(http.jwksFetches, 2, "keys older than the max age are fetched again")
     }
 
+    /// Waits (bounded) until the fake server has seen `count` JWKS requests.
+    func waitForJWKSFetches(_ http: FakeHTTP, _ count: Int) async throws {
+        for _ in 0..<500 where http.jwksFetches < count { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertEqual(http.jwksFetches, count, "the JWKS was fetched while the sign-in waited for its redirect")
+    }
+
+    func testSigningKeysAreFetchedWhileThePersonSignsInNotAfter() async throws {
+        let (http, redirects, browser) = (FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(http: http, redirects: redirects, browser: browser)
+        let ticket = try await broker.beginLogin(account: "work")
+        try await waitForJWKSFetches(http, 1)
+        let nonce = try XCTUnwrap(browser.lastQuery["nonce"]?.first)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: nonce))]
+        XCTAssertEqual(redirects.deliver("code=c&state=\(try XCTUnwrap(browser.lastQuery["state"]?.first))"), .success)
+        let outcome = try await broker.awaitLogin(ticket)
+        XCTAssertEqual(outcome.subject, "alice")
+        XCTAssertEqual(http.jwksFetches, 1, "the ID token was checked with the keys fetched during the wait")
+    }
+
+    func testAFailedPrefetchIsFetchedAgainByTheCheck() async throws {
+        let (http, redirects, browser) = (FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let broker = Fixtures.broker(http: http, redirects: redirects, browser: browser)
+        let good = try XCTUnwrap(http.discovery["https://issuer.example/jwks"])
+        http.discovery["https://issuer.example/jwks"] = HTTPReply(status: 503, body: [])
+        let ticket = try await broker.beginLogin(account: "work")
+        try await waitForJWKSFetches(http, 1)
+        http.discovery["https://issuer.example/jwks"] = good
+        let nonce = try XCTUnwrap(browser.lastQuery["nonce"]?.first)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: nonce))]
+        XCTAssertEqual(redirects.deliver("code=c&state=\(try XCTUnwrap(browser.lastQuery["state"]?.first))"), .success)
+        let outcome = try await broker.awaitLogin(ticket)
+        XCTAssertEqual(outcome.subject, "alice", "the prefetch's 503 did not fail the sign-in")
+        XCTAssertEqual(http.jwksFetches, 2)
+    }
+
     func testUnknownKidRefetchesOnceThenFailsTheSignIn() async throws {
         let (store, http, redirects, browser) = (MemorySecretStore(), FakeHTTP(), FakeRedirects(), FakeBrowser())
         let broker = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
