@@ -25,12 +25,15 @@ tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
 say "starting the release agent"
 "$BIN/auth-agent" 2>>"$WORK/agent.log" &
 AGENT=$!
+FLOOR=
+# A failed step (set -e) must not leave the agent or the floor server running.
+trap 'kill $AGENT $FLOOR 2>/dev/null || true' EXIT
 for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
 [ -S "$SOCK" ] || { echo "bench: the agent did not start; log:" >&2; cat "$WORK/agent.log" >&2; exit 1; }
 sleep 0.5
 emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 
-say "signing in work and personal (scripted browser)"
+say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
 [ "${ONLY:-}" = socket ] || "$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
 
