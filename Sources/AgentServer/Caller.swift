@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AuthCore
+import Synchronization
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
 /// which front end carried the request, and the identity derived from them by ``identify(peer:via:pidfd:)``
@@ -43,24 +44,44 @@ public struct Caller: Sendable {
     }
 
     /// The caller's identity from the kernel, computed once per connection. Synchronous and cheap (a few small
-    /// `/proc` reads); runs on the connection's task, before its first request. `pidfd` is `SO_PEERPIDFD`'s
+    /// `/proc` reads); runs on the connection's event loop, before its first request. `pidfd` is `SO_PEERPIDFD`'s
     /// descriptor when the kernel gave one: it proves that what was read under `/proc/PID` belonged to the process
     /// that connected, not to a later owner of its pid. The caller is then pinned by its start time.
-    public static func identify(peer: PeerCredentials, via: String, pidfd: ProcessFD? = nil) -> Caller {
+    ///
+    /// With a `cache`, a process that connected before (same pid and start time, so the same process) and still
+    /// runs the same file (same device and inode behind `/proc/PID/exe`, so no `execve` of another binary since)
+    /// reuses the executable path, unit and app read then; the start time, the terminal, whether the file at the path
+    /// was replaced, and the pidfd are still read for every connection. A process that moved to another cgroup
+    /// since its first connection keeps the unit it had then, for as long as it runs.
+    public static func identify(peer: PeerCredentials, via: String, pidfd: ProcessFD? = nil,
+                                cache: CallerCache? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
         // The start time is read first and checked last: everything read in between belongs to that process.
         let stat = readText("/proc/\(pid)/stat")
         let started = stat.flatMap(ProcFS.startTime(stat:))
-        let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
-        var deleted = link?.deleted ?? false
-        if let link, !deleted, replaced(pid: pid, path: link.path) { deleted = true }
-        let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-        let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
-            ?? unit.flatMap(ProcFS.flatpakApp(unit:))
+        let running = FileID(path: "/proc/\(pid)/exe")
+        let derived: CallerCache.Derived
+        let reused: Bool
+        if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
+            derived = known
+            reused = true
+        } else {
+            let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
+            let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
+            let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
+                ?? unit.flatMap(ProcFS.flatpakApp(unit:))
+            derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+            reused = false
+        }
+        // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
+        // attacker's copy): the path no longer names the running code.
+        var deleted = derived.exeDeleted
+        if let exe = derived.exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
         let pin = started.map { ProcessPin(pid: pid, startTime: $0) }
-        var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: link?.path,
-                            identity: ClientIdentity(exe: link?.path, exeDeleted: deleted, unit: unit, flatpakApp: app),
+        var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
+                            identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
+                                                     flatpakApp: derived.flatpakApp),
                             process: pin,
                             hasTerminal: (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
@@ -76,6 +97,8 @@ public struct Caller: Sendable {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil
             caller.hasTerminal = false
+        } else if !reused, let started, let running {
+            cache?.store(pid: pid, startTime: started, executable: running, derived)
         }
         return caller
     }
@@ -89,16 +112,6 @@ public struct Caller: Sendable {
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// The file now at `path` is not the one the process runs (replaced by a rename, e.g. an upgrade or an
-    /// attacker's copy): the path no longer names the running code.
-    static func replaced(pid: Int32, path: String) -> Bool {
-        var running = stat()
-        var named = stat()
-        guard stat("/proc/\(pid)/exe", &running) == 0 else { return false }
-        guard stat(path, &named) == 0 else { return true }
-        return running.st_dev != named.st_dev || running.st_ino != named.st_ino
-    }
-
     /// A small `/proc` file's text (at most 64 KiB), or nil.
     static func readText(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -110,7 +123,65 @@ public struct Caller: Sendable {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n <= 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
+            // These files are generated whole on open (single_open): a short read is the end, no need to ask again.
+            if n < chunk.count { break }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A file's device and inode (`stat`, following links): the same pair is the same file.
+struct FileID: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+/// What ``Caller/identify(peer:via:pidfd:cache:)`` derived for processes that connected before, so a process that
+/// reconnects (a mail client, a script in a loop, the benchmark) is not read in full each time. Keyed by pid and
+/// start time (one process) and checked against the executable's device and inode. Bounded: when full it starts
+/// over, which costs only the reads it saves.
+public final class CallerCache: Sendable {
+    struct Derived: Sendable {
+        var exe: String?
+        var exeDeleted: Bool
+        var unit: String?
+        var flatpakApp: String?
+    }
+
+    private struct Entry {
+        let startTime: UInt64
+        let executable: FileID
+        let derived: Derived
+    }
+
+    let capacity: Int
+    private let entries = Mutex<[Int32: Entry]>([:])
+    /// How many lookups were answered (tests and diagnostics).
+    let hits = Atomic<Int>(0)
+
+    public init(capacity: Int = 256) { self.capacity = capacity }
+
+    var count: Int { entries.withLock { $0.count } }
+
+    func lookup(pid: Int32, startTime: UInt64, executable: FileID) -> Derived? {
+        entries.withLock { entries in
+            guard let entry = entries[pid], entry.startTime == startTime, entry.executable == executable else { return nil }
+            hits.add(1, ordering: .relaxed)
+            return entry.derived
+        }
+    }
+
+    func store(pid: Int32, startTime: UInt64, executable: FileID, _ derived: Derived) {
+        entries.withLock { entries in
+            if entries.count >= capacity, entries[pid] == nil { entries.removeAll(keepingCapacity: true) }
+            entries[pid] = Entry(startTime: startTime, executable: executable, derived: derived)
+        }
     }
 }

@@ -34,6 +34,8 @@ final class ConnectionAcceptor: Sendable {
     private let whenIdle: (@Sendable () -> Void)?
     private let state = Mutex(State())
     private let myUID = getuid()
+    /// Identities of processes that connected before (a reconnecting client is not read in full again).
+    let callers = CallerCache()
 
     private struct State {
         var stoppedAccepting = false
@@ -81,7 +83,7 @@ final class ConnectionAcceptor: Sendable {
         // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...): the fast
         // path and the connection's task use this same value. The pidfd names the process that connected while it
         // is asked; it is released when this returns (holding one per connection would double the descriptors).
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd)
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd, cache: callers)
         let connections = self.connections
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
         try pipeline.addHandler(CachedTokenHandler(caller: caller, operations: dispatcher.operations) {

@@ -1,0 +1,109 @@
+@testable import AgentServer
+import Foundation
+import XCTest
+
+/// ``CallerCache`` with real processes: a reconnecting process reuses what was read about it, but never across an
+/// `execve` of another binary, a replaced file, or another process that got the same pid.
+final class CallerCacheTests: XCTestCase {
+    var children: [Process] = []
+    var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aa-callers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() {
+        for child in children where child.isRunning { kill(child.processIdentifier, SIGKILL) }
+        for child in children {
+            for _ in 0..<500 where child.isRunning { usleep(10_000) }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    func spawn(_ path: String, _ arguments: [String]) throws -> Process {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: path)
+        child.arguments = arguments
+        try child.run()
+        children.append(child)
+        return child
+    }
+
+    func peer(_ child: Process) -> PeerCredentials { PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid()) }
+
+    /// Waits (bounded) until `pid` runs `exe`.
+    func waitForExecutable(_ pid: Int32, _ exe: String) {
+        for _ in 0..<500 where Caller.executable(of: pid) != exe { usleep(10_000) }
+        XCTAssertEqual(Caller.executable(of: pid), exe)
+    }
+
+    func testASecondConnectionOfTheSameProcessReusesItsIdentity() throws {
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let first = Caller.identify(peer: peer(child), via: "socket", cache: cache)
+        XCTAssertEqual(cache.count, 1)
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+        let second = Caller.identify(peer: peer(child), via: "socket", cache: cache)
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 1)
+        XCTAssertEqual(second.identity, first.identity)
+        XCTAssertEqual(second.identity.exe, "/usr/bin/sleep")
+        XCTAssertEqual(second.identity.unit, Caller.identify(peer: peer(child), via: "socket").identity.unit,
+                       "the same unit as a full read")
+        XCTAssertTrue(second.isStillConnectedProcess)
+    }
+
+    func testAnExecOfAnotherBinaryIsReadAfresh() throws {
+        let cache = CallerCache()
+        // The shell runs first (identified and cached), then replaces itself with sleep: same pid, same start time.
+        let marker = directory.appendingPathComponent("go").path
+        let child = try spawn("/bin/sh", ["-c", "while [ ! -e '\(marker)' ]; do :; done; exec /usr/bin/sleep 60"])
+        let shell = try XCTUnwrap(Caller.executable(of: child.processIdentifier))
+        let before = Caller.identify(peer: peer(child), via: "socket", cache: cache)
+        XCTAssertEqual(before.identity.exe, shell)
+        FileManager.default.createFile(atPath: marker, contents: nil)
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let after = Caller.identify(peer: peer(child), via: "socket", cache: cache)
+        XCTAssertEqual(after.process?.startTime, before.process?.startTime, "the same process")
+        XCTAssertEqual(after.identity.exe, "/usr/bin/sleep", "the cached shell identity was not reused after exec")
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+    }
+
+    func testAReplacedFileIsNoticedOnACachedIdentity() throws {
+        let cache = CallerCache()
+        let copy = directory.appendingPathComponent("sleep-copy").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: copy)
+        let child = try spawn(copy, ["60"])
+        waitForExecutable(child.processIdentifier, copy)
+        XCTAssertFalse(Caller.identify(peer: peer(child), via: "socket", cache: cache).identity.exeDeleted)
+        try FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: copy)
+        let replaced = Caller.identify(peer: peer(child), via: "socket", cache: cache)
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 1, "the process still runs the same (now unlinked) file")
+        XCTAssertTrue(replaced.identity.exeDeleted, "the path no longer names what runs")
+    }
+
+    func testAnEntryForAnotherProcessWithTheSamePidIsNotUsed() throws {
+        let cache = CallerCache()
+        let me = getpid()
+        let exe = try XCTUnwrap(FileID(path: "/proc/\(me)/exe"))
+        let started = try XCTUnwrap(Caller.readText("/proc/\(me)/stat").flatMap(ProcFS.startTime(stat:)))
+        // An earlier process with our pid (older start time) that ran as a listed client.
+        cache.store(pid: me, startTime: started - 1, executable: exe,
+                    CallerCache.Derived(exe: "/usr/bin/git", exeDeleted: false, unit: "mbsync.service", flatpakApp: nil))
+        let caller = Caller.identify(peer: PeerCredentials(pid: me, uid: getuid(), gid: getgid()), via: "socket", cache: cache)
+        XCTAssertNotEqual(caller.identity.exe, "/usr/bin/git")
+        XCTAssertNotEqual(caller.identity.unit, "mbsync.service")
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+    }
+
+    func testTheCacheIsBounded() throws {
+        let cache = CallerCache(capacity: 4)
+        let exe = try XCTUnwrap(FileID(path: "/proc/self/exe"))
+        let derived = CallerCache.Derived(exe: "/x", exeDeleted: false, unit: nil, flatpakApp: nil)
+        for pid in Int32(1)...10 { cache.store(pid: pid, startTime: 1, executable: exe, derived) }
+        XCTAssertLessThanOrEqual(cache.count, 4)
+        XCTAssertNotNil(cache.lookup(pid: 10, startTime: 1, executable: exe), "the newest entry is kept")
+    }
+}
