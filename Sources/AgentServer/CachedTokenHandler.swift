@@ -4,8 +4,8 @@ import NIOCore
 
 /// The socket's synchronous fast path, on the connection's event loop: decodes each request line (once, in place
 /// when ``TokenRequestScanner`` can read it), answers a plain `token` request that the broker's ``TokenSnapshot``
-/// can serve with pre-encoded reply bytes, and passes everything else, decoded and in arrival order, on to the
-/// connection's task (``AsyncHandoffHandler`` starts it for the first such request; ``SocketServer/serve(_:)``).
+/// can serve with pre-encoded reply bytes, and passes everything else, decoded and in arrival order, on to
+/// ``SlowRequestHandler`` (a task per request).
 ///
 /// "Plain" means what the broker would answer from its cache with no work and no other checks: an account, no
 /// `force_refresh`, `interactive`, `id_token`, `scopes`, `resource` or `method`, a `min_valid` in range, a token
@@ -34,7 +34,7 @@ final class CachedTokenHandler: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let decoded = unwrapInboundIn(data).withUnsafeReadableBytes(WireRequest.decode(bytes:))
         // An unwritable channel (a client that does not read its replies) gets no more fast replies: the slow path
-        // has the backpressure (in-flight cap, the async writer) that bounds what the agent buffers for it.
+        // has the backpressure (the in-flight cap; each request waits for its writes) that bounds what the agent buffers for it.
         if case .request(let request) = decoded, context.channel.isWritable,
            let account = CachedTokenHandler.plainTokenAccount(request),
            let hit = snapshot.freshToken(account: account, minValid: .seconds(request.minValid ?? 0)),

@@ -7,30 +7,20 @@ import NIOCore
 import Synchronization
 
 /// Sets up each accepted connection on its event loop: the peer-uid check, the caller's identity (once, from the
-/// kernel), registration under the connection cap, and the pipeline that answers cached tokens right there
-/// (``CachedTokenHandler``). A connection whose requests are all fast-path hits is served by these channel
-/// handlers alone; its first other request hands it to the server's task group through ``handoffs``
-/// (``AsyncHandoffHandler``). Also tracks when the last connection is gone (the idle hook, the end of ``handoffs``).
+/// kernel), registration under the connection cap, and the pipeline: ``CachedTokenHandler`` answers cached tokens
+/// right there, ``SlowRequestHandler`` runs every other request as a task of its own. No connection has a task or
+/// an `NIOAsyncChannel` of its own. Also tracks when the last connection is gone (the idle hook, ``drained``).
 final class ConnectionAcceptor: Sendable {
-    /// A connection handed to the async side, with what its task needs.
-    struct Handoff: Sendable {
-        let connection: SocketServer.Connection
-        let peer: PeerCredentials
-        let caller: Caller
-        let registration: Int
-    }
-
     let dispatcher: RequestDispatcher
     let logger: Logger
     let connections: ConnectionRegistry
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
-    /// Connections whose first slow request arrived; finishes once the server stopped accepting and the last
-    /// connection is gone.
-    let handoffs: AsyncStream<Handoff>
-    private let continuation: AsyncStream<Handoff>.Continuation
-    /// How many connections have been handed to the async side so far (tests check that fast-only ones are not).
-    let handoffCount = Atomic<Int>(0)
+    /// Finishes once the server stopped accepting and the last connection is gone (``SocketServer/run()`` waits).
+    let drained: AsyncStream<Never>
+    private let continuation: AsyncStream<Never>.Continuation
+    /// How many requests were started as tasks so far (tests check that fast-path hits start none).
+    let slowRequests = Atomic<Int>(0)
     private let whenIdle: (@Sendable () -> Void)?
     private let state = Mutex(State())
     private let myUID = getuid()
@@ -50,7 +40,7 @@ final class ConnectionAcceptor: Sendable {
         self.connections = connections
         self.activity = activity
         self.whenIdle = whenIdle
-        (handoffs, continuation) = AsyncStream.makeStream(of: Handoff.self)
+        (drained, continuation) = AsyncStream.makeStream(of: Never.self)
     }
 
     /// The child channel initializer.
@@ -89,12 +79,9 @@ final class ConnectionAcceptor: Sendable {
         try pipeline.addHandler(CachedTokenHandler(caller: caller, operations: dispatcher.operations) {
             connections.touch(registration)
         })
-        try pipeline.addHandler(AsyncHandoffHandler { channel in
-            let connection = try SocketServer.Connection(wrappingChannelSynchronously: channel)
-            let handoff = Handoff(connection: connection, peer: peer, caller: caller, registration: registration)
-            self.handoffCount.add(1, ordering: .relaxed)
-            if case .enqueued = self.continuation.yield(handoff) { return true }
-            return false
+        try pipeline.addHandler(SlowRequestHandler(dispatcher: dispatcher, caller: caller, connections: connections,
+                                                   registration: registration) { [self] in
+            self.slowRequests.add(1, ordering: .relaxed)
         })
     }
 
@@ -106,7 +93,7 @@ final class ConnectionAcceptor: Sendable {
         finishIfDrained()
     }
 
-    /// The listening socket is closed: once the last connection is gone, ``handoffs`` ends.
+    /// The listening socket is closed: once the last connection is gone, ``drained`` ends.
     func stopAccepting() {
         state.withLock { $0.stoppedAccepting = true }
         finishIfDrained()

@@ -10,8 +10,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
-/// requests are answered there (``CachedTokenHandler``), and a connection gets a task of its own (``serve(_:)``) only
-/// when its first other request arrives. A bad or slow client affects only itself.
+/// requests are answered there (``CachedTokenHandler``), every other request runs as a task of its own
+/// (``SlowRequestHandler``). A bad or slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -25,8 +25,6 @@ public final class SocketServer: Service {
     /// At most this many client connections at once (fewer if RLIMIT_NOFILE is lower, see ``connectionLimit``).
     /// At the cap, the connection idle longest is closed to make room, so idle clients cannot lock out a real one.
     public static let maxConnections = 4096
-
-    typealias Connection = NIOAsyncChannel<RequestDispatcher.Decoded, ByteBuffer>
 
     let serverChannel: any Channel
     let acceptor: ConnectionAcceptor
@@ -106,12 +104,8 @@ public final class SocketServer: Service {
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                // Ends once the listening socket is closed and the last connection is gone.
-                for await handoff in acceptor.handoffs {
-                    group.addTask { await self.serve(handoff) }
-                }
-            }
+            // Ends once the listening socket is closed and the last connection is gone.
+            for await _ in acceptor.drained {}
         } onGracefulShutdown: {
             // Stop accepting, then stop reading from every client: requests already running still get their
             // reply, sign-ins waiting for a person are cancelled, idle connections end.
@@ -120,81 +114,5 @@ public final class SocketServer: Service {
         }
         try? await serverChannel.close()
         if let boundPath { unlink(boundPath) }
-    }
-
-    /// Serves one connection until the client closes it. Errors end this connection only.
-    func serve(_ handoff: ConnectionAcceptor.Handoff) async {
-        let dispatcher = self.dispatcher
-        let connection = handoff.connection
-        let peer = handoff.peer
-        let caller = handoff.caller
-        let registration = handoff.registration
-        let registry = acceptor.connections
-        do {
-            try await connection.executeThenClose { inbound, outbound in
-                let writer = LineWriter(outbound: outbound)
-                await withTaskGroup(of: Void.self) { group in
-                    var inFlight = 0
-                    var personTasks: [Task<Void, Never>] = []
-                    do {
-                        for try await decoded in inbound {
-                            if inFlight >= SocketServer.maxInFlightPerConnection {
-                                await group.next()
-                                inFlight -= 1
-                            }
-                            switch decoded {
-                            case .invalid(let id, let error):
-                                await writer.write(dispatcher.encodeError(id, error))
-                            case .request(let request):
-                                inFlight += 1
-                                registry.begin(registration)
-                                if dispatcher.waitsForPerson(request) {
-                                    // Cancelled when the client hangs up: a closed `authctl login` cancels its sign-in.
-                                    let task = Task {
-                                        defer { registry.end(registration) }
-                                        let reply = await dispatcher.execute(request, caller: caller) { await writer.write($0) }
-                                        await writer.write(reply)
-                                    }
-                                    personTasks.append(task)
-                                    group.addTask { await task.value }
-                                } else {
-                                    group.addTask {
-                                        defer { registry.end(registration) }
-                                        let reply = await dispatcher.execute(request, caller: caller) { await writer.write($0) }
-                                        await writer.write(reply)
-                                    }
-                                }
-                            }
-                        }
-                    } catch is LineFrameDecoder.LineTooLong {
-                        await writer.write(dispatcher.encodeError(nil, WireError(.messageTooLarge,
-                            "a request line exceeded \(WireProtocol.maxMessageBytes) bytes; closing the connection")))
-                    } catch {
-                        logger.debug("connection ended with an error", metadata: ["peer_pid": "\(peer.pid)", "error": "\(error)"])
-                    }
-                    // The client closed its side: requests that only answer still get their reply (half-close);
-                    // requests that wait for a person are cancelled.
-                    for task in personTasks { task.cancel() }
-                    await group.waitForAll()
-                }
-            }
-        } catch {
-            logger.debug("connection closed", metadata: ["peer_pid": "\(peer.pid)", "error": "\(error)"])
-        }
-    }
-}
-
-/// Writes whole lines; a write to a vanished client fails quietly (SIGPIPE is ignored process-wide and NIO uses
-/// MSG_NOSIGNAL semantics), never taking the agent down.
-actor LineWriter {
-    let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
-    init(outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) { self.outbound = outbound }
-
-    func write(_ line: [UInt8]) async {
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(line.count + 1)
-        buffer.writeBytes(line)
-        buffer.writeInteger(UInt8(0x0A))
-        try? await outbound.write(buffer)
     }
 }

@@ -60,7 +60,7 @@ final class SocketServerTests: XCTestCase {
             XCTAssertEqual(reply.id, id)
             XCTAssertEqual(reply.result?.accessToken, "at-1")
         }
-        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0, "no request needed the async side")
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0, "no request needed the async side")
         // Half-close: the agent answers what was sent, then closes its side.
         try await client.send(SocketServerTests.fast(4) + "\n")
         client.shutdownWrite()
@@ -68,13 +68,13 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(lastID, 4)
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
-        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
     }
 
     func testFastThenSlowThenFastOnOneConnection() async throws {
         let server = try await start()
         let client = try await TestClient.connect(path)
-        // One write: the fast path answers 1 before it reads 2, which starts the connection's task; 3 is answered
+        // One write: the fast path answers 1 before it reads 2, which starts a task for that request; 3 is answered
         // on the event loop again. Replies are matched by id (docs/PROTOCOL.md); the fast ones keep their order.
         try await client.send([SocketServerTests.fast(1), #"{"v":1,"id":2,"op":"status"}"#, SocketServerTests.fast(3)]
             .joined(separator: "\n") + "\n")
@@ -86,8 +86,8 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(order.first, 1, "answered before the slow request was read")
         XCTAssertEqual(Set(order), [1, 2, 3])
         XCTAssertLessThan(try XCTUnwrap(order.firstIndex(of: 1)), try XCTUnwrap(order.firstIndex(of: 3)))
-        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 1)
-        // After the hand-off: slow and fast requests still work on the same connection, with one task.
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 1)
+        // Afterwards slow and fast requests still work on the same connection: a task per slow request only.
         try await client.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
         let pingID = try await client.readID()
         XCTAssertEqual(pingID, 4)
@@ -95,7 +95,41 @@ final class SocketServerTests: XCTestCase {
         let five = try await client.readReply()
         XCTAssertEqual(five.id, 5)
         XCTAssertEqual(five.result?.accessToken, "at-1")
-        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 1)
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 2)
+    }
+
+    /// More slow requests in one write than may be in flight: reading pauses at the cap and resumes as they end, and
+    /// every one is answered.
+    func testMoreSlowRequestsThanTheInFlightCapAreAllAnswered() async throws {
+        let server = try await start()
+        let client = try await TestClient.connect(path)
+        let count = SocketServer.maxInFlightPerConnection * 3
+        try await client.send((1...count).map { #"{"v":1,"id":\#($0),"op":"ping"}"# }.joined(separator: "\n") + "\n")
+        var ids = Set<Int>()
+        for _ in 0..<count {
+            let id = try await client.readID()
+            ids.insert(try XCTUnwrap(id))
+        }
+        XCTAssertEqual(ids, Set(1...count))
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), count)
+        let registered = server.acceptor.connections.count
+        XCTAssertEqual(registered, 1)
+    }
+
+    /// A client that half-closes after slow requests gets every reply, then the agent closes the connection.
+    func testHalfCloseAfterSlowRequestsAnswersThemThenCloses() async throws {
+        _ = try await start()
+        let client = try await TestClient.connect(path)
+        try await client.send(#"{"v":1,"id":1,"op":"status"}"# + "\n" + #"{"v":1,"id":2,"op":"ping"}"#)
+        client.shutdownWrite()
+        var ids = Set<Int>()
+        for _ in 0..<2 {
+            let id = try await client.readID()
+            ids.insert(try XCTUnwrap(id))
+        }
+        XCTAssertEqual(ids, [1, 2], "the last line, without a newline, is answered too")
+        let end = try await client.readLine()
+        XCTAssertNil(end, "closed after the last reply")
     }
 
     func testACallerTheAllowListDeniesGetsTheSlowPathsErrorAndIsAudited() async throws {
@@ -124,7 +158,7 @@ final class SocketServerTests: XCTestCase {
         try await client.send(SocketServerTests.fast(8) + "\n")
         let token = try await client.readReply().result?.accessToken
         XCTAssertEqual(token, "at-1")
-        XCTAssertEqual(server.acceptor.handoffCount.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
         let audit = server.dispatcher.operations.audit(account: "work", since: nil).entries
         XCTAssertEqual(audit.map(\.outcome), [AuditEntry.granted])
         XCTAssertEqual(audit.first?.caller.exe, me, "the grant names the kernel-read executable")
