@@ -7,32 +7,10 @@ import XCTest
 
 /// The access gate with real processes as callers (children of the test), a real consent file, and injected time
 /// limits: nothing sleeps for a consent timeout.
-final class AccessGateTests: XCTestCase {
-    var children: [Process] = []
-    var directory: URL!
-
-    override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aa-gate-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() {
-        // Not waitUntilExit(): from an async test's tear-down it waits for the child's own end (the run loop that
-        // would notice the SIGTERM is not serviced there).
-        for child in children where child.isRunning { kill(child.processIdentifier, SIGKILL) }
-        for child in children {
-            for _ in 0..<500 where child.isRunning { usleep(10_000) }
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-
+final class AccessGateTests: ChildProcessTestCase {
     /// A real process running `/usr/bin/sleep`, identified the way the socket server identifies a peer.
     func spawnCaller() throws -> (Process, Caller) {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/usr/bin/sleep")
-        child.arguments = ["60"]
-        try child.run()
-        children.append(child)
+        let child = try spawn("/usr/bin/sleep", ["60"])
         let caller = Caller.identify(peer: PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid()), via: "socket")
         return (child, caller)
     }
@@ -64,11 +42,7 @@ final class AccessGateTests: XCTestCase {
     func testACopiedBinaryIsAnotherIdentityAndADeletedOneIsUnidentified() throws {
         let copy = directory.appendingPathComponent("sleep-copy").path
         try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: copy)
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: copy)
-        child.arguments = ["60"]
-        try child.run()
-        children.append(child)
+        let child = try spawn(copy, ["60"])
         let peer = PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid())
         let caller = Caller.identify(peer: peer, via: "socket")
         XCTAssertEqual(caller.identity.exe, copy)

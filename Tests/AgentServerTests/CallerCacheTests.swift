@@ -4,32 +4,7 @@ import XCTest
 
 /// ``CallerCache`` with real processes: a reconnecting process reuses what was read about it, but never across an
 /// `execve` of another binary, a replaced file, or another process that got the same pid.
-final class CallerCacheTests: XCTestCase {
-    var children: [Process] = []
-    var directory: URL!
-
-    override func setUpWithError() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aa-callers-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() {
-        for child in children where child.isRunning { kill(child.processIdentifier, SIGKILL) }
-        for child in children {
-            for _ in 0..<500 where child.isRunning { usleep(10_000) }
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    func spawn(_ path: String, _ arguments: [String]) throws -> Process {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: path)
-        child.arguments = arguments
-        try child.run()
-        children.append(child)
-        return child
-    }
-
+final class CallerCacheTests: ChildProcessTestCase {
     func peer(_ child: Process) -> PeerCredentials { PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid()) }
 
     /// Waits (bounded) until `pid` runs `exe`.
