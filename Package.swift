@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(
             name: "AgentServerTests",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthCore",
+                "AgentServer", "AgentIPC", "AuthCore", "CAgentProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

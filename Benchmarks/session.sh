@@ -53,6 +53,15 @@ done
 say "idle memory, 3 accounts signed in"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+# What that costs: after slow work, the idle agent unmaps its code pages; the next cached-token request maps the
+# pages it runs again. Five times: a slow request (status), idle until the hook has run, then one timed token.
+if [ "${ONLY:-}" != socket ]; then
+    for _ in 1 2 3 4 5; do
+        "$BIN/authctl" status >/dev/null 2>>"$WORK/authctl.log" || true
+        sleep 1.6
+        emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label authctl-after-release 1 "$BIN/authctl" token work)}"
+    done
+fi
 
 # The floor answers with a line exactly as long as the agent's real token reply.
 "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 1 >"$WORK/probe.json"

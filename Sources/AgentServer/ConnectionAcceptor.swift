@@ -21,7 +21,7 @@ final class ConnectionAcceptor: Sendable {
     private let continuation: AsyncStream<Never>.Continuation
     /// How many requests were started as tasks so far (tests check that fast-path hits start none).
     let slowRequests = Atomic<Int>(0)
-    private let whenIdle: (@Sendable () -> Void)?
+    private let whenIdle: IdleHook?
     private let state = Mutex(State())
     private let myUID = getuid()
     /// Identities of processes that connected before (a reconnecting client is not read in full again).
@@ -31,10 +31,12 @@ final class ConnectionAcceptor: Sendable {
         var stoppedAccepting = false
         var finished = false
         var idleHook: Scheduled<Void>?
+        /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
+        var slowRequestsAtLastIdle = -1
     }
 
     init(dispatcher: RequestDispatcher, logger: Logger, connections: ConnectionRegistry, activity: ActivityTracker?,
-         whenIdle: (@Sendable () -> Void)?) {
+         whenIdle: IdleHook?) {
         self.dispatcher = dispatcher
         self.logger = logger
         self.connections = connections
@@ -119,8 +121,13 @@ final class ConnectionAcceptor: Sendable {
         state.withLock { state in
             guard state.idleHook == nil else { return }
             state.idleHook = loop.scheduleTask(in: ConnectionAcceptor.idleHookDelay) { [self] in
-                self.state.withLock { $0.idleHook = nil }
-                if registry.count == 0 { whenIdle() }
+                let worked = self.state.withLock { state in
+                    state.idleHook = nil
+                    let slow = self.slowRequests.load(ordering: .relaxed)
+                    defer { state.slowRequestsAtLastIdle = slow }
+                    return slow != state.slowRequestsAtLastIdle
+                }
+                if registry.count == 0 { whenIdle(worked) }
             }
         }
     }

@@ -12,6 +12,10 @@ import Synchronization
 /// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
 /// requests are answered there (``CachedTokenHandler``), every other request runs as a task of its own
 /// (``SlowRequestHandler``). A bad or slow client affects only itself.
+/// Runs once no client has been connected for a second; `workedSinceLastIdle` is true when a slow request (anything
+/// but a cached-token hit) ran since the hook last ran, and the first time.
+public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
+
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -44,14 +48,15 @@ public final class SocketServer: Service {
     }
 
     /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs when no
-    /// client has been connected for a second (the agent returns freed heap to the kernel).
+    /// client has been connected for a second (the agent returns freed heap to the kernel), and says whether any
+    /// slow request ran since it last ran (then the agent also unmaps the code that work paged in).
     ///
     /// By default connections are spread over NIO's shared group (one event loop per core). With a task and an
     /// actor hop per request one loop was faster; now that a cached token is answered on the loop that read it, two
     /// loops on the 2-core bench machine gave 1.6 x the persistent and new-connection throughput of one
     /// (docs/BENCHMARKS.md).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
-                              activity: ActivityTracker? = nil, whenIdle: (@Sendable () -> Void)? = nil,
+                              activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
                               group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
         try await listen(endpoint, dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle,
                          group: group, connectionLimit: SocketServer.connectionLimit())
@@ -59,7 +64,7 @@ public final class SocketServer: Service {
 
     /// ``listen(_:dispatcher:logger:activity:whenIdle:group:)`` with the connection cap given (tests use a small one).
     static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
-                       whenIdle: (@Sendable () -> Void)?,
+                       whenIdle: IdleHook?,
                        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                        connectionLimit: Int) async throws -> SocketServer {
         let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,

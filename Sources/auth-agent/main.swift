@@ -104,8 +104,13 @@ struct AuthAgent: AsyncParsableCommand {
 
         let server: SocketServer
         let activity = ActivityTracker()
-        // When the last client has gone, hand the heap the load left behind back to the kernel.
-        let trimHeap: @Sendable () -> Void = { _ = aa_process_trim_heap() }
+        // When the last client has gone, hand the heap the load left behind back to the kernel. After slow work (a
+        // sign-in, a refresh, status: not the cached-token hits of the steady state) also unmap the code pages it
+        // mapped: they stay in the page cache, and the next request maps what it runs again (docs/BENCHMARKS.md).
+        let trimHeap: IdleHook = { workedSinceLastIdle in
+            _ = aa_process_trim_heap()
+            if workedSinceLastIdle { _ = aa_process_release_code_pages() }
+        }
         var socketActivated = false
         do {
             let inherited = try ListenFDs.take()
