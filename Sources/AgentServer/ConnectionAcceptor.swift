@@ -121,13 +121,15 @@ final class ConnectionAcceptor: Sendable {
         state.withLock { state in
             guard state.idleHook == nil else { return }
             state.idleHook = loop.scheduleTask(in: ConnectionAcceptor.idleHookDelay) { [self] in
-                let worked = self.state.withLock { state in
+                // A client connected in the meantime: not idle; the work done so far still counts next time.
+                let worked = self.state.withLock { state -> Bool? in
                     state.idleHook = nil
+                    guard registry.count == 0 else { return nil }
                     let slow = self.slowRequests.load(ordering: .relaxed)
                     defer { state.slowRequestsAtLastIdle = slow }
                     return slow != state.slowRequestsAtLastIdle
                 }
-                if registry.count == 0 { whenIdle(worked) }
+                if let worked { whenIdle(worked) }
             }
         }
     }

@@ -32,7 +32,8 @@ final class SocketServerTests: XCTestCase {
     var path: String { directory + "/agent.sock" }
 
     /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
-    func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64) async throws -> SocketServer {
+    func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
+               whenIdle: IdleHook? = nil) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [CachedTokenHandlerTests.account()], store: MemorySecretStore(),
                                  http: CachedTokenHandlerTests.NoHTTP(), redirects: CachedTokenHandlerTests.NoRedirects(),
                                  browser: CachedTokenHandlerTests.NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
@@ -42,7 +43,7 @@ final class SocketServerTests: XCTestCase {
         let dispatcher = RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
                                            access: gate, logger: Logger(label: "test"))
         let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
-                                                   activity: nil, whenIdle: nil, connectionLimit: connectionLimit)
+                                                   activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit)
         self.server = server
         running = Task { try await server.run() }
         return server
@@ -96,6 +97,47 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(five.id, 5)
         XCTAssertEqual(five.result?.accessToken, "at-1")
         XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 2)
+    }
+
+    /// The idle hook says whether slow work ran since it last ran: after a slow request yes, after cached-token hits
+    /// only no, and work done before a client that kept the agent busy past the hook's moment still counts.
+    func testTheIdleHookReportsWhetherSlowWorkRanSinceItLastRan() async throws {
+        let calls = Mutex<[Bool]>([])
+        _ = try await start(whenIdle: { worked in calls.withLock { $0.append(worked) } })
+        func waitForCalls(_ count: Int) async throws {
+            for _ in 0..<300 where calls.withLock({ $0.count }) < count { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        var client: TestClient? = try await TestClient.connect(path)
+        try await client?.send(#"{"v":1,"id":1,"op":"ping"}"# + "\n")
+        _ = try await client?.readID()
+        client = nil
+        try await waitForCalls(1)
+        XCTAssertEqual(calls.withLock { $0 }, [true], "a slow request ran")
+
+        client = try await TestClient.connect(path)
+        try await client?.send(SocketServerTests.fast(2) + "\n")
+        _ = try await client?.readReply()
+        client = nil
+        try await waitForCalls(2)
+        XCTAssertEqual(calls.withLock { $0 }, [true, false], "cached-token hits only")
+
+        // Slow work and its client gone (the hook is scheduled), then another client connects at once and stays
+        // past the hook's moment: no idle then; the work counts when the agent is idle at last.
+        client = try await TestClient.connect(path)
+        try await client?.send(#"{"v":1,"id":3,"op":"ping"}"# + "\n")
+        _ = try await client?.readID()
+        client?.shutdownWrite()
+        _ = try await client?.readLine()
+        client = nil
+        let other = try await TestClient.connect(path)
+        try await Task.sleep(for: .milliseconds(1500))
+        XCTAssertEqual(calls.withLock { $0.count }, 2, "not idle while a client is connected")
+        try await other.send(SocketServerTests.fast(4) + "\n")
+        _ = try await other.readReply()
+        other.shutdownWrite()
+        _ = try await other.readLine()
+        try await waitForCalls(3)
+        XCTAssertEqual(calls.withLock { $0 }, [true, false, true])
     }
 
     /// More slow requests in one write than may be in flight: reading pauses at the cap and resumes as they end, and
