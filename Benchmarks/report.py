@@ -224,7 +224,7 @@ def main():
     w("| | VmRSS | VmHWM (peak) |")
     w("|---|---:|---:|")
     labels = {"start": "agent at start (3 accounts configured, none used yet)",
-              "idle": "agent idle, 3 accounts signed in (after 7 sign-ins)",
+              "idle": f"agent idle, 3 accounts signed in (after {2 + len(by('login'))} sign-ins)",
               "after-load": "agent after the socket load (64 clients)",
               "end": "agent at the end (after the 1,000-client burst)",
               "floor": "floor server after its load (baseline)"}

@@ -37,8 +37,8 @@ say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
 [ "${ONLY:-}" = socket ] || "$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
 
-say "login overhead: 5 sign-ins of 'other'"
-for i in 1 2 3 4 5; do
+say "login overhead: $LOGINS sign-ins of 'other'"
+for _ in $(seq "$LOGINS"); do
     [ "${ONLY:-}" != socket ] || break
     before=$(wc -l <"$AS1/requests.log")
     out=$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/login_timer.py" "$SOCK" other)
