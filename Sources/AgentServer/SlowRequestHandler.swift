@@ -162,7 +162,7 @@ final class RefusingHandler: ChannelInboundHandler {
             return
         }
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply + [0x0A]))).whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(SlowRequestHandler.line(reply, channel))).whenComplete { _ in
             channel.close(promise: nil)
         }
     }

@@ -9,13 +9,13 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
-/// requests are answered there (``CachedTokenHandler``), every other request runs as a task of its own
-/// (``SlowRequestHandler``). A bad or slow client affects only itself.
 /// Runs once no client has been connected for a second; `workedSinceLastIdle` is true when a slow request (anything
 /// but a cached-token hit) ran since the hook last ran, and the first time.
 public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
 
+/// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
+/// requests are answered there (``CachedTokenHandler``), every other request runs as a task of its own
+/// (``SlowRequestHandler``). A bad or slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -34,16 +34,14 @@ public final class SocketServer: Service {
     let acceptor: ConnectionAcceptor
     let gate: AcceptGate
     let dispatcher: RequestDispatcher
-    let logger: Logger
     let boundPath: String?
 
     private init(serverChannel: any Channel, acceptor: ConnectionAcceptor, gate: AcceptGate, dispatcher: RequestDispatcher,
-                 logger: Logger, boundPath: String?) {
+                 boundPath: String?) {
         self.serverChannel = serverChannel
         self.acceptor = acceptor
         self.gate = gate
         self.dispatcher = dispatcher
-        self.logger = logger
         self.boundPath = boundPath
     }
 
@@ -94,7 +92,7 @@ public final class SocketServer: Service {
             channel = try await bootstrap.withBoundSocket(NIOBSDSocket.Handle(fd)).get()
         }
         channel.closeFuture.whenComplete { _ in acceptor.stopAccepting() }
-        return SocketServer(serverChannel: channel, acceptor: acceptor, gate: gate, dispatcher: dispatcher, logger: logger,
+        return SocketServer(serverChannel: channel, acceptor: acceptor, gate: gate, dispatcher: dispatcher,
                             boundPath: boundPath)
     }
 

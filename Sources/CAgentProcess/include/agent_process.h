@@ -11,9 +11,10 @@ int aa_process_is_dumpable(void);
 int aa_process_limit_malloc_arenas(int arenas);
 /* Returns free heap memory to the kernel (malloc_trim(0)). Returns 1 if memory was released, 0 if not. */
 int aa_process_trim_heap(void);
-/* Unmaps the resident pages of every executable file mapping (r-xp: the agent's code and its libraries' code),
- * with madvise(MADV_DONTNEED). These pages are never written, so nothing is lost: they stay in the page cache and
- * the next instruction fetched from one maps it again (a minor fault). Writable and relocated mappings are not
- * touched. Returns the bytes of the mappings advised, or -1 if /proc/self/maps cannot be read. */
+/* Unmaps the resident pages of every private executable file mapping (r-xp: the agent's code and its libraries'
+ * code) that was never written (smaps "Anonymous: 0"), with madvise(MADV_DONTNEED). Nothing is lost: the pages stay
+ * in the page cache and the next instruction fetched from one maps it again (a minor fault). Writable mappings, and
+ * code with a written private copy (a text relocation, a breakpoint), are not touched. Returns the bytes of the
+ * mappings advised, or -1 if /proc/self/smaps cannot be read. */
 long aa_process_release_code_pages(void);
 #endif
