@@ -63,6 +63,7 @@ let package = Package(
         .target(name: "SessionEnvironment"),
         .target(name: "AuthCLI", dependencies: ["AgentIPC"]),
         .target(name: "CAgentProcess"),
+        .target(name: "CAgentSocket"),
         .target(
             name: "AgentConfig",
             dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
@@ -70,7 +71,7 @@ let package = Package(
         .target(
             name: "AgentServer",
             dependencies: [
-                "AuthCore", "AgentIPC",
+                "AuthCore", "AgentIPC", "CAgentSocket",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -35,13 +35,9 @@ final class CachedTokenHandler: ChannelInboundHandler, RemovableChannelHandler {
         let decoded = unwrapInboundIn(data).withUnsafeReadableBytes(WireRequest.decode(bytes:))
         // An unwritable channel (a client that does not read its replies) gets no more fast replies: the slow path
         // has the backpressure (the in-flight cap; each request waits for its writes) that bounds what the agent buffers for it.
-        if case .request(let request) = decoded, context.channel.isWritable,
-           let account = CachedTokenHandler.plainTokenAccount(request),
-           let hit = snapshot.freshToken(account: account, minValid: .seconds(request.minValid ?? 0)),
-           operations.admitsFastPath(caller: caller, account: account) {
+        if case .request(let request) = decoded, context.channel.isWritable {
             var buffer = context.channel.allocator.buffer(capacity: 256)
-            if TokenReplies.write(hit, id: request.id, snapshot: snapshot, into: &buffer) {
-                operations.logRequest(.token, account: account, caller: caller)
+            if CachedTokenHandler.answer(request, caller: caller, operations: operations, snapshot: snapshot, into: &buffer) {
                 touched()
                 context.write(wrapOutboundOut(buffer), promise: nil)
                 unflushed = true
@@ -49,6 +45,19 @@ final class CachedTokenHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         context.fireChannelRead(wrapInboundOut(decoded))
+    }
+
+    /// Appends the fast path's reply line to `buffer` when `request` is a plain `token` request that the snapshot
+    /// serves and the account's policy admits without asking (then logged and audited); false, with nothing
+    /// written, when the slow path must answer. Shared by this handler and ``AcceptLoop``.
+    static func answer(_ request: WireRequest, caller: Caller, operations: AgentOperations, snapshot: TokenSnapshot,
+                       into buffer: inout ByteBuffer) -> Bool {
+        guard let account = plainTokenAccount(request),
+              let hit = snapshot.freshToken(account: account, minValid: .seconds(request.minValid ?? 0)),
+              operations.admitsFastPath(caller: caller, account: account),
+              TokenReplies.write(hit, id: request.id, snapshot: snapshot, into: &buffer) else { return false }
+        operations.logRequest(.token, account: account, caller: caller)
+        return true
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

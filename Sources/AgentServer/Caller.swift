@@ -57,22 +57,31 @@ public struct Caller: Sendable {
                                 cache: CallerCache? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
-        // The start time is read first and checked last: everything read in between belongs to that process.
-        let stat = readText("/proc/\(pid)/stat")
-        let started = stat.flatMap(ProcFS.startTime(stat:))
         let running = FileID(path: "/proc/\(pid)/exe")
+        let processID = pidfd?.processID
+        var started: UInt64?
+        var terminal: Bool
         let derived: CallerCache.Derived
-        let reused: Bool
-        if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
-            derived = known
-            reused = true
+        var reused = false
+        var reusedByID = false
+        if let processID, let running, let known = cache?.lookup(pid: pid, processID: processID, executable: running) {
+            // The pidfd names the very process that connected, and this process was read before: its start time and
+            // terminal are the ones read then (the pidfd's check at the end vouches for the exe read above).
+            (derived, started, terminal, reused, reusedByID) = (known.derived, known.startTime, known.hasTerminal, true, true)
         } else {
-            let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
-            let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-            let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
-                ?? unit.flatMap(ProcFS.flatpakApp(unit:))
-            derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
-            reused = false
+            // The start time is read first and checked last: everything read in between belongs to that process.
+            let stat = readText("/proc/\(pid)/stat")
+            started = stat.flatMap(ProcFS.startTime(stat:))
+            terminal = (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0
+            if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
+                (derived, reused) = (known, true)
+            } else {
+                let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
+                let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
+                let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
+                    ?? unit.flatMap(ProcFS.flatpakApp(unit:))
+                derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+            }
         }
         // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
         // attacker's copy): the path no longer names the running code.
@@ -82,8 +91,7 @@ public struct Caller: Sendable {
         var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
                             identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
                                                      flatpakApp: derived.flatpakApp),
-                            process: pin,
-                            hasTerminal: (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0)
+                            process: pin, hasTerminal: terminal)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
         // read can be trusted. The pidfd answers for the very process: still running means its pid was never
         // reused, so what was read under /proc/PID was its own. Without a pidfd, the start time read again answers
@@ -97,8 +105,12 @@ public struct Caller: Sendable {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil
             caller.hasTerminal = false
-        } else if !reused, let started, let running {
-            cache?.store(pid: pid, startTime: started, executable: running, derived)
+        } else if let started, let running {
+            // Also after a hit by start time when there is a process id now, so the next connection finds it by id.
+            if !reused || (processID != nil && !reusedByID) {
+                cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
+                             hasTerminal: terminal)
+            }
         }
         return caller
     }
@@ -157,8 +169,18 @@ public final class CallerCache: Sendable {
 
     private struct Entry {
         let startTime: UInt64
+        /// The pidfd's process id (pidfs) when the kernel has one.
+        let processID: UInt64?
         let executable: FileID
         let derived: Derived
+        let hasTerminal: Bool
+    }
+
+    /// What a lookup by process id returns: also the start time and terminal, which the caller then need not read.
+    struct Known {
+        let derived: Derived
+        let startTime: UInt64
+        let hasTerminal: Bool
     }
 
     let capacity: Int
@@ -178,10 +200,21 @@ public final class CallerCache: Sendable {
         }
     }
 
-    func store(pid: Int32, startTime: UInt64, executable: FileID, _ derived: Derived) {
+    /// By the pidfd's process id: the same process for certain, without reading its start time.
+    func lookup(pid: Int32, processID: UInt64, executable: FileID) -> Known? {
+        entries.withLock { entries in
+            guard let entry = entries[pid], entry.processID == processID, entry.executable == executable else { return nil }
+            hits.add(1, ordering: .relaxed)
+            return Known(derived: entry.derived, startTime: entry.startTime, hasTerminal: entry.hasTerminal)
+        }
+    }
+
+    func store(pid: Int32, startTime: UInt64, processID: UInt64? = nil, executable: FileID, _ derived: Derived,
+               hasTerminal: Bool = false) {
         entries.withLock { entries in
             if entries.count >= capacity, entries[pid] == nil { entries.removeAll(keepingCapacity: true) }
-            entries[pid] = Entry(startTime: startTime, executable: executable, derived: derived)
+            entries[pid] = Entry(startTime: startTime, processID: processID, executable: executable, derived: derived,
+                                 hasTerminal: hasTerminal)
         }
     }
 }

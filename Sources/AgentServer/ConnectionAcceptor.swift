@@ -4,26 +4,31 @@ import Glibc
 import AgentIPC
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 
-/// Sets up each accepted connection on its event loop: the peer-uid check, the caller's identity (once, from the
-/// kernel), registration under the connection cap, and the pipeline: ``CachedTokenHandler`` answers cached tokens
-/// right there, ``SlowRequestHandler`` runs every other request as a task of its own. No connection has a task or
-/// an `NIOAsyncChannel` of its own. Also tracks when the last connection is gone (the idle hook, ``drained``).
+/// Gives NIO the connections the ``AcceptLoop`` hands over (their first slow request arrived), and keeps the
+/// bookkeeping every connection shares: activity (the idle exit), the idle hook, and when the last connection is
+/// gone (``drained``). An adopted connection's pipeline: ``CachedTokenHandler`` answers cached tokens on its event
+/// loop, ``SlowRequestHandler`` runs every other request as a task of its own. No connection has a task or an
+/// `NIOAsyncChannel` of its own.
 final class ConnectionAcceptor: Sendable {
     let dispatcher: RequestDispatcher
     let logger: Logger
     let connections: ConnectionRegistry
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
+    /// Where adopted connections run.
+    let group: any EventLoopGroup
     /// Finishes once the server stopped accepting and the last connection is gone (``SocketServer/run()`` waits).
     let drained: AsyncStream<Never>
     private let continuation: AsyncStream<Never>.Continuation
     /// How many requests were started as tasks so far (tests check that fast-path hits start none).
     let slowRequests = Atomic<Int>(0)
+    /// How many connections the accept loop handed to NIO.
+    let adopted = Atomic<Int>(0)
     private let whenIdle: IdleHook?
     private let state = Mutex(State())
-    private let myUID = getuid()
     /// Identities of processes that connected before (a reconnecting client is not read in full again).
     let callers = CallerCache()
 
@@ -35,63 +40,82 @@ final class ConnectionAcceptor: Sendable {
         var slowRequestsAtLastIdle = -1
     }
 
+    /// A connection the accept loop passes on, with what it read and did not answer, and what it could not send.
+    struct Handoff: Sendable {
+        let fd: Int32
+        let registration: Int
+        let caller: Caller
+        /// Bytes read from the client and not answered: the slow request's line and whatever followed it.
+        let input: [UInt8]
+        /// The rest of a fast reply the socket did not take at once.
+        let output: ByteBuffer?
+        /// Tells the accept gate the descriptor is closed.
+        let released: @Sendable () -> Void
+    }
+
     init(dispatcher: RequestDispatcher, logger: Logger, connections: ConnectionRegistry, activity: ActivityTracker?,
-         whenIdle: IdleHook?) {
+         whenIdle: IdleHook?, group: any EventLoopGroup) {
         self.dispatcher = dispatcher
         self.logger = logger
         self.connections = connections
         self.activity = activity
         self.whenIdle = whenIdle
+        self.group = group
         (drained, continuation) = AsyncStream.makeStream(of: Never.self)
     }
 
-    /// The child channel initializer.
-    func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
-        PeerCredentials.of(channel).and(PeerCredentials.pidfd(of: channel)).flatMapThrowing { peer, pidfd in
-            try self.setUp(channel, peer: peer, pidfd: pidfd)
-        }
+    /// The accept loop registered a connection.
+    func opened() { activity?.begin() }
+
+    /// Makes `handoff`'s descriptor a NIO channel on one of the group's loops, replays what the accept loop read,
+    /// and serves it from then on.
+    func adopt(_ handoff: Handoff) {
+        adopted.add(1, ordering: .relaxed)
+        let hooked = HookedFlag()
+        ClientBootstrap(group: group)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    hooked.set()
+                    channel.closeFuture.whenComplete { _ in
+                        self.closed(handoff.registration)
+                        handoff.released()
+                    }
+                    try self.addHandlers(to: channel, handoff)
+                }
+            }
+            .withConnectedSocket(handoff.fd)
+            .whenFailure { error in
+                self.logger.error("cannot hand a connection to the event loop", metadata: ["error": "\(error)"])
+                // Without the close hook nothing else does the bookkeeping (the descriptor is NIO's by now).
+                guard !hooked.isSet else { return }
+                self.closed(handoff.registration)
+                handoff.released()
+            }
     }
 
-    /// Errors here are not thrown for a peer the agent refuses: a failed child initializer leaves the accepted
-    /// channel unregistered, so it can neither be written to nor closed and its fd leaks. ``RefusingHandler``
-    /// answers and closes instead.
-    private func setUp(_ channel: any Channel, peer: PeerCredentials, pidfd: ProcessFD?) throws {
+    private func addHandlers(to channel: any Channel, _ handoff: Handoff) throws {
         let pipeline = channel.pipeline.syncOperations
-        guard peer.uid == myUID else {
-            logger.warning("refused a connection from another user",
-                           metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
-            let reply = dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only"))
-            try pipeline.addHandler(RefusingHandler(reply: reply))
-            return
-        }
-        guard let registration = connections.add(channel) else {
-            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
-            try pipeline.addHandler(RefusingHandler(reply: nil))
-            return
-        }
-        activity?.begin()
-        let loop = channel.eventLoop
-        channel.closeFuture.whenComplete { _ in self.closed(registration, loop: loop) }
-        // Who the peer is, once per connection, from the kernel (SO_PEERCRED, SO_PEERPIDFD, /proc/PID/...): the fast
-        // path and the connection's task use this same value. The pidfd names the process that connected while it
-        // is asked; it is released when this returns (holding one per connection would double the descriptors).
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd, cache: callers)
-        let connections = self.connections
+        let (connections, registration) = (self.connections, handoff.registration)
+        try pipeline.addHandler(HandoffReplay(input: handoff.input, output: handoff.output) { channel in
+            connections.adopt(registration, channel: channel)
+        })
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: WireProtocol.maxMessageBytes)))
-        try pipeline.addHandler(CachedTokenHandler(caller: caller, operations: dispatcher.operations) {
+        try pipeline.addHandler(CachedTokenHandler(caller: handoff.caller, operations: dispatcher.operations) {
             connections.touch(registration)
         })
-        try pipeline.addHandler(SlowRequestHandler(dispatcher: dispatcher, caller: caller, connections: connections,
-                                                   registration: registration) { [self] in
+        try pipeline.addHandler(SlowRequestHandler(dispatcher: dispatcher, caller: handoff.caller,
+                                                   connections: connections, registration: registration) { [self] in
             self.slowRequests.add(1, ordering: .relaxed)
         })
     }
 
-    private func closed(_ registration: Int, loop: any EventLoop) {
+    /// A registered connection's descriptor was closed (by the accept loop or NIO).
+    func closed(_ registration: Int) {
         connections.remove(registration)
         activity?.end()
         guard connections.count == 0 else { return }
-        scheduleIdleHook(on: loop)
+        scheduleIdleHook(on: group.next())
         finishIfDrained()
     }
 
@@ -132,5 +156,43 @@ final class ConnectionAcceptor: Sendable {
                 if let worked { whenIdle(worked) }
             }
         }
+    }
+}
+
+/// Whether ``ConnectionAcceptor/adopt(_:)``'s channel initializer ran (and so hooked the close bookkeeping).
+private final class HookedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}
+
+/// The first handler of an adopted connection: once the channel is active it writes the rest of a reply the accept
+/// loop could not send, replays the bytes the loop read and did not answer (so they are decoded in order, before
+/// anything NIO reads), hands the registry the channel, and leaves the pipeline.
+final class HandoffReplay: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let input: [UInt8]
+    private let output: ByteBuffer?
+    private let active: (any Channel) -> Void
+
+    init(input: [UInt8], output: ByteBuffer?, active: @escaping (any Channel) -> Void) {
+        self.input = input
+        self.output = output
+        self.active = active
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        if let output, output.readableBytes > 0 { context.writeAndFlush(wrapOutboundOut(output), promise: nil) }
+        if !input.isEmpty {
+            context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: input)))
+            context.fireChannelReadComplete()
+        }
+        // After the replay: a shutdown under way closes the input now, and the replayed requests still answer.
+        active(context.channel)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

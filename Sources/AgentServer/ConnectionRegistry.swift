@@ -6,8 +6,35 @@ import NIOCore
 /// is closed to make room; only when every connection is busy is the new one refused. Idle clients, however many,
 /// therefore cannot keep a real client from being served, and the agent's open files stay below its limit.
 final class ConnectionRegistry: @unchecked Sendable {
+    /// Who holds a connection, and so how to close it.
+    enum Holder {
+        /// The ``AcceptLoop`` (every request so far was answered at once); it closes the descriptor on its thread.
+        case loop(AcceptLoop, fd: Int32)
+        /// Passed from the accept loop to NIO with a slow request: busy until ``adopt(_:channel:)``.
+        case handingOff
+        /// A NIO channel (``ConnectionAcceptor/adopt(_:)``).
+        case channel(any Channel)
+
+        func close() {
+            switch self {
+            case .loop(let loop, let fd): loop.close(fd)
+            case .handingOff: break
+            case .channel(let channel): channel.close(promise: nil)
+            }
+        }
+
+        /// Stops reading: a channel still answers what it has in flight; the accept loop's connections never have
+        /// anything in flight, so they close.
+        func closeInput() {
+            switch self {
+            case .loop, .handingOff: close()
+            case .channel(let channel): channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
+            }
+        }
+    }
+
     private struct Entry {
-        let channel: any Channel
+        var holder: Holder
         var busy = 0
         /// A logical clock: the order of the last request start or end.
         var lastActive: UInt64
@@ -25,26 +52,47 @@ final class ConnectionRegistry: @unchecked Sendable {
     var count: Int { lock.withLock { entries.count } }
 
     /// Registers a connection; nil when the registry is full of busy connections (the caller closes it).
-    func add(_ channel: any Channel) -> Int? {
-        let (id, closing, evicted) = lock.withLock { () -> (Int?, Bool, (any Channel)?) in
-            var evicted: (any Channel)?
+    func add(_ holder: Holder) -> Int? {
+        let (id, closing, evicted) = lock.withLock { () -> (Int?, Bool, Holder?) in
+            var evicted: Holder?
             if entries.count >= limit {
                 guard let victim = entries.filter({ $0.value.busy == 0 }).min(by: { $0.value.lastActive < $1.value.lastActive })
                 else { return (nil, self.closing, nil) }
-                evicted = victim.value.channel
+                evicted = victim.value.holder
                 entries.removeValue(forKey: victim.key)
             }
             next += 1
             tick += 1
-            entries[next] = Entry(channel: channel, lastActive: tick)
+            entries[next] = Entry(holder: holder, lastActive: tick)
             return (next, self.closing, evicted)
         }
-        evicted?.close(promise: nil)
-        if id != nil, closing { ConnectionRegistry.closeInput(channel) }
+        evicted?.close()
+        if id != nil, closing { holder.closeInput() }
         return id
     }
 
     func remove(_ id: Int) { lock.withLock { _ = entries.removeValue(forKey: id) } }
+
+    /// The accept loop passes the connection to NIO: busy (never evicted) until NIO ``adopt(_:channel:)``s it.
+    func handOff(_ id: Int) {
+        update(id) {
+            $0.holder = .handingOff
+            $0.busy += 1
+        }
+    }
+
+    /// NIO holds the connection now. Once shutdown has begun, its input is closed (after the requests it brought
+    /// along have started).
+    func adopt(_ id: Int, channel: any Channel) {
+        let closing = lock.withLock { () -> Bool in
+            guard var entry = entries[id] else { return false }
+            entry.holder = .channel(channel)
+            entry.busy -= 1
+            entries[id] = entry
+            return self.closing
+        }
+        if closing { Holder.channel(channel).closeInput() }
+    }
 
     /// A request started on the connection: it is not idle until the matching ``end(_:)``.
     func begin(_ id: Int) { update(id) { $0.busy += 1 } }
@@ -63,14 +111,10 @@ final class ConnectionRegistry: @unchecked Sendable {
     }
 
     func closeInputOfAll() {
-        let all = lock.withLock { () -> [any Channel] in
+        let all = lock.withLock { () -> [Holder] in
             closing = true
-            return entries.values.map(\.channel)
+            return entries.values.map(\.holder)
         }
-        for channel in all { ConnectionRegistry.closeInput(channel) }
-    }
-
-    static func closeInput(_ channel: any Channel) {
-        channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
+        for holder in all { holder.closeInput() }
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CAgentSocket
 
 /// An owned pidfd (`SO_PEERPIDFD`), closed when the last reference goes away. Held only while a caller is being
 /// identified: keeping one per connection would double the agent's descriptors under a connection flood.
@@ -8,6 +9,19 @@ public final class ProcessFD: Sendable {
     public let fd: Int32
     public init(fd: Int32) { self.fd = fd }
     deinit { close(fd) }
+
+    /// A pidfd for process `pid` (`pidfd_open`), or nil.
+    public static func open(pid: Int32) -> ProcessFD? {
+        let fd = aa_socket_pidfd_open(pid)
+        return fd >= 0 ? ProcessFD(fd: fd) : nil
+    }
+
+    /// The process's id for the life of the system (its pidfs inode, Linux 6.9+): another process never has the
+    /// same one, unlike a pid. Nil on older kernels.
+    public var processID: UInt64? {
+        var id: UInt64 = 0
+        return aa_socket_pidfd_process_id(fd, &id) == 0 ? id : nil
+    }
 
     /// The process still runs: a pidfd becomes readable when its process exits, whatever happens to the pid later.
     /// Nil when the kernel cannot say.

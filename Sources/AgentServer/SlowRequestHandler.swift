@@ -144,28 +144,3 @@ final class SlowRequestHandler: ChannelInboundHandler {
         return buffer
     }
 }
-
-/// A connection the agent does not serve (another user, or the connection cap with every connection busy): one
-/// error line if there is one, then close. Nothing the peer sends is read or decoded.
-final class RefusingHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    private let reply: [UInt8]?
-
-    init(reply: [UInt8]?) { self.reply = reply }
-
-    func channelActive(context: ChannelHandlerContext) {
-        context.fireChannelActive()
-        guard let reply else {
-            context.close(promise: nil)
-            return
-        }
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(SlowRequestHandler.line(reply, channel))).whenComplete { _ in
-            channel.close(promise: nil)
-        }
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
-}

@@ -13,9 +13,11 @@ import Synchronization
 /// but a cached-token hit) ran since the hook last ran, and the first time.
 public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
 
-/// The agent's Unix socket server. Each connection is set up on the event loop by ``ConnectionAcceptor``; cached-token
-/// requests are answered there (``CachedTokenHandler``), every other request runs as a task of its own
-/// (``SlowRequestHandler``). A bad or slow client affects only itself.
+/// The agent's Unix socket server. The ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
+/// peer and answers cached tokens itself; a connection's first other request hands it to NIO
+/// (``ConnectionAcceptor/adopt(_:)``), where cached tokens are answered on its event loop (``CachedTokenHandler``)
+/// and every other request runs as a task of its own (``SlowRequestHandler``). A bad or slow client affects only
+/// itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -29,16 +31,18 @@ public final class SocketServer: Service {
     /// At most this many client connections at once (fewer if RLIMIT_NOFILE is lower, see ``connectionLimit``).
     /// At the cap, the connection idle longest is closed to make room, so idle clients cannot lock out a real one.
     public static let maxConnections = 4096
+    /// Accept loops: one per core, at most 4.
+    static let acceptThreads = min(4, max(1, System.coreCount))
 
-    let serverChannel: any Channel
+    let listener: ListeningSocket
     let acceptor: ConnectionAcceptor
     let gate: AcceptGate
     let dispatcher: RequestDispatcher
     let boundPath: String?
 
-    private init(serverChannel: any Channel, acceptor: ConnectionAcceptor, gate: AcceptGate, dispatcher: RequestDispatcher,
+    private init(listener: ListeningSocket, acceptor: ConnectionAcceptor, gate: AcceptGate, dispatcher: RequestDispatcher,
                  boundPath: String?) {
-        self.serverChannel = serverChannel
+        self.listener = listener
         self.acceptor = acceptor
         self.gate = gate
         self.dispatcher = dispatcher
@@ -49,10 +53,7 @@ public final class SocketServer: Service {
     /// client has been connected for a second (the agent returns freed heap to the kernel), and says whether any
     /// slow request ran since it last ran (then the agent also unmaps the code that work paged in).
     ///
-    /// By default connections are spread over NIO's shared group (one event loop per core). With a task and an
-    /// actor hop per request one loop was faster; now that a cached token is answered on the loop that read it, two
-    /// loops on the 2-core bench machine gave 1.6 x the persistent and new-connection throughput of one
-    /// (docs/BENCHMARKS.md).
+    /// Connections the accept loop hands over are spread over `group` (NIO's shared group: one event loop per core).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
                               activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
                               group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
@@ -64,36 +65,59 @@ public final class SocketServer: Service {
     static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
                        whenIdle: IdleHook?,
                        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                       connectionLimit: Int) async throws -> SocketServer {
+                       connectionLimit: Int, acceptThreads: Int = SocketServer.acceptThreads) async throws -> SocketServer {
         let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,
                                           connections: ConnectionRegistry(limit: connectionLimit),
-                                          activity: activity, whenIdle: whenIdle)
+                                          activity: activity, whenIdle: whenIdle, group: group)
         // Open descriptors stay under the cap plus room for connections between accept and close.
         let gate = AcceptGate(ceiling: connectionLimit + AcceptGate.headroom)
-        // The plain (not the async) bootstrap: accepting a connection starts no task.
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 256)
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(gate) }
-            }
-            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { acceptor.initialize($0) }
-        let channel: any Channel
+        let fd: Int32
         var boundPath: String?
         switch endpoint {
         case .path(let path):
-            // umask makes the socket 0600 from the moment it exists; chmod repeats it for clarity.
-            let old = umask(0o177)
-            defer { umask(old) }
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: false).get()
-            chmod(path, 0o600)
+            fd = try SocketServer.bind(path)
             boundPath = path
-        case .inherited(let fd):
-            channel = try await bootstrap.withBoundSocket(NIOBSDSocket.Handle(fd)).get()
+        case .inherited(let inherited):
+            fd = inherited
         }
-        channel.closeFuture.whenComplete { _ in acceptor.stopAccepting() }
-        return SocketServer(serverChannel: channel, acceptor: acceptor, gate: gate, dispatcher: dispatcher,
-                            boundPath: boundPath)
+        do {
+            let listener = try ListeningSocket(fd: fd, loops: acceptThreads) { acceptor.stopAccepting() }
+            for _ in 0..<acceptThreads {
+                listener.add(try AcceptLoop(listener: listener, acceptor: acceptor, gate: gate, logger: logger))
+            }
+            return SocketServer(listener: listener, acceptor: acceptor, gate: gate, dispatcher: dispatcher,
+                                boundPath: boundPath)
+        } catch {
+            close(fd)
+            if let boundPath { unlink(boundPath) }
+            throw error
+        }
+    }
+
+    /// A listening Unix socket at `path`, mode 0600 from the moment it exists (umask; chmod repeats it for clarity).
+    static func bind(_ path: String) throws(ServerError) -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        let bytes = Array(path.utf8)
+        guard bytes.count < capacity else {
+            throw ServerError(.socket, "the socket path \(path) is longer than \(capacity - 1) bytes")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ServerError(.socket, "cannot create a socket: \(String(cString: strerror(errno)))") }
+        let old = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(old)
+        guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(fd, 256) == 0 else {
+            let text = String(cString: strerror(errno))
+            close(fd)
+            if bound == 0 { unlink(path) }
+            throw ServerError(.socket, "cannot listen on \(path): \(text)")
+        }
+        return fd
     }
 
     /// ``maxConnections``, lowered to leave room under the open-file limit (the agent raises its soft limit to
@@ -112,10 +136,9 @@ public final class SocketServer: Service {
         } onGracefulShutdown: {
             // Stop accepting, then stop reading from every client: requests already running still get their
             // reply, sign-ins waiting for a person are cancelled, idle connections end.
-            self.serverChannel.close(promise: nil)
+            self.listener.stopAccepting()
             self.acceptor.connections.closeInputOfAll()
         }
-        try? await serverChannel.close()
         if let boundPath { unlink(boundPath) }
     }
 }

@@ -1,52 +1,50 @@
 @testable import AgentServer
-import NIOCore
-import NIOEmbedded
 import XCTest
 
-/// ``AcceptGate`` on an embedded listening channel, fed accepted children by hand: it pauses accepting at its
-/// ceiling, counts a connection until its close has completed (not when the agent decided to close it), and
-/// resumes once one is gone.
+/// ``AcceptGate``'s count, as the accept loops and the connections' closes drive it: a slot is taken before each
+/// accept and refused at the ceiling (which pauses accepting), a connection counts until its descriptor is closed
+/// (not when the agent decided to close it), and accepting resumes once the count is back under the ceiling.
 final class AcceptGateTests: XCTestCase {
-    func testPausesAtTheCeilingAndResumesWhenAConnectionHasClosed() throws {
+    func testPausesAtTheCeilingAndResumesWhenAConnectionHasClosed() {
         let gate = AcceptGate(ceiling: 3)
-        let server = EmbeddedChannel(handler: gate)
-        let children = (0..<3).map { _ in EmbeddedChannel(loop: server.embeddedEventLoop) }
-        for child in children.prefix(2) { try server.writeInbound(child as any Channel) }
-        XCTAssertFalse(gate.isPaused, "under the ceiling")
-        try server.writeInbound(children[2] as any Channel)
-        XCTAssertTrue(gate.isPaused, "the third open connection reaches the ceiling")
+        XCTAssertEqual((0..<3).map { _ in gate.reserve() }, [true, true, true])
+        XCTAssertFalse(gate.isPaused, "at the ceiling but nobody asked for more")
+        XCTAssertFalse(gate.reserve(), "a fourth slot is refused")
+        XCTAssertTrue(gate.isPaused)
         XCTAssertEqual(gate.open.load(ordering: .relaxed), 3)
-        // Every accepted child is passed on to the acceptor.
-        for _ in 0..<3 { XCTAssertNotNil(try server.readInbound(as: (any Channel).self)) }
 
-        // The count drops when the close completes; the resume runs on the listening channel's loop.
-        _ = try? children[0].finish()
-        server.embeddedEventLoop.run()
+        XCTAssertTrue(gate.closed(), "one closed while paused: ask the loops to resume")
+        XCTAssertTrue(gate.resume())
+        XCTAssertFalse(gate.isPaused)
         XCTAssertEqual(gate.open.load(ordering: .relaxed), 2)
-        XCTAssertFalse(gate.isPaused, "one closed: accepting resumes")
         XCTAssertEqual(gate.pauses.load(ordering: .relaxed), 1)
         XCTAssertEqual(gate.peak.load(ordering: .relaxed), 3)
-        _ = try? children[1].finish()
-        _ = try? children[2].finish()
-        server.embeddedEventLoop.run()
-        XCTAssertEqual(gate.open.load(ordering: .relaxed), 0)
+        XCTAssertTrue(gate.reserve())
+        XCTAssertFalse(gate.unreserve(), "nothing to accept after all: the slot is returned, not paused")
+        XCTAssertEqual(gate.open.load(ordering: .relaxed), 2)
     }
 
-    func testStaysPausedWhileTheCountIsAtTheCeiling() throws {
+    func testPausesOnceAndResumesOnlyUnderTheCeiling() {
         let gate = AcceptGate(ceiling: 2)
-        let server = EmbeddedChannel(handler: gate)
-        let children = (0..<4).map { _ in EmbeddedChannel(loop: server.embeddedEventLoop) }
-        // Accepts already under way when the pause took effect (a read takes several at once) still count.
-        for child in children { try server.writeInbound(child as any Channel) }
-        XCTAssertEqual(gate.open.load(ordering: .relaxed), 4)
-        XCTAssertEqual(gate.pauses.load(ordering: .relaxed), 1, "paused once, not once per connection")
-        _ = try? children[0].finish()
-        _ = try? children[1].finish()
-        server.embeddedEventLoop.run()
-        XCTAssertTrue(gate.isPaused, "2 open is still the ceiling")
-        _ = try? children[2].finish()
-        server.embeddedEventLoop.run()
+        XCTAssertEqual((0..<4).map { _ in gate.reserve() }, [true, true, false, false])
+        XCTAssertEqual(gate.pauses.load(ordering: .relaxed), 1, "paused once, not once per refusal")
+        XCTAssertFalse(gate.resume(), "a resume asked for at the ceiling is refused")
+        XCTAssertTrue(gate.isPaused)
+        XCTAssertTrue(gate.closed())
+        XCTAssertTrue(gate.resume())
+        XCTAssertTrue(gate.resume(), "a second loop resumes too")
         XCTAssertFalse(gate.isPaused)
-        _ = try? children[3].finish()
+    }
+
+    /// Loops on several threads taking slots at once never pass the ceiling.
+    func testConcurrentReservationsNeverPassTheCeiling() {
+        let gate = AcceptGate(ceiling: 50)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<1000 where gate.reserve() {
+                if Bool.random() { _ = gate.closed() }
+            }
+        }
+        XCTAssertLessThanOrEqual(gate.peak.load(ordering: .relaxed), 50)
+        XCTAssertLessThanOrEqual(gate.open.load(ordering: .relaxed), 50)
     }
 }

@@ -73,6 +73,59 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
     }
 
+    /// With a pidfd on pidfs (Linux 6.9+), a reconnecting process is found by its process id: the start time and
+    /// terminal come from the first read, and the identity is the same as a full read's.
+    func testWithAPidfdAReconnectingProcessIsFoundByItsProcessID() throws {
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let pidfd = try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier))
+        try XCTSkipIf(pidfd.processID == nil, "pidfds are not on pidfs on this kernel")
+        let first = Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache)
+        let second = Caller.identify(peer: peer(child), via: "socket",
+                                     pidfd: try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier)), cache: cache)
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 1)
+        XCTAssertEqual(second.identity, first.identity)
+        XCTAssertEqual(second.identity.exe, "/usr/bin/sleep")
+        XCTAssertEqual(second.process, first.process, "the start time read at the first connection")
+        XCTAssertEqual(second.hasTerminal, first.hasTerminal)
+        XCTAssertTrue(second.isStillConnectedProcess)
+    }
+
+    /// An entry stored under another process id (another process that had this pid) is not used, even when the
+    /// executable is the same file.
+    func testAnEntryWithAnotherProcessIDIsNotUsed() throws {
+        let cache = CallerCache()
+        let me = getpid()
+        let pidfd = try XCTUnwrap(ProcessFD.open(pid: me))
+        let id = try XCTUnwrap(pidfd.processID, "pidfds are not on pidfs on this kernel")
+        let exe = try XCTUnwrap(FileID(path: "/proc/\(me)/exe"))
+        cache.store(pid: me, startTime: 1, processID: id + 1, executable: exe,
+                    CallerCache.Derived(exe: "/usr/bin/git", exeDeleted: false, unit: "mbsync.service", flatpakApp: nil),
+                    hasTerminal: true)
+        let caller = Caller.identify(peer: PeerCredentials(pid: me, uid: getuid(), gid: getgid()), via: "socket",
+                                     pidfd: pidfd, cache: cache)
+        XCTAssertNotEqual(caller.identity.exe, "/usr/bin/git")
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+        XCTAssertNotEqual(caller.process?.startTime, 1, "the start time was read, not taken from the other entry")
+    }
+
+    /// With a pidfd, an `execve` keeps the process id but not the executable: read afresh.
+    func testWithAPidfdAnExecOfAnotherBinaryIsReadAfresh() throws {
+        let cache = CallerCache()
+        let marker = directory.appendingPathComponent("go").path
+        let child = try spawn("/bin/sh", ["-c", "while [ ! -e '\(marker)' ]; do :; done; exec /usr/bin/sleep 60"])
+        let shell = try XCTUnwrap(Caller.executable(of: child.processIdentifier))
+        let pidfd = try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier))
+        try XCTSkipIf(pidfd.processID == nil, "pidfds are not on pidfs on this kernel")
+        XCTAssertEqual(Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache).identity.exe, shell)
+        _ = FileManager.default.createFile(atPath: marker, contents: nil)
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let after = Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache)
+        XCTAssertEqual(after.identity.exe, "/usr/bin/sleep", "the cached shell identity was reused after exec")
+        XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+    }
+
     func testTheCacheIsBounded() throws {
         let cache = CallerCache(capacity: 4)
         let exe = try XCTUnwrap(FileID(path: "/proc/self/exe"))

@@ -11,8 +11,8 @@ import Synchronization
 import XCTest
 
 /// The real socket server on a Unix socket in a temporary directory, with a real ``TokenBroker`` (in-memory ports)
-/// and this test process as the client: which connections stay on the event loop, which are handed to a task, and
-/// that the limits and the access policy hold on both.
+/// and this test process as the client: which connections stay in the accept loop, which are handed to NIO and a
+/// task, and that the limits and the access policy hold on both.
 final class SocketServerTests: XCTestCase {
     var directory: String!
     var server: SocketServer?
@@ -52,7 +52,7 @@ final class SocketServerTests: XCTestCase {
     static let fast = #"{"v":1,"id":ID,"op":"token","account":"work"}"#
     static func fast(_ id: Int) -> String { fast.replacingOccurrences(of: "ID", with: "\(id)") }
 
-    func testAFastOnlyConnectionIsServedOnTheEventLoopWithoutATask() async throws {
+    func testAFastOnlyConnectionIsServedInTheAcceptLoopWithoutATask() async throws {
         let server = try await start()
         let client = try await TestClient.connect(path)
         for id in 1...3 {
@@ -70,6 +70,7 @@ final class SocketServerTests: XCTestCase {
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
         XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 0, "never handed to NIO")
     }
 
     func testFastThenSlowThenFastOnOneConnection() async throws {
@@ -88,6 +89,7 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(Set(order), [1, 2, 3])
         XCTAssertLessThan(try XCTUnwrap(order.firstIndex(of: 1)), try XCTUnwrap(order.firstIndex(of: 3)))
         XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 1)
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 1, "the slow request handed it to NIO")
         // Afterwards slow and fast requests still work on the same connection: a task per slow request only.
         try await client.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
         let pingID = try await client.readID()

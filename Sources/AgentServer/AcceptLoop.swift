@@ -1,0 +1,382 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentIPC
+import AuthCore
+import CAgentSocket
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// The socket server's front door: a thread with an epoll set of its own (one per core, sharing the
+/// ``ListeningSocket``) that accepts connections, checks
+/// the peer (`SO_PEERCRED`, the caller's identity through ``CallerCache``), and answers cached tokens itself, the
+/// way the C floor of the benchmark serves its lines: no channel, pipeline, task or future per connection. A
+/// connection stays here for as long as every line it sends is a fast-path hit (``CachedTokenHandler/answer``);
+/// its first other request (a miss, any other operation, a bad line, a reply the socket cannot take at once, or a
+/// partial line over ``maxPartialLine``) hands it to NIO by descriptor, together with the bytes read and not yet
+/// answered (``ConnectionAcceptor/adopt(_:)``), where the slow path serves it for the rest of its life.
+///
+/// Shared state lives elsewhere, as for NIO's connections: the ``ConnectionRegistry`` (cap and eviction; its
+/// ``ConnectionRegistry/Holder/loop(_:fd:)`` closes through ``close(_:)``), the ``AcceptGate`` (open descriptors),
+/// and the ``ConnectionAcceptor`` (activity, the idle hook, shutdown's drain). Other threads reach the loop only
+/// through ``close(_:)``, ``stopAccepting()`` and the gate's resume, which queue a command and wake it.
+final class AcceptLoop: @unchecked Sendable {
+    /// A partial request line longer than this is not buffered here: NIO's line decoder takes the connection (and
+    /// enforces the 64 KiB cap).
+    static let maxPartialLine = 4096
+    /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
+    static let acceptBatch = 64
+
+    private enum Command {
+        case close(fd: Int32)
+        case stopAccepting
+        case resumeAccepting
+    }
+
+    private struct Connection {
+        let registration: Int
+        let caller: Caller
+        /// The start of a request line whose newline has not arrived yet.
+        var partial: [UInt8] = []
+    }
+
+    private let listener: ListeningSocket
+    private let listenFD: Int32
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let acceptor: ConnectionAcceptor
+    private let gate: AcceptGate
+    private let logger: Logger
+    private let myUID = getuid()
+    private let commands = Mutex<[Command]>([])
+    private let exited = Atomic<Bool>(false)
+
+    // Touched by the loop's thread only.
+    private var connections: [Int32: Connection] = [:]
+    private var accepting = true
+    private var stopped = false
+    /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
+    private var acceptRetry: ContinuousClock.Instant?
+    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
+    private var reply = ByteBufferAllocator().buffer(capacity: 512)
+    private let operations: AgentOperations
+    private let snapshot: TokenSnapshot
+
+    /// Starts a loop thread that accepts from `listener` (and serves what it accepted).
+    init(listener: ListeningSocket, acceptor: ConnectionAcceptor, gate: AcceptGate, logger: Logger) throws(ServerError) {
+        let epollFD = aa_socket_epoll_create()
+        let wakeFD = aa_socket_wakeup_create()
+        // Exclusive: a new connection wakes one loop, not all of them.
+        guard epollFD >= 0, wakeFD >= 0, aa_socket_epoll_add(epollFD, wakeFD, 0) == 0,
+              aa_socket_epoll_add(epollFD, listener.fd, 1) == 0 else {
+            let text = AcceptLoop.errorText()
+            if epollFD >= 0 { Glibc.close(epollFD) }
+            if wakeFD >= 0 { Glibc.close(wakeFD) }
+            throw ServerError(.socket, "cannot set up the accept loop: \(text)")
+        }
+        self.listener = listener
+        self.listenFD = listener.fd
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+        self.acceptor = acceptor
+        self.gate = gate
+        self.logger = logger
+        self.operations = acceptor.dispatcher.operations
+        self.snapshot = acceptor.dispatcher.operations.broker.snapshot
+        let thread = Thread { [self] in run() }
+        thread.name = "auth-agent accept"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    deinit {
+        scratch.deallocate()
+        Glibc.close(epollFD)
+        Glibc.close(wakeFD)
+    }
+
+    // MARK: - Other threads
+
+    /// Closes the loop's connection on `fd` (eviction, shutdown); ignored once it is closed or handed off.
+    func close(_ fd: Int32) { post(.close(fd: fd)) }
+
+    /// Stops watching the listening socket (the last loop to stop closes it). The loop's thread ends once its last
+    /// connection is closed.
+    func stopAccepting() { post(.stopAccepting) }
+
+    /// The gate's count fell under its ceiling while accepting was paused.
+    func resumeAccepting() { post(.resumeAccepting) }
+
+    /// The loop's thread has ended (after ``stopAccepting()`` and its last connection).
+    var hasExited: Bool { exited.load(ordering: .acquiring) }
+
+    private func post(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        _ = aa_socket_wakeup_signal(wakeFD)
+    }
+
+    // MARK: - The loop's thread
+
+    private func run() {
+        var fds = [Int32](repeating: 0, count: 64)
+        var events = [UInt32](repeating: 0, count: 64)
+        while !(stopped && connections.isEmpty) {
+            let timeout = acceptRetry.map { max(0, Int32(($0 - .now) / .milliseconds(1))) } ?? -1
+            let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
+            if count < 0 {
+                logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
+                                metadata: ["error": "\(AcceptLoop.errorText())"])
+                break
+            }
+            if let retry = acceptRetry, retry <= .now {
+                acceptRetry = nil
+                resume()
+            }
+            for index in 0..<Int(count) {
+                switch fds[index] {
+                case wakeFD: runCommands()
+                case listenFD: if accepting { acceptReady() }
+                // Decided by what the descriptor reads, not by the event's flags: a closed descriptor's number may
+                // already belong to a connection accepted in this same batch.
+                case let fd: if connections[fd] != nil { serve(fd) }
+                }
+            }
+        }
+        for fd in connections.keys { closeConnection(fd) }
+        if !stopped { stop() }
+        exited.store(true, ordering: .releasing)
+    }
+
+    private func runCommands() {
+        aa_socket_wakeup_drain(wakeFD)
+        let pending = commands.withLock { commands -> [Command] in
+            defer { commands.removeAll(keepingCapacity: true) }
+            return commands
+        }
+        for command in pending {
+            switch command {
+            case .close(let fd): if connections[fd] != nil { closeConnection(fd) }
+            case .stopAccepting: if !stopped { stop() }
+            case .resumeAccepting: resume()
+            }
+        }
+    }
+
+    private func stop() {
+        stopped = true
+        pause()
+        listener.loopStopped()
+    }
+
+    private func pause() {
+        guard accepting else { return }
+        accepting = false
+        _ = aa_socket_epoll_remove(epollFD, listenFD)
+    }
+
+    private func resume() {
+        guard !accepting, !stopped, acceptRetry == nil, gate.resume() else { return }
+        accepting = true
+        _ = aa_socket_epoll_add(epollFD, listenFD, 1)
+    }
+
+    private func acceptReady() {
+        for _ in 0..<AcceptLoop.acceptBatch where accepting {
+            guard gate.reserve() else {
+                pause()
+                return
+            }
+            let fd = aa_socket_accept(listenFD)
+            if fd >= 0 {
+                admit(fd)
+                continue
+            }
+            let error = errno
+            if gate.unreserve() { listener.resumeAccepting() }
+            switch error {
+            case EAGAIN, EWOULDBLOCK:
+                return
+            case ECONNABORTED, EPROTO, EPERM:
+                continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                // Out of descriptors or memory: new clients wait in the backlog; try again shortly.
+                logger.warning("cannot accept a connection now; retrying in 100 ms",
+                               metadata: ["error": "\(String(cString: strerror(error)))"])
+                pause()
+                acceptRetry = .now + .milliseconds(100)
+                return
+            default:
+                logger.error("accept failed", metadata: ["error": "\(String(cString: strerror(error)))"])
+                return
+            }
+        }
+    }
+
+    /// A new connection: the peer check, registration under the cap, the caller's identity, then its lines.
+    private func admit(_ fd: Int32) {
+        var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
+        guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
+            logger.warning("cannot read a connection's peer credentials; closing it",
+                           metadata: ["error": "\(AcceptLoop.errorText())"])
+            release(fd)
+            return
+        }
+        guard peer.uid == myUID else {
+            logger.warning("refused a connection from another user",
+                           metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
+            var line = acceptor.dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only"))
+            line.append(0x0A)
+            _ = line.withUnsafeBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+            release(fd)
+            return
+        }
+        guard let registration = acceptor.connections.add(.loop(self, fd: fd)) else {
+            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
+            release(fd)
+            return
+        }
+        acceptor.opened()
+        // The pidfd names the process that connected while it is identified, and is closed right after.
+        let pidfd = aa_socket_peer_pidfd(fd)
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd >= 0 ? ProcessFD(fd: pidfd) : nil,
+                                     cache: acceptor.callers)
+        connections[fd] = Connection(registration: registration, caller: caller)
+        if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
+            logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
+            closeConnection(fd)
+        }
+    }
+
+    /// Reads what the client sent and answers each complete line from the snapshot, or hands the connection to NIO.
+    private func serve(_ fd: Int32) {
+        guard var connection = connections[fd] else { return }
+        let count = aa_socket_receive(fd, scratch.baseAddress, UInt(scratch.count))
+        if count < 0 {
+            if errno != EAGAIN, errno != EWOULDBLOCK { closeConnection(fd) }
+            return
+        }
+        if count == 0 {
+            // End of input. A last line without a newline is a request (`printf '{...}' | socat`): NIO's decoder
+            // serves it, and reads the end of input again itself.
+            if connection.partial.isEmpty { closeConnection(fd) } else { handOff(fd, input: connection.partial) }
+            return
+        }
+        let received = UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)])
+        if connection.partial.isEmpty {
+            guard let rest = answerLines(fd, connection, received) else { return }
+            connection.partial = rest
+        } else {
+            let joined = connection.partial + received
+            guard let rest = joined.withUnsafeBytes({ answerLines(fd, connection, $0) }) else { return }
+            connection.partial = rest
+        }
+        if connection.partial.count > AcceptLoop.maxPartialLine {
+            handOff(fd, input: connection.partial)
+            return
+        }
+        connections[fd] = connection
+    }
+
+    /// Answers every complete line in `bytes`; returns the bytes after the last newline, or nil once the
+    /// connection was handed off (or closed).
+    private func answerLines(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        var start = 0
+        while let newline = bytes[start...].firstIndex(of: 0x0A) {
+            var end = newline
+            if end > start, bytes[end - 1] == 0x0D { end -= 1 }
+            reply.clear()
+            guard case .request(let request) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<end])),
+                  CachedTokenHandler.answer(request, caller: connection.caller, operations: operations,
+                                            snapshot: snapshot, into: &reply) else {
+                handOff(fd, input: Array(bytes[start...]))
+                return nil
+            }
+            let sent = reply.withUnsafeReadableBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+            if sent < 0, errno != EAGAIN, errno != EWOULDBLOCK {
+                closeConnection(fd)
+                return nil
+            }
+            acceptor.connections.touch(connection.registration)
+            if sent < reply.readableBytes {
+                // The client is not reading: NIO writes the rest and has the backpressure for what follows.
+                reply.moveReaderIndex(forwardBy: max(0, sent))
+                handOff(fd, input: Array(bytes[(newline + 1)...]), output: reply)
+                return nil
+            }
+            start = newline + 1
+        }
+        return start == bytes.count ? [] : Array(bytes[start...])
+    }
+
+    private func handOff(_ fd: Int32, input: [UInt8], output: ByteBuffer? = nil) {
+        guard let connection = connections.removeValue(forKey: fd) else { return }
+        _ = aa_socket_epoll_remove(epollFD, fd)
+        acceptor.connections.handOff(connection.registration)
+        acceptor.adopt(.init(fd: fd, registration: connection.registration, caller: connection.caller,
+                             input: input, output: output) { [self] in released() })
+    }
+
+    private func closeConnection(_ fd: Int32) {
+        guard let connection = connections.removeValue(forKey: fd) else { return }
+        Glibc.close(fd)
+        acceptor.closed(connection.registration)
+        released()
+    }
+
+    /// Closes a descriptor that never became a connection (refused). What the client already sent is read first:
+    /// closing a Unix socket with unread input resets it, and the client could lose the refusal line.
+    private func release(_ fd: Int32) {
+        _ = aa_socket_receive(fd, scratch.baseAddress, UInt(scratch.count))
+        Glibc.close(fd)
+        released()
+    }
+
+    /// An accepted descriptor was closed, here or by NIO (any thread).
+    private func released() {
+        if gate.closed() { listener.resumeAccepting() }
+    }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+}
+
+/// The listening socket the ``AcceptLoop``s share. Each loop watches it with `EPOLLEXCLUSIVE` (a new connection wakes
+/// one loop, not all); it is closed once the last loop has stopped watching it, and then the acceptor learns that
+/// accepting has ended.
+final class ListeningSocket: Sendable {
+    let fd: Int32
+    private let watching: Atomic<Int>
+    /// Until every loop has stopped (then dropped, which ends the loops' references back to this).
+    private let loops = Mutex<[AcceptLoop]>([])
+    private let whenClosed: @Sendable () -> Void
+
+    /// Takes ownership of `fd` (bound and listening; made non-blocking here), for `loops` accept loops.
+    init(fd: Int32, loops: Int, whenClosed: @escaping @Sendable () -> Void) throws(ServerError) {
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            throw ServerError(.socket, "cannot make the listening socket non-blocking: \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+        self.watching = Atomic(loops)
+        self.whenClosed = whenClosed
+    }
+
+    func add(_ loop: AcceptLoop) { loops.withLock { $0.append(loop) } }
+
+    var all: [AcceptLoop] { loops.withLock { $0 } }
+
+    /// Every loop stops accepting; the socket closes once all have.
+    func stopAccepting() { for loop in all { loop.stopAccepting() } }
+
+    /// The gate's count fell under its ceiling: every paused loop may accept again.
+    func resumeAccepting() { for loop in all { loop.resumeAccepting() } }
+
+    /// Called by each loop, on its thread, once it no longer watches the socket.
+    func loopStopped() {
+        guard watching.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        close(fd)
+        loops.withLock { $0.removeAll() }
+        whenClosed()
+    }
+}

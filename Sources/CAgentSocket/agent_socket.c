@@ -1,0 +1,120 @@
+#define _GNU_SOURCE
+#include "agent_socket.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+int aa_socket_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive) {
+    /* EPOLLEXCLUSIVE allows no event bits but EPOLLIN, EPOLLOUT, EPOLLET and EPOLLWAKEUP. */
+    struct epoll_event event = { .events = exclusive ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+    return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event);
+}
+
+int aa_socket_epoll_remove(int epoll_fd, int fd) { return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, NULL); }
+
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms) {
+    struct epoll_event ready[64];
+    if (max > 64) max = 64;
+    int n = epoll_wait(epoll_fd, ready, max, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) {
+        fds[i] = ready[i].data.fd;
+        events[i] = ready[i].events;
+    }
+    return n;
+}
+
+uint32_t aa_socket_event_in(void) { return EPOLLIN; }
+uint32_t aa_socket_event_hangup(void) { return EPOLLHUP | EPOLLRDHUP; }
+uint32_t aa_socket_event_error(void) { return EPOLLERR; }
+
+int aa_socket_wakeup_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int aa_socket_wakeup_signal(int fd) {
+    uint64_t one = 1;
+    for (;;) {
+        ssize_t n = write(fd, &one, sizeof one);
+        if (n == sizeof one) return 0;
+        /* EAGAIN: the counter is at its maximum, so a wake-up is pending anyway. */
+        if (n < 0 && errno == EAGAIN) return 0;
+        if (n < 0 && errno == EINTR) continue;
+        return -1;
+    }
+}
+
+void aa_socket_wakeup_drain(int fd) {
+    uint64_t count;
+    while (read(fd, &count, sizeof count) < 0 && errno == EINTR) {}
+}
+
+int aa_socket_accept(int listen_fd) {
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0 || errno != EINTR) return fd;
+    }
+}
+
+int aa_socket_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid) {
+    struct ucred cred;
+    socklen_t length = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int aa_socket_peer_pidfd(int fd) {
+    int pidfd = -1;
+    socklen_t length = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) return -1;
+    return pidfd;
+}
+
+long aa_socket_send(int fd, const void *bytes, unsigned long count) {
+    for (;;) {
+        ssize_t n = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0 || errno != EINTR) return n;
+    }
+}
+
+long aa_socket_receive(int fd, void *bytes, unsigned long capacity) {
+    for (;;) {
+        ssize_t n = recv(fd, bytes, capacity, MSG_DONTWAIT);
+        if (n >= 0 || errno != EINTR) return n;
+    }
+}
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+
+#ifndef PIDFS_MAGIC
+#define PIDFS_MAGIC 0x50494446
+#endif
+
+int aa_socket_pidfd_open(int32_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
+    /* Whether pidfds live on pidfs is a property of the kernel: asked once (a race only repeats the question). */
+    static int on_pidfs = -1;
+    if (on_pidfs < 0) {
+        struct statfs fs;
+        if (fstatfs(pidfd, &fs) != 0) return -1;
+        on_pidfs = (fs.f_type == PIDFS_MAGIC && sizeof(ino_t) == 8) ? 1 : 0;
+    }
+    if (!on_pidfs) return -1;
+    struct stat info;
+    if (fstat(pidfd, &info) != 0) return -1;
+    *id = (uint64_t)info.st_ino;
+    return 0;
+}

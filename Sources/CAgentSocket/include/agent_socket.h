@@ -1,0 +1,43 @@
+/* The socket calls of the agent's accept loop that Swift cannot make cleanly: epoll_event is a packed struct with a
+ * union, struct ucred needs _GNU_SOURCE, and SO_PEERPIDFD is newer than glibc 2.36's headers. Prefix: aa_socket_.
+ * Every function returns -1 with errno set on failure unless it says otherwise. */
+#ifndef AUTH_AGENT_SOCKET_H
+#define AUTH_AGENT_SOCKET_H
+#include <stdint.h>
+
+/* An epoll instance (close-on-exec). */
+int aa_socket_epoll_create(void);
+/* Adds fd for readability (level-triggered; hang-ups and errors are always reported). `exclusive` sets
+ * EPOLLEXCLUSIVE (for a listening socket watched by several loops). */
+int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive);
+int aa_socket_epoll_remove(int epoll_fd, int fd);
+/* Waits up to timeout_ms (-1: forever) and fills fds[i] / events[i] for up to max ready descriptors. Returns how
+ * many; 0 on timeout or EINTR. */
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms);
+/* The bits of aa_socket_epoll_wait's events: readable, hung up (either direction), error. */
+uint32_t aa_socket_event_in(void);
+uint32_t aa_socket_event_hangup(void);
+uint32_t aa_socket_event_error(void);
+
+/* A non-blocking eventfd (close-on-exec) to wake a loop from another thread; signal adds 1, drain reads it to 0. */
+int aa_socket_wakeup_create(void);
+int aa_socket_wakeup_signal(int fd);
+void aa_socket_wakeup_drain(int fd);
+
+/* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC; EINTR is retried. */
+int aa_socket_accept(int listen_fd);
+/* SO_PEERCRED. Returns 0 and fills the three values. */
+int aa_socket_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
+/* SO_PEERPIDFD (Linux 6.5+): a pidfd for the process that connected, which the caller closes. */
+int aa_socket_peer_pidfd(int fd);
+/* pidfd_open(pid, 0). */
+int aa_socket_pidfd_open(int32_t pid);
+/* The process's unique id on this boot: the pidfd's inode number on pidfs (Linux 6.9+, 64-bit), where every
+ * process has an inode of its own that is never reused. Returns 0 and fills id; -1 on older kernels, where all
+ * pidfds share one anonymous inode. */
+int aa_socket_pidfd_process_id(int pidfd, uint64_t *id);
+/* send(MSG_NOSIGNAL | MSG_DONTWAIT); EINTR is retried. Returns bytes sent, or -1 (EAGAIN: the buffer is full). */
+long aa_socket_send(int fd, const void *bytes, unsigned long count);
+/* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */
+long aa_socket_receive(int fd, void *bytes, unsigned long capacity);
+#endif
