@@ -1,6 +1,6 @@
 /// Errors of the socket server itself (start-up and connection handling).
 public struct ServerError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Code: Sendable, Equatable { case runtimeDirectory, socket, alreadyRunning, peerCredentialsUnavailable }
+    public enum Code: Sendable, Equatable { case runtimeDirectory, socket, alreadyRunning }
     public let code: Code
     public let message: String
 
@@ -10,6 +10,4 @@ public struct ServerError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { message }
-
-    static let peerCredentialsUnavailable = ServerError(.peerCredentialsUnavailable, "cannot read SO_PEERCRED")
 }
