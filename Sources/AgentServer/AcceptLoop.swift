@@ -30,16 +30,21 @@ final class AcceptLoop: @unchecked Sendable {
     static let acceptBatch = 64
 
     private enum Command {
-        case close(fd: Int32)
+        case close(fd: Int32, registration: Int)
         case stopAccepting
         case resumeAccepting
+        case retryParked(String)
     }
 
     private struct Connection {
         let registration: Int
         let caller: Caller
-        /// The start of a request line whose newline has not arrived yet.
+        /// The start of a request line whose newline has not arrived yet (while parked: all that arrived since).
         var partial: [UInt8] = []
+        /// A plain `token` request (without its newline) waiting for its account's refresh (``TokenSnapshot/park``).
+        var parked: [UInt8]?
+        /// The first line is a parked request asked again: already logged, and not parked a second time.
+        var retrying = false
     }
 
     private let listener: ListeningSocket
@@ -55,6 +60,8 @@ final class AcceptLoop: @unchecked Sendable {
 
     // Touched by the loop's thread only.
     private var connections: [Int32: Connection] = [:]
+    /// Connections with a parked request, by account.
+    private var parked: [String: [Int32]] = [:]
     private var accepting = true
     private var stopped = false
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
@@ -99,8 +106,9 @@ final class AcceptLoop: @unchecked Sendable {
 
     // MARK: - Other threads
 
-    /// Closes the loop's connection on `fd` (eviction, shutdown); ignored once it is closed or handed off.
-    func close(_ fd: Int32) { post(.close(fd: fd)) }
+    /// Closes the loop's connection `registration` on `fd` (eviction, shutdown); ignored once it is closed or handed
+    /// off (the descriptor's number may belong to another connection by then).
+    func close(_ fd: Int32, registration: Int) { post(.close(fd: fd, registration: registration)) }
 
     /// Stops watching the listening socket (the last loop to stop closes it). The loop's thread ends once its last
     /// connection is closed.
@@ -157,9 +165,13 @@ final class AcceptLoop: @unchecked Sendable {
         }
         for command in pending {
             switch command {
-            case .close(let fd): if connections[fd] != nil { closeConnection(fd) }
+            case .close(let fd, let registration):
+                guard let connection = connections[fd], connection.registration == registration else { continue }
+                // A parked request still gets its answer (shutdown closes input only): NIO takes it.
+                if connection.parked != nil { handOff(fd) } else { closeConnection(fd) }
             case .stopAccepting: if !stopped { stop() }
             case .resumeAccepting: resume()
+            case .retryParked(let account): retryParked(account)
             }
         }
     }
@@ -258,64 +270,111 @@ final class AcceptLoop: @unchecked Sendable {
             return
         }
         if count == 0 {
-            // End of input. A last line without a newline is a request (`printf '{...}' | socat`): NIO's decoder
-            // serves it, and reads the end of input again itself.
-            if connection.partial.isEmpty { closeConnection(fd) } else { handOff(fd, input: connection.partial) }
+            // End of input. A last line without a newline is a request (`printf '{...}' | socat`), and a parked
+            // request still wants its reply after a half-close: NIO serves them, and reads the end of input again.
+            if connection.parked == nil, connection.partial.isEmpty { closeConnection(fd) } else { handOff(fd) }
             return
         }
         let received = UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)])
-        if connection.partial.isEmpty {
-            guard let rest = answerLines(fd, connection, received) else { return }
-            connection.partial = rest
-        } else {
-            let joined = connection.partial + received
-            guard let rest = joined.withUnsafeBytes({ answerLines(fd, connection, $0) }) else { return }
-            connection.partial = rest
-        }
-        if connection.partial.count > AcceptLoop.maxPartialLine {
-            handOff(fd, input: connection.partial)
+        if connection.parked != nil {
+            // Kept, unread, until the refresh the parked request waits for has ended.
+            connection.partial.append(contentsOf: received)
+            connections[fd] = connection
+            if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
             return
         }
-        connections[fd] = connection
+        if connection.partial.isEmpty {
+            consume(fd, connection, received)
+        } else {
+            let joined = connection.partial + received
+            joined.withUnsafeBytes { consume(fd, connection, $0) }
+        }
     }
 
-    /// Answers every complete line in `bytes`; returns the bytes after the last newline, or nil once the
-    /// connection was handed off (or closed).
-    private func answerLines(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+    /// Answers the complete lines in `bytes` and keeps the rest as the connection's partial line, unless a line
+    /// parks the connection or hands it to NIO (or it was closed).
+    private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+        var connection = connection
         var start = 0
         while let newline = bytes[start...].firstIndex(of: 0x0A) {
             var end = newline
             if end > start, bytes[end - 1] == 0x0D { end -= 1 }
             reply.clear()
-            guard case .request(let request) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<end])),
-                  CachedTokenHandler.answer(request, caller: connection.caller, operations: operations,
-                                            snapshot: snapshot, into: &reply) else {
+            guard case .request(let request) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 handOff(fd, input: Array(bytes[start...]))
-                return nil
+                return
             }
+            guard CachedTokenHandler.answer(request, caller: connection.caller, operations: operations,
+                                            snapshot: snapshot, log: !connection.retrying, into: &reply) else {
+                // Only requests without `min_valid`: the broker judges a joined refresh's token against the caller's
+                // `min_valid` (min_valid_unsatisfiable), where asking again after it would start another refresh.
+                if request.minValid == nil, !connection.retrying, let account = CachedTokenHandler.plainTokenAccount(request),
+                   snapshot.park(account: account, minValid: .zero, reader: ObjectIdentifier(self),
+                                 wake: { [self] in post(.retryParked(account)) }) {
+                    // The account is being refreshed and has no token to serve meanwhile: wait here for it, like the
+                    // slow path's single flight, but without a channel and a task per waiting request. Logged now,
+                    // when it arrived (the slow path logs at arrival too), not again when it is answered.
+                    operations.logRequest(.token, account: account, caller: connection.caller)
+                    connection.parked = Array(bytes[start..<newline])
+                    connection.partial = Array(bytes[(newline + 1)...])
+                    connections[fd] = connection
+                    parked[account, default: []].append(fd)
+                    acceptor.connections.begin(connection.registration)
+                    return
+                }
+                handOff(fd, input: Array(bytes[start...]))
+                return
+            }
+            connection.retrying = false
+            // Before the reply leaves: a client that reads it and connects again must find this connection already
+            // more recently used than the new one's neighbours (the eviction order).
+            acceptor.connections.touch(connection.registration)
             let sent = reply.withUnsafeReadableBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
             if sent < 0, errno != EAGAIN, errno != EWOULDBLOCK {
                 closeConnection(fd)
-                return nil
+                return
             }
-            acceptor.connections.touch(connection.registration)
             if sent < reply.readableBytes {
                 // The client is not reading: NIO writes the rest and has the backpressure for what follows.
                 reply.moveReaderIndex(forwardBy: max(0, sent))
                 handOff(fd, input: Array(bytes[(newline + 1)...]), output: reply)
-                return nil
+                return
             }
             start = newline + 1
         }
-        return start == bytes.count ? [] : Array(bytes[start...])
+        connection.partial = start == bytes.count ? [] : Array(bytes[start...])
+        connections[fd] = connection
+        if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
     }
 
-    private func handOff(_ fd: Int32, input: [UInt8], output: ByteBuffer? = nil) {
+    /// The refresh `account`'s parked requests waited for has ended: each is decoded and answered again (from the
+    /// new token, or by NIO's slow path, which reports a failed refresh), followed by what its client sent meanwhile.
+    private func retryParked(_ account: String) {
+        for fd in parked.removeValue(forKey: account) ?? [] {
+            guard var connection = connections[fd], let line = connection.parked else { continue }
+            let input = line + [0x0A] + connection.partial
+            connection.parked = nil
+            connection.partial = []
+            connection.retrying = true
+            connections[fd] = connection
+            acceptor.connections.end(connection.registration)
+            input.withUnsafeBytes { consume(fd, connection, $0) }
+        }
+    }
+
+    /// Hands the connection to NIO with its parked request and partial line (or `input`, when given).
+    private func handOff(_ fd: Int32, input: [UInt8]? = nil, output: ByteBuffer? = nil) {
         guard let connection = connections.removeValue(forKey: fd) else { return }
         _ = aa_socket_epoll_remove(epollFD, fd)
+        var bytes = input ?? connection.partial
+        if let line = connection.parked {
+            // No longer parked: busy again from the hand-off instead.
+            bytes = line + [0x0A] + bytes
+            acceptor.connections.end(connection.registration)
+        }
         acceptor.connections.handOff(connection.registration)
         acceptor.adopt(.init(fd: fd, registration: connection.registration, caller: connection.caller,
-                             input: input, output: output) { [self] in released() })
+                             input: bytes, output: output) { [self] in released() })
     }
 
     private func closeConnection(_ fd: Int32) {

@@ -50,13 +50,14 @@ final class CachedTokenHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Appends the fast path's reply line to `buffer` when `request` is a plain `token` request that the snapshot
     /// serves and the account's policy admits without asking (then logged and audited); false, with nothing
     /// written, when the slow path must answer. Shared by this handler and ``AcceptLoop``.
+    /// `log: false` for a request that was logged already (the accept loop's parked requests).
     static func answer(_ request: WireRequest, caller: Caller, operations: AgentOperations, snapshot: TokenSnapshot,
-                       into buffer: inout ByteBuffer) -> Bool {
+                       log: Bool = true, into buffer: inout ByteBuffer) -> Bool {
         guard let account = plainTokenAccount(request),
               let hit = snapshot.freshToken(account: account, minValid: .seconds(request.minValid ?? 0)),
               operations.admitsFastPath(caller: caller, account: account),
               TokenReplies.write(hit, id: request.id, snapshot: snapshot, into: &buffer) else { return false }
-        operations.logRequest(.token, account: account, caller: caller)
+        if log { operations.logRequest(.token, account: account, caller: caller) }
         return true
     }
 

@@ -15,9 +15,10 @@ final class ConnectionRegistry: @unchecked Sendable {
         /// A NIO channel (``ConnectionAcceptor/adopt(_:)``).
         case channel(any Channel)
 
-        func close() {
+        /// Closes connection `id`.
+        func close(_ id: Int) {
             switch self {
-            case .loop(let loop, let fd): loop.close(fd)
+            case .loop(let loop, let fd): loop.close(fd, registration: id)
             case .handingOff: break
             case .channel(let channel): channel.close(promise: nil)
             }
@@ -25,9 +26,9 @@ final class ConnectionRegistry: @unchecked Sendable {
 
         /// Stops reading: a channel still answers what it has in flight; the accept loop's connections never have
         /// anything in flight, so they close.
-        func closeInput() {
+        func closeInput(_ id: Int) {
             switch self {
-            case .loop, .handingOff: close()
+            case .loop, .handingOff: close(id)
             case .channel(let channel): channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
             }
         }
@@ -53,12 +54,12 @@ final class ConnectionRegistry: @unchecked Sendable {
 
     /// Registers a connection; nil when the registry is full of busy connections (the caller closes it).
     func add(_ holder: Holder) -> Int? {
-        let (id, closing, evicted) = lock.withLock { () -> (Int?, Bool, Holder?) in
-            var evicted: Holder?
+        let (id, closing, evicted) = lock.withLock { () -> (Int?, Bool, (Int, Holder)?) in
+            var evicted: (Int, Holder)?
             if entries.count >= limit {
                 guard let victim = entries.filter({ $0.value.busy == 0 }).min(by: { $0.value.lastActive < $1.value.lastActive })
                 else { return (nil, self.closing, nil) }
-                evicted = victim.value.holder
+                evicted = (victim.key, victim.value.holder)
                 entries.removeValue(forKey: victim.key)
             }
             next += 1
@@ -66,8 +67,8 @@ final class ConnectionRegistry: @unchecked Sendable {
             entries[next] = Entry(holder: holder, lastActive: tick)
             return (next, self.closing, evicted)
         }
-        evicted?.close()
-        if id != nil, closing { holder.closeInput() }
+        if let (victim, holder) = evicted { holder.close(victim) }
+        if let id, closing { holder.closeInput(id) }
         return id
     }
 
@@ -91,7 +92,7 @@ final class ConnectionRegistry: @unchecked Sendable {
             entries[id] = entry
             return self.closing
         }
-        if closing { Holder.channel(channel).closeInput() }
+        if closing { Holder.channel(channel).closeInput(id) }
     }
 
     /// A request started on the connection: it is not idle until the matching ``end(_:)``.
@@ -111,10 +112,10 @@ final class ConnectionRegistry: @unchecked Sendable {
     }
 
     func closeInputOfAll() {
-        let all = lock.withLock { () -> [Holder] in
+        let all = lock.withLock { () -> [(Int, Holder)] in
             closing = true
-            return entries.values.map(\.holder)
+            return entries.map { ($0.key, $0.value.holder) }
         }
-        for holder in all { holder.closeInput() }
+        for (id, holder) in all { holder.closeInput(id) }
     }
 }

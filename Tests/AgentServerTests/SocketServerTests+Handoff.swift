@@ -2,6 +2,7 @@
 import Glibc
 #endif
 @testable import AgentServer
+@testable import AuthCore
 import Foundation
 import XCTest
 
@@ -78,5 +79,62 @@ extension SocketServerTests {
         XCTAssertEqual(ids.count, count)
         XCTAssertEqual(Set(ids).count, count, "a reply was repeated or lost")
         XCTAssertEqual(ids.first, 1)
+    }
+}
+
+/// Requests for an account whose token is being refreshed wait in the accept loop (parked on the snapshot), not as
+/// a channel and a task each, and are answered when the refresh ends: from the loop with the new token, or by the
+/// slow path when the refresh brought none.
+extension SocketServerTests {
+    func testRequestsWaitingForARefreshAreParkedAndAnsweredFromTheLoop() async throws {
+        let server = try await start(cached: false)
+        let broker = server.dispatcher.operations.broker
+        broker.snapshot.refreshStarted("work")
+        var clients: [TestClient] = []
+        for id in 1...3 {
+            let client = try await TestClient.connect(path)
+            try await client.send(SocketServerTests.fast(id) + "\n")
+            clients.append(client)
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 0, "parked, not handed off")
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        await broker.install("work", access: "at-new", lifetime: .seconds(3600))
+        broker.snapshot.refreshEnded("work")
+        for (index, client) in clients.enumerated() {
+            let reply = try await client.readReply()
+            XCTAssertEqual(reply.id, index + 1)
+            XCTAssertEqual(reply.result?.accessToken, "at-new")
+        }
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 0, "answered from the loop")
+        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+    }
+
+    func testARefreshThatBringsNoTokenHandsItsParkedRequestsToTheSlowPath() async throws {
+        let server = try await start(cached: false)
+        let broker = server.dispatcher.operations.broker
+        broker.snapshot.refreshStarted("work")
+        let client = try await TestClient.connect(path)
+        // What the client sends while parked is kept and answered after the parked request.
+        try await client.send(SocketServerTests.fast(1) + "\n")
+        try await Task.sleep(for: .milliseconds(50))
+        try await client.send(#"{"v":1,"id":2,"op":"ping"}"# + "\n")
+        try await Task.sleep(for: .milliseconds(50))
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 0)
+        broker.snapshot.refreshEnded("work")
+        struct Reply: Decodable {
+            struct Failure: Decodable { var code: String }
+            var id: Int?
+            var error: Failure?
+        }
+        var replies: [Int: Reply] = [:]
+        for _ in 0..<2 {
+            let line = try await client.readLine()
+            let reply = try JSONDecoder().decode(Reply.self, from: Data(XCTUnwrap(line).utf8))
+            replies[try XCTUnwrap(reply.id)] = reply
+        }
+        XCTAssertEqual(replies[1]?.error?.code, "login_required", "the broker's answer for an account never signed in")
+        XCTAssertNil(replies[2]?.error, "the ping sent while parked")
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 1)
     }
 }

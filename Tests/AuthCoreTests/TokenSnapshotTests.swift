@@ -146,4 +146,67 @@ final class TokenSnapshotTests: XCTestCase {
         XCTAssertNil(broker.snapshot.entry("work")?.attachment, "a new token starts without one")
         XCTAssertEqual(broker.snapshot.freshToken(account: "work", minValid: .zero)?.grant.accessToken.reveal(), "at-2")
     }
+
+    /// A reader parks on a running refresh of an account with no token to serve, is woken once when the refresh has
+    /// published its token, and then finds it; without a refresh, or with a token still valid, nothing parks.
+    func testAReaderParksOnARunningRefreshAndIsWokenAfterItsTokenIsPublished() async throws {
+        let clock = ManualClock()
+        let http = FakeHTTP()
+        let gate = TokenGate()
+        http.tokenGate = gate
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600)]
+        let broker = broker(MemorySecretStore(items: [key: Secret("rt-1")]), http, clock)
+        let snapshot = broker.snapshot
+        let wakes = LockedCounter()
+        let reader = ObjectIdentifier(wakes)
+        XCTAssertFalse(snapshot.park(account: "work", minValid: .zero, reader: reader) { wakes.add() }, "no refresh runs")
+
+        let request = Task { try await broker.accessToken(account: "work") }
+        await gate.arrived(1)
+        XCTAssertTrue(snapshot.park(account: "work", minValid: .zero, reader: reader) { wakes.add() })
+        XCTAssertTrue(snapshot.park(account: "work", minValid: .zero, reader: reader) { wakes.add() }, "the same reader again")
+        XCTAssertEqual(wakes.value, 0)
+        gate.open()
+        _ = try await request.value
+        XCTAssertEqual(wakes.value, 1, "woken once per reader")
+        XCTAssertEqual(snapshot.freshToken(account: "work", minValid: .zero)?.grant.accessToken.reveal(), "at-1",
+                       "the token was published before the wake-up")
+        XCTAssertFalse(snapshot.park(account: "work", minValid: .zero, reader: reader) { wakes.add() }, "the refresh ended")
+    }
+
+    /// Inside the early-refresh margin the broker serves the still-valid token at once while it refreshes behind
+    /// the caller: nobody parks on that refresh. A failed refresh wakes its readers too (they then ask the broker).
+    func testNobodyParksWhileTheCachedTokenIsValidAndAFailedRefreshStillWakes() async throws {
+        let clock = ManualClock()
+        let http = FakeHTTP()
+        let gate = TokenGate()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600)]
+        let broker = broker(MemorySecretStore(items: [key: Secret("rt-1")]), http, clock)
+        _ = try await broker.accessToken(account: "work")
+        http.tokenGate = gate
+        http.tokenFailures = [AuthError(.serverUnreachable, "down")]
+        let wakes = LockedCounter()
+        let reader = ObjectIdentifier(wakes)
+
+        clock.advance(.seconds(3500))  // inside the margin, still valid
+        let inMargin = try await broker.accessToken(account: "work")
+        XCTAssertEqual(inMargin.accessToken.reveal(), "at-1")
+        await gate.arrived(1)
+        XCTAssertFalse(snapshot(broker).park(account: "work", minValid: .seconds(30), reader: reader) { wakes.add() },
+                       "a valid token is served at once, not parked")
+        XCTAssertTrue(snapshot(broker).park(account: "work", minValid: .seconds(200), reader: reader) { wakes.add() },
+                      "not valid for 200 s: parks")
+        gate.open()
+        for _ in 0..<200 where wakes.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        XCTAssertEqual(wakes.value, 1, "the failed refresh woke its reader")
+    }
+
+    private func snapshot(_ broker: TokenBroker) -> TokenSnapshot { broker.snapshot }
+}
+
+private final class LockedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
 }
