@@ -225,10 +225,12 @@ def main():
     w("|---|---:|---:|")
     labels = {"start": "agent at start (3 accounts configured, none used yet)",
               "idle": f"agent idle, 3 accounts signed in (after {2 + len(by('login'))} sign-ins)",
+              "load-start": "agent right before the load phases (VmHWM reset here, clear_refs 5)"
+                            if mem.get("load-start", {}).get("hwm_reset") else "agent right before the load phases",
               "after-load": "agent after the socket load (64 clients)",
               "end": "agent at the end (after the 1,000-client burst)",
               "floor": "floor server after its load (baseline)"}
-    for key in ("start", "idle", "after-load", "end", "floor"):
+    for key in ("start", "idle", "load-start", "after-load", "end", "floor"):
         if key in mem:
             w(f"| {labels[key]} | {fmt(mem[key]['rss_kb'] / 1024, ' MB', 1)} | {fmt(mem[key]['hwm_kb'] / 1024, ' MB', 1)} |")
     if after_release and "authctl" in spawn:
@@ -240,9 +242,17 @@ def main():
     if "idle" in mem:
         v = mem["idle"]["rss_kb"] / 1024
         targets.append(("idle RSS with 3 accounts <= 12 MB", fmt(v, " MB", 1), v <= 12))
+    reset = mem.get("load-start", {}).get("hwm_reset", False)
+    if reset:
+        lifetime = max(mem["load-start"]["lifetime_hwm_kb"], mem.get("end", {}).get("hwm_kb", 0)) / 1024
+        w("")
+        w(f"Peak under load is the VmHWM at the end, reset right before the load phases, so it covers the cached-token "
+          f"load and the 1,000-client burst; the lifetime peak, including the sign-ins before them, was "
+          f"{fmt(lifetime, ' MB', 1)}.")
     if "end" in mem:
         v = mem["end"]["hwm_kb"] / 1024
-        targets.append(("peak RSS under load <= 32 MB", fmt(v, " MB", 1), v <= 32))
+        what = "peak RSS under load (the load phases) <= 32 MB" if reset else "peak RSS under load (lifetime VmHWM) <= 32 MB"
+        targets.append((what, fmt(v, " MB", 1), v <= 32))
     w("")
 
     # 8: flood latency (issue 7), Benchmarks/flood.py

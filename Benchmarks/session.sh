@@ -71,6 +71,13 @@ FLOOR=$!
 for _ in $(seq 100); do [ -S "$WORK/floor.sock" ] && break; sleep 0.02; done
 emit "{\"kind\":\"reply_bytes\",\"value\":$REPLY_BYTES,\"request_bytes\":$((${#TOKEN_REQ} + 1))}"
 
+# The peak under load covers the load phases: the kernel's high-water mark is reset here (clear_refs 5), so the
+# sign-ins before them do not count; the lifetime peak is reported beside it.
+LIFETIME_HWM=$(kb $AGENT VmHWM)
+HWM_RESET=false
+if echo 5 2>/dev/null >"/proc/$AGENT/clear_refs"; then HWM_RESET=true; fi
+emit "{\"kind\":\"memory\",\"at\":\"load-start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM),\"lifetime_hwm_kb\":$LIFETIME_HWM,\"hwm_reset\":$HWM_RESET}"
+
 loadavg before-load
 say "cached token vs floor (${DURATION}s per shape; reply $REPLY_BYTES bytes)"
 "$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up

@@ -119,6 +119,10 @@ final class ConnectionAcceptor: Sendable {
         finishIfDrained()
     }
 
+    /// Runs the idle hook a second after start-up unless a client comes first: what start-up mapped and allocated
+    /// (configuration, the keyring, D-Bus) is given back even if no client ever connects.
+    func started() { scheduleIdleHook(on: group.next()) }
+
     /// The listening socket is closed: once the last connection is gone, ``drained`` ends.
     func stopAccepting() {
         state.withLock { $0.stoppedAccepting = true }

@@ -85,6 +85,7 @@ public final class SocketServer: Service {
             for _ in 0..<acceptThreads {
                 listener.add(try AcceptLoop(listener: listener, acceptor: acceptor, gate: gate, logger: logger))
             }
+            acceptor.started()
             return SocketServer(listener: listener, acceptor: acceptor, gate: gate, dispatcher: dispatcher,
                                 boundPath: boundPath)
         } catch {
