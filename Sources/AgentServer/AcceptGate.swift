@@ -29,17 +29,22 @@ final class AcceptGate: Sendable {
     /// paused then, and each loop stops accepting until ``closed()`` says to resume. Several loops take slots
     /// concurrently, so the count never passes the ceiling.
     func reserve() -> Bool {
-        var current = open.load(ordering: .relaxed)
-        while current < ceiling {
-            let (exchanged, original) = open.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
-            if exchanged {
-                _ = peak.max(current + 1, ordering: .relaxed)
-                return true
+        while true {
+            var current = open.load(ordering: .sequentiallyConsistent)
+            while current < ceiling {
+                let (exchanged, original) = open.compareExchange(expected: current, desired: current + 1,
+                                                                 ordering: .sequentiallyConsistent)
+                if exchanged {
+                    _ = peak.max(current + 1, ordering: .relaxed)
+                    return true
+                }
+                current = original
             }
-            current = original
+            if !paused.exchange(true, ordering: .sequentiallyConsistent) { pauses.add(1, ordering: .relaxed) }
+            // A close that came between the count's check and the flag did not see the flag, so it will not ask to
+            // resume: look at the count again (both sides are sequentially consistent, so one sees the other).
+            guard open.load(ordering: .sequentiallyConsistent) < ceiling else { return false }
         }
-        if !paused.exchange(true, ordering: .relaxed) { pauses.add(1, ordering: .relaxed) }
-        return false
     }
 
     /// Returns a slot ``reserve()`` took when there was nothing to accept after all. True when accepting is paused
@@ -49,8 +54,8 @@ final class AcceptGate: Sendable {
     /// An accepted connection's descriptor was closed. True when accepting is paused and may resume: the caller
     /// then asks the accept loop to ``resume()``.
     func closed() -> Bool {
-        let left = open.subtract(1, ordering: .relaxed).newValue
-        return left < ceiling && paused.load(ordering: .relaxed)
+        let left = open.subtract(1, ordering: .sequentiallyConsistent).newValue
+        return left < ceiling && paused.load(ordering: .sequentiallyConsistent)
     }
 
     /// Called by the accept loop (one thread) before it accepts again: false while still at the ceiling.
