@@ -19,9 +19,10 @@ import Synchronization
 /// answered (``ConnectionAcceptor/adopt(_:)``), where the slow path serves it for the rest of its life.
 ///
 /// Shared state lives elsewhere, as for NIO's connections: the ``ConnectionRegistry`` (cap and eviction; its
-/// ``ConnectionRegistry/Holder/loop(_:fd:)`` closes through ``close(_:)``), the ``AcceptGate`` (open descriptors),
-/// and the ``ConnectionAcceptor`` (activity, the idle hook, shutdown's drain). Other threads reach the loop only
-/// through ``close(_:)``, ``stopAccepting()`` and the gate's resume, which queue a command and wake it.
+/// ``ConnectionRegistry/Holder/loop(_:fd:)`` closes through ``close(_:registration:)``), the ``AcceptGate`` (open
+/// descriptors), and the ``ConnectionAcceptor`` (activity, the idle hook, shutdown's drain). Other threads reach the
+/// loop only through ``close(_:registration:)``, ``stopAccepting()``, ``resumeAccepting()`` and a parked request's
+/// wake-up, which queue a command and wake it.
 final class AcceptLoop: @unchecked Sendable {
     /// A partial request line longer than this is not buffered here: NIO's line decoder takes the connection (and
     /// enforces the 64 KiB cap).
@@ -43,8 +44,9 @@ final class AcceptLoop: @unchecked Sendable {
         var partial: [UInt8] = []
         /// A plain `token` request (without its newline) waiting for its account's refresh (``TokenSnapshot/park``).
         var parked: [UInt8]?
-        /// The first line is a parked request asked again: already logged, and not parked a second time.
-        var retrying = false
+
+        /// What was read and not answered: the parked request's line, if any, then the partial input.
+        var unanswered: [UInt8] { parked.map { $0 + [0x0A] + partial } ?? partial }
     }
 
     private let listener: ListeningSocket
@@ -56,7 +58,6 @@ final class AcceptLoop: @unchecked Sendable {
     private let logger: Logger
     private let myUID = getuid()
     private let commands = Mutex<[Command]>([])
-    private let exited = Atomic<Bool>(false)
 
     // Touched by the loop's thread only.
     private var connections: [Int32: Connection] = [:]
@@ -117,9 +118,6 @@ final class AcceptLoop: @unchecked Sendable {
     /// The gate's count fell under its ceiling while accepting was paused.
     func resumeAccepting() { post(.resumeAccepting) }
 
-    /// The loop's thread has ended (after ``stopAccepting()`` and its last connection).
-    var hasExited: Bool { exited.load(ordering: .acquiring) }
-
     private func post(_ command: Command) {
         commands.withLock { $0.append(command) }
         _ = aa_socket_wakeup_signal(wakeFD)
@@ -154,7 +152,6 @@ final class AcceptLoop: @unchecked Sendable {
         }
         for fd in connections.keys { closeConnection(fd) }
         if !stopped { stop() }
-        exited.store(true, ordering: .releasing)
     }
 
     private func runCommands() {
@@ -292,9 +289,11 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     /// Answers the complete lines in `bytes` and keeps the rest as the connection's partial line, unless a line
-    /// parks the connection or hands it to NIO (or it was closed).
-    private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+    /// parks the connection or hands it to NIO (or it was closed). `retried`: the first line is a parked request asked
+    /// again, already logged, and not parked a second time.
+    private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer, retried: Bool = false) {
         var connection = connection
+        var retried = retried
         var start = 0
         while let newline = bytes[start...].firstIndex(of: 0x0A) {
             var end = newline
@@ -305,10 +304,10 @@ final class AcceptLoop: @unchecked Sendable {
                 return
             }
             guard CachedTokenHandler.answer(request, caller: connection.caller, operations: operations,
-                                            snapshot: snapshot, log: !connection.retrying, into: &reply) else {
+                                            snapshot: snapshot, log: !retried, into: &reply) else {
                 // Only requests without `min_valid`: the broker judges a joined refresh's token against the caller's
                 // `min_valid` (min_valid_unsatisfiable), where asking again after it would start another refresh.
-                if request.minValid == nil, !connection.retrying, let account = CachedTokenHandler.plainTokenAccount(request),
+                if request.minValid == nil, !retried, let account = CachedTokenHandler.plainTokenAccount(request),
                    snapshot.park(account: account, minValid: .zero, reader: ObjectIdentifier(self),
                                  wake: { [self] in post(.retryParked(account)) }) {
                     // The account is being refreshed and has no token to serve meanwhile: wait here for it, like the
@@ -325,7 +324,7 @@ final class AcceptLoop: @unchecked Sendable {
                 handOff(fd, input: Array(bytes[start...]))
                 return
             }
-            connection.retrying = false
+            retried = false
             // Before the reply leaves: a client that reads it and connects again must find this connection already
             // more recently used than the new one's neighbours (the eviction order).
             acceptor.connections.touch(connection.registration)
@@ -351,14 +350,13 @@ final class AcceptLoop: @unchecked Sendable {
     /// new token, or by NIO's slow path, which reports a failed refresh), followed by what its client sent meanwhile.
     private func retryParked(_ account: String) {
         for fd in parked.removeValue(forKey: account) ?? [] {
-            guard var connection = connections[fd], let line = connection.parked else { continue }
-            let input = line + [0x0A] + connection.partial
+            guard var connection = connections[fd], connection.parked != nil else { continue }
+            let input = connection.unanswered
             connection.parked = nil
             connection.partial = []
-            connection.retrying = true
             connections[fd] = connection
             acceptor.connections.end(connection.registration)
-            input.withUnsafeBytes { consume(fd, connection, $0) }
+            input.withUnsafeBytes { consume(fd, connection, $0, retried: true) }
         }
     }
 
@@ -366,12 +364,9 @@ final class AcceptLoop: @unchecked Sendable {
     private func handOff(_ fd: Int32, input: [UInt8]? = nil, output: ByteBuffer? = nil) {
         guard let connection = connections.removeValue(forKey: fd) else { return }
         _ = aa_socket_epoll_remove(epollFD, fd)
-        var bytes = input ?? connection.partial
-        if let line = connection.parked {
-            // No longer parked: busy again from the hand-off instead.
-            bytes = line + [0x0A] + bytes
-            acceptor.connections.end(connection.registration)
-        }
+        // No longer parked: busy again from the hand-off instead. (`input` is given only for unparked connections.)
+        if connection.parked != nil { acceptor.connections.end(connection.registration) }
+        let bytes = input ?? connection.unanswered
         acceptor.connections.handOff(connection.registration)
         acceptor.adopt(.init(fd: fd, registration: connection.registration, caller: connection.caller,
                              input: bytes, output: output) { [self] in released() })
@@ -423,7 +418,7 @@ final class ListeningSocket: Sendable {
 
     func add(_ loop: AcceptLoop) { loops.withLock { $0.append(loop) } }
 
-    var all: [AcceptLoop] { loops.withLock { $0 } }
+    private var all: [AcceptLoop] { loops.withLock { $0 } }
 
     /// Every loop stops accepting; the socket closes once all have.
     func stopAccepting() { for loop in all { loop.stopAccepting() } }
