@@ -2,10 +2,15 @@
  * (the same C shim, Sources/CLibsecret/shim.h: same schema, default collection, a GCancellable per call), against the
  * Secret Service on the current session bus. Uses its own item (account "bench-keyring-probe"), deleted at the end.
  *
- *   keyring_time [RUNS]      (default 30, at most 1000)
+ *   keyring_time [RUNS [GAP_MS]]      (default 30 runs, at most 1000; gap 20 ms)
  *
- * Prints one JSON line: median/p90/min of store (replace-in-place of an existing item, as a rotation does) and lookup,
- * in microseconds.
+ * Two patterns, RUNS times each, every store a replace-in-place of an existing item, as a rotation does:
+ *  - paced (the figures the benchmark subtracts): lookup, GAP_MS of idle, store. This is what a refresh does (read
+ *    the refresh token, wait for the token endpoint, write the new one) and how a sign-in's store comes (after the
+ *    token endpoint's wait). A store after idle costs more than one right after another call: the daemons' threads
+ *    have gone to sleep.
+ *  - back to back: store, then lookup at once (reported for comparison).
+ * Prints one JSON line with median/p90/min of each, in microseconds.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,11 +19,39 @@
 #include "timing.h"
 #include "../Sources/CLibsecret/shim.h"
 
+static int timed_store(const char *account, const char *issuer, const char *client, const char *secret, uint64_t *out) {
+    GError *error = NULL;
+    GCancellable *c = g_cancellable_new();
+    uint64_t t0 = now_ns();
+    int ok = aa_secret_store(account, issuer, client, "auth-agent benchmark probe", secret, c, &error);
+    *out = now_ns() - t0;
+    g_object_unref(c);
+    if (!ok) fprintf(stderr, "keyring_time: store failed: %s\n", error ? error->message : "?");
+    return ok;
+}
+
+static int timed_lookup(const char *account, const char *issuer, const char *client, uint64_t *out) {
+    GError *error = NULL;
+    GCancellable *c = g_cancellable_new();
+    uint64_t t0 = now_ns();
+    char *found = aa_secret_lookup(account, issuer, client, c, &error);
+    *out = now_ns() - t0;
+    g_object_unref(c);
+    if (!found) { fprintf(stderr, "keyring_time: lookup found nothing\n"); return 0; }
+    aa_secret_free(found);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     long runs = argc > 1 ? atol(argv[1]) : 30;
-    if (runs < 1 || runs > 1000) { fprintf(stderr, "usage: %s [RUNS 1..1000]\n", argv[0]); return 2; }
+    long gap_ms = argc > 2 ? atol(argv[2]) : 20;
+    if (runs < 1 || runs > 1000 || gap_ms < 0 || gap_ms > 10000) {
+        fprintf(stderr, "usage: %s [RUNS 1..1000 [GAP_MS 0..10000]]\n", argv[0]);
+        return 2;
+    }
     const char *account = "bench-keyring-probe", *issuer = "http://127.0.0.1/bench", *client = "bench";
     uint64_t *st = calloc((size_t)runs, sizeof *st), *lk = calloc((size_t)runs, sizeof *lk);
+    uint64_t *st_b2b = calloc((size_t)runs, sizeof *st), *lk_b2b = calloc((size_t)runs, sizeof *lk);
     char secret[128];
     GError *error = NULL;
     /* Warm-up: connects to the bus and the service, and creates the item, so every timed store replaces in place. */
@@ -31,30 +64,26 @@ int main(int argc, char **argv) {
         }
         g_object_unref(c);
     }
-    for (long r = 0; r < runs; r++) {
+    for (long r = 0; r < runs; r++) {   /* back to back */
         snprintf(secret, sizeof secret, "bench-refresh-token-%ld-0123456789abcdef0123456789abcdef", r);
-        GCancellable *c = g_cancellable_new();
-        uint64_t t0 = now_ns();
-        int ok = aa_secret_store(account, issuer, client, "auth-agent benchmark probe", secret, c, &error);
-        uint64_t t1 = now_ns();
-        g_object_unref(c);
-        if (!ok) { fprintf(stderr, "keyring_time: store failed: %s\n", error ? error->message : "?"); return 1; }
-        c = g_cancellable_new();
-        uint64_t t2 = now_ns();
-        char *found = aa_secret_lookup(account, issuer, client, c, &error);
-        uint64_t t3 = now_ns();
-        g_object_unref(c);
-        if (!found) { fprintf(stderr, "keyring_time: lookup found nothing\n"); return 1; }
-        aa_secret_free(found);
-        st[r] = t1 - t0;
-        lk[r] = t3 - t2;
+        if (!timed_store(account, issuer, client, secret, &st_b2b[r]) || !timed_lookup(account, issuer, client, &lk_b2b[r]))
+            return 1;
+    }
+    for (long r = 0; r < runs; r++) {   /* paced, as a refresh */
+        snprintf(secret, sizeof secret, "bench-refresh-token-paced-%ld-0123456789abcdef0123456789abcdef", r);
+        if (!timed_lookup(account, issuer, client, &lk[r])) return 1;
+        struct timespec idle = {gap_ms / 1000, (gap_ms % 1000) * 1000000L};
+        nanosleep(&idle, NULL);
+        if (!timed_store(account, issuer, client, secret, &st[r])) return 1;
     }
     aa_secret_clear(account, issuer, client, NULL, NULL);
-    qsort(st, (size_t)runs, sizeof *st, cmp_u64);
-    qsort(lk, (size_t)runs, sizeof *lk, cmp_u64);
+    uint64_t *all[] = {st, lk, st_b2b, lk_b2b};
+    for (int a = 0; a < 4; a++) qsort(all[a], (size_t)runs, sizeof *st, cmp_u64);
 #define PCT(a, p) ((double)(a)[(size_t)((double)(runs - 1) * (p))] / 1000.0)
-    printf("{\"runs\":%ld,\"store_median_us\":%.1f,\"store_p90_us\":%.1f,\"store_min_us\":%.1f,"
-           "\"lookup_median_us\":%.1f,\"lookup_p90_us\":%.1f,\"lookup_min_us\":%.1f}\n",
-           runs, PCT(st, 0.5), PCT(st, 0.9), (double)st[0] / 1000.0, PCT(lk, 0.5), PCT(lk, 0.9), (double)lk[0] / 1000.0);
+    printf("{\"runs\":%ld,\"gap_ms\":%ld,\"store_median_us\":%.1f,\"store_p90_us\":%.1f,\"store_min_us\":%.1f,"
+           "\"lookup_median_us\":%.1f,\"lookup_p90_us\":%.1f,\"lookup_min_us\":%.1f,"
+           "\"store_b2b_median_us\":%.1f,\"lookup_b2b_median_us\":%.1f}\n",
+           runs, gap_ms, PCT(st, 0.5), PCT(st, 0.9), (double)st[0] / 1000.0, PCT(lk, 0.5), PCT(lk, 0.9),
+           (double)lk[0] / 1000.0, PCT(st_b2b, 0.5), PCT(lk_b2b, 0.5));
     return 0;
 }

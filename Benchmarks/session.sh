@@ -50,6 +50,13 @@ for _ in $(seq "$LOGINS"); do
     printf '   %s server %s ms (%s)\n' "$out" "$server_ms" "$after_paths" >&2
 done
 
+if [ "${ONLY:-}" = login ]; then
+    emit "{\"kind\":\"keyring\",\"data\":$("$TOOLS/keyring_time" 30)}"
+    kill "$AGENT"; wait "$AGENT" || true
+    [ -z "${AGENT_LOG_COPY:-}" ] || cp "$WORK/agent.log" "$AGENT_LOG_COPY"
+    exit 0
+fi
+
 say "idle memory, 3 accounts signed in"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
