@@ -46,7 +46,7 @@ let package = Package(
         .target(
             name: "AuthTransport",
             dependencies: [
-                "AuthCore", "SessionEnvironment",
+                "AuthCore", "SessionEnvironment", "CAgentProcess",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import AuthCore
+import CAgentProcess
 import Foundation
 import SessionEnvironment
 
@@ -6,6 +7,11 @@ import SessionEnvironment
 /// colon-separated list) or `xdg-open`, and exactly one argument, the URL. No shell is involved, so nothing in the
 /// URL can be interpreted as a command. Only https URLs (or http on a loopback literal, for local test servers)
 /// that do not start with '-' are passed (SECURITY.md 10).
+///
+/// The browser is started with `posix_spawn`, not Foundation's `Process`: `Process` watches its children from a
+/// run-loop thread of its own, and when the browser (or `xdg-open`) exits, that thread ran about 2 MB of
+/// CoreFoundation code, mapped again right after the idle agent had released its code pages (docs/BENCHMARKS.md).
+/// A small C thread reaps the child instead; the browser gets no descriptor of the agent's but stderr.
 public struct ExecBrowserLauncher: BrowserLauncher {
     let environment: [String: String]
 
@@ -17,17 +23,18 @@ public struct ExecBrowserLauncher: BrowserLauncher {
             throw AuthError(.loginFailed, "refusing to open a URL that is not https (or loopback http)")
         }
         let program = try resolveProgram()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = [text]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.terminationHandler = { _ in }  // reaped by Foundation; no zombies
-        do {
-            try process.run()
-        } catch {
-            throw AuthError(.loginFailed, "cannot start the browser \(program): \(error.localizedDescription)")
+        let started = ExecBrowserLauncher.spawn(program, argument: text)
+        guard started > 0 else {
+            throw AuthError(.loginFailed, "cannot start the browser \(program): \(String(cString: strerror(-started)))")
         }
+    }
+
+    /// Starts `program` with one argument and does not wait for it; the child's pid, or -errno.
+    static func spawn(_ program: String, argument: String) -> Int32 {
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), strdup(argument), nil]
+        defer { for pointer in argv { free(pointer) } }
+        guard argv[0] != nil, argv[1] != nil else { return -ENOMEM }
+        return aa_process_spawn_detached(program, argv)
     }
 
     /// The browser program to run, as an absolute path (the rule lives in SessionEnvironment, shared with

@@ -1,5 +1,13 @@
+#define _GNU_SOURCE
 #include "agent_process.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,8 +40,9 @@ long aa_process_release_code_pages(void) {
         long kb;
         if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &start, &end, perms, &path_at) >= 3 && path_at > 0) {
             advised += release_if_clean(&current);
-            /* Private, read-only, executable, and backed by a file (not [vdso] or anonymous code). */
-            current = (struct code_mapping){start, end, strcmp(perms, "r-xp") == 0 && line[path_at] == '/', 0};
+            /* Private, read-only (code, or constants and tables), and backed by a file (not [vdso] or anonymous). */
+            int read_only = strcmp(perms, "r-xp") == 0 || strcmp(perms, "r--p") == 0;
+            current = (struct code_mapping){start, end, read_only && line[path_at] == '/', 0};
         } else if (sscanf(line, "Anonymous: %ld kB", &kb) == 1) {
             current.anonymous_kb = kb;
         }
@@ -41,4 +50,49 @@ long aa_process_release_code_pages(void) {
     advised += release_if_clean(&current);
     fclose(smaps);
     return advised;
+}
+
+extern char **environ;
+
+static void *reap_child(void *argument) {
+    pid_t pid = (pid_t)(intptr_t)argument;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return NULL;
+}
+
+int aa_process_spawn_detached(const char *path, char *const argv[]) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    sigset_t none, all;
+    int failure = posix_spawn_file_actions_init(&actions);
+    if (failure) return -failure;
+    failure = posix_spawnattr_init(&attributes);
+    if (failure) { posix_spawn_file_actions_destroy(&actions); return -failure; }
+    sigemptyset(&none);
+    sigfillset(&all);
+    if (!failure) failure = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (!failure) failure = posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    if (!failure) failure = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    if (!failure) failure = posix_spawnattr_setsigmask(&attributes, &none);
+    if (!failure) failure = posix_spawnattr_setsigdefault(&attributes, &all);
+    if (!failure) failure = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    if (!failure) failure = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    if (failure) return -failure;
+
+    pthread_attr_t thread_attributes;
+    pthread_t thread;
+    int threaded = pthread_attr_init(&thread_attributes) == 0;
+    if (threaded) {
+        pthread_attr_setdetachstate(&thread_attributes, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&thread_attributes, 64 * 1024);
+        threaded = pthread_create(&thread, &thread_attributes, reap_child, (void *)(intptr_t)pid) == 0;
+        pthread_attr_destroy(&thread_attributes);
+    }
+    /* No thread (out of memory or threads): the child is reaped here if it has already exited, and otherwise stays a
+     * zombie until the agent exits; it is still started. */
+    if (!threaded) waitpid(pid, NULL, WNOHANG);
+    return pid;
 }

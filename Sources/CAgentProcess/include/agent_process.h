@@ -11,10 +11,19 @@ int aa_process_is_dumpable(void);
 int aa_process_limit_malloc_arenas(int arenas);
 /* Returns free heap memory to the kernel (malloc_trim(0)). Returns 1 if memory was released, 0 if not. */
 int aa_process_trim_heap(void);
-/* Unmaps the resident pages of every private executable file mapping (r-xp: the agent's code and its libraries'
- * code) that was never written (smaps "Anonymous: 0"), with madvise(MADV_DONTNEED). Nothing is lost: the pages stay
- * in the page cache and the next instruction fetched from one maps it again (a minor fault). Writable mappings, and
- * code with a written private copy (a text relocation, a breakpoint), are not touched. Returns the bytes of the
- * mappings advised, or -1 if /proc/self/smaps cannot be read. */
+/* Unmaps the resident pages of every private read-only file mapping (r-xp: the agent's code and its libraries' code;
+ * r--p: their constants, symbol and unwind tables, and read-only mapped files) that was never written (smaps
+ * "Anonymous: 0"), with madvise(MADV_DONTNEED). Nothing is lost: the pages stay in the page cache and the next access
+ * to one maps it again (a minor fault). Writable mappings, and read-only ones with a written private copy (relocated
+ * data made read-only afterwards, RELRO; a text relocation; a breakpoint), are not touched: dropping those would lose
+ * what was written. A read-only mapping cannot be written without mprotect, and the loader makes RELRO read-only only
+ * after relocating it, so what is read here as unwritten stays so. Returns the bytes of the mappings advised, or -1
+ * if /proc/self/smaps cannot be read. */
 long aa_process_release_code_pages(void);
+/* Starts PATH with ARGV (NULL-terminated; argv[0] first) as a child the caller never waits for: posix_spawn, no
+ * shell, the caller's environment, stdin and stdout on /dev/null, stderr inherited, no other descriptor (closefrom
+ * 3), an empty signal mask and every signal's default action. A small detached thread (64 KiB stack) waits for the
+ * child, so it never stays a zombie, and no code of the caller runs when it exits. Returns the child's pid, or
+ * -errno if it could not be started (ENOENT, EACCES, ...). */
+int aa_process_spawn_detached(const char *path, char *const argv[]);
 #endif
