@@ -73,10 +73,16 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
     private var finished = false
     private var cancelledEarly = false
     private var _deadlinePassed = false
-    private var deadline: DispatchWorkItem?
+    /// A timer source, not `asyncAfter`: a cancelled `asyncAfter` item still holds its timer, and what it captured,
+    /// until its time comes, so a burst of calls (a `status` flood: four keyring calls each) kept megabytes alive for
+    /// the whole timeout. A cancelled source is freed at once.
+    private var deadline: (any DispatchSourceTimer)?
 
     init() { cancellable = g_cancellable_new() }
-    deinit { if let cancellable { g_object_unref(cancellable) } }
+    deinit {
+        deadline?.cancel()
+        if let cancellable { g_object_unref(cancellable) }
+    }
 
     var deadlinePassed: Bool { lock.withLock { _deadlinePassed } }
     var isFinished: Bool { lock.withLock { finished } }
@@ -92,14 +98,20 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
     }
 
     func scheduleDeadline(after timeout: Duration) {
-        let item = DispatchWorkItem { [weak self] in self?.giveUp(deadlinePassed: true) }
-        lock.withLock { deadline = item }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout.dispatchInterval, execute: item)
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.setEventHandler { [weak self] in self?.giveUp(deadlinePassed: true) }
+        timer.schedule(deadline: .now() + timeout.dispatchInterval)
+        lock.withLock { deadline = timer }
+        timer.activate()
     }
 
     /// Frees the timer once the call has returned (it would otherwise hold on for the whole timeout).
     func cancelDeadline() {
-        lock.withLock { deadline }?.cancel()
+        let timer = lock.withLock { () -> (any DispatchSourceTimer)? in
+            defer { deadline = nil }
+            return deadline
+        }
+        timer?.cancel()
     }
 
     func finish(_ outcome: LibsecretOutcome<Value>) {
