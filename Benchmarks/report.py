@@ -243,7 +243,7 @@ def main():
             w(f"| {labels[key]} | {fmt(mem[key]['rss_kb'] / 1024, ' MB', 1)} | {fmt(mem[key]['hwm_kb'] / 1024, ' MB', 1)} |")
     if after_release and "authctl" in spawn:
         w("")
-        w(f"The idle agent unmaps its code pages after slow work (`aa_process_release_code_pages`); the next request "
+        w(f"The idle agent unmaps its read-only file pages (code and constants) after slow work (`aa_process_release_read_only_pages`); the next request "
           f"maps what it runs again. First `authctl token work` after that, median of {len(after_release)}: "
           f"**{fmt(statistics.median(after_release), ' ms')}**, against {fmt(spawn['authctl']['median_us'] / 1000, ' ms')} "
           f"in the steady state of section 3.")

@@ -19,20 +19,20 @@ int aa_process_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, are
 int aa_process_trim_heap(void) { return malloc_trim(0); }
 
 /* One mapping of /proc/self/smaps, while its fields are read. */
-struct code_mapping { unsigned long start, end; int candidate; long anonymous_kb; };
+struct read_only_mapping { unsigned long start, end; int candidate; long anonymous_kb; };
 
-static long release_if_clean(const struct code_mapping *m) {
+static long release_if_clean(const struct read_only_mapping *m) {
     /* A page of it was ever written (a text relocation, a debugger's breakpoint): its private copy would be lost. */
     if (!m->candidate || m->anonymous_kb != 0) return 0;
     return madvise((void *)m->start, m->end - m->start, MADV_DONTNEED) == 0 ? (long)(m->end - m->start) : 0;
 }
 
-long aa_process_release_code_pages(void) {
+long aa_process_release_read_only_pages(void) {
     FILE *smaps = fopen("/proc/self/smaps", "re");
     if (!smaps) return -1;
     char line[4352];
     long advised = 0;
-    struct code_mapping current = {0, 0, 0, 0};
+    struct read_only_mapping current = {0, 0, 0, 0};
     while (fgets(line, sizeof line, smaps)) {
         unsigned long start, end;
         char perms[5];
@@ -42,7 +42,7 @@ long aa_process_release_code_pages(void) {
             advised += release_if_clean(&current);
             /* Private, read-only (code, or constants and tables), and backed by a file (not [vdso] or anonymous). */
             int read_only = strcmp(perms, "r-xp") == 0 || strcmp(perms, "r--p") == 0;
-            current = (struct code_mapping){start, end, read_only && line[path_at] == '/', 0};
+            current = (struct read_only_mapping){start, end, read_only && line[path_at] == '/', 0};
         } else if (sscanf(line, "Anonymous: %ld kB", &kb) == 1) {
             current.anonymous_kb = kb;
         }

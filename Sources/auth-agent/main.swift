@@ -105,11 +105,12 @@ struct AuthAgent: AsyncParsableCommand {
         let server: SocketServer
         let activity = ActivityTracker()
         // When the last client has gone, hand the heap the load left behind back to the kernel. After slow work (a
-        // sign-in, a refresh, status: not the cached-token hits of the steady state) also unmap the code pages it
-        // mapped: they stay in the page cache, and the next request maps what it runs again (docs/BENCHMARKS.md).
+        // sign-in, a refresh, status: not the cached-token hits of the steady state) also unmap the code and
+        // read-only data pages it mapped: they stay in the page cache, and the next request maps what it uses again
+        // (docs/BENCHMARKS.md).
         let trimHeap: IdleHook = { workedSinceLastIdle in
             _ = aa_process_trim_heap()
-            if workedSinceLastIdle { _ = aa_process_release_code_pages() }
+            if workedSinceLastIdle { _ = aa_process_release_read_only_pages() }
         }
         var socketActivated = false
         do {

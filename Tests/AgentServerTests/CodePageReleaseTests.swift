@@ -2,7 +2,7 @@ import CAgentProcess
 import Foundation
 import XCTest
 
-/// `aa_process_release_code_pages` on this test process: the code pages leave the resident set, nothing written is
+/// `aa_process_release_read_only_pages` on this test process: the code pages leave the resident set, nothing written is
 /// lost, and the code keeps running (its pages are mapped again on use).
 final class CodePageReleaseTests: XCTestCase {
     nonisolated(unsafe) static var written = [Int](repeating: 0, count: 1)
@@ -20,7 +20,7 @@ final class CodePageReleaseTests: XCTestCase {
         for i in 0..<heap.count { heap[i] = UInt8(truncatingIfNeeded: i &* 7) }
         let before = try residentKiB()
 
-        let advised = aa_process_release_code_pages()
+        let advised = aa_process_release_read_only_pages()
         let after = try residentKiB()
 
         XCTAssertGreaterThan(advised, 0, "no executable file mapping was found")
@@ -67,7 +67,7 @@ final class CodePageReleaseTests: XCTestCase {
         defer { munmap(map, size) }
         XCTAssertEqual(try residentKiB(ofMappingAt: map), size / 1024)
 
-        _ = aa_process_release_code_pages()
+        _ = aa_process_release_read_only_pages()
 
         XCTAssertEqual(try residentKiB(ofMappingAt: map), 0, "a read-only file mapping stayed resident")
         let bytes = map.assumingMemoryBound(to: UInt8.self)
@@ -82,7 +82,7 @@ final class CodePageReleaseTests: XCTestCase {
         map.storeBytes(of: 0xA5, toByteOffset: 5 * 4096 + 7, as: UInt8.self)
         XCTAssertEqual(mprotect(map, size, PROT_READ), 0)
 
-        _ = aa_process_release_code_pages()
+        _ = aa_process_release_read_only_pages()
 
         XCTAssertEqual(map.load(fromByteOffset: 5 * 4096 + 7, as: UInt8.self), 0xA5, "a written page was dropped")
         XCTAssertEqual(try residentKiB(ofMappingAt: map), size / 1024, "part of a written mapping was released")

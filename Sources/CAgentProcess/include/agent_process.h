@@ -19,7 +19,7 @@ int aa_process_trim_heap(void);
  * what was written. A read-only mapping cannot be written without mprotect, and the loader makes RELRO read-only only
  * after relocating it, so what is read here as unwritten stays so. Returns the bytes of the mappings advised, or -1
  * if /proc/self/smaps cannot be read. */
-long aa_process_release_code_pages(void);
+long aa_process_release_read_only_pages(void);
 /* Starts PATH with ARGV (NULL-terminated; argv[0] first) as a child the caller never waits for: posix_spawn, no
  * shell, the caller's environment, stdin and stdout on /dev/null, stderr inherited, no other descriptor (closefrom
  * 3), an empty signal mask and every signal's default action. A small detached thread (64 KiB stack) waits for the
