@@ -4,6 +4,9 @@ public actor MemorySecretStore: SecretStore {
     public private(set) var items: [SecretKey: Secret] = [:]
     public var forcedState: KeyringState = .available
     public private(set) var writes = 0
+    /// How many times ``load(_:)`` and ``storedKeys()`` were asked.
+    public private(set) var loads = 0
+    public private(set) var searches = 0
 
     public init(items: [SecretKey: Secret] = [:]) { self.items = items }
 
@@ -11,9 +14,16 @@ public actor MemorySecretStore: SecretStore {
 
     /// Like libsecret: a locked collection hides its items, so a lookup returns nothing rather than failing.
     public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
+        loads += 1
         if forcedState == .locked { return nil }
         try check()
         return items[key]
+    }
+    public func storedKeys() throws(AuthError) -> Set<SecretKey> {
+        searches += 1
+        if forcedState == .locked { return [] }
+        try check()
+        return Set(items.keys)
     }
     public func store(_ secret: Secret, for key: SecretKey) throws(AuthError) {
         try check()

@@ -5,6 +5,9 @@ import Foundation
 /// `keyringLocked`, `keyringUnavailable` or `keyringError`, never a silent "not found" for a locked keyring.
 public protocol SecretStore: Sendable {
     func load(_ key: SecretKey) async throws(AuthError) -> Secret?
+    /// The keys that have an item, read without loading any secret. Only meaningful when ``state()`` is
+    /// `available`: what a locked collection shows varies.
+    func storedKeys() async throws(AuthError) -> Set<SecretKey>
     func store(_ secret: Secret, for key: SecretKey) async throws(AuthError)
     /// Deletes the item; returns whether one existed.
     @discardableResult func delete(_ key: SecretKey) async throws(AuthError) -> Bool

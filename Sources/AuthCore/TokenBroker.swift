@@ -133,6 +133,10 @@ public actor TokenBroker {
     let eventHub = BrokerEventHub()
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
     var suspendedAt: ContinuousClock.Instant?
+    /// The keyring probe of a `status` under way, shared by every `status` that arrives while it runs; dropped by
+    /// any keyring write, so a `status` asked after a write never gets an answer read before it.
+    var keyringProbe: (id: UInt64, task: Task<KeyringView, Never>)?
+    var keyringProbes: UInt64 = 0
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
     /// first use through the socket's fast path wakes it too.
@@ -306,10 +310,10 @@ public actor TokenBroker {
             // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 accounts[name]?.unsavedRefreshToken = rotated
-                try await store.store(rotated, for: key)
+                try await storeRefreshToken(rotated, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
             } else if accounts[name]?.unsavedRefreshToken != nil {
-                try await store.store(refreshToken, for: key)
+                try await storeRefreshToken(refreshToken, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
@@ -362,7 +366,7 @@ public actor TokenBroker {
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
         if let current = try await store.load(key), current == sent {
-            try await store.delete(key)
+            try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
         }
@@ -494,7 +498,7 @@ public actor TokenBroker {
             if claims == nil { tokens.idToken = nil }
         }
         if let refresh = tokens.refreshToken {
-            try await store.store(refresh, for: SecretKey(config))
+            try await storeRefreshToken(refresh, for: SecretKey(config))
             accounts[name]?.unsavedRefreshToken = nil
         } else {
             logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
@@ -542,7 +546,7 @@ public actor TokenBroker {
                 result.revocationError = error.message
             }
         }
-        if stored != nil { try await store.delete(key) }
+        if stored != nil { try await deleteRefreshToken(key) }
         accounts[name]?.lastError = nil
         accounts[name]?.failures = 0
         accounts[name]?.retryNotBefore = nil
@@ -572,19 +576,15 @@ public actor TokenBroker {
 
     /// The agent's view of every account. Keyring probes are bounded (`keyringProbeLimit`), so a keyring that hangs
     /// (an unanswered unlock prompt, a stopped daemon) shows as `error` instead of stalling `status`.
+    ///
+    /// The keyring is asked twice per probe whatever the number of accounts (its state, then one search of the
+    /// items' attributes: no token is loaded), and concurrent `status` calls share one probe.
     public func status() async -> BrokerStatus {
-        let store = self.store
-        let keyring = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
+        let keyring = await keyringView()
         var list: [AccountStatus] = []
         for name in accountOrder {
             guard let state = accounts[name] else { continue }
-            var hasRefresh: Bool?
-            if keyring == .available {
-                let key = SecretKey(state.config)
-                hasRefresh = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: nil) { () async -> Bool? in
-                    do { return try await store.load(key) != nil } catch { return nil }
-                }
-            }
+            var hasRefresh = keyring.stored.map { $0.contains(SecretKey(state.config)) }
             if state.unsavedRefreshToken != nil { hasRefresh = true }
             let now = time.now()
             let cache = accounts[name]?.cache
@@ -599,7 +599,46 @@ public actor TokenBroker {
                 loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(name)))
         }
-        return BrokerStatus(keyring: keyring, accounts: list)
+        return BrokerStatus(keyring: keyring.state, accounts: list)
+    }
+
+    /// What `status` reports about the keyring: its state and, when it is available, which keys have a token
+    /// (nil when the search failed or took too long).
+    struct KeyringView: Sendable {
+        var state: KeyringState
+        var stored: Set<SecretKey>?
+    }
+
+    /// The probe under way if there is one, else a new one. Each step is bounded by `keyringProbeLimit`.
+    func keyringView() async -> KeyringView {
+        if let running = keyringProbe { return await running.task.value }
+        let store = self.store
+        let task = Task {
+            let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
+            guard state == .available else { return KeyringView(state: state, stored: nil) }
+            let stored = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: nil) { () async -> Set<SecretKey>? in
+                try? await store.storedKeys()
+            }
+            return KeyringView(state: state, stored: stored)
+        }
+        keyringProbes &+= 1
+        let id = keyringProbes
+        keyringProbe = (id, task)
+        let view = await task.value
+        if keyringProbe?.id == id { keyringProbe = nil }
+        return view
+    }
+
+    /// Every keyring write goes through these two, which retire a shared `status` probe that began before them.
+    func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
+        defer { keyringProbe = nil }
+        try await store.store(secret, for: key)
+    }
+
+    @discardableResult
+    func deleteRefreshToken(_ key: SecretKey) async throws(AuthError) -> Bool {
+        defer { keyringProbe = nil }
+        return try await store.delete(key)
     }
 
     public var accountNames: [String] { accountOrder }

@@ -61,6 +61,36 @@ static inline int aa_secret_clear(const char *account, const char *issuer, const
     return ok ? 1 : 0;
 }
 
+/* The keys (account, issuer, client_id) of every item of our schema that the service shows, read from the items'
+ * attributes alone: no secret is loaded or sent over the bus. Returns a NULL-terminated array of strings, three per
+ * item in that order (free with g_strfreev), or NULL with *error set. Items missing an attribute are skipped. What
+ * a locked collection shows varies (gnome-keyring lists the items of a collection locked after use, attributes not
+ * being secret), so only trust the answer when aa_secret_keyring_state says AVAILABLE. */
+static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **error) {
+    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+    GList *items = secret_password_searchv_sync(aa_secret_schema(), attributes, SECRET_SEARCH_ALL, cancellable, error);
+    g_hash_table_unref(attributes);
+    if (items == NULL && error && *error) return NULL;
+    GPtrArray *keys = g_ptr_array_new();
+    for (GList *l = items; l != NULL; l = l->next) {
+        GHashTable *found = secret_retrievable_get_attributes(SECRET_RETRIEVABLE(l->data));
+        const char *account = found ? g_hash_table_lookup(found, "account") : NULL;
+        const char *issuer = found ? g_hash_table_lookup(found, "issuer") : NULL;
+        const char *client_id = found ? g_hash_table_lookup(found, "client_id") : NULL;
+        if (account && issuer && client_id) {
+            g_ptr_array_add(keys, g_strdup(account));
+            g_ptr_array_add(keys, g_strdup(issuer));
+            g_ptr_array_add(keys, g_strdup(client_id));
+        }
+        if (found) g_hash_table_unref(found);
+    }
+    g_list_free_full(items, g_object_unref);
+    g_ptr_array_add(keys, NULL);
+    return (gchar **)g_ptr_array_free(keys, FALSE);
+}
+
+static inline void aa_secret_strings_free(gchar **strings) { g_strfreev(strings); }
+
 /* Wipes and frees a secret returned by aa_secret_lookup. */
 static inline void aa_secret_free(char *secret) { secret_password_free(secret); }
 

@@ -54,6 +54,26 @@ public final class LibsecretStore: SecretStore {
         return outcome.value ?? nil
     }
 
+    /// One search over the schema's items, reading their attributes only: which accounts have a token, without a
+    /// secret crossing the bus (`status` asks this instead of loading every account's token).
+    public func storedKeys() async throws(AuthError) -> Set<SecretKey> {
+        let outcome = await caller.call { cancellable, error -> Set<SecretKey>? in
+            guard let strings = aa_secret_stored_keys(cancellable, error) else { return nil }
+            defer { aa_secret_strings_free(strings) }
+            var keys = Set<SecretKey>()
+            var index = 0
+            while let account = strings[index], let issuer = strings[index + 1], let clientID = strings[index + 2] {
+                keys.insert(SecretKey(account: String(cString: account), issuer: String(cString: issuer),
+                                      clientID: String(cString: clientID)))
+                index += 3
+            }
+            return keys
+        }
+        if let failure = outcome.failure { throw authError(failure) }
+        guard let keys = outcome.value ?? nil else { throw AuthError(.keyringError, "the keyring search failed") }
+        return keys
+    }
+
     public func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
         let itemLabel = label(key)
         let outcome = await caller.call { cancellable, error -> Bool in

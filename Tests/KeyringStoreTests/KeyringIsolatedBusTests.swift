@@ -113,6 +113,10 @@ final class KeyringProbeTests: XCTestCase {
         XCTAssertEqual(state, .locked)
         let loaded = try await store.load(key)
         XCTAssertNil(loaded, "a locked collection hides its items")
+        // The attribute search answers without an unlock prompt (and here, locked after use, even lists the item:
+        // attributes are not secret). Whether a locked keyring shows them varies, so the broker only trusts the
+        // search when the keyring is unlocked.
+        _ = try await store.storedKeys()
         let error = await assertThrows(.keyringLocked) { () async throws(AuthError) in
             try await store.store(Secret("new"), for: key)
         }
@@ -170,6 +174,9 @@ final class KeyringProbeTests: XCTestCase {
         }
         await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
             try await store.store(Secret("never-stored"), for: key)
+        }
+        await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
+            try await store.storedKeys()
         }
         await assertThrows(.keyringUnavailable, file: file, line: line) { () async throws(AuthError) in
             try await store.delete(key)

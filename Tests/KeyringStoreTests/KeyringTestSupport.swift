@@ -59,9 +59,9 @@ struct ProcessResult {
     var output: String
 }
 
-/// Runs a program (no shell) with extra environment variables and waits for it.
+/// Runs a program (no shell) with extra environment variables, and `input` (if any) on its stdin, and waits for it.
 func runProcess(_ arguments: [String], environment extra: [String: String] = [:],
-                removing: [String] = []) throws -> ProcessResult {
+                removing: [String] = [], input: String? = nil) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
@@ -72,8 +72,13 @@ func runProcess(_ arguments: [String], environment extra: [String: String] = [:]
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
-    process.standardInput = FileHandle.nullDevice
+    let stdin = input.map { _ in Pipe() }
+    process.standardInput = stdin ?? FileHandle.nullDevice
     try process.run()
+    if let stdin, let input {
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+    }
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return ProcessResult(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))

@@ -78,6 +78,37 @@ final class LibsecretStoreTests: XCTestCase {
         for key in keys { try await store.delete(key) }
     }
 
+    func testStoredKeysListsOurItemsByAttributesOnly() async throws {
+        let store = LibsecretStore()
+        let base = KeyringTest.uniqueKey()
+        var otherClient = base
+        otherClient.clientID = "client-2"
+        var absent = base
+        absent.issuer = "https://issuer.test/never-stored"
+        try await store.store(Secret("token-a"), for: base)
+        try await store.store(Secret("token-b"), for: otherClient)
+        // An item of another schema with the same attribute names is not ours and must not be listed.
+        var foreign = base
+        foreign.account = "foreign-\(UUID().uuidString)"
+        let other = try runProcess(["secret-tool", "store", "--label", "not auth-agent", "account", foreign.account,
+                                    "issuer", foreign.issuer, "client_id", foreign.clientID], input: "foreign-secret")
+        XCTAssertEqual(other.status, 0, other.output)
+
+        var listed = try await store.storedKeys()
+        XCTAssertTrue(listed.contains(base), "\(listed)")
+        XCTAssertTrue(listed.contains(otherClient), "\(listed)")
+        XCTAssertFalse(listed.contains(absent))
+        XCTAssertFalse(listed.contains(foreign), "an item of another schema was listed")
+
+        try await store.delete(otherClient)
+        listed = try await store.storedKeys()
+        XCTAssertTrue(listed.contains(base))
+        XCTAssertFalse(listed.contains(otherClient), "a deleted item is still listed")
+        try await store.delete(base)
+        _ = try runProcess(["secret-tool", "clear", "account", foreign.account, "issuer", foreign.issuer,
+                            "client_id", foreign.clientID])
+    }
+
     func testStateIsAvailable() async throws {
         let state = await LibsecretStore().state()
         XCTAssertEqual(state, .available)
