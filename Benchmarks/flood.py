@@ -78,9 +78,11 @@ def main():
             idle.append(s)
         for t in threads:
             t.start()
+        flood_started = time.monotonic()
         time.sleep(1)
         loaded = timed_runs(authctl, runs)
         peak = fds()
+        flood_s = time.monotonic() - flood_started
     finally:
         stop.set()
         for t in threads:
@@ -88,7 +90,9 @@ def main():
         for s in idle:
             s.close()
     print(json.dumps({"idle": IDLE, "flooders": FLOODERS, "baseline": summary(baseline), "flood": summary(loaded),
-                      "flood_answers": sum(answered), "fds_before": fds_before, "fds_peak": peak}))
+                      "flood_answers": sum(answered),
+                      "flood_s": round(flood_s, 3), "status_answers": sum(answered[1::2]),
+                      "token_answers": sum(answered[0::2]), "fds_before": fds_before, "fds_peak": peak}))
 
 
 if __name__ == "__main__":

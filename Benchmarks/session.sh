@@ -23,12 +23,20 @@ load() {
 tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
 
 say "starting the release agent"
-"$BIN/auth-agent" 2>>"$WORK/agent.log" &
+if [ "${ONLY:-}" = order ]; then
+    # scripts/order-symbols: the agent runs under callgrind, which dumps the functions run in each phase.
+    # Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
+    objcopy --strip-debug "$BIN/auth-agent" "$WORK/auth-agent"
+    valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$WORK/callgrind.out" \
+        "$WORK/auth-agent" 2>>"$WORK/agent.log" &
+else
+    "$BIN/auth-agent" 2>>"$WORK/agent.log" &
+fi
 AGENT=$!
 FLOOR=
 # A failed step (set -e) must not leave the agent or the floor server running.
 trap 'kill $AGENT $FLOOR 2>/dev/null || true' EXIT
-for _ in $(seq 200); do [ -S "$SOCK" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$SOCK" ] && break; sleep 0.05; done
 [ -S "$SOCK" ] || { echo "bench: the agent did not start; log:" >&2; cat "$WORK/agent.log" >&2; exit 1; }
 sleep 0.5
 emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
@@ -60,6 +68,46 @@ fi
 say "idle memory, 3 accounts signed in"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+if [ "${ONLY:-}" = order ]; then
+    # Each phase ends with a dump of the functions callgrind saw run since the last one (Benchmarks/order_symbols.py
+    # names the phases by these labels, in this order).
+    phase() { callgrind_control --dump="$1" "$AGENT" >/dev/null; }
+    phase start-and-sign-in
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --count 400 --timeout 120 >/dev/null || true
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode persistent --count 400 --timeout 120 >/dev/null || true
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 120 >/dev/null || true
+    for _ in 1 2 3; do "$BIN/authctl" token work >/dev/null; done
+    phase cached-token
+    sleep 3
+    phase idle-release
+    for _ in 1 2 3; do "$BIN/authctl" status >/dev/null; done
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 16 --mode once --timeout 120 --request '{"v":1,"id":1,"op":"status"}' >/dev/null || true
+    phase status
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 3 --duration 120 --timeout 60 \
+        --request '{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}' >/dev/null || true
+    phase refresh
+    "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT" 3 >/dev/null || true
+    phase flood
+    sleep 3
+    phase idle-release-2
+    kill "$AGENT"; wait "$AGENT" || true
+    exit 0
+fi
+if [ "${ONLY:-}" = memory ]; then
+    # The peak's parts, phase by phase, without the rest of the run: HWM reset, 1,000 concurrent cached-token
+    # connections, then the flood (5,000 idle connections and 64 flooders, half of them sending status).
+    smaps() { python3 "$ROOT/Benchmarks/smaps_by_mapping.py" "$AGENT" >"$WORK/smaps-$1.txt"; }
+    smaps idle
+    echo 5 >"/proc/$AGENT/clear_refs"
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 60 >/dev/null || true
+    emit "{\"kind\":\"memory\",\"at\":\"after-burst\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+    smaps after-burst
+    emit "{\"kind\":\"flood\",\"data\":$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT")}"
+    emit "{\"kind\":\"memory\",\"at\":\"after-flood\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+    smaps after-flood
+    kill "$AGENT"; wait "$AGENT" || true
+    exit 0
+fi
 # What that costs: after slow work, the idle agent unmaps its code pages; the next cached-token request maps the
 # pages it runs again. Five times: a slow request (status), idle until the hook has run, then one timed token.
 if [ "${ONLY:-}" != socket ]; then
