@@ -105,11 +105,17 @@ let package = Package(
             // - lld (in the Swift toolchain) with packed relative relocations (DT_RELR, glibc >= 2.36): the PIE's
             //   3 MB of RELA entries, all read at start-up, become 25 kB;
             // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
-            //   --gc-sections may drop what nothing calls.
+            //   --gc-sections may drop what nothing calls;
+            // - the functions a profiled session ran (auth-agent.order, from scripts/order-symbols) are linked
+            //   together at the front of .text, steady-state code first: the kernel maps 64 kB around each code
+            //   fault, so scattered functions cost a window each. Names the build no longer has are skipped.
+            exclude: ["auth-agent.order"],
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-use-ld=lld",
                               "-Xlinker", "--gc-sections", "-Xlinker", "--no-export-dynamic",
                               "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                              "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/auth-agent/auth-agent.order",
+                              "-Xlinker", "--no-warn-symbol-ordering",
                               "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections",
                               "-lswiftSynchronization"],
                              .when(configuration: .release)),
