@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 int aa_process_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int aa_process_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
@@ -60,7 +61,8 @@ static void *reap_child(void *argument) {
     return NULL;
 }
 
-int aa_process_spawn_detached(const char *path, char *const argv[]) {
+/* posix_spawn with the child set-up both spawn functions promise; the pid, or -errno. */
+static pid_t spawn_child(const char *path, char *const argv[]) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     sigset_t none, all;
@@ -80,7 +82,12 @@ int aa_process_spawn_detached(const char *path, char *const argv[]) {
     if (!failure) failure = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
-    if (failure) return -failure;
+    return failure ? -failure : pid;
+}
+
+int aa_process_spawn_detached(const char *path, char *const argv[]) {
+    pid_t pid = spawn_child(path, argv);
+    if (pid < 0) return pid;
 
     pthread_attr_t thread_attributes;
     pthread_t thread;
@@ -95,4 +102,24 @@ int aa_process_spawn_detached(const char *path, char *const argv[]) {
      * zombie until the agent exits; it is still started. */
     if (!threaded) waitpid(pid, NULL, WNOHANG);
     return pid;
+}
+
+int aa_process_run_bounded(const char *path, char *const argv[], int timeout_ms) {
+    pid_t pid = spawn_child(path, argv);
+    if (pid < 0) return pid;
+    int status = 0;
+    struct timespec pause = {0, 5 * 1000 * 1000};
+    for (int waited = 0;; waited += 5) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) break;
+        if (done < 0 && errno != EINTR) return -errno;
+        if (waited >= timeout_ms) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+            return -ETIMEDOUT;
+        }
+        nanosleep(&pause, NULL);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }

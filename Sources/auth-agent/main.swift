@@ -91,7 +91,7 @@ struct AuthAgent: AsyncParsableCommand {
                                        timeout: .seconds(configuration.httpTimeout.components.seconds))
         let broker = TokenBroker(
             accounts: configuration.accounts, store: LibsecretStore(), http: http,
-            redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment), logger: logger),
+            redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment, logger: logger), logger: logger),
             logger: logger)
         let access = AccessGate(
             policies: Dictionary(configuration.accounts.map { ($0.name, $0.access) }, uniquingKeysWith: { first, _ in first }),

@@ -39,11 +39,11 @@ final class BrowserSpawnTests: XCTestCase {
         return true
     }
 
-    func testTheBrowserGetsTheURLAsItsOnlyArgument() throws {
+    func testTheBrowserGetsTheURLAsItsOnlyArgument() async throws {
         let script = try recordingBrowser()
         let launcher = ExecBrowserLauncher(environment: ["BROWSER": script.path, "PATH": "/usr/bin:/bin"])
         let url = "http://127.0.0.1:8080/authorize?state=a%20b;c&x=$(id)"
-        try launcher.open(URL(string: url)!)
+        try await launcher.open(URL(string: url)!)
         let out = directory.appendingPathComponent("out")
         XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) }, "the browser did not run")
         XCTAssertEqual(try String(contentsOf: out, encoding: .utf8), "argc=1\narg1=\(url)\n")
@@ -78,13 +78,118 @@ final class BrowserSpawnTests: XCTestCase {
         XCTAssertEqual(errno, ESRCH)
     }
 
-    func testAProgramThatCannotStartIsReportedWithItsReason() throws {
+    func testAProgramThatCannotStartIsReportedWithItsReason() async throws {
         XCTAssertEqual(ExecBrowserLauncher.spawn("/nonexistent/browser", argument: "https://example.com/"), -ENOENT)
         let notExecutable = directory.appendingPathComponent("plain")
         try "not a program".write(to: notExecutable, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: notExecutable.path)
         XCTAssertEqual(ExecBrowserLauncher.spawn(notExecutable.path, argument: "x"), -EACCES)
         let launcher = ExecBrowserLauncher(environment: ["BROWSER": notExecutable.path, "PATH": "/nonexistent"])
-        XCTAssertThrowsError(try launcher.open(URL(string: "https://example.com/authorize")!))
+        do {
+            try await launcher.open(URL(string: "https://example.com/authorize")!)
+            XCTFail("a browser that cannot start was reported as started")
+        } catch {
+            XCTAssertEqual(error.code, .loginFailed)
+            XCTAssertTrue(error.message.contains("no browser found"), "a $BROWSER that is not executable is skipped: \(error.message)")
+        }
+    }
+
+    // MARK: Under systemd: the browser as a transient user service
+
+    /// A `systemd-run` that writes its arguments (one per line) to `systemd-run.args`, then behaves as `mode` says:
+    /// `start` runs the command after `--` in the background (as the user manager would) and exits 0, `fail` exits 1,
+    /// `hang` never exits.
+    private func fakeSystemdRun(_ mode: String) throws -> URL {
+        let bin = directory.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let script = bin.appendingPathComponent("systemd-run")
+        try """
+        #!/bin/sh
+        printf '%s\n' "$@" >"\(directory.path)/systemd-run.args"
+        case \(mode) in
+        fail) echo "Unknown assignment: ExitType=cgroup" >&2; exit 1 ;;
+        hang) exec sleep 30 ;;
+        esac
+        while [ "$1" != "--" ]; do shift; done
+        shift
+        "$@" &
+        exit 0
+        """.write(to: script, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: script.path)
+        return bin
+    }
+
+    private func systemdEnvironment(browser: URL, bin: URL) -> [String: String] {
+        ["BROWSER": browser.path, "PATH": "\(bin.path):/usr/bin:/bin", "INVOCATION_ID": "0123456789abcdef",
+         "DISPLAY": ":5", "WAYLAND_DISPLAY": "wayland-1", "HOME": "/home/nobody", "AUTH_AGENT_SECRET_LOOKING": "x"]
+    }
+
+    private func recordedSystemdRunArguments() throws -> [String] {
+        try String(contentsOf: directory.appendingPathComponent("systemd-run.args"), encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+    }
+
+    func testUnderSystemdTheBrowserIsATransientUnitOfTheUserManager() async throws {
+        let browser = try recordingBrowser()
+        let bin = try fakeSystemdRun("start")
+        let url = "https://issuer.example/authorize?state=s1&code_challenge=c1"
+        let launcher = ExecBrowserLauncher(environment: systemdEnvironment(browser: browser, bin: bin))
+        try await launcher.open(URL(string: url)!)
+        let arguments = try recordedSystemdRunArguments()
+        XCTAssertEqual(Array(arguments.prefix(6)), ["--user", "--quiet", "--collect", "--no-ask-password",
+                                                    "--description=auth-agent: web browser for a sign-in",
+                                                    "--property=ExitType=cgroup"])
+        XCTAssertEqual(Array(arguments.suffix(3)), ["--", browser.path, url])
+        let environment = arguments.filter { $0.hasPrefix("--setenv=") }
+        XCTAssertEqual(Set(environment), ["--setenv=DISPLAY=:5", "--setenv=WAYLAND_DISPLAY=wayland-1",
+                                          "--setenv=BROWSER=\(browser.path)", "--setenv=PATH=\(bin.path):/usr/bin:/bin"],
+                       "only the session variables that are set are handed over")
+        XCTAssertFalse(arguments.contains { $0.contains(url) && $0 != url }, "the URL is only the command's argument")
+        let out = directory.appendingPathComponent("out")
+        XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) }, "the unit's browser did not run")
+        XCTAssertEqual(try String(contentsOf: out, encoding: .utf8), "argc=1\narg1=\(url)\n")
+    }
+
+    func testWhenSystemdRunFailsTheBrowserIsStartedDirectly() async throws {
+        let browser = try recordingBrowser()
+        let bin = try fakeSystemdRun("fail")
+        let url = "https://issuer.example/authorize?state=s2"
+        try await ExecBrowserLauncher(environment: systemdEnvironment(browser: browser, bin: bin)).open(URL(string: url)!)
+        XCTAssertFalse(try recordedSystemdRunArguments().isEmpty, "systemd-run was not tried")
+        let out = directory.appendingPathComponent("out")
+        XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) }, "no fallback to a direct start")
+        XCTAssertEqual(try String(contentsOf: out, encoding: .utf8), "argc=1\narg1=\(url)\n")
+    }
+
+    func testASystemdRunThatHangsIsKilledAndTheBrowserStartedDirectly() async throws {
+        let browser = try recordingBrowser()
+        let bin = try fakeSystemdRun("hang")
+        let launcher = ExecBrowserLauncher(environment: systemdEnvironment(browser: browser, bin: bin),
+                                           transientUnitTimeout: .milliseconds(300))
+        let started = ContinuousClock.now
+        try await launcher.open(URL(string: "https://issuer.example/authorize?state=s3")!)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5))
+        let out = directory.appendingPathComponent("out")
+        XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) }, "no fallback after the time-out")
+    }
+
+    func testOutsideSystemdSystemdRunIsNotUsed() async throws {
+        let browser = try recordingBrowser()
+        let bin = try fakeSystemdRun("start")
+        var environment = systemdEnvironment(browser: browser, bin: bin)
+        environment["INVOCATION_ID"] = nil
+        try await ExecBrowserLauncher(environment: environment).open(URL(string: "https://issuer.example/a")!)
+        let out = directory.appendingPathComponent("out")
+        XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) })
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("systemd-run.args").path))
+    }
+
+    func testRunBoundedReportsExitStatusAndTimeOut() async throws {
+        let exitStatus = await ExecBrowserLauncher.runBounded("/bin/sh", ["-c", "exit 3"], timeout: .seconds(5))
+        XCTAssertEqual(exitStatus, 3)
+        let timedOut = await ExecBrowserLauncher.runBounded("/bin/sleep", ["30"], timeout: .milliseconds(100))
+        XCTAssertEqual(timedOut, -ETIMEDOUT)
+        let missing = await ExecBrowserLauncher.runBounded("/nonexistent/program", [], timeout: .seconds(1))
+        XCTAssertEqual(missing, -ENOENT)
     }
 }

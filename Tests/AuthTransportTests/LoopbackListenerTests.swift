@@ -255,11 +255,19 @@ final class LoopbackListenerTests: XCTestCase {
         XCTAssertEqual(listener.connections.count, 0)
     }
 
-    func testBrowserLauncherRefusesNonHTTPSAndUsesNoShell() throws {
+    func testBrowserLauncherRefusesNonHTTPSAndUsesNoShell() async throws {
         let launcher = ExecBrowserLauncher(environment: ["BROWSER": "/nonexistent/browser", "PATH": "/nonexistent"])
-        XCTAssertThrowsError(try launcher.open(URL(string: "http://example.com/authorize")!))
-        XCTAssertThrowsError(try launcher.open(URL(string: "https://example.com/authorize")!)) { error in
-            XCTAssertTrue("\(error)".contains("no browser found"))
+        do {
+            try await launcher.open(URL(string: "http://example.com/authorize")!)
+            XCTFail("plain http to a non-loopback host was opened")
+        } catch {
+            XCTAssertTrue(error.message.contains("refusing"), error.message)
+        }
+        do {
+            try await launcher.open(URL(string: "https://example.com/authorize")!)
+            XCTFail("opened without a browser")
+        } catch {
+            XCTAssertTrue(error.message.contains("no browser found"), error.message)
         }
         let shellish = ExecBrowserLauncher(environment: ["BROWSER": "firefox %s:/bin/true", "PATH": "/usr/bin:/bin"])
         XCTAssertEqual(try shellish.resolveProgram(), "/bin/true", "entries that need a shell are skipped")

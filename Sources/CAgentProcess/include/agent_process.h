@@ -26,4 +26,8 @@ long aa_process_release_read_only_pages(void);
  * child, so it never stays a zombie, and no code of the caller runs when it exits. Returns the child's pid, or
  * -errno if it could not be started (ENOENT, EACCES, ...). */
 int aa_process_spawn_detached(const char *path, char *const argv[]);
+/* Starts PATH with ARGV as aa_process_spawn_detached does, and waits for it at most TIMEOUT_MS milliseconds (a
+ * blocking call: run it off any event loop). Returns its exit status (0-255; 128 + the signal if a signal ended it),
+ * -ETIMEDOUT after killing (SIGKILL) and reaping a child that took longer, or -errno if it could not be started. */
+int aa_process_run_bounded(const char *path, char *const argv[], int timeout_ms);
 #endif
