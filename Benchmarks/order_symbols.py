@@ -15,16 +15,17 @@ import re
 import sys
 
 # The phases, most important first: a function is listed under the first phase that ran it.
-PRIORITY = ["cached-token", "idle-release", "idle-release-2", "flood", "status", "refresh", "start-and-sign-in"]
+PRIORITY = ["cached-token", "idle-release", "idle-release-2", "flood", "status", "refresh", "single-flight",
+            "start-and-sign-in"]
 
 
 def read_dump(path: str, binary: str) -> tuple[str, dict[str, int]]:
-    """(phase label, {function: self cost}) of one dump, functions of `binary` only."""
+    """(phase label, {function: self cost}) of one dump, functions of `binary` only (the cost is not used for the
+    order; it is kept for looking at a profile by hand)."""
     label, objects, names, costs = "end", {}, {}, {}
     current_ob, current_fn = None, None
     for line in open(path, errors="replace"):
         if line.startswith("desc: Trigger:"):
-            m = re.search(r"--dump=(\S+)|Dump \S+? '?([\w-]+)'?$", line)
             hint = line.split("Trigger:", 1)[1].strip()
             label = next((p for p in PRIORITY if hint.endswith(p)), "end")
             continue
@@ -61,7 +62,9 @@ def main():
     counts = []
     for phase in PRIORITY + ["end"]:
         costs = by_phase.get(phase, {})
-        fresh = [fn for fn in sorted(costs, key=lambda f: -costs[f]) if fn not in seen and not fn.startswith("0x")]
+        # By name within a phase: membership is what counts for the pages, and the file then changes little
+        # from one profile to the next.
+        fresh = [fn for fn in sorted(costs) if fn not in seen and not fn.startswith("0x")]
         seen.update(fresh)
         counts.append(f"{phase} {len(fresh)}")
         for fn in fresh:

@@ -235,10 +235,12 @@ def main():
               "idle": f"agent idle, 3 accounts signed in (after {2 + len(by('login'))} sign-ins)",
               "load-start": "agent right before the load phases (VmHWM reset here, clear_refs 5)"
                             if mem.get("load-start", {}).get("hwm_reset") else "agent right before the load phases",
-              "after-load": "agent after the socket load (64 clients)",
-              "end": "agent at the end (after the 1,000-client burst)",
+              "after-load": "agent after the socket load (1, 8 and 64 clients, and the floor's 1,000-client burst)",
+              "after-refresh": "agent after 20 forced refreshes",
+              "after-singleflight": "agent after 1,000 concurrent callers of an expired token",
+              "end": "agent at the end (after the flood: 5,000 idle connections and 64 flooders)",
               "floor": "floor server after its load (baseline)"}
-    for key in ("start", "idle", "load-start", "after-load", "end", "floor"):
+    for key in ("start", "idle", "load-start", "after-load", "after-refresh", "after-singleflight", "end", "floor"):
         if key in mem:
             w(f"| {labels[key]} | {fmt(mem[key]['rss_kb'] / 1024, ' MB', 1)} | {fmt(mem[key]['hwm_kb'] / 1024, ' MB', 1)} |")
     if after_release and "authctl" in spawn:
@@ -255,7 +257,7 @@ def main():
         lifetime = max(mem["load-start"]["lifetime_hwm_kb"], mem.get("end", {}).get("hwm_kb", 0)) / 1024
         w("")
         w(f"Peak under load is the VmHWM at the end, reset right before the load phases, so it covers the cached-token "
-          f"load and the 1,000-client burst; the lifetime peak, including the sign-ins before them, was "
+          f"load, the refreshes, the single flight and the flood; the lifetime peak, including the sign-ins before them, was "
           f"{fmt(lifetime, ' MB', 1)}.")
     if "end" in mem:
         v = mem["end"]["hwm_kb"] / 1024

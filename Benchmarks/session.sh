@@ -86,6 +86,11 @@ if [ "${ONLY:-}" = order ]; then
     "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 3 --duration 120 --timeout 60 \
         --request '{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}' >/dev/null || true
     phase refresh
+    # personal's access tokens live 30 s: wait until the one from its sign-in has expired, then 1,000 callers at once.
+    sleep 31
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 120 \
+        --request '{"v":1,"id":1,"op":"token","account":"personal"}' >/dev/null || true
+    phase single-flight
     "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT" 3 >/dev/null || true
     phase flood
     sleep 3
@@ -192,6 +197,7 @@ PY
 server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
 emit "{\"kind\":\"http_baseline\",\"client_ms\":[$client_ms],\"server_ms\":[$server]}"
 emit "{\"kind\":\"keyring\",\"data\":$("$TOOLS/keyring_time" 30)}"
+emit "{\"kind\":\"memory\",\"at\":\"after-refresh\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 
 say "single flight: 1,000 concurrent requests for personal's expired token"
 for _ in $(seq 120); do
@@ -207,6 +213,7 @@ load singleflight --socket "$SOCK" --clients 1000 --mode once --timeout 60 \
     --request '{"v":1,"id":1,"op":"token","account":"personal"}'
 sleep 0.5
 emit "{\"kind\":\"singleflight\",\"expired_for_s\":$((-left)),\"token_requests\":$(($(tokens_in "$AS2") - before))}"
+emit "{\"kind\":\"memory\",\"at\":\"after-singleflight\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 
 say "flood: authctl token work with 5,000 idle connections and 64 flooding clients, and without (20 runs each)"
 emit "{\"kind\":\"flood\",\"data\":$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT")}"
