@@ -135,8 +135,7 @@ public actor TokenBroker {
     var suspendedAt: ContinuousClock.Instant?
     /// The keyring probe of a `status` under way, shared by every `status` that arrives while it runs; dropped by
     /// any keyring write, so a `status` asked after a write never gets an answer read before it.
-    var keyringProbe: (id: UInt64, task: Task<KeyringView, Never>)?
-    var keyringProbes: UInt64 = 0
+    var keyringProbe: Task<KeyringView, Never>?
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
     /// first use through the socket's fast path wakes it too.
@@ -611,7 +610,7 @@ public actor TokenBroker {
 
     /// The probe under way if there is one, else a new one. Each step is bounded by `keyringProbeLimit`.
     func keyringView() async -> KeyringView {
-        if let running = keyringProbe { return await running.task.value }
+        if let running = keyringProbe { return await running.value }
         let store = self.store
         let task = Task {
             let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
@@ -621,11 +620,9 @@ public actor TokenBroker {
             }
             return KeyringView(state: state, stored: stored)
         }
-        keyringProbes &+= 1
-        let id = keyringProbes
-        keyringProbe = (id, task)
+        keyringProbe = task
         let view = await task.value
-        if keyringProbe?.id == id { keyringProbe = nil }
+        if keyringProbe == task { keyringProbe = nil }
         return view
     }
 
