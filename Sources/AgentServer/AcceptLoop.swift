@@ -127,10 +127,9 @@ final class AcceptLoop: @unchecked Sendable {
 
     private func run() {
         var fds = [Int32](repeating: 0, count: 64)
-        var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
             let timeout = acceptRetry.map { max(0, Int32(($0 - .now) / .milliseconds(1))) } ?? -1
-            let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
+            let count = aa_socket_epoll_wait(epollFD, &fds, 64, timeout)
             if count < 0 {
                 logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
                                 metadata: ["error": "\(AcceptLoop.errorText())"])

@@ -5,6 +5,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #ifndef SO_PEERPIDFD
@@ -21,21 +24,14 @@ int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive) {
 
 int aa_socket_epoll_remove(int epoll_fd, int fd) { return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, NULL); }
 
-int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms) {
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, int max, int timeout_ms) {
     struct epoll_event ready[64];
     if (max > 64) max = 64;
     int n = epoll_wait(epoll_fd, ready, max, timeout_ms);
     if (n < 0) return errno == EINTR ? 0 : -1;
-    for (int i = 0; i < n; i++) {
-        fds[i] = ready[i].data.fd;
-        events[i] = ready[i].events;
-    }
+    for (int i = 0; i < n; i++) fds[i] = ready[i].data.fd;
     return n;
 }
-
-uint32_t aa_socket_event_in(void) { return EPOLLIN; }
-uint32_t aa_socket_event_hangup(void) { return EPOLLHUP | EPOLLRDHUP; }
-uint32_t aa_socket_event_error(void) { return EPOLLERR; }
 
 int aa_socket_wakeup_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
@@ -93,10 +89,6 @@ long aa_socket_receive(int fd, void *bytes, unsigned long capacity) {
         if (n >= 0 || errno != EINTR) return n;
     }
 }
-
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/vfs.h>
 
 #ifndef PIDFS_MAGIC
 #define PIDFS_MAGIC 0x50494446

@@ -11,13 +11,9 @@ int aa_socket_epoll_create(void);
  * EPOLLEXCLUSIVE (for a listening socket watched by several loops). */
 int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive);
 int aa_socket_epoll_remove(int epoll_fd, int fd);
-/* Waits up to timeout_ms (-1: forever) and fills fds[i] / events[i] for up to max ready descriptors. Returns how
- * many; 0 on timeout or EINTR. */
-int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms);
-/* The bits of aa_socket_epoll_wait's events: readable, hung up (either direction), error. */
-uint32_t aa_socket_event_in(void);
-uint32_t aa_socket_event_hangup(void);
-uint32_t aa_socket_event_error(void);
+/* Waits up to timeout_ms (-1: forever) and fills fds[i] for up to max ready descriptors (readable, hung up or in
+ * error: the caller reads each to learn which). Returns how many; 0 on timeout or EINTR. */
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, int max, int timeout_ms);
 
 /* A non-blocking eventfd (close-on-exec) to wake a loop from another thread; signal adds 1, drain reads it to 0. */
 int aa_socket_wakeup_create(void);
