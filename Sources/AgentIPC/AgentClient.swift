@@ -38,17 +38,9 @@ public final class AgentClient {
         let fd = socket(AF_UNIX, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw .io("socket() failed: \(String(cString: strerror(errno)))") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else {
+        guard var address = SocketPath.address(path) else {
             close(fd)
-            throw .io("socket path is too long (\(bytes.count) bytes, at most \(capacity - 1)): \(path)")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+            throw .io("socket path is too long (\(path.utf8.count) bytes, at most \(SocketPath.maxAddressBytes)): \(path)")
         }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Where the agent's socket is: `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`.
 /// Shared by agent and CLI so they can never disagree.
 public enum SocketPath {
@@ -8,6 +14,23 @@ public enum SocketPath {
         if let explicit = environment["AUTH_AGENT_SOCKET"], !explicit.isEmpty { return explicit }
         guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return nil }
         return defaultPath(runtimeDirectory: runtime)
+    }
+
+    /// The longest path a Unix socket address holds, in bytes (`sun_path` less its terminating NUL).
+    public static let maxAddressBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
+    /// The address of the socket at `path` (the agent binds it, clients connect to it), or nil when the path is
+    /// longer than ``maxAddressBytes``.
+    public static func address(_ path: String) -> sockaddr_un? {
+        let bytes = Array(path.utf8)
+        guard bytes.count <= maxAddressBytes else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
     }
 
     public static func defaultPath(runtimeDirectory: String) -> String {

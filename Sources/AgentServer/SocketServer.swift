@@ -97,14 +97,9 @@ public final class SocketServer: Service {
 
     /// A listening Unix socket at `path`, mode 0600 from the moment it exists (umask; chmod repeats it for clarity).
     static func bind(_ path: String) throws(ServerError) -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        let bytes = Array(path.utf8)
-        guard bytes.count < capacity else {
-            throw ServerError(.socket, "the socket path \(path) is longer than \(capacity - 1) bytes")
+        guard var address = SocketPath.address(path) else {
+            throw ServerError(.socket, "the socket path \(path) is longer than \(SocketPath.maxAddressBytes) bytes")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ServerError(.socket, "cannot create a socket: \(String(cString: strerror(errno)))") }
         let old = umask(0o177)
