@@ -11,8 +11,14 @@ public enum SocketPath {
     public static let fileName = "agent.sock"
 
     public static func resolve(environment: [String: String]) -> String? {
-        if let explicit = environment["AUTH_AGENT_SOCKET"], !explicit.isEmpty { return explicit }
-        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return nil }
+        resolve { environment[$0] }
+    }
+
+    /// The same, reading each variable through `variable` (authctl passes getenv: a `[String: String]` costs its
+    /// start-up a scan of every protocol conformance in the binary, docs/BENCHMARKS.md "authctl start-up").
+    public static func resolve(variable: (String) -> String?) -> String? {
+        if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty { return explicit }
+        guard let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return nil }
         return defaultPath(runtimeDirectory: runtime)
     }
 

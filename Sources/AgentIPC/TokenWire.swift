@@ -14,9 +14,21 @@ enum TokenWire {
         if let browser = request.browser { members.append("\"browser\":" + (browser ? "true" : "false")) }
         if let url = request.url { members.append("\"url\":" + MiniJSON.quoted(url)) }
         if let method = request.method { members.append("\"method\":" + MiniJSON.quoted(method)) }
-        if let scopes = request.scopes { members.append("\"scopes\":[" + scopes.map(MiniJSON.quoted).joined(separator: ",") + "]") }
+        if let scopes = request.scopes { members.append("\"scopes\":[" + commaSeparated(scopes.map(MiniJSON.quoted)) + "]") }
         if let resource = request.resource { members.append("\"resource\":" + MiniJSON.quoted(resource)) }
-        return "{" + members.joined(separator: ",") + "}"
+        return "{" + commaSeparated(members) + "}"
+    }
+
+    /// `joined(separator: ",")` by hand: the standard library's generic `joined` looks up `Element`'s conformance at
+    /// run time, and the first such lookup scans every conformance record in the binary (a quarter of
+    /// `authctl token`'s instructions, docs/BENCHMARKS.md "authctl start-up").
+    private static func commaSeparated(_ parts: [String]) -> String {
+        var result = ""
+        for (index, part) in parts.enumerated() {
+            if index > 0 { result += "," }
+            result += part
+        }
+        return result
     }
 
     enum Reply: Equatable {

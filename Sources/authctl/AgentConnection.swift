@@ -8,7 +8,7 @@ import Glibc
 enum AgentConnection {
     /// `--socket`, else `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`.
     static func path(socket: String?) throws(CLIFailure) -> String {
-        guard let path = socket ?? SocketPath.resolve(environment: environment()) else {
+        guard let path = socket ?? SocketPath.resolve(variable: variable) else {
             throw CLIFailure(ClientError.noSocketPath)
         }
         return path
@@ -23,13 +23,9 @@ enum AgentConnection {
         }
     }
 
-    /// Only the two variables the socket path depends on, read with getenv: cheaper than building
-    /// ProcessInfo's whole environment dictionary on every `authctl token`.
-    private static func environment() -> [String: String] {
-        var result: [String: String] = [:]
-        for name in ["AUTH_AGENT_SOCKET", "XDG_RUNTIME_DIR"] {
-            if let value = getenv(name) { result[name] = String(cString: value) }
-        }
-        return result
+    /// One variable, read with getenv: no environment dictionary (ProcessInfo's, or even one of two entries) on
+    /// every `authctl token`; a `[String: String]` alone costs start-up a scan of the binary's protocol conformances.
+    private static func variable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
     }
 }

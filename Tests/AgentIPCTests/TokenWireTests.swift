@@ -54,6 +54,8 @@ final class TokenWireTests: XCTestCase {
             WireRequest(op: .token, id: 1, account: "work"),
             WireRequest(op: .token, id: 2, account: "we\"ird\\\n\u{1}é😀", minValid: 600, forceRefresh: true, interactive: false,
                         idToken: true, method: .preferDevice, scopes: ["read", "write admin"], resource: "https://api.example.com/x?y=1"),
+            WireRequest(op: .token, id: 3, account: "a", scopes: []),
+            WireRequest(op: .token, id: 4, account: "a", scopes: ["one"]),
         ] {
             let line = TokenWire.encode(request)
             XCTAssertEqual(try JSONDecoder().decode(WireRequest.self, from: Data(line.utf8)), request, line)
