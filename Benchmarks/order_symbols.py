@@ -42,6 +42,8 @@ def read_dump(path: str, binary: str) -> tuple[str, dict[str, int]]:
                 current_ob = name
             elif key == "fn":
                 current_fn = name if current_ob and os.path.realpath(current_ob) == binary else None
+                if current_fn:
+                    current_fn = re.sub(r"'\d+$", "", current_fn)  # callgrind's recursion depth, not the symbol
             continue
         if current_fn and line[:1].isdigit() or (current_fn and line[:1] in "+-*"):
             parts = line.split()
