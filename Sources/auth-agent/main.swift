@@ -40,11 +40,20 @@ struct AuthAgent: AsyncParsableCommand {
     @Flag(name: .long, help: "Check the configuration, print a summary and exit.")
     var checkConfig = false
 
+    /// ArgumentParser's entry point, after one setting that must come before any other thread allocates.
+    ///
+    /// One malloc arena for the whole process (issue 8, docs/BENCHMARKS.md "Session 9"): glibc otherwise gives each
+    /// thread that allocates an arena of its own, up to 8 per core, and never returns them. `run()` already runs on
+    /// the cooperative pool, whose first thread has its arena by then, so the cap is set here, on the main thread,
+    /// before the first task. Measured against two arenas set from `run()` (`BENCH_ONLY=memory`): the flood's peak
+    /// 27.5-28.2 -> 24.7-24.8 MB; the cached-token throughput did not change beyond the runs' noise.
+    static func main() async {
+        _ = aa_process_limit_malloc_arenas(1)
+        await main(nil)
+    }
+
     func run() async throws {
         ProcessHardening.apply()
-        // Memory (issue 8): glibc keeps a malloc arena per thread that ever allocated and never gives it back; two
-        // are plenty for an event loop and a small cooperative pool.
-        _ = aa_process_limit_malloc_arenas(2)
         let environment = ProcessInfo.processInfo.environment
 
         guard let (path, explicit) = AgentConfiguration.defaultPath(explicit: config, environment: environment) else {
