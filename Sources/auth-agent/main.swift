@@ -46,7 +46,7 @@ struct AuthAgent: AsyncParsableCommand {
     /// thread that allocates an arena of its own, up to 8 per core, and never returns them. `run()` already runs on
     /// the cooperative pool, whose first thread has its arena by then, so the cap is set here, on the main thread,
     /// before the first task. Measured against two arenas set from `run()` (`BENCH_ONLY=memory`): the flood's peak
-    /// 27.5-28.2 -> 24.7-24.8 MB; the cached-token throughput did not change beyond the runs' noise.
+    /// 27.5-28.2 -> 24.7-24.9 MB; the cached-token throughput did not change beyond the runs' noise.
     static func main() async {
         _ = aa_process_limit_malloc_arenas(1)
         await main(nil)
