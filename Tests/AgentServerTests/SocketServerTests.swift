@@ -31,9 +31,10 @@ final class SocketServerTests: XCTestCase {
 
     var path: String { directory + "/agent.sock" }
 
-    /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
+    /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`. Two accept
+    /// loops sharing the listening socket, as on a machine of 4 cores or more, whatever this machine has.
     func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
-               whenIdle: IdleHook? = nil) async throws -> SocketServer {
+               whenIdle: IdleHook? = nil, acceptThreads: Int = 2) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [CachedTokenHandlerTests.account()], store: MemorySecretStore(),
                                  http: CachedTokenHandlerTests.NoHTTP(), redirects: CachedTokenHandlerTests.NoRedirects(),
                                  browser: CachedTokenHandlerTests.NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
@@ -43,7 +44,8 @@ final class SocketServerTests: XCTestCase {
         let dispatcher = RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
                                            access: gate, logger: Logger(label: "test"))
         let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
-                                                   activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit)
+                                                   activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit,
+                                                   acceptThreads: acceptThreads)
         self.server = server
         running = Task { try await server.run() }
         return server
