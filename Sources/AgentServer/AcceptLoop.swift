@@ -196,12 +196,11 @@ final class AcceptLoop: @unchecked Sendable {
                 pause()
                 return
             }
-            let fd = aa_socket_accept(listenFD)
+            let (fd, accepted, error) = listener.accept()
             if fd >= 0 {
-                admit(fd)
+                admit(fd, accepted: accepted)
                 continue
             }
-            let error = errno
             if gate.unreserve() { listener.resumeAccepting() }
             switch error {
             case EAGAIN, EWOULDBLOCK:
@@ -223,7 +222,8 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     /// A new connection: the peer check, registration under the cap, the caller's identity, then its lines.
-    private func admit(_ fd: Int32) {
+    /// `accepted`: its place in the listening socket's queue (``ListeningSocket/accept()``).
+    private func admit(_ fd: Int32, accepted: UInt64) {
         var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
         guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
             logger.warning("cannot read a connection's peer credentials; closing it",
@@ -246,10 +246,10 @@ final class AcceptLoop: @unchecked Sendable {
             return
         }
         acceptor.opened()
-        // The pidfd names the process that connected while it is identified, and is closed right after.
-        let pidfd = aa_socket_peer_pidfd(fd)
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: pidfd >= 0 ? ProcessFD(fd: pidfd) : nil,
-                                     cache: acceptor.callers)
+        // The pidfd names the process that connected while it is identified, and is closed right after. Not asked
+        // for at all when the cache holds that process's /proc/PID from an earlier connection (Caller.identifyPinned).
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
+                                     cache: acceptor.callers, accepted: accepted)
         connections[fd] = Connection(registration: registration, caller: caller)
         if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
             logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
@@ -392,6 +392,11 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
+
+    private static func peerPidfd(_ fd: Int32) -> ProcessFD? {
+        let pidfd = aa_socket_peer_pidfd(fd)
+        return pidfd >= 0 ? ProcessFD(fd: pidfd) : nil
+    }
 }
 
 /// The listening socket the ``AcceptLoop``s share. Each loop watches it with `EPOLLEXCLUSIVE` (a new connection wakes
@@ -400,6 +405,8 @@ final class AcceptLoop: @unchecked Sendable {
 final class ListeningSocket: Sendable {
     let fd: Int32
     private let watching: Atomic<Int>
+    /// The number of the last accepted connection (``accept()``).
+    private let acceptOrder = Mutex<UInt64>(0)
     /// Until every loop has stopped (then dropped, which ends the loops' references back to this).
     private let loops = Mutex<[AcceptLoop]>([])
     private let whenClosed: @Sendable () -> Void
@@ -416,6 +423,19 @@ final class ListeningSocket: Sendable {
     }
 
     func add(_ loop: AcceptLoop) { loops.withLock { $0.append(loop) } }
+
+    /// Accepts one connection and numbers it in the order the kernel's queue gave it out, across all loops (the
+    /// number is taken under the same lock as the `accept4`). The queue is first in, first out, so a connection
+    /// with a lower number was made no later than one with a higher number: ``CallerCache`` relies on it.
+    /// Returns the descriptor (or -1), the number, and `errno` of a failed accept.
+    func accept() -> (fd: Int32, accepted: UInt64, error: Int32) {
+        acceptOrder.withLock { last in
+            let fd = aa_socket_accept(fd)
+            guard fd >= 0 else { return (fd, 0, errno) }
+            last += 1
+            return (fd, last, 0)
+        }
+    }
 
     private var all: [AcceptLoop] { loops.withLock { $0 } }
 

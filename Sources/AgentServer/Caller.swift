@@ -45,18 +45,28 @@ public struct Caller: Sendable {
 
     /// The caller's identity from the kernel, computed once per connection. Synchronous and cheap (a few small
     /// `/proc` reads); runs on the connection's event loop, before its first request. `pidfd` is `SO_PEERPIDFD`'s
-    /// descriptor when the kernel gave one: it proves that what was read under `/proc/PID` belonged to the process
-    /// that connected, not to a later owner of its pid. The caller is then pinned by its start time.
+    /// descriptor when the kernel gives one (asked for only when needed): it proves that what was read under
+    /// `/proc/PID` belonged to the process that connected, not to a later owner of its pid. The caller is then
+    /// pinned by its start time.
     ///
     /// With a `cache`, a process that connected before (same pid and start time, so the same process) and still
     /// runs the same file (same device and inode behind `/proc/PID/exe`, so no `execve` of another binary since)
     /// reuses the executable path, unit and app read then; the start time, the terminal, whether the file at the path
     /// was replaced, and the pidfd are still read for every connection. A process that moved to another cgroup
     /// since its first connection keeps the unit it had then, for as long as it runs.
-    public static func identify(peer: PeerCredentials, via: String, pidfd: ProcessFD? = nil,
-                                cache: CallerCache? = nil) -> Caller {
+    ///
+    /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
+    /// the cache also keeps the process's `/proc/PID` open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
+    /// later connection from the same pid is identified with two `stat`s and no pidfd; see ``identifyPinned``.
+    public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
+                                cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
+        if let accepted, let cache, let pinned = cache.pinned(pid: pid, acceptedBefore: accepted),
+           let caller = identifyPinned(peer: peer, via: via, pinned, cache: cache) {
+            return caller
+        }
+        let pidfd = pidfd()
         let running = FileID(path: "/proc/\(pid)/exe")
         let processID = pidfd?.processID
         var started: UInt64?
@@ -83,6 +93,8 @@ public struct Caller: Sendable {
                 derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
             }
         }
+        // Opened before the check below, so the check vouches for it too: it is this process's directory.
+        let directory = accepted != nil && pidfd != nil && cache?.hasRoomForPin == true ? ProcessDirectory.open(pid: pid) : nil
         // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
         // attacker's copy): the path no longer names the running code.
         var deleted = derived.exeDeleted
@@ -106,13 +118,41 @@ public struct Caller: Sendable {
             caller.exe = nil
             caller.hasTerminal = false
         } else if let started, let running {
-            // Also after a hit by start time when there is a process id now, so the next connection finds it by id.
-            if !reused || (processID != nil && !reusedByID) {
+            // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
+            // and whenever the process can be pinned now.
+            let pinned = directory.map { CallerCache.Pin(directory: $0, accepted: accepted ?? 0) }
+            if !reused || (processID != nil && !reusedByID) || pinned != nil {
                 cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
-                             hasTerminal: terminal)
+                             hasTerminal: terminal, pin: pinned)
             }
         }
         return caller
+    }
+
+    /// A connection from a pinned process (``CallerCache/pinned(pid:acceptedBefore:)``): the process whose
+    /// `/proc/PID` the cache holds connected on an earlier connection, which the listening socket gave out before
+    /// this one. Its queue is first in, first out, so that process already had this pid when this connection was
+    /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
+    /// `SO_PEERCRED` reports is the connecting process's at `connect`). One `fstatat` under the held directory
+    /// proves it still runs and says which file it runs (the same as when it was read: no `execve` of another
+    /// binary since); a `stat` of the path checks for a replaced file, as for every connection. Nil when the
+    /// process has exited or runs another file: the full read decides then (and an exited process is unpinned).
+    static func identifyPinned(peer: PeerCredentials, via: String, _ pinned: CallerCache.Pinned,
+                               cache: CallerCache) -> Caller? {
+        guard let running = pinned.directory.executable else {
+            cache.unpin(pid: peer.pid, pinned.directory)
+            return nil
+        }
+        guard running == pinned.executable else { return nil }
+        let derived = pinned.known.derived
+        var deleted = derived.exeDeleted
+        if let exe = derived.exe, !deleted, FileID(path: exe) != running { deleted = true }
+        cache.pinnedHits.add(1, ordering: .relaxed)
+        return Caller(pid: peer.pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
+                      identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
+                                               flatpakApp: derived.flatpakApp),
+                      process: ProcessPin(pid: peer.pid, startTime: pinned.known.startTime),
+                      hasTerminal: pinned.known.hasTerminal)
     }
 
     /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
@@ -147,6 +187,11 @@ struct FileID: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
 
+    init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+
     init?(path: String) {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
@@ -155,16 +200,29 @@ struct FileID: Equatable, Sendable {
     }
 }
 
-/// What ``Caller/identify(peer:via:pidfd:cache:)`` derived for processes that connected before, so a process that
-/// reconnects (a mail client, a script in a loop, the benchmark) is not read in full each time. Keyed by pid and
+/// What ``Caller/identify(peer:via:pidfd:cache:accepted:)`` derived for processes that connected before, so a process
+/// that reconnects (a mail client, a script in a loop, the benchmark) is not read in full each time. Keyed by pid and
 /// start time (one process) and checked against the executable's device and inode. Bounded: when full it starts
 /// over, which costs only the reads it saves.
+///
+/// Up to ``pinCapacity`` entries also hold their process's `/proc/PID` open (a ``Pin``), with the place in the
+/// listening socket's queue of the connection they were read for: a later connection from that pid is then
+/// identified without a pidfd (``Caller/identifyPinned``). Those descriptors count against the agent's spare
+/// files (``SocketServer/connectionLimit()``); entries of processes that have exited give theirs back at the next
+/// ``sweep()`` (the socket server's idle hook) or when the pins run out.
 public final class CallerCache: Sendable {
     struct Derived: Sendable {
         var exe: String?
         var exeDeleted: Bool
         var unit: String?
         var flatpakApp: String?
+    }
+
+    /// A process's `/proc/PID`, held, and the queue position (``ListeningSocket/accept()``) of the connection whose
+    /// identification opened it.
+    struct Pin: Sendable {
+        let directory: ProcessDirectory
+        let accepted: UInt64
     }
 
     private struct Entry {
@@ -174,6 +232,23 @@ public final class CallerCache: Sendable {
         let executable: FileID
         let derived: Derived
         let hasTerminal: Bool
+        let pin: Pin?
+    }
+
+    private struct State {
+        var entries: [Int32: Entry] = [:]
+        var pins = 0
+
+        mutating func set(_ pid: Int32, _ entry: Entry?) {
+            if entries[pid]?.pin != nil { pins -= 1 }
+            entries[pid] = entry
+            if entry?.pin != nil { pins += 1 }
+        }
+
+        mutating func removeAll() {
+            entries.removeAll(keepingCapacity: true)
+            pins = 0
+        }
     }
 
     /// What a lookup by process id returns: also the start time and terminal, which the caller then need not read.
@@ -183,18 +258,36 @@ public final class CallerCache: Sendable {
         let hasTerminal: Bool
     }
 
+    /// A pinned process: what was read about it, the file it ran then, and its held `/proc/PID`.
+    struct Pinned {
+        let known: Known
+        let executable: FileID
+        let directory: ProcessDirectory
+    }
+
     let capacity: Int
-    private let entries = Mutex<[Int32: Entry]>([:])
+    /// At most this many entries hold a descriptor.
+    let pinCapacity: Int
+    private let state = Mutex(State())
     /// How many lookups were answered (tests and diagnostics).
     let hits = Atomic<Int>(0)
+    /// How many connections were identified through a pin.
+    let pinnedHits = Atomic<Int>(0)
 
-    public init(capacity: Int = 256) { self.capacity = capacity }
+    public init(capacity: Int = 256, pinCapacity: Int = 64) {
+        self.capacity = capacity
+        self.pinCapacity = min(pinCapacity, capacity)
+    }
 
-    var count: Int { entries.withLock { $0.count } }
+    var count: Int { state.withLock { $0.entries.count } }
+    /// Entries holding a descriptor.
+    var pinCount: Int { state.withLock { $0.pins } }
+    /// A pin may be stored now (checked before opening a directory that would only be closed again).
+    var hasRoomForPin: Bool { state.withLock { $0.pins < pinCapacity } }
 
     func lookup(pid: Int32, startTime: UInt64, executable: FileID) -> Derived? {
-        entries.withLock { entries in
-            guard let entry = entries[pid], entry.startTime == startTime, entry.executable == executable else { return nil }
+        state.withLock { state in
+            guard let entry = state.entries[pid], entry.startTime == startTime, entry.executable == executable else { return nil }
             hits.add(1, ordering: .relaxed)
             return entry.derived
         }
@@ -202,19 +295,55 @@ public final class CallerCache: Sendable {
 
     /// By the pidfd's process id: the same process for certain, without reading its start time.
     func lookup(pid: Int32, processID: UInt64, executable: FileID) -> Known? {
-        entries.withLock { entries in
-            guard let entry = entries[pid], entry.processID == processID, entry.executable == executable else { return nil }
+        state.withLock { state in
+            guard let entry = state.entries[pid], entry.processID == processID, entry.executable == executable else { return nil }
             hits.add(1, ordering: .relaxed)
             return Known(derived: entry.derived, startTime: entry.startTime, hasTerminal: entry.hasTerminal)
         }
     }
 
-    func store(pid: Int32, startTime: UInt64, processID: UInt64? = nil, executable: FileID, _ derived: Derived,
-               hasTerminal: Bool = false) {
-        entries.withLock { entries in
-            if entries.count >= capacity, entries[pid] == nil { entries.removeAll(keepingCapacity: true) }
-            entries[pid] = Entry(startTime: startTime, processID: processID, executable: executable, derived: derived,
-                                 hasTerminal: hasTerminal)
+    /// The pinned entry for `pid`, if the connection it was read for left the listening socket's queue before the
+    /// one at `accepted` (only then does the pin say anything about who made that connection).
+    func pinned(pid: Int32, acceptedBefore accepted: UInt64) -> Pinned? {
+        state.withLock { state in
+            guard let entry = state.entries[pid], let pin = entry.pin, pin.accepted < accepted else { return nil }
+            return Pinned(known: Known(derived: entry.derived, startTime: entry.startTime, hasTerminal: entry.hasTerminal),
+                          executable: entry.executable, directory: pin.directory)
         }
+    }
+
+    /// The process behind `directory` has exited: its entry goes (if it is still that one).
+    func unpin(pid: Int32, _ directory: ProcessDirectory) {
+        state.withLock { state in
+            guard state.entries[pid]?.pin?.directory === directory else { return }
+            state.set(pid, nil)
+        }
+    }
+
+    func store(pid: Int32, startTime: UInt64, processID: UInt64? = nil, executable: FileID, _ derived: Derived,
+               hasTerminal: Bool = false, pin: Pin? = nil) {
+        var pin = pin
+        if pin != nil, !hasRoomForPin, state.withLock({ $0.entries[pid]?.pin == nil }) {
+            sweep()
+            if !hasRoomForPin { pin = nil }
+        }
+        state.withLock { state in
+            if state.entries.count >= capacity, state.entries[pid] == nil { state.removeAll() }
+            // Another connection may have taken the last pin meanwhile: the entry is kept without one then.
+            let replacesPin = state.entries[pid]?.pin != nil
+            if pin != nil, !replacesPin, state.pins >= pinCapacity { pin = nil }
+            state.set(pid, Entry(startTime: startTime, processID: processID, executable: executable, derived: derived,
+                                 hasTerminal: hasTerminal, pin: pin))
+        }
+    }
+
+    /// Forgets the pinned processes that have exited, closing their descriptors. Returns how many went.
+    @discardableResult
+    func sweep() -> Int {
+        let pinned = state.withLock { state in state.entries.compactMap { pid, entry in entry.pin.map { (pid, $0.directory) } } }
+        // Asked outside the lock: one `fstatat` each.
+        let gone = pinned.filter { $0.1.executable == nil }
+        for (pid, directory) in gone { unpin(pid: pid, directory) }
+        return gone.count
     }
 }

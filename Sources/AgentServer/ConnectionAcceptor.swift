@@ -157,7 +157,10 @@ final class ConnectionAcceptor: Sendable {
                     defer { state.slowRequestsAtLastIdle = slow }
                     return slow != state.slowRequestsAtLastIdle
                 }
-                if let worked { whenIdle(worked) }
+                guard let worked else { return }
+                // Processes that have exited give back their pinned /proc/PID descriptors.
+                self.callers.sweep()
+                whenIdle(worked)
             }
         }
     }

@@ -32,6 +32,30 @@ public final class ProcessFD: Sendable {
     }
 }
 
+/// A process's `/proc/PID` directory, held open. Like a pidfd it names the process that had the pid when it was
+/// opened, not whoever has the pid later: once that process has exited, nothing can be read under it. One call,
+/// ``executable``, then both proves the process still runs and says which file it runs. ``CallerCache`` keeps one
+/// per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the last reference goes away.
+final class ProcessDirectory: Sendable {
+    let fd: Int32
+    private init(fd: Int32) { self.fd = fd }
+    deinit { close(fd) }
+
+    /// `/proc/PID` of the process that has `pid` now, or nil.
+    static func open(pid: Int32) -> ProcessDirectory? {
+        let fd = aa_socket_proc_open(pid)
+        return fd >= 0 ? ProcessDirectory(fd: fd) : nil
+    }
+
+    /// The device and inode of the file the process runs; nil once it has exited (or while it exits).
+    var executable: FileID? {
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        guard aa_socket_proc_executable(fd, &device, &inode) == 0 else { return nil }
+        return FileID(device: device, inode: inode)
+    }
+}
+
 /// One process, pinned so that a later reuse of its pid cannot pass for it: the pid plus the process start time
 /// (`/proc/PID/stat` field 22, clock ticks since boot). A recycled pid belongs to a process that started later.
 public struct ProcessPin: Sendable, Equatable {

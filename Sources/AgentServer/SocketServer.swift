@@ -125,7 +125,8 @@ public final class SocketServer: Service {
     static func connectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
-        // 256 spare: the gate's headroom (64) for connections between accept and close, plus the agent's own files.
+        // 256 spare: the gate's headroom (64) for connections between accept and close, the caller cache's pinned
+        // /proc/PID directories (64, CallerCache.pinCapacity), plus the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 

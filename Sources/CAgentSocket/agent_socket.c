@@ -2,6 +2,8 @@
 #include "agent_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -108,5 +110,26 @@ int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
     struct stat info;
     if (fstat(pidfd, &info) != 0) return -1;
     *id = (uint64_t)info.st_ino;
+    return 0;
+}
+
+int aa_socket_proc_open(int32_t pid) {
+    char path[32];
+    if (pid <= 0) {
+        errno = ESRCH;
+        return -1;
+    }
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    for (;;) {
+        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0 || errno != EINTR) return fd;
+    }
+}
+
+int aa_socket_proc_executable(int proc_fd, uint64_t *device, uint64_t *inode) {
+    struct stat info;
+    if (fstatat(proc_fd, "exe", &info, 0) != 0) return -1;
+    *device = (uint64_t)info.st_dev;
+    *inode = (uint64_t)info.st_ino;
     return 0;
 }

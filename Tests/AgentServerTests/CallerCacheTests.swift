@@ -82,8 +82,8 @@ final class CallerCacheTests: ChildProcessTestCase {
         let pidfd = try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier))
         try XCTSkipIf(pidfd.processID == nil, "pidfds are not on pidfs on this kernel")
         let first = Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache)
-        let second = Caller.identify(peer: peer(child), via: "socket",
-                                     pidfd: try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier)), cache: cache)
+        let again = try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier))
+        let second = Caller.identify(peer: peer(child), via: "socket", pidfd: again, cache: cache)
         XCTAssertEqual(cache.hits.load(ordering: .relaxed), 1)
         XCTAssertEqual(second.identity, first.identity)
         XCTAssertEqual(second.identity.exe, "/usr/bin/sleep")
@@ -124,6 +124,153 @@ final class CallerCacheTests: ChildProcessTestCase {
         let after = Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache)
         XCTAssertEqual(after.identity.exe, "/usr/bin/sleep", "the cached shell identity was reused after exec")
         XCTAssertEqual(cache.hits.load(ordering: .relaxed), 0)
+    }
+
+    // MARK: - Pinned processes (a connection's place in the accept queue, /proc/PID held)
+
+    /// Identifies `child` as a connection accepted at `accepted`; `askedForPidfd` says whether the pidfd was needed.
+    func identify(_ child: Process, accepted: UInt64, cache: CallerCache) -> (caller: Caller, askedForPidfd: Bool) {
+        var asked = false
+        let caller = Caller.identify(peer: peer(child), via: "socket",
+                                     pidfd: { asked = true; return ProcessFD.open(pid: child.processIdentifier) }(),
+                                     cache: cache, accepted: accepted)
+        return (caller, asked)
+    }
+
+    func skipWithoutPidfs() throws {
+        let probe = try XCTUnwrap(ProcessFD.open(pid: getpid()))
+        try XCTSkipIf(probe.processID == nil, "pidfds are not on pidfs on this kernel")
+    }
+
+    /// A later connection of a pinned process is identified without a pidfd, and as a full read would.
+    func testALaterConnectionOfAPinnedProcessNeedsNoPidfd() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let first = identify(child, accepted: 1, cache: cache)
+        XCTAssertTrue(first.askedForPidfd)
+        XCTAssertEqual(cache.pinCount, 1)
+        let second = identify(child, accepted: 2, cache: cache)
+        XCTAssertFalse(second.askedForPidfd, "identified through the held /proc/PID")
+        XCTAssertEqual(cache.pinnedHits.load(ordering: .relaxed), 1)
+        XCTAssertEqual(second.caller.identity, first.caller.identity)
+        XCTAssertEqual(second.caller.identity.exe, "/usr/bin/sleep")
+        XCTAssertEqual(second.caller.process, first.caller.process)
+        XCTAssertEqual(second.caller.hasTerminal, first.caller.hasTerminal)
+        XCTAssertTrue(second.caller.isStillConnectedProcess)
+    }
+
+    /// A connection that left the queue before (or with) the one the pin was read for may come from an earlier
+    /// holder of the pid: the pin says nothing about it, and the full read with a pidfd decides.
+    func testAPinIsNotUsedForAConnectionAcceptedBeforeIt() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        _ = identify(child, accepted: 5, cache: cache)
+        XCTAssertTrue(identify(child, accepted: 5, cache: cache).askedForPidfd, "the same position")
+        // Read in full (and pinned again, at 4: that connection came from this process as well).
+        XCTAssertTrue(identify(child, accepted: 4, cache: cache).askedForPidfd, "an earlier position")
+        XCTAssertTrue(identify(child, accepted: 3, cache: cache).askedForPidfd, "earlier than the new pin")
+        XCTAssertEqual(cache.pinnedHits.load(ordering: .relaxed), 0)
+        XCTAssertFalse(identify(child, accepted: 6, cache: cache).askedForPidfd)
+    }
+
+    /// Without a queue position (D-Bus, tests) nothing is pinned.
+    func testWithoutAQueuePositionNothingIsPinned() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        _ = Caller.identify(peer: peer(child), via: "socket", pidfd: ProcessFD.open(pid: child.processIdentifier), cache: cache)
+        XCTAssertEqual(cache.count, 1)
+        XCTAssertEqual(cache.pinCount, 0)
+    }
+
+    /// The pinned process exits: a connection with its pid is not served from the pin (whoever has the pid now is
+    /// someone else), the entry goes, and what the full read finds is nothing (the process that connected is gone).
+    func testAnExitedPinnedProcessIsNotUsedAndIsUnpinned() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        // The pidfd of the connection made while it ran: it stays the exited process's.
+        let pidfd = try XCTUnwrap(ProcessFD.open(pid: child.processIdentifier))
+        _ = identify(child, accepted: 1, cache: cache)
+        XCTAssertEqual(cache.pinCount, 1)
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        let after = Caller.identify(peer: peer(child), via: "socket", pidfd: pidfd, cache: cache, accepted: 2)
+        XCTAssertEqual(cache.pinnedHits.load(ordering: .relaxed), 0)
+        XCTAssertEqual(cache.pinCount, 0, "unpinned")
+        XCTAssertNil(after.identity.exe)
+        XCTAssertFalse(after.isStillConnectedProcess)
+    }
+
+    /// An `execve` of another binary keeps the pid and the held directory, not the executable: read afresh.
+    func testAPinnedProcessThatRunsAnotherBinaryIsReadAfresh() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let marker = directory.appendingPathComponent("go").path
+        let child = try spawn("/bin/sh", ["-c", "while [ ! -e '\(marker)' ]; do :; done; exec /usr/bin/sleep 60"])
+        let shell = try XCTUnwrap(Caller.executable(of: child.processIdentifier))
+        XCTAssertEqual(identify(child, accepted: 1, cache: cache).caller.identity.exe, shell)
+        _ = FileManager.default.createFile(atPath: marker, contents: nil)
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let after = identify(child, accepted: 2, cache: cache)
+        XCTAssertTrue(after.askedForPidfd)
+        XCTAssertEqual(after.caller.identity.exe, "/usr/bin/sleep", "the pinned shell identity was reused after exec")
+        XCTAssertEqual(cache.pinnedHits.load(ordering: .relaxed), 0)
+        XCTAssertFalse(identify(child, accepted: 3, cache: cache).askedForPidfd, "pinned again, as sleep")
+    }
+
+    /// The replaced-file check runs for pinned connections too.
+    func testAReplacedFileIsNoticedOnAPinnedIdentity() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache()
+        let copy = directory.appendingPathComponent("sleep-copy").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: copy)
+        let child = try spawn(copy, ["60"])
+        waitForExecutable(child.processIdentifier, copy)
+        XCTAssertFalse(identify(child, accepted: 1, cache: cache).caller.identity.exeDeleted)
+        try FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: copy)
+        let replaced = identify(child, accepted: 2, cache: cache)
+        XCTAssertFalse(replaced.askedForPidfd)
+        XCTAssertTrue(replaced.caller.identity.exeDeleted, "the path no longer names what runs")
+    }
+
+    /// At most pinCapacity descriptors are held; a sweep gives back those of exited processes.
+    func testPinsAreBoundedAndSweptWhenTheirProcessesExit() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache(pinCapacity: 2)
+        let children = try (0..<3).map { _ in try spawn("/usr/bin/sleep", ["60"]) }
+        for child in children { waitForExecutable(child.processIdentifier, "/usr/bin/sleep") }
+        for (index, child) in children.enumerated() { _ = identify(child, accepted: UInt64(index + 1), cache: cache) }
+        XCTAssertEqual(cache.count, 3)
+        XCTAssertEqual(cache.pinCount, 2, "the third is cached without a descriptor")
+        XCTAssertTrue(identify(children[2], accepted: 10, cache: cache).askedForPidfd)
+        XCTAssertEqual(cache.sweep(), 0, "all still run")
+        kill(children[0].processIdentifier, SIGKILL)
+        children[0].waitUntilExit()
+        XCTAssertEqual(cache.sweep(), 1)
+        XCTAssertEqual(cache.pinCount, 1)
+        XCTAssertTrue(identify(children[2], accepted: 11, cache: cache).askedForPidfd, "room again: pinned now")
+        XCTAssertEqual(cache.pinCount, 2)
+        XCTAssertFalse(identify(children[2], accepted: 12, cache: cache).askedForPidfd)
+    }
+
+    /// A held `/proc/PID` names its process, not the pid: after the process has gone it reads nothing.
+    func testAHeldProcessDirectoryOutlivesNoProcess() throws {
+        let child = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
+        let held = try XCTUnwrap(ProcessDirectory.open(pid: child.processIdentifier))
+        XCTAssertEqual(held.executable, FileID(path: "/usr/bin/sleep"))
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        XCTAssertNil(held.executable)
+        XCTAssertNil(ProcessDirectory.open(pid: 0))
     }
 
     func testTheCacheIsBounded() throws {
