@@ -57,7 +57,7 @@ public struct Caller: Sendable {
     ///
     /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
     /// the cache also keeps the process's `/proc/PID` open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
-    /// later connection from the same pid is identified with two `stat`s and no pidfd; see ``identifyPinned``.
+    /// later connection from the same pid is identified with one `readlinkat` and no pidfd; see ``identifyPinned``.
     public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
                                 cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
         let pid = peer.pid
@@ -120,7 +120,10 @@ public struct Caller: Sendable {
         } else if let started, let running {
             // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
             // and whenever the process can be pinned now.
-            let pinned = directory.map { CallerCache.Pin(directory: $0, accepted: accepted ?? 0) }
+            let pinned = directory.flatMap { directory in
+                derived.exe.map { CallerCache.Pin(directory: directory, accepted: accepted ?? 0, exe: $0,
+                                                  exeDeletedAsRead: derived.exeDeleted, exeDeleted: deleted) }
+            }
             if !reused || (processID != nil && !reusedByID) || pinned != nil {
                 cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
                              hasTerminal: terminal, pin: pinned)
@@ -133,26 +136,33 @@ public struct Caller: Sendable {
     /// `/proc/PID` the cache holds connected on an earlier connection, which the listening socket gave out before
     /// this one. Its queue is first in, first out, so that process already had this pid when this connection was
     /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
-    /// `SO_PEERCRED` reports is the connecting process's at `connect`). One `fstatat` under the held directory
-    /// proves it still runs and says which file it runs (the same as when it was read: no `execve` of another
-    /// binary since); a `stat` of the path checks for a replaced file, as for every connection. Nil when the
-    /// process has exited or runs another file: the full read decides then (and an exited process is unpinned).
+    /// `SO_PEERCRED` reports is the connecting process's at `connect`).
+    ///
+    /// One `readlinkat` of `exe` under the held directory proves that it still runs, and that the kernel names its
+    /// executable exactly as it did when it was pinned. That name is the path of the very file the process runs, so
+    /// while it is unchanged the path still leads to that file: renaming the file or a directory above it changes
+    /// the name, and replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path would
+    /// not, which takes privileges in the agent's mount namespace. So the identity read when it was pinned holds,
+    /// with its replaced-file verdict, and nothing else is read. Nil when the process has exited (then it is
+    /// unpinned) or its executable is named otherwise now (another binary, a moved, replaced or deleted file): the
+    /// full read decides then.
     static func identifyPinned(peer: PeerCredentials, via: String, _ pinned: CallerCache.Pinned,
                                cache: CallerCache) -> Caller? {
-        guard let running = pinned.directory.executable else {
+        switch pinned.directory.executableLink(is: pinned.pin.link) {
+        case nil:
             cache.unpin(pid: peer.pid, pinned.directory)
             return nil
+        case false?:
+            return nil
+        case true?:
+            cache.pinnedHits.add(1, ordering: .relaxed)
+            let derived = pinned.known.derived
+            return Caller(pid: peer.pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
+                          identity: ClientIdentity(exe: derived.exe, exeDeleted: pinned.pin.exeDeleted, unit: derived.unit,
+                                                   flatpakApp: derived.flatpakApp),
+                          process: ProcessPin(pid: peer.pid, startTime: pinned.known.startTime),
+                          hasTerminal: pinned.known.hasTerminal)
         }
-        guard running == pinned.executable else { return nil }
-        let derived = pinned.known.derived
-        var deleted = derived.exeDeleted
-        if let exe = derived.exe, !deleted, FileID(path: exe) != running { deleted = true }
-        cache.pinnedHits.add(1, ordering: .relaxed)
-        return Caller(pid: peer.pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
-                      identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
-                                               flatpakApp: derived.flatpakApp),
-                      process: ProcessPin(pid: peer.pid, startTime: pinned.known.startTime),
-                      hasTerminal: pinned.known.hasTerminal)
     }
 
     /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
@@ -218,11 +228,22 @@ public final class CallerCache: Sendable {
         var flatpakApp: String?
     }
 
-    /// A process's `/proc/PID`, held, and the queue position (``ListeningSocket/accept()``) of the connection whose
-    /// identification opened it.
+    /// A process's `/proc/PID`, held, the queue position (``ListeningSocket/accept()``) of the connection whose
+    /// identification opened it, and what was read then: the kernel's name for its executable (`link`) and whether
+    /// that file was deleted or replaced.
     struct Pin: Sendable {
         let directory: ProcessDirectory
         let accepted: UInt64
+        /// `/proc/PID/exe`'s link text as read (the path, and " (deleted)" if the kernel said so).
+        let link: [UInt8]
+        let exeDeleted: Bool
+
+        init(directory: ProcessDirectory, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, exeDeleted: Bool) {
+            self.directory = directory
+            self.accepted = accepted
+            link = Array(exe.utf8) + (exeDeletedAsRead ? Array(" (deleted)".utf8) : [])
+            self.exeDeleted = exeDeleted
+        }
     }
 
     private struct Entry {
@@ -258,11 +279,11 @@ public final class CallerCache: Sendable {
         let hasTerminal: Bool
     }
 
-    /// A pinned process: what was read about it, the file it ran then, and its held `/proc/PID`.
+    /// A pinned process: what was read about it, and its pin.
     struct Pinned {
         let known: Known
-        let executable: FileID
-        let directory: ProcessDirectory
+        let pin: Pin
+        var directory: ProcessDirectory { pin.directory }
     }
 
     let capacity: Int
@@ -308,7 +329,7 @@ public final class CallerCache: Sendable {
         state.withLock { state in
             guard let entry = state.entries[pid], let pin = entry.pin, pin.accepted < accepted else { return nil }
             return Pinned(known: Known(derived: entry.derived, startTime: entry.startTime, hasTerminal: entry.hasTerminal),
-                          executable: entry.executable, directory: pin.directory)
+                          pin: pin)
         }
     }
 

@@ -33,9 +33,10 @@ public final class ProcessFD: Sendable {
 }
 
 /// A process's `/proc/PID` directory, held open. Like a pidfd it names the process that had the pid when it was
-/// opened, not whoever has the pid later: once that process has exited, nothing can be read under it. One call,
-/// ``executable``, then both proves the process still runs and says which file it runs. ``CallerCache`` keeps one
-/// per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the last reference goes away.
+/// opened, not whoever has the pid later: once that process has exited, nothing can be read under it. ``CallerCache`` keeps one
+/// per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the last reference goes away. One
+/// call, ``executableLink(is:)``, proves the process still runs and that the kernel still names its executable as
+/// it did when the process was pinned.
 final class ProcessDirectory: Sendable {
     let fd: Int32
     private init(fd: Int32) { self.fd = fd }
@@ -45,6 +46,19 @@ final class ProcessDirectory: Sendable {
     static func open(pid: Int32) -> ProcessDirectory? {
         let fd = aa_socket_proc_open(pid)
         return fd >= 0 ? ProcessDirectory(fd: fd) : nil
+    }
+
+    /// Whether the kernel's name for the file the process runs (`/proc/PID/exe`'s link text) is `link`, byte for
+    /// byte; nil once the process has exited (or while it exits).
+    func executableLink(is link: [UInt8]) -> Bool? {
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buffer -> Bool? in
+            let count = aa_socket_proc_executable_link(fd, buffer.baseAddress?.assumingMemoryBound(to: CChar.self),
+                                                      UInt(buffer.count))
+            guard count >= 0 else { return nil }
+            // A name as long as the buffer may have been cut short: not a match, whatever it starts with.
+            guard count > 0, count < buffer.count, count == link.count, let read = buffer.baseAddress else { return false }
+            return link.withUnsafeBytes { memcmp($0.baseAddress!, read, count) == 0 }
+        }
     }
 
     /// The device and inode of the file the process runs; nil once it has exited (or while it exits).

@@ -133,3 +133,7 @@ int aa_socket_proc_executable(int proc_fd, uint64_t *device, uint64_t *inode) {
     *inode = (uint64_t)info.st_ino;
     return 0;
 }
+
+long aa_socket_proc_executable_link(int proc_fd, char *buffer, unsigned long capacity) {
+    return (long)readlinkat(proc_fd, "exe", buffer, capacity);
+}

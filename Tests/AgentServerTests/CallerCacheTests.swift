@@ -225,7 +225,8 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertFalse(identify(child, accepted: 3, cache: cache).askedForPidfd, "pinned again, as sleep")
     }
 
-    /// The replaced-file check runs for pinned connections too.
+    /// A file replaced at the path (the running one unlinked) ends the pin's shortcut: read in full, and the
+    /// identity says so.
     func testAReplacedFileIsNoticedOnAPinnedIdentity() throws {
         try skipWithoutPidfs()
         let cache = CallerCache()
@@ -234,11 +235,43 @@ final class CallerCacheTests: ChildProcessTestCase {
         let child = try spawn(copy, ["60"])
         waitForExecutable(child.processIdentifier, copy)
         XCTAssertFalse(identify(child, accepted: 1, cache: cache).caller.identity.exeDeleted)
+        XCTAssertFalse(identify(child, accepted: 2, cache: cache).askedForPidfd)
         try FileManager.default.removeItem(atPath: copy)
         try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: copy)
-        let replaced = identify(child, accepted: 2, cache: cache)
-        XCTAssertFalse(replaced.askedForPidfd)
+        let replaced = identify(child, accepted: 3, cache: cache)
+        XCTAssertTrue(replaced.askedForPidfd, "the kernel's name for the file changed (deleted)")
         XCTAssertTrue(replaced.caller.identity.exeDeleted, "the path no longer names what runs")
+        XCTAssertEqual(replaced.caller.identity.exe, copy)
+        XCTAssertTrue(identify(child, accepted: 4, cache: cache).caller.identity.exeDeleted, "and stays so")
+    }
+
+    /// The running file renamed away and another put at its path, or a directory above it renamed and another put in
+    /// its place: the file is still linked (no " (deleted)"), but the kernel names it by its new path, so the pin's
+    /// shortcut ends and the full read finds the path no longer names what runs.
+    func testAMovedFileOrDirectoryIsNoticedOnAPinnedIdentity() throws {
+        try skipWithoutPidfs()
+        for moveDirectory in [false, true] {
+            let cache = CallerCache()
+            let folder = directory.appendingPathComponent("bin-\(moveDirectory)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let path = folder.appendingPathComponent("client").path
+            try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: path)
+            let child = try spawn(path, ["60"])
+            waitForExecutable(child.processIdentifier, path)
+            _ = identify(child, accepted: 1, cache: cache)
+            XCTAssertFalse(identify(child, accepted: 2, cache: cache).askedForPidfd)
+            if moveDirectory {
+                try FileManager.default.moveItem(at: folder, to: directory.appendingPathComponent("bin-old"))
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } else {
+                try FileManager.default.moveItem(atPath: path, toPath: path + ".old")
+            }
+            try FileManager.default.copyItem(atPath: "/usr/bin/true", toPath: path)
+            let after = identify(child, accepted: 3, cache: cache)
+            XCTAssertTrue(after.askedForPidfd, "moved directory: \(moveDirectory)")
+            XCTAssertEqual(after.caller.identity.exe, path, "the path read when it first connected")
+            XCTAssertTrue(after.caller.identity.exeDeleted, "moved directory: \(moveDirectory)")
+        }
     }
 
     /// At most pinCapacity descriptors are held; a sweep gives back those of exited processes.

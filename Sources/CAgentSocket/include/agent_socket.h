@@ -40,6 +40,10 @@ int aa_socket_proc_open(int32_t pid);
  * link). Returns 0 and fills both; -1 once that process has exited (or is exiting: it no longer has a memory map,
  * so no executable) or when it cannot be read. */
 int aa_socket_proc_executable(int proc_fd, uint64_t *device, uint64_t *inode);
+/* readlinkat(proc_fd, "exe"): the kernel's name for that executable (a path from the root, " (deleted)" appended
+ * once the file is unlinked), not NUL-terminated. Returns its length (capacity when it may be cut short), or -1 once
+ * that process has exited (or is exiting). */
+long aa_socket_proc_executable_link(int proc_fd, char *buffer, unsigned long capacity);
 /* send(MSG_NOSIGNAL | MSG_DONTWAIT); EINTR is retried. Returns bytes sent, or -1 (EAGAIN: the buffer is full). */
 long aa_socket_send(int fd, const void *bytes, unsigned long count);
 /* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */
