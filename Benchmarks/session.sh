@@ -23,7 +23,7 @@ load() {
 tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
 
 say "starting the release agent"
-if [ "${ONLY:-}" = order ]; then
+if [ "${ONLY:-}" = order ] || [ "${ONLY:-}" = instructions ]; then
     # scripts/order-symbols: the agent runs under callgrind, which dumps the functions run in each phase.
     # Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
     objcopy --strip-debug "$BIN/auth-agent" "$WORK/auth-agent"
@@ -43,6 +43,27 @@ emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_
 
 say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
+if [ "${ONLY:-}" = instructions ]; then
+    # The agent's own instructions per cached-token request (callgrind counts user space only, the same for the
+    # same binary and inputs however busy the machine is): 1 client, a new connection per request, then one
+    # persistent connection, INSTRUCTION_REQUESTS each, after a warm-up of both shapes.
+    N=${INSTRUCTION_REQUESTS:-4000}
+    phase() { callgrind_control --dump="$1" "$AGENT" >/dev/null; }
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode new --count 200 --timeout 120 >/dev/null
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 200 --timeout 120 >/dev/null
+    phase warm-up
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode new --count "$N" --duration 600 --timeout 120 >/dev/null
+    phase new
+    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count "$N" --duration 600 --timeout 120 >/dev/null
+    phase persistent
+    kill "$AGENT"; wait "$AGENT" || true
+    for label in new persistent; do
+        file=$(grep -l "^desc: Trigger: dump $label\$" "$WORK"/callgrind.out.* | head -1)
+        total=$(awk '/^(summary|totals):/ { print $2; exit }' "$file")
+        emit "{\"kind\":\"instructions\",\"mode\":\"$label\",\"requests\":$N,\"instructions\":$total}"
+    done
+    exit 0
+fi
 [ "${ONLY:-}" = socket ] || "$BIN/authctl" login personal >/dev/null 2>>"$WORK/authctl.log"
 
 say "login overhead: $LOGINS sign-ins of 'other'"

@@ -37,7 +37,7 @@ enum TokenRequestScanner {
                     guard id == nil, let value = integer() else { return nil }
                     id = value
                 case .op:
-                    guard op == nil, let value = string(), value.elementsEqual("token".utf8) else { return nil }
+                    guard op == nil, let value = string(), Reader.equals(value, "token") else { return nil }
                     op = true
                 case .account:
                     guard account == nil, let value = string() else { return nil }
@@ -57,12 +57,24 @@ enum TokenRequestScanner {
             guard let name = string() else { return nil }
             switch name.count {
             case 1 where name[name.startIndex] == UInt8(ascii: "v"): return .v
-            case 2 where name.elementsEqual("id".utf8): return .id
-            case 2 where name.elementsEqual("op".utf8): return .op
-            case 7 where name.elementsEqual("account".utf8): return .account
-            case 9 where name.elementsEqual("min_valid".utf8): return .minValid
+            case 2 where Reader.equals(name, "id"): return .id
+            case 2 where Reader.equals(name, "op"): return .op
+            case 7 where Reader.equals(name, "account"): return .account
+            case 9 where Reader.equals(name, "min_valid"): return .minValid
             default: return nil
             }
+        }
+
+        /// `bytes` are `literal`'s UTF-8, compared byte by byte (no generic sequence comparison on the hot path).
+        private static func equals(_ bytes: Slice<UnsafeRawBufferPointer>, _ literal: StaticString) -> Bool {
+            guard bytes.count == literal.utf8CodeUnitCount else { return false }
+            let expected = literal.utf8Start
+            var offset = 0
+            for byte in bytes {
+                guard byte == expected[offset] else { return false }
+                offset += 1
+            }
+            return true
         }
 
         /// The bytes of a string of printable ASCII without escapes (anything else: nil).

@@ -37,13 +37,20 @@ final class AcceptLoop: @unchecked Sendable {
         case retryParked(String)
     }
 
-    private struct Connection {
+    /// A class, so the loop reads and updates its connections in place (the caller's identity is not copied out
+    /// and back for every line).
+    private final class Connection {
         let registration: Int
         let caller: Caller
         /// The start of a request line whose newline has not arrived yet (while parked: all that arrived since).
         var partial: [UInt8] = []
         /// A plain `token` request (without its newline) waiting for its account's refresh (``TokenSnapshot/park``).
         var parked: [UInt8]?
+
+        init(registration: Int, caller: Caller) {
+            self.registration = registration
+            self.caller = caller
+        }
 
         /// What was read and not answered: the parked request's line, if any, then the partial input.
         var unanswered: [UInt8] { parked.map { $0 + [0x0A] + partial } ?? partial }
@@ -259,7 +266,7 @@ final class AcceptLoop: @unchecked Sendable {
 
     /// Reads what the client sent and answers each complete line from the snapshot, or hands the connection to NIO.
     private func serve(_ fd: Int32) {
-        guard var connection = connections[fd] else { return }
+        guard let connection = connections[fd] else { return }
         let count = aa_socket_receive(fd, scratch.baseAddress, UInt(scratch.count))
         if count < 0 {
             if errno != EAGAIN, errno != EWOULDBLOCK { closeConnection(fd) }
@@ -275,7 +282,6 @@ final class AcceptLoop: @unchecked Sendable {
         if connection.parked != nil {
             // Kept, unread, until the refresh the parked request waits for has ended.
             connection.partial.append(contentsOf: received)
-            connections[fd] = connection
             if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
             return
         }
@@ -291,7 +297,6 @@ final class AcceptLoop: @unchecked Sendable {
     /// parks the connection or hands it to NIO (or it was closed). `retried`: the first line is a parked request asked
     /// again, already logged, and not parked a second time.
     private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer, retried: Bool = false) {
-        var connection = connection
         var retried = retried
         var start = 0
         while let newline = bytes[start...].firstIndex(of: 0x0A) {
@@ -315,7 +320,6 @@ final class AcceptLoop: @unchecked Sendable {
                     operations.logRequest(.token, account: account, caller: connection.caller)
                     connection.parked = Array(bytes[start..<newline])
                     connection.partial = Array(bytes[(newline + 1)...])
-                    connections[fd] = connection
                     parked[account, default: []].append(fd)
                     acceptor.connections.begin(connection.registration)
                     return
@@ -340,8 +344,11 @@ final class AcceptLoop: @unchecked Sendable {
             }
             start = newline + 1
         }
-        connection.partial = start == bytes.count ? [] : Array(bytes[start...])
-        connections[fd] = connection
+        if start == bytes.count {
+            if !connection.partial.isEmpty { connection.partial = [] }
+        } else {
+            connection.partial = Array(bytes[start...])
+        }
         if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
     }
 
@@ -349,11 +356,10 @@ final class AcceptLoop: @unchecked Sendable {
     /// new token, or by NIO's slow path, which reports a failed refresh), followed by what its client sent meanwhile.
     private func retryParked(_ account: String) {
         for fd in parked.removeValue(forKey: account) ?? [] {
-            guard var connection = connections[fd], connection.parked != nil else { continue }
+            guard let connection = connections[fd], connection.parked != nil else { continue }
             let input = connection.unanswered
             connection.parked = nil
             connection.partial = []
-            connections[fd] = connection
             acceptor.connections.end(connection.registration)
             input.withUnsafeBytes { consume(fd, connection, $0, retried: true) }
         }

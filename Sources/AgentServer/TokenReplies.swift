@@ -26,10 +26,10 @@ final class TokenReplies: Sendable {
             guard let withID = TokenReplyTemplate.make(result, id: true),
                   let withoutID = TokenReplyTemplate.make(result, id: false) else { return false }
             replies = TokenReplies(withID: withID, withoutID: withoutID)
-            snapshot.attach(replies, account: hit.grant.account, generation: hit.generation)
+            snapshot.attach(replies, account: hit.account, generation: hit.generation)
         }
-        let expiresAt = Int(hit.grant.expiresAt.timeIntervalSince1970)
-        let expiresIn = Int(hit.grant.expiresIn.components.seconds)
+        let expiresAt = Int(hit.expiresAt.timeIntervalSince1970)
+        let expiresIn = Int(hit.expiresIn.components.seconds)
         if let id {
             replies.withID.write(id, expiresAt, expiresIn, into: &buffer)
         } else {

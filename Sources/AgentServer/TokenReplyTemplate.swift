@@ -11,6 +11,8 @@ import NIOCore
 struct TokenReplyTemplate: Sendable {
     /// `segments.count == holes + 1`: segment, value, segment, value, ..., segment.
     private let segments: [[UInt8]]
+    /// The segments' bytes together.
+    private let segmentBytes: Int
 
     static let sentinel = Int.min
 
@@ -28,6 +30,7 @@ struct TokenReplyTemplate: Sendable {
         }
         segments.append(Array(rest))
         self.segments = segments
+        segmentBytes = segments.reduce(0) { $0 + $1.count }
     }
 
     /// The reply to a cached token for `id` (with the key left out when nil, as `JSONEncoder` does), without the
@@ -41,36 +44,65 @@ struct TokenReplyTemplate: Sendable {
     }
 
     /// Appends the line with the values in the holes, in order, and the newline (two or three holes; fixed
-    /// arguments rather than variadics, so no array is allocated per reply).
+    /// arguments rather than variadics, so no array is allocated per reply). One reservation of the buffer and plain
+    /// copies into it: this runs for every cached token the socket hands out.
     func write(_ first: Int, _ second: Int, _ third: Int? = nil, into buffer: inout ByteBuffer) {
         precondition(segments.count == (third == nil ? 3 : 4), "one value per hole")
-        buffer.writeBytes(segments[0])
-        TokenReplyTemplate.writeDecimal(first, into: &buffer)
-        buffer.writeBytes(segments[1])
-        TokenReplyTemplate.writeDecimal(second, into: &buffer)
-        buffer.writeBytes(segments[2])
-        if let third {
-            TokenReplyTemplate.writeDecimal(third, into: &buffer)
-            buffer.writeBytes(segments[3])
+        let most = segmentBytes + 3 * TokenReplyTemplate.maxDecimalBytes + 1
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: most) { out in
+            var at = 0
+            TokenReplyTemplate.copy(segments[0], to: out, at: &at)
+            TokenReplyTemplate.copyDecimal(first, to: out, at: &at)
+            TokenReplyTemplate.copy(segments[1], to: out, at: &at)
+            TokenReplyTemplate.copyDecimal(second, to: out, at: &at)
+            TokenReplyTemplate.copy(segments[2], to: out, at: &at)
+            if let third {
+                TokenReplyTemplate.copyDecimal(third, to: out, at: &at)
+                TokenReplyTemplate.copy(segments[3], to: out, at: &at)
+            }
+            out[at] = 0x0A
+            return at + 1
         }
-        buffer.writeInteger(UInt8(0x0A))
     }
 
-    /// `String(value)`'s bytes, without the String.
-    static func writeDecimal(_ value: Int, into buffer: inout ByteBuffer) {
-        if value < 0 { buffer.writeInteger(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for UInt64.max's 20 digits
-        let count = withUnsafeMutableBytes(of: &digits) { raw -> Int in
-            var end = raw.count
-            repeat {
-                end -= 1
-                raw[end] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            return end
+    /// The most bytes an `Int` takes in decimal: `Int.min`'s sign and 19 digits.
+    static let maxDecimalBytes = 20
+
+    private static func copy(_ bytes: [UInt8], to out: UnsafeMutableRawBufferPointer, at: inout Int) {
+        bytes.withUnsafeBytes { source in
+            guard let base = source.baseAddress, let target = out.baseAddress else { return }
+            (target + at).copyMemory(from: base, byteCount: source.count)
         }
-        withUnsafeBytes(of: &digits) { raw in buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[count...])) }
+        at += bytes.count
+    }
+
+    /// `String(value)`'s bytes, written at `at` (room for ``maxDecimalBytes`` is reserved by the caller).
+    private static func copyDecimal(_ value: Int, to out: UnsafeMutableRawBufferPointer, at: inout Int) {
+        if value < 0 {
+            out[at] = UInt8(ascii: "-")
+            at += 1
+        }
+        var magnitude = value.magnitude
+        var digits = 1
+        var scale: UInt = 1
+        while magnitude / scale >= 10 {
+            scale *= 10
+            digits += 1
+        }
+        for index in stride(from: at + digits - 1, through: at, by: -1) {
+            out[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        }
+        at += digits
+    }
+
+    /// `String(value)`'s bytes, without the String (the same digits ``write(_:_:_:into:)`` puts in the holes).
+    static func writeDecimal(_ value: Int, into buffer: inout ByteBuffer) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: maxDecimalBytes) { out in
+            var at = 0
+            copyDecimal(value, to: out, at: &at)
+            return at
+        }
     }
 
     private static func find(_ needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {

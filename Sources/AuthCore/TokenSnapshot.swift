@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// A lock-protected copy of every account's cached default access token, which ``TokenBroker`` publishes whenever
@@ -30,17 +31,41 @@ public final class TokenSnapshot: Sendable {
         public var attachment: (any AnyObject & Sendable)?
     }
 
-    /// A token the snapshot may hand out: the grant (built exactly as the broker builds it) and its entry's
-    /// generation and attachment.
+    /// A token the snapshot may hand out: its entry (one reference, not a copy), how long it stays valid and when it
+    /// expires by the wall clock, read once at the lookup. ``grant`` builds the grant exactly as the broker does,
+    /// only when asked (the socket's pre-encoded replies need just the two times).
     public struct Hit: Sendable {
-        public var grant: AccessTokenGrant
+        public var account: String
+        let stored: Stored
         public var generation: UInt64
         public var attachment: (any AnyObject & Sendable)?
+        public var expiresIn: Duration
+        public var expiresAt: Date
+
+        public var entry: Entry { stored.entry }
+
+        public var grant: AccessTokenGrant {
+            AccessTokenGrant(account: account, accessToken: entry.accessToken, tokenType: entry.tokenType,
+                             expiresIn: expiresIn, expiresAt: expiresAt, scopes: entry.scopes, idToken: nil)
+        }
+    }
+
+    /// A published entry, boxed: a hit takes a reference instead of copying its fields.
+    final class Stored: Sendable {
+        let entry: Entry
+        init(_ entry: Entry) { self.entry = entry }
+    }
+
+    /// One account's entry, its attachment, and when the snapshot last served it (kept after the entry goes), under
+    /// one key so a hit costs one lookup. Only touched under `state`'s lock.
+    private final class Slot: @unchecked Sendable {
+        var stored: Stored?
+        var attachment: (any AnyObject & Sendable)?
+        var lastUsed: ContinuousClock.Instant?
     }
 
     private struct State {
-        var entries: [String: Entry] = [:]
-        var lastUsed: [String: ContinuousClock.Instant] = [:]
+        var accounts: [String: Slot] = [:]
         var generation: UInt64 = 0
         /// Accounts whose default token the broker is refreshing.
         var refreshing: Set<String> = []
@@ -63,48 +88,52 @@ public final class TokenSnapshot: Sendable {
     /// use; nil otherwise (no token, not valid for `minValid`, or inside the early-refresh margin).
     public func freshToken(account: String, minValid: Duration) -> Hit? {
         let now = time.now()
-        let (entry, wasIdle) = state.withLock { state -> (Entry?, Bool) in
-            guard let entry = state.entries[account],
-                  policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid),
-                  now < entry.refreshAt else { return (nil, false) }
-            let wasIdle = state.lastUsed[account].map { now - $0 > policy.recentUse } ?? true
-            state.lastUsed[account] = now
-            return (entry, wasIdle)
+        let wall = time.wallClock()
+        var wasIdle = false
+        let hit = state.withLock { state -> Hit? in
+            guard let slot = state.accounts[account], let stored = slot.stored,
+                  policy.isFresh(expiresAt: stored.entry.expiresAt, now: now, minValid: minValid),
+                  now < stored.entry.refreshAt else { return nil }
+            wasIdle = slot.lastUsed.map { now - $0 > policy.recentUse } ?? true
+            slot.lastUsed = now
+            let remaining = stored.entry.expiresAt - now
+            return Hit(account: account, stored: stored, generation: stored.entry.generation, attachment: slot.attachment,
+                       expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(wall, plus: remaining))
         }
-        guard let entry else { return nil }
         if wasIdle { useBell.ring() }
-        let remaining = entry.expiresAt - now
-        let grant = AccessTokenGrant(
-            account: account, accessToken: entry.accessToken, tokenType: entry.tokenType, expiresIn: remaining,
-            expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining), scopes: entry.scopes,
-            idToken: nil)
-        return Hit(grant: grant, generation: entry.generation, attachment: entry.attachment)
+        return hit
     }
 
     /// Keeps `attachment` with the account's entry while it is still the one of `generation`.
     public func attach(_ attachment: any AnyObject & Sendable, account: String, generation: UInt64) {
         state.withLock { state in
-            guard state.entries[account]?.generation == generation else { return }
-            state.entries[account]?.attachment = attachment
+            guard let slot = state.accounts[account], slot.stored?.entry.generation == generation else { return }
+            slot.attachment = attachment
         }
     }
 
     /// When the snapshot last served `account` (nil if never).
     public func lastUse(_ account: String) -> ContinuousClock.Instant? {
-        state.withLock { $0.lastUsed[account] }
+        state.withLock { $0.accounts[account]?.lastUsed }
     }
 
     /// Replaces (or, with nil, removes) the account's entry. Only the broker publishes.
     func publish(_ account: String, _ entry: Entry?) {
         state.withLock { state in
+            let slot = state.accounts[account] ?? {
+                let slot = Slot()
+                state.accounts[account] = slot
+                return slot
+            }()
+            slot.attachment = nil
             guard var entry else {
-                state.entries[account] = nil
+                slot.stored = nil
                 return
             }
             state.generation &+= 1
             entry.generation = state.generation
             entry.attachment = nil
-            state.entries[account] = entry
+            slot.stored = Stored(entry)
         }
     }
 
@@ -118,7 +147,7 @@ public final class TokenSnapshot: Sendable {
         let now = time.now()
         return state.withLock { state in
             guard state.refreshing.contains(account) else { return false }
-            if let entry = state.entries[account], policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid) {
+            if let entry = state.accounts[account]?.stored?.entry, policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid) {
                 return false
             }
             state.parked[account, default: [:]][reader] = wake
@@ -141,5 +170,11 @@ public final class TokenSnapshot: Sendable {
     }
 
     /// The current entry, for tests and `status`-like readers.
-    public func entry(_ account: String) -> Entry? { state.withLock { $0.entries[account] } }
+    public func entry(_ account: String) -> Entry? {
+        state.withLock { state in
+            guard let slot = state.accounts[account], var entry = slot.stored?.entry else { return nil }
+            entry.attachment = slot.attachment
+            return entry
+        }
+    }
 }
