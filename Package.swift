@@ -15,6 +15,12 @@ import PackageDescription
 //   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
 //                  the config path, SSH/headless (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
+// The modules a cached-token request runs through (issue 8, docs/BENCHMARKS.md "Session 12"), release only: no run-time
+// exclusivity checks (swift_beginAccess on every access to a class's stored var: 17 % of the accept loop's
+// instructions per request). Their shared state is confined to one thread or behind a lock; debug builds, and so
+// every test run, keep the checks, and the compile-time checks stay on everywhere.
+let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "auth-agent",
     platforms: [.macOS(.v14)],
@@ -41,7 +47,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: hotPathSettings
         ),
         .target(
             name: "AuthTransport",
@@ -59,7 +66,7 @@ let package = Package(
         .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "AgentIPC"),
+        .target(name: "AgentIPC", swiftSettings: hotPathSettings),
         .target(name: "SessionEnvironment"),
         .target(name: "AuthCLI", dependencies: ["AgentIPC"]),
         .target(name: "CAgentProcess"),
@@ -76,7 +83,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            swiftSettings: hotPathSettings
         ),
         // sd-bus's vtable macros and variadic calls, which Swift cannot use (sd-bus.h comes from libsystemd-dev).
         .target(name: "CAgentBus", linkerSettings: [.linkedLibrary("systemd")]),

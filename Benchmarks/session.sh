@@ -27,8 +27,12 @@ if [ "${ONLY:-}" = order ] || [ "${ONLY:-}" = instructions ]; then
     # scripts/order-symbols: the agent runs under callgrind, which dumps the functions run in each phase.
     # Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
     objcopy --strip-debug "$BIN/auth-agent" "$WORK/auth-agent"
+    # instructions: only what the accept loops run (every cached-token request is served there), not the timers and
+    # idle hooks of the other threads, whose share depends on how long valgrind takes.
+    COLLECT=()
+    [ "${ONLY:-}" != instructions ] || COLLECT=("--toggle-collect=\$s11AgentServer10AcceptLoopC3run*")
     valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$WORK/callgrind.out" \
-        "$WORK/auth-agent" 2>>"$WORK/agent.log" &
+        "${COLLECT[@]}" "$WORK/auth-agent" 2>>"$WORK/agent.log" &
 else
     "$BIN/auth-agent" 2>>"$WORK/agent.log" &
 fi
@@ -44,7 +48,7 @@ emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_
 say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
 if [ "${ONLY:-}" = instructions ]; then
-    # The agent's own instructions per cached-token request (callgrind counts user space only, the same for the
+    # The accept loop's instructions per cached-token request (callgrind counts user space only, the same for the
     # same binary and inputs however busy the machine is): 1 client, a new connection per request, then one
     # persistent connection, INSTRUCTION_REQUESTS each, after a warm-up of both shapes.
     N=${INSTRUCTION_REQUESTS:-4000}

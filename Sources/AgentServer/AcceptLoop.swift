@@ -299,7 +299,7 @@ final class AcceptLoop: @unchecked Sendable {
     private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer, retried: Bool = false) {
         var retried = retried
         var start = 0
-        while let newline = bytes[start...].firstIndex(of: 0x0A) {
+        while let newline = AcceptLoop.newline(in: bytes, from: start) {
             var end = newline
             if end > start, bytes[end - 1] == 0x0D { end -= 1 }
             reply.clear()
@@ -398,6 +398,13 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
+
+    /// The index of the first newline in `bytes` at or after `start` (memchr).
+    private static func newline(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard start < bytes.count, let base = bytes.baseAddress,
+              let found = memchr(base + start, 0x0A, bytes.count - start) else { return nil }
+        return base.distance(to: UnsafeRawPointer(found))
+    }
 
     private static func peerPidfd(_ fd: Int32) -> ProcessFD? {
         let pidfd = aa_socket_peer_pidfd(fd)

@@ -137,8 +137,8 @@ public final class AccessGate: @unchecked Sendable {
 
     func record(_ caller: Caller, account: String, outcome: String, reason: AccessPolicy.Reason,
                 scopes: [String]?, resource: String?) {
-        audit.append(AuditEntry(time: now(), account: account, outcome: outcome, reason: reason.rawValue,
-                                scopes: scopes, resource: resource, caller: caller.wire))
+        audit.append(time: now(), account: account, outcome: outcome, reason: reason.rawValue, scopes: scopes,
+                     resource: resource, caller: caller.audited)
     }
 
     /// Why a caller was refused, and what the user can do about it.
@@ -167,8 +167,17 @@ public final class AccessGate: @unchecked Sendable {
 
 extension Caller {
     /// The identity as the wire carries it (audit records, pending requests).
-    public var wire: WireCaller {
+    public var wire: WireCaller { audited.value }
+
+    static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
         WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
                    unit: identity.unit, flatpakApp: identity.flatpakApp)
     }
+}
+
+/// A caller's ``WireCaller``, made once per ``Caller`` and shared by every audit record of its requests (a record
+/// then holds one reference instead of copies of the strings).
+public final class AuditedCaller: Sendable {
+    public let value: WireCaller
+    init(_ value: WireCaller) { self.value = value }
 }

@@ -12,9 +12,26 @@ public final class AuditLog: @unchecked Sendable {
     public let capacity: Int
     private let logger: Logger
     private let lock = NSLock()
-    private var ring: [AuditEntry] = []
+    private var ring: [Record] = []
     /// Index of the oldest record once the ring is full.
     private var head = 0
+
+    /// An ``AuditEntry`` as the ring keeps it: the caller is shared with the other records of the same caller (a
+    /// cached-token hit on the socket appends one of these per token handed out).
+    private struct Record {
+        let time: Int
+        let account: String
+        let outcome: String
+        let reason: String
+        let scopes: [String]?
+        let resource: String?
+        let caller: AuditedCaller
+
+        var entry: AuditEntry {
+            AuditEntry(time: time, account: account, outcome: outcome, reason: reason, scopes: scopes,
+                       resource: resource, caller: caller.value)
+        }
+    }
 
     public init(capacity: Int = 1000, logger: Logger) {
         self.capacity = max(1, capacity)
@@ -25,31 +42,41 @@ public final class AuditLog: @unchecked Sendable {
     /// Appends a record and logs it: grants at info, refusals and withdrawn requests at notice, with the identity as
     /// metadata.
     public func append(_ entry: AuditEntry) {
+        append(time: entry.time, account: entry.account, outcome: entry.outcome, reason: entry.reason,
+               scopes: entry.scopes, resource: entry.resource, caller: AuditedCaller(entry.caller))
+    }
+
+    /// ``append(_:)`` with the caller as ``Caller/audited`` made it.
+    func append(time: Int, account: String, outcome: String, reason: String, scopes: [String]?, resource: String?,
+                caller: AuditedCaller) {
+        let record = Record(time: time, account: account, outcome: outcome, reason: reason, scopes: scopes,
+                            resource: resource, caller: caller)
         lock.withLock {
             if ring.count < capacity {
-                ring.append(entry)
+                ring.append(record)
             } else {
-                ring[head] = entry
+                ring[head] = record
                 head = (head + 1) % capacity
             }
         }
         // Grants are logged at info: under the default notice level the metadata below would be built per cached
         // token handed out and then dropped.
-        let granted = entry.outcome == AuditEntry.granted
+        let granted = outcome == AuditEntry.granted
         guard logger.logLevel <= (granted ? .info : .notice) else { return }
+        let who = caller.value
         var meta: Logger.Metadata = [
-            "audit": "\(entry.outcome)", "account": "\(entry.account)", "reason": "\(entry.reason)",
-            "peer_pid": "\(entry.caller.pid)", "via": "\(entry.caller.via)",
+            "audit": "\(outcome)", "account": "\(account)", "reason": "\(reason)",
+            "peer_pid": "\(who.pid)", "via": "\(who.via)",
         ]
-        if let exe = entry.caller.exe { meta["peer_exe"] = "\(exe)" }
-        if entry.caller.exeDeleted == true { meta["peer_exe_deleted"] = "true" }
-        if let unit = entry.caller.unit { meta["peer_unit"] = "\(unit)" }
-        if let app = entry.caller.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
-        if let scopes = entry.scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
-        if let resource = entry.resource { meta["resource"] = "\(resource)" }
+        if let exe = who.exe { meta["peer_exe"] = "\(exe)" }
+        if who.exeDeleted == true { meta["peer_exe_deleted"] = "true" }
+        if let unit = who.unit { meta["peer_unit"] = "\(unit)" }
+        if let app = who.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
+        if let scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
+        if let resource { meta["resource"] = "\(resource)" }
         if granted {
             logger.info("token granted", metadata: meta)
-        } else if entry.outcome == AuditEntry.withdrawn {
+        } else if outcome == AuditEntry.withdrawn {
             logger.notice("token request withdrawn", metadata: meta)
         } else {
             logger.notice("token refused", metadata: meta)
@@ -59,8 +86,8 @@ public final class AuditLog: @unchecked Sendable {
     /// The records, oldest first, optionally only one account's and those at or after `since` (Unix time).
     public func entries(account: String? = nil, since: Int? = nil) -> [AuditEntry] {
         let all = lock.withLock { Array(ring[head...] + ring[..<head]) }
-        return all.filter { entry in
-            (account == nil || entry.account == account) && (since == nil || entry.time >= since!)
-        }
+        return all.filter { record in
+            (account == nil || record.account == account) && (since == nil || record.time >= since!)
+        }.map(\.entry)
     }
 }

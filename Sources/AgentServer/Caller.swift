@@ -9,14 +9,16 @@ import Synchronization
 /// (executable, systemd unit, Flatpak app). Read by the agent once per connection, never taken from anything the
 /// client sends.
 public struct Caller: Sendable {
-    public var pid: Int32
+    public var pid: Int32 { didSet { audited = Caller.audit(pid, via, identity) } }
     public var uid: UInt32
     public var gid: UInt32
-    public var via: String
+    public var via: String { didSet { audited = Caller.audit(pid, via, identity) } }
     /// The peer's executable (`/proc/PID/exe`) without a " (deleted)" suffix; nil when it cannot be read.
     public var exe: String?
     /// What the access policy judges: executable (and whether it was deleted or replaced), unit, Flatpak app.
-    public var identity: ClientIdentity
+    public var identity: ClientIdentity { didSet { audited = Caller.audit(pid, via, identity) } }
+    /// ``wire``, made when the identity is set, for the audit records of this caller's requests.
+    public private(set) var audited: AuditedCaller
     /// The process that connected, pinned by its start time, so that each request can be checked against a
     /// recycled pid (``isStillConnectedProcess``).
     public var process: ProcessPin?
@@ -31,9 +33,15 @@ public struct Caller: Sendable {
         self.gid = gid
         self.via = via
         self.exe = exe
-        self.identity = identity ?? ClientIdentity(exe: exe)
+        let identity = identity ?? ClientIdentity(exe: exe)
+        self.identity = identity
         self.process = process
         self.hasTerminal = hasTerminal
+        audited = Caller.audit(pid, via, identity)
+    }
+
+    private static func audit(_ pid: Int32, _ via: String, _ identity: ClientIdentity) -> AuditedCaller {
+        AuditedCaller(Caller.wire(pid: pid, via: via, identity: identity))
     }
 
     /// True while the process that opened the connection (or sent the D-Bus call) still runs. A pid that was
