@@ -130,7 +130,7 @@ public struct Caller: Sendable {
             // and whenever the process can be pinned now.
             let pinned = directory.flatMap { directory in
                 derived.exe.map { CallerCache.Pin(directory: directory, accepted: accepted ?? 0, exe: $0,
-                                                  exeDeletedAsRead: derived.exeDeleted, exeDeleted: deleted) }
+                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller) }
             }
             if !reused || (processID != nil && !reusedByID) || pinned != nil {
                 cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
@@ -164,12 +164,14 @@ public struct Caller: Sendable {
             return nil
         case true?:
             cache.pinnedHits.add(1, ordering: .relaxed)
-            let derived = pinned.known.derived
-            return Caller(pid: peer.pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
-                          identity: ClientIdentity(exe: derived.exe, exeDeleted: pinned.pin.exeDeleted, unit: derived.unit,
-                                                   flatpakApp: derived.flatpakApp),
-                          process: ProcessPin(pid: peer.pid, startTime: pinned.known.startTime),
-                          hasTerminal: pinned.known.hasTerminal)
+            // The caller as the full read made it when the process was pinned; the credentials are this
+            // connection's own (the same unless the process changed its ids since).
+            var caller = pinned.pin.caller
+            if caller.uid != peer.uid || caller.gid != peer.gid {
+                (caller.uid, caller.gid) = (peer.uid, peer.gid)
+            }
+            if caller.via != via { caller.via = via }
+            return caller
         }
     }
 
@@ -244,13 +246,14 @@ public final class CallerCache: Sendable {
         let accepted: UInt64
         /// `/proc/PID/exe`'s link text as read (the path, and " (deleted)" if the kernel said so).
         let link: [UInt8]
-        let exeDeleted: Bool
+        /// The caller as that read identified it (identity, replaced-file verdict, start time, terminal).
+        let caller: Caller
 
-        init(directory: ProcessDirectory, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, exeDeleted: Bool) {
+        init(directory: ProcessDirectory, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller) {
             self.directory = directory
             self.accepted = accepted
             link = Array(exe.utf8) + (exeDeletedAsRead ? Array(" (deleted)".utf8) : [])
-            self.exeDeleted = exeDeleted
+            self.caller = caller
         }
     }
 
@@ -287,9 +290,8 @@ public final class CallerCache: Sendable {
         let hasTerminal: Bool
     }
 
-    /// A pinned process: what was read about it, and its pin.
+    /// A pinned process: its pin (what was read about it, and its held directory).
     struct Pinned {
-        let known: Known
         let pin: Pin
         var directory: ProcessDirectory { pin.directory }
     }
@@ -336,8 +338,7 @@ public final class CallerCache: Sendable {
     func pinned(pid: Int32, acceptedBefore accepted: UInt64) -> Pinned? {
         state.withLock { state in
             guard let entry = state.entries[pid], let pin = entry.pin, pin.accepted < accepted else { return nil }
-            return Pinned(known: Known(derived: entry.derived, startTime: entry.startTime, hasTerminal: entry.hasTerminal),
-                          pin: pin)
+            return Pinned(pin: pin)
         }
     }
 
