@@ -27,6 +27,8 @@ final class AcceptLoop: @unchecked Sendable {
     /// A partial request line longer than this is not buffered here: NIO's line decoder takes the connection (and
     /// enforces the 64 KiB cap).
     static let maxPartialLine = 4096
+    /// The longest line ``decode(_:)`` remembers (a plain `token` request is ~50 bytes).
+    static let rememberedLine = 256
     /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
     static let acceptBatch = 64
 
@@ -76,6 +78,9 @@ final class AcceptLoop: @unchecked Sendable {
     private var acceptRetry: ContinuousClock.Instant?
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
     private var reply = ByteBufferAllocator().buffer(capacity: 512)
+    /// The last line this loop decoded as a request, and that request (``decode(_:)``).
+    private var lastLine: [UInt8] = []
+    private var lastRequest: WireRequest?
     private let operations: AgentOperations
     private let snapshot: TokenSnapshot
 
@@ -303,7 +308,7 @@ final class AcceptLoop: @unchecked Sendable {
             var end = newline
             if end > start, bytes[end - 1] == 0x0D { end -= 1 }
             reply.clear()
-            guard case .request(let request) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
+            guard let request = decode(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 handOff(fd, input: Array(bytes[start...]))
                 return
             }
@@ -350,6 +355,23 @@ final class AcceptLoop: @unchecked Sendable {
             connection.partial = Array(bytes[start...])
         }
         if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
+    }
+
+    /// The request on `line`, or nil when it is not one (the slow path then answers it). Clients send the same
+    /// bytes again and again (`authctl token work`, a mail client's token command, a script in a loop): a line equal
+    /// to the last one decoded here gives that request again without decoding (the decoder is a pure function of
+    /// the bytes).
+    private func decode(_ line: UnsafeRawBufferPointer) -> WireRequest? {
+        if let last = lastRequest, line.count == lastLine.count, line.count > 0,
+           lastLine.withUnsafeBytes({ memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }) {
+            return last
+        }
+        guard case .request(let request) = WireRequest.decode(bytes: line) else { return nil }
+        if line.count <= AcceptLoop.rememberedLine {
+            lastLine = Array(line)
+            lastRequest = request
+        }
+        return request
     }
 
     /// The refresh `account`'s parked requests waited for has ended: each is decoded and answered again (from the

@@ -9,6 +9,32 @@ import XCTest
 /// The accept loop's edges: what it keeps (lines split across reads), and when it hands a connection to NIO with the
 /// bytes it read and the reply it could not send, so that nothing the client sent or was sent is lost or repeated.
 extension SocketServerTests {
+    /// The loop remembers the last line it decoded: the same bytes again give the same request, and any other line
+    /// (another id, another account) its own.
+    func testRepeatedAndChangedLinesAreEachAnsweredForWhatTheySay() async throws {
+        let server = try await start()
+        let first = try await TestClient.connect(path)
+        try await first.send(SocketServerTests.fast(5) + "\n" + SocketServerTests.fast(5) + "\n" + SocketServerTests.fast(6) + "\n")
+        var ids: [Int?] = []
+        for _ in 0..<3 {
+            let reply = try await first.readReply()
+            XCTAssertEqual(reply.result?.accessToken, "at-1")
+            ids.append(reply.id)
+        }
+        XCTAssertEqual(ids, [5, 5, 6])
+        let other = try await TestClient.connect(path)
+        try await other.send(SocketServerTests.fast(5).replacingOccurrences(of: "\"work\"", with: "\"nope\"") + "\n")
+        let refused = try await other.readLine()
+        XCTAssertTrue(refused?.contains(#""error""#) == true, refused ?? "no reply")
+        XCTAssertFalse(refused?.contains("at-1") == true)
+        let again = try await TestClient.connect(path)
+        try await again.send(SocketServerTests.fast(5) + "\n")
+        let reply = try await again.readReply()
+        XCTAssertEqual(reply.id, 5)
+        XCTAssertEqual(reply.result?.accessToken, "at-1")
+        XCTAssertEqual(server.acceptor.adopted.load(ordering: .relaxed), 1, "only the unknown account's connection")
+    }
+
     func testALineSplitAcrossReadsIsAnsweredInTheAcceptLoop() async throws {
         let server = try await start()
         let client = try await TestClient.connect(path)
