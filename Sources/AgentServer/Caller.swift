@@ -64,7 +64,7 @@ public struct Caller: Sendable {
     /// since its first connection keeps the unit it had then, for as long as it runs.
     ///
     /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
-    /// the cache also keeps the process's `/proc/PID` open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
+    /// the cache also keeps the process's `/proc/PID/exe` link open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
     /// later connection from the same pid is identified with one `readlinkat` and no pidfd; see ``identifyPinned``.
     public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
                                 cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
@@ -101,8 +101,8 @@ public struct Caller: Sendable {
                 derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
             }
         }
-        // Opened before the check below, so the check vouches for it too: it is this process's directory.
-        let directory = accepted != nil && pidfd != nil && cache?.hasRoomForPin == true ? ProcessDirectory.open(pid: pid) : nil
+        // Opened before the check below, so the check vouches for it too: it is this process's link.
+        let link = accepted != nil && pidfd != nil && cache?.hasRoomForPin == true ? ProcessExecutableLink.open(pid: pid) : nil
         // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
         // attacker's copy): the path no longer names the running code.
         var deleted = derived.exeDeleted
@@ -128,8 +128,8 @@ public struct Caller: Sendable {
         } else if let started, let running {
             // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
             // and whenever the process can be pinned now.
-            let pinned = directory.flatMap { directory in
-                derived.exe.map { CallerCache.Pin(directory: directory, accepted: accepted ?? 0, exe: $0,
+            let pinned = link.flatMap { link in
+                derived.exe.map { CallerCache.Pin(held: link, accepted: accepted ?? 0, exe: $0,
                                                   exeDeletedAsRead: derived.exeDeleted, caller: caller) }
             }
             if !reused || (processID != nil && !reusedByID) || pinned != nil {
@@ -141,12 +141,12 @@ public struct Caller: Sendable {
     }
 
     /// A connection from a pinned process (``CallerCache/pinned(pid:acceptedBefore:)``): the process whose
-    /// `/proc/PID` the cache holds connected on an earlier connection, which the listening socket gave out before
+    /// `/proc/PID/exe` link the cache holds connected on an earlier connection, which the listening socket gave out before
     /// this one. Its queue is first in, first out, so that process already had this pid when this connection was
     /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
     /// `SO_PEERCRED` reports is the connecting process's at `connect`).
     ///
-    /// One `readlinkat` of `exe` under the held directory proves that it still runs, and that the kernel names its
+    /// One `readlinkat` of the held `/proc/PID/exe` link proves that it still runs, and that the kernel names its
     /// executable exactly as it did when it was pinned. That name is the path of the very file the process runs, so
     /// while it is unchanged the path still leads to that file: renaming the file or a directory above it changes
     /// the name, and replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path would
@@ -156,9 +156,9 @@ public struct Caller: Sendable {
     /// full read decides then.
     static func identifyPinned(peer: PeerCredentials, via: String, _ pinned: CallerCache.Pinned,
                                cache: CallerCache) -> Caller? {
-        switch pinned.directory.executableLink(is: pinned.pin.link) {
+        switch pinned.held.reads(pinned.pin.link) {
         case nil:
-            cache.unpin(pid: peer.pid, pinned.directory)
+            cache.unpin(pid: peer.pid, pinned.held)
             return nil
         case false?:
             return nil
@@ -225,7 +225,7 @@ struct FileID: Equatable, Sendable {
 /// start time (one process) and checked against the executable's device and inode. Bounded: when full it starts
 /// over, which costs only the reads it saves.
 ///
-/// Up to ``pinCapacity`` entries also hold their process's `/proc/PID` open (a ``Pin``), with the place in the
+/// Up to ``pinCapacity`` entries also hold their process's `/proc/PID/exe` link open (a ``Pin``), with the place in the
 /// listening socket's queue of the connection they were read for: a later connection from that pid is then
 /// identified without a pidfd (``Caller/identifyPinned``). Those descriptors count against the agent's spare
 /// files (``SocketServer/connectionLimit()``); entries of processes that have exited give theirs back at the next
@@ -238,19 +238,19 @@ public final class CallerCache: Sendable {
         var flatpakApp: String?
     }
 
-    /// A process's `/proc/PID`, held, the queue position (``ListeningSocket/accept()``) of the connection whose
+    /// A process's `/proc/PID/exe` link, held, the queue position (``ListeningSocket/accept()``) of the connection whose
     /// identification opened it, and what was read then: the kernel's name for its executable (`link`) and whether
     /// that file was deleted or replaced.
     struct Pin: Sendable {
-        let directory: ProcessDirectory
+        let held: ProcessExecutableLink
         let accepted: UInt64
         /// `/proc/PID/exe`'s link text as read (the path, and " (deleted)" if the kernel said so).
         let link: [UInt8]
         /// The caller as that read identified it (identity, replaced-file verdict, start time, terminal).
         let caller: Caller
 
-        init(directory: ProcessDirectory, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller) {
-            self.directory = directory
+        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller) {
+            self.held = held
             self.accepted = accepted
             link = Array(exe.utf8) + (exeDeletedAsRead ? Array(" (deleted)".utf8) : [])
             self.caller = caller
@@ -290,10 +290,10 @@ public final class CallerCache: Sendable {
         let hasTerminal: Bool
     }
 
-    /// A pinned process: its pin (what was read about it, and its held directory).
+    /// A pinned process: its pin (what was read about it, and its held link).
     struct Pinned {
         let pin: Pin
-        var directory: ProcessDirectory { pin.directory }
+        var held: ProcessExecutableLink { pin.held }
     }
 
     let capacity: Int
@@ -313,7 +313,7 @@ public final class CallerCache: Sendable {
     var count: Int { state.withLock { $0.entries.count } }
     /// Entries holding a descriptor.
     var pinCount: Int { state.withLock { $0.pins } }
-    /// A pin may be stored now (checked before opening a directory that would only be closed again).
+    /// A pin may be stored now (checked before opening a link that would only be closed again).
     var hasRoomForPin: Bool { state.withLock { $0.pins < pinCapacity } }
 
     func lookup(pid: Int32, startTime: UInt64, executable: FileID) -> Derived? {
@@ -342,10 +342,10 @@ public final class CallerCache: Sendable {
         }
     }
 
-    /// The process behind `directory` has exited: its entry goes (if it is still that one).
-    func unpin(pid: Int32, _ directory: ProcessDirectory) {
+    /// The process behind `held` has exited: its entry goes (if it is still that one).
+    func unpin(pid: Int32, _ held: ProcessExecutableLink) {
         state.withLock { state in
-            guard state.entries[pid]?.pin?.directory === directory else { return }
+            guard state.entries[pid]?.pin?.held === held else { return }
             state.set(pid, nil)
         }
     }
@@ -370,10 +370,10 @@ public final class CallerCache: Sendable {
     /// Forgets the pinned processes that have exited, closing their descriptors. Returns how many went.
     @discardableResult
     func sweep() -> Int {
-        let pinned = state.withLock { state in state.entries.compactMap { pid, entry in entry.pin.map { (pid, $0.directory) } } }
-        // Asked outside the lock: one `fstatat` each.
-        let gone = pinned.filter { $0.1.executable == nil }
-        for (pid, directory) in gone { unpin(pid: pid, directory) }
+        let pinned = state.withLock { state in state.entries.compactMap { pid, entry in entry.pin.map { (pid, $0.held) } } }
+        // Asked outside the lock: one `readlinkat` each.
+        let gone = pinned.filter { !$0.1.isRunning }
+        for (pid, held) in gone { unpin(pid: pid, held) }
         return gone.count
     }
 }

@@ -158,7 +158,7 @@ final class ConnectionAcceptor: Sendable {
                     return slow != state.slowRequestsAtLastIdle
                 }
                 guard let worked else { return }
-                // Processes that have exited give back their pinned /proc/PID descriptors.
+                // Processes that have exited give back their pinned /proc/PID/exe descriptors.
                 self.callers.sweep()
                 whenIdle(worked)
             }

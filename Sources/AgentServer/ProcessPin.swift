@@ -32,28 +32,28 @@ public final class ProcessFD: Sendable {
     }
 }
 
-/// A process's `/proc/PID` directory, held open. Like a pidfd it names the process that had the pid when it was
-/// opened, not whoever has the pid later: once that process has exited, nothing can be read under it. ``CallerCache`` keeps one
-/// per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the last reference goes away. One
-/// call, ``executableLink(is:)``, proves the process still runs and that the kernel still names its executable as
-/// it did when the process was pinned.
-final class ProcessDirectory: Sendable {
+/// A process's `/proc/PID/exe` link, held open (the link itself, not its target). Like a pidfd it names the process
+/// that had the pid when it was opened, not whoever has the pid later: once that process has exited, the link reads
+/// nothing. ``CallerCache`` keeps one per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the
+/// last reference goes away. One call, ``reads(_:)``, proves the process still runs and that the kernel still names
+/// its executable as it did when the process was pinned.
+final class ProcessExecutableLink: Sendable {
     let fd: Int32
     private init(fd: Int32) { self.fd = fd }
     deinit { close(fd) }
 
-    /// `/proc/PID` of the process that has `pid` now, or nil.
-    static func open(pid: Int32) -> ProcessDirectory? {
-        let fd = aa_socket_proc_open(pid)
-        return fd >= 0 ? ProcessDirectory(fd: fd) : nil
+    /// `/proc/PID/exe` of the process that has `pid` now, or nil.
+    static func open(pid: Int32) -> ProcessExecutableLink? {
+        let fd = aa_socket_proc_exe_open(pid)
+        return fd >= 0 ? ProcessExecutableLink(fd: fd) : nil
     }
 
-    /// Whether the kernel's name for the file the process runs (`/proc/PID/exe`'s link text) is `link`, byte for
-    /// byte; nil once the process has exited (or while it exits).
-    func executableLink(is link: [UInt8]) -> Bool? {
+    /// Whether the link's text (the kernel's name for the file the process runs) is `link`, byte for byte; nil once
+    /// the process has exited (or while it exits).
+    func reads(_ link: [UInt8]) -> Bool? {
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buffer -> Bool? in
-            let count = aa_socket_proc_executable_link(fd, buffer.baseAddress?.assumingMemoryBound(to: CChar.self),
-                                                      UInt(buffer.count))
+            let count = aa_socket_proc_exe_read(fd, buffer.baseAddress?.assumingMemoryBound(to: CChar.self),
+                                                UInt(buffer.count))
             guard count >= 0 else { return nil }
             // A name as long as the buffer may have been cut short: not a match, whatever it starts with.
             guard count > 0, count < buffer.count, count == link.count, let read = buffer.baseAddress else { return false }
@@ -61,12 +61,10 @@ final class ProcessDirectory: Sendable {
         }
     }
 
-    /// The device and inode of the file the process runs; nil once it has exited (or while it exits).
-    var executable: FileID? {
-        var device: UInt64 = 0
-        var inode: UInt64 = 0
-        guard aa_socket_proc_executable(fd, &device, &inode) == 0 else { return nil }
-        return FileID(device: device, inode: inode)
+    /// The process still runs (its link can be read).
+    var isRunning: Bool {
+        var byte: CChar = 0
+        return aa_socket_proc_exe_read(fd, &byte, 1) >= 0
     }
 }
 

@@ -113,27 +113,19 @@ int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
     return 0;
 }
 
-int aa_socket_proc_open(int32_t pid) {
-    char path[32];
+int aa_socket_proc_exe_open(int32_t pid) {
+    char path[40];
     if (pid <= 0) {
         errno = ESRCH;
         return -1;
     }
-    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
     for (;;) {
-        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0 || errno != EINTR) return fd;
     }
 }
 
-int aa_socket_proc_executable(int proc_fd, uint64_t *device, uint64_t *inode) {
-    struct stat info;
-    if (fstatat(proc_fd, "exe", &info, 0) != 0) return -1;
-    *device = (uint64_t)info.st_dev;
-    *inode = (uint64_t)info.st_ino;
-    return 0;
-}
-
-long aa_socket_proc_executable_link(int proc_fd, char *buffer, unsigned long capacity) {
-    return (long)readlinkat(proc_fd, "exe", buffer, capacity);
+long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity) {
+    return (long)readlinkat(exe_fd, "", buffer, capacity);
 }

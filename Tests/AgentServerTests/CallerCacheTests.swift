@@ -294,16 +294,20 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertFalse(identify(children[2], accepted: 12, cache: cache).askedForPidfd)
     }
 
-    /// A held `/proc/PID` names its process, not the pid: after the process has gone it reads nothing.
-    func testAHeldProcessDirectoryOutlivesNoProcess() throws {
+    /// A held `/proc/PID/exe` link names its process, not the pid: after the process has gone it reads nothing.
+    func testAHeldExecutableLinkOutlivesNoProcess() throws {
         let child = try spawn("/usr/bin/sleep", ["60"])
         waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
-        let held = try XCTUnwrap(ProcessDirectory.open(pid: child.processIdentifier))
-        XCTAssertEqual(held.executable, FileID(path: "/usr/bin/sleep"))
+        let held = try XCTUnwrap(ProcessExecutableLink.open(pid: child.processIdentifier))
+        XCTAssertEqual(held.reads(Array("/usr/bin/sleep".utf8)), true)
+        XCTAssertEqual(held.reads(Array("/usr/bin/slee".utf8)), false)
+        XCTAssertEqual(held.reads(Array("/usr/bin/sleeq".utf8)), false)
+        XCTAssertTrue(held.isRunning)
         kill(child.processIdentifier, SIGKILL)
         child.waitUntilExit()
-        XCTAssertNil(held.executable)
-        XCTAssertNil(ProcessDirectory.open(pid: 0))
+        XCTAssertNil(held.reads(Array("/usr/bin/sleep".utf8)))
+        XCTAssertFalse(held.isRunning)
+        XCTAssertNil(ProcessExecutableLink.open(pid: 0))
     }
 
     func testTheCacheIsBounded() throws {

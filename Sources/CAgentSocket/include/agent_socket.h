@@ -32,18 +32,14 @@ int aa_socket_pidfd_open(int32_t pid);
  * process has an inode of its own that is never reused. Returns 0 and fills id; -1 on older kernels, where all
  * pidfds share one anonymous inode. */
 int aa_socket_pidfd_process_id(int pidfd, uint64_t *id);
-/* /proc/PID opened as a directory (O_PATH | O_DIRECTORY | O_CLOEXEC). The descriptor names the process that had
- * the pid when it was opened, like a pidfd: once that process is gone, lookups under it fail (ENOENT/ESRCH), even
+/* /proc/PID/exe opened as the link itself (O_PATH | O_NOFOLLOW | O_CLOEXEC). The descriptor names the process that
+ * had the pid when it was opened, like a pidfd: once that process is gone, the link reads nothing (ENOENT), even
  * after another process got the same pid. */
-int aa_socket_proc_open(int32_t pid);
-/* The device and inode of the executable of the process `proc_fd` names (fstatat(proc_fd, "exe"), following the
- * link). Returns 0 and fills both; -1 once that process has exited (or is exiting: it no longer has a memory map,
- * so no executable) or when it cannot be read. */
-int aa_socket_proc_executable(int proc_fd, uint64_t *device, uint64_t *inode);
-/* readlinkat(proc_fd, "exe"): the kernel's name for that executable (a path from the root, " (deleted)" appended
- * once the file is unlinked), not NUL-terminated. Returns its length (capacity when it may be cut short), or -1 once
- * that process has exited (or is exiting). */
-long aa_socket_proc_executable_link(int proc_fd, char *buffer, unsigned long capacity);
+int aa_socket_proc_exe_open(int32_t pid);
+/* readlinkat(exe_fd, ""): the kernel's name for that process's executable (a path from the root, " (deleted)"
+ * appended once the file is unlinked), not NUL-terminated. Returns its length (capacity when it may be cut short),
+ * or -1 once that process has exited (or is exiting). No lookup: the link is read through the held descriptor. */
+long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity);
 /* send(MSG_NOSIGNAL | MSG_DONTWAIT); EINTR is retried. Returns bytes sent, or -1 (EAGAIN: the buffer is full). */
 long aa_socket_send(int fd, const void *bytes, unsigned long count);
 /* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */
