@@ -465,10 +465,10 @@ final class ListeningSocket: Sendable {
     /// Returns the descriptor (or -1), the number, and `errno` of a failed accept.
     func accept() -> (fd: Int32, accepted: UInt64, error: Int32) {
         acceptOrder.withLock { last in
-            let fd = aa_socket_accept(fd)
-            guard fd >= 0 else { return (fd, 0, errno) }
+            let accepted = aa_socket_accept(fd)
+            guard accepted >= 0 else { return (accepted, 0, errno) }
             last += 1
-            return (fd, last, 0)
+            return (accepted, last, 0)
         }
     }
 
