@@ -259,7 +259,8 @@ final class AcceptLoop: @unchecked Sendable {
         }
         acceptor.opened()
         // The pidfd names the process that connected while it is identified, and is closed right after. Not asked
-        // for at all when the cache holds that process's /proc/PID from an earlier connection (Caller.identifyPinned).
+        // for at all when the cache holds that process's /proc/PID/exe link from an earlier connection
+        // (Caller.identifyPinned).
         let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
                                      cache: acceptor.callers, accepted: accepted)
         connections[fd] = Connection(registration: registration, caller: caller)

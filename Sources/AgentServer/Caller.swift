@@ -70,8 +70,8 @@ public struct Caller: Sendable {
                                 cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
-        if let accepted, let cache, let pinned = cache.pinned(pid: pid, acceptedBefore: accepted),
-           let caller = identifyPinned(peer: peer, via: via, pinned, cache: cache) {
+        if let accepted, let cache, let pin = cache.pinned(pid: pid, acceptedBefore: accepted),
+           let caller = identifyPinned(peer: peer, via: via, pin, cache: cache) {
             return caller
         }
         let pidfd = pidfd()
@@ -154,11 +154,11 @@ public struct Caller: Sendable {
     /// with its replaced-file verdict, and nothing else is read. Nil when the process has exited (then it is
     /// unpinned) or its executable is named otherwise now (another binary, a moved, replaced or deleted file): the
     /// full read decides then.
-    static func identifyPinned(peer: PeerCredentials, via: String, _ pinned: CallerCache.Pinned,
+    static func identifyPinned(peer: PeerCredentials, via: String, _ pin: CallerCache.Pin,
                                cache: CallerCache) -> Caller? {
-        switch pinned.held.reads(pinned.pin.link) {
+        switch pin.held.reads(pin.link) {
         case nil:
-            cache.unpin(pid: peer.pid, pinned.held)
+            cache.unpin(pid: peer.pid, pin.held)
             return nil
         case false?:
             return nil
@@ -166,10 +166,9 @@ public struct Caller: Sendable {
             cache.pinnedHits.add(1, ordering: .relaxed)
             // The caller as the full read made it when the process was pinned; the credentials are this
             // connection's own (the same unless the process changed its ids since).
-            var caller = pinned.pin.caller
-            if caller.uid != peer.uid || caller.gid != peer.gid {
-                (caller.uid, caller.gid) = (peer.uid, peer.gid)
-            }
+            var caller = pin.caller
+            (caller.uid, caller.gid) = (peer.uid, peer.gid)
+            // Only if it differs: setting it makes the audited form again.
             if caller.via != via { caller.via = via }
             return caller
         }
@@ -206,11 +205,6 @@ public struct Caller: Sendable {
 struct FileID: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
-
-    init(device: UInt64, inode: UInt64) {
-        self.device = device
-        self.inode = inode
-    }
 
     init?(path: String) {
         var info = stat()
@@ -290,12 +284,6 @@ public final class CallerCache: Sendable {
         let hasTerminal: Bool
     }
 
-    /// A pinned process: its pin (what was read about it, and its held link).
-    struct Pinned {
-        let pin: Pin
-        var held: ProcessExecutableLink { pin.held }
-    }
-
     let capacity: Int
     /// At most this many entries hold a descriptor.
     let pinCapacity: Int
@@ -335,10 +323,10 @@ public final class CallerCache: Sendable {
 
     /// The pinned entry for `pid`, if the connection it was read for left the listening socket's queue before the
     /// one at `accepted` (only then does the pin say anything about who made that connection).
-    func pinned(pid: Int32, acceptedBefore accepted: UInt64) -> Pinned? {
+    func pinned(pid: Int32, acceptedBefore accepted: UInt64) -> Pin? {
         state.withLock { state in
-            guard let entry = state.entries[pid], let pin = entry.pin, pin.accepted < accepted else { return nil }
-            return Pinned(pin: pin)
+            guard let pin = state.entries[pid]?.pin, pin.accepted < accepted else { return nil }
+            return pin
         }
     }
 

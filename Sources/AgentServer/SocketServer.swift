@@ -126,7 +126,7 @@ public final class SocketServer: Service {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
         // 256 spare: the gate's headroom (64) for connections between accept and close, the caller cache's pinned
-        // /proc/PID directories (64, CallerCache.pinCapacity), plus the agent's own files.
+        // /proc/PID/exe links (64, CallerCache.pinCapacity), plus the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 
