@@ -102,7 +102,7 @@ public struct Caller: Sendable {
             }
         }
         // Opened before the check below, so the check vouches for it too: it is this process's link.
-        let link = accepted != nil && pidfd != nil && cache?.hasRoomForPin == true ? ProcessExecutableLink.open(pid: pid) : nil
+        let link = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessExecutableLink.open(pid: pid) : nil
         // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
         // attacker's copy): the path no longer names the running code.
         var deleted = derived.exeDeleted
@@ -264,6 +264,8 @@ public final class CallerCache: Sendable {
     private struct State {
         var entries: [Int32: Entry] = [:]
         var pins = 0
+        /// When ``makeRoomForPin()`` last swept.
+        var lastSweep: ContinuousClock.Instant?
 
         mutating func set(_ pid: Int32, _ entry: Entry?) {
             if entries[pid]?.pin != nil { pins -= 1 }
@@ -304,6 +306,26 @@ public final class CallerCache: Sendable {
     /// A pin may be stored now (checked before opening a link that would only be closed again).
     var hasRoomForPin: Bool { state.withLock { $0.pins < pinCapacity } }
 
+    /// At most one sweep this often when the pins have run out (a sweep reads every pinned link).
+    static let sweepInterval: Duration = .seconds(1)
+
+    /// ``hasRoomForPin``, after sweeping the pins of exited processes when there is none (at most once per
+    /// ``sweepInterval``): a client that never lets the idle hook run must not keep them.
+    func makeRoomForPin() -> Bool {
+        let full = state.withLock { state -> Bool? in
+            guard state.pins >= pinCapacity else { return nil }
+            let now = ContinuousClock.now
+            if let last = state.lastSweep, now - last < CallerCache.sweepInterval { return false }
+            state.lastSweep = now
+            return true
+        }
+        switch full {
+        case nil: return true
+        case false?: return false
+        case true?: return sweep() > 0 && hasRoomForPin
+        }
+    }
+
     func lookup(pid: Int32, startTime: UInt64, executable: FileID) -> Derived? {
         state.withLock { state in
             guard let entry = state.entries[pid], entry.startTime == startTime, entry.executable == executable else { return nil }
@@ -341,10 +363,6 @@ public final class CallerCache: Sendable {
     func store(pid: Int32, startTime: UInt64, processID: UInt64? = nil, executable: FileID, _ derived: Derived,
                hasTerminal: Bool = false, pin: Pin? = nil) {
         var pin = pin
-        if pin != nil, !hasRoomForPin, state.withLock({ $0.entries[pid]?.pin == nil }) {
-            sweep()
-            if !hasRoomForPin { pin = nil }
-        }
         state.withLock { state in
             if state.entries.count >= capacity, state.entries[pid] == nil { state.removeAll() }
             // Another connection may have taken the last pin meanwhile: the entry is kept without one then.

@@ -294,6 +294,23 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertFalse(identify(children[2], accepted: 12, cache: cache).askedForPidfd)
     }
 
+    /// When the pins have run out, those of exited processes are swept to make room, without waiting for the idle
+    /// hook (a client that stays connected keeps it from running).
+    func testPinsOfExitedProcessesMakeRoomWhenThePinsRunOut() throws {
+        try skipWithoutPidfs()
+        let cache = CallerCache(pinCapacity: 1)
+        let first = try spawn("/usr/bin/sleep", ["60"])
+        let second = try spawn("/usr/bin/sleep", ["60"])
+        for child in [first, second] { waitForExecutable(child.processIdentifier, "/usr/bin/sleep") }
+        _ = identify(first, accepted: 1, cache: cache)
+        XCTAssertEqual(cache.pinCount, 1)
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        _ = identify(second, accepted: 2, cache: cache)
+        XCTAssertEqual(cache.pinCount, 1)
+        XCTAssertFalse(identify(second, accepted: 3, cache: cache).askedForPidfd, "the second process holds the pin now")
+    }
+
     /// A held `/proc/PID/exe` link names its process, not the pid: after the process has gone it reads nothing.
     func testAHeldExecutableLinkOutlivesNoProcess() throws {
         let child = try spawn("/usr/bin/sleep", ["60"])
