@@ -5,7 +5,8 @@
 #   make install PREFIX=/usr DESTDIR=/tmp/pkgroot    # for packagers: nothing is enabled
 #   make uninstall               # removes exactly what `make install` recorded
 #
-# CONFIGURATION=debug reuses the debug build (used by the tests).
+# CONFIGURATION=debug reuses the debug build (used by the tests). BUILT=DIR installs the binaries already built in
+# DIR (e.g. .build/release) without running swift (used by the tests that install what CI built).
 
 PREFIX        ?= $(HOME)/.local
 DESTDIR       ?=
@@ -31,7 +32,8 @@ DBUSSERVICEDIR ?= $(DATADIR)/dbus-1/services
 DBUSIFACEDIR   ?= $(DATADIR)/dbus-1/interfaces
 MANIFEST      := $(DATADIR)/auth-agent/install-manifest
 
-BUILDDIR       = $(shell $(SWIFT) build -c $(CONFIGURATION) --show-bin-path)
+BUILT         ?=
+BUILDDIR       = $(if $(BUILT),$(BUILT),$(shell $(SWIFT) build -c $(CONFIGURATION) --show-bin-path))
 
 .PHONY: all build install uninstall man test demo
 
@@ -41,7 +43,7 @@ build:
 	$(SWIFT) build -c $(CONFIGURATION) --product auth-agent
 	$(SWIFT) build -c $(CONFIGURATION) --product authctl
 
-install: build
+install: $(if $(BUILT),,build)
 	@set -e; root="$(DESTDIR)"; bin="$(BUILDDIR)"; manifest="$$root$(MANIFEST)"; \
 	put() { install -D -m "$$1" "$$2" "$$root$$3"; echo "$(strip $$3)" >> "$$manifest.tmp"; echo "  $$root$$3"; }; \
 	mkdir -p "$$(dirname "$$manifest")"; : > "$$manifest.tmp"; \
