@@ -131,6 +131,35 @@ public struct ForgetResult: Codable, Sendable, Equatable {
     public init(forgotten: [Decision]) { self.forgotten = forgotten }
 }
 
+/// `reload`: the configuration now in force, and what differs from the one before it.
+public struct ReloadResult: Codable, Sendable, Equatable {
+    /// The configuration file that was read.
+    public var path: String
+    /// Every configured account, in file order.
+    public var accounts: [String]
+    public var added: [String]
+    public var removed: [String]
+    /// Accounts whose settings changed. Those whose issuer, client or token settings changed lost their cached
+    /// tokens (their sign-in in the keyring stays); a change of access policy or git hosts keeps them.
+    public var changed: [String]
+    /// `[agent]` settings that changed but take effect only when the agent starts again.
+    public var needsRestart: [String]
+
+    public init(path: String, accounts: [String], added: [String] = [], removed: [String] = [], changed: [String] = [],
+                needsRestart: [String] = []) {
+        self.path = path
+        self.accounts = accounts
+        self.added = added
+        self.removed = removed
+        self.changed = changed
+        self.needsRestart = needsRestart
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case path, accounts, added, removed, changed, needsRestart = "needs_restart"
+    }
+}
+
 /// An account's access policy as `status` reports it.
 public struct AccountAccess: Codable, Sendable, Equatable {
     /// No policy: any process of the user may get tokens.

@@ -21,16 +21,28 @@ public enum ClientError: Error, Equatable, Sendable {
     case protocolViolation(String)
     /// The agent answered with an error.
     case agent(WireError)
+    /// The agent did not accept the connection, or did not answer, within the caller's time limit.
+    case timeout(String)
 }
 
 /// A small blocking client over the agent's Unix socket: no event loop, no threads, so `authctl` starts fast.
+/// Every wait is bounded: the connection by `connectTimeout`, each call by ``replyTimeout`` unless it is nil.
 public final class AgentClient {
     public let path: String
+    /// How long one call may wait for its final reply line, counted from when it was sent; nil: no limit (a call
+    /// that waits for a person, such as a sign-in).
+    public var replyTimeout: Duration?
     private let fd: Int32
     private var buffer: [UInt8] = []
     private var nextID = 1
+    private var deadline: ContinuousClock.Instant?
 
-    public init(path: String) throws(ClientError) {
+    /// The agent's listen queue is full, or systemd holds the socket and starts the agent: connect() waits.
+    public static let defaultConnectTimeout: Duration = .seconds(5)
+
+    public init(path: String, connectTimeout: Duration = AgentClient.defaultConnectTimeout,
+                replyTimeout: Duration? = nil) throws(ClientError) {
+        self.replyTimeout = replyTimeout
         self.path = path
         #if canImport(Glibc)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -42,6 +54,9 @@ public final class AgentClient {
             close(fd)
             throw .io("socket path is too long (\(path.utf8.count) bytes, at most \(SocketPath.maxAddressBytes)): \(path)")
         }
+        // connect() on a Unix stream socket blocks while the listener's queue is full; SO_SNDTIMEO bounds it.
+        var limit = AgentClient.socketTimeval(connectTimeout)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -49,12 +64,29 @@ public final class AgentClient {
             let code = errno
             close(fd)
             if code == ENOENT || code == ECONNREFUSED { throw .agentNotRunning(path: path, errno: code) }
+            if code == EAGAIN || code == EINPROGRESS || code == ETIMEDOUT {
+                throw .timeout("the agent did not accept the connection within \(AgentClient.seconds(connectTimeout)) s (\(path))")
+            }
             throw .io("cannot connect to \(path): \(String(cString: strerror(code)))")
         }
+        var none = Glibc.timeval()
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
         self.fd = fd
     }
 
     deinit { close(fd) }
+
+    static func socketTimeval(_ duration: Duration) -> Glibc.timeval {
+        let (seconds, attoseconds) = duration.components
+        return Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    }
+
+    static func seconds(_ duration: Duration) -> Int64 { duration.components.seconds }
+
+    /// Starts the time limit of one call.
+    private func startCall() {
+        deadline = replyTimeout.map { ContinuousClock.now + $0 }
+    }
 
     /// Sends one request and returns its result, passing any `event` lines to `onEvent` as they arrive.
     public func call<R: Codable & Sendable>(_ request: WireRequest, as: R.Type,
@@ -65,6 +97,7 @@ public final class AgentClient {
         let encoder = JSONEncoder()
         guard var line = try? encoder.encode(request) else { throw .protocolViolation("cannot encode request") }
         line.append(0x0A)
+        startCall()
         try writeAll(Array(line))
         while true {
             if let result = try handle(try readLine(), as: R.self, onEvent: onEvent) { return result }
@@ -77,6 +110,7 @@ public final class AgentClient {
         var request = request
         request.id = nextID
         nextID += 1
+        startCall()
         try writeAll(Array((TokenWire.encode(request) + "\n").utf8))
         while true {
             let reply = try readLine()
@@ -136,6 +170,7 @@ public final class AgentClient {
             guard buffer.count <= WireProtocol.maxMessageBytes else {
                 throw .protocolViolation("the agent sent a line longer than \(WireProtocol.maxMessageBytes) bytes")
             }
+            try waitReadable()
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 {
@@ -144,6 +179,22 @@ public final class AgentClient {
             }
             if n == 0 { throw .protocolViolation("the agent closed the connection without answering") }
             buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    /// Returns when the socket has something to read, or throws `timeout` at the call's deadline.
+    private func waitReadable() throws(ClientError) {
+        guard let deadline, let limit = replyTimeout else { return }
+        while true {
+            let left = deadline - ContinuousClock.now
+            let milliseconds = left <= .zero ? 0 : Int32(clamping: left.components.seconds * 1000
+                + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let n = poll(&entry, 1, milliseconds)
+            if n > 0 { return }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { throw .io("cannot wait for the agent: \(String(cString: strerror(errno)))") }
+            throw .timeout("the agent did not answer within \(AgentClient.seconds(limit)) s")
         }
     }
 }

@@ -27,6 +27,9 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case approve, deny
     /// Drops remembered Allow/Deny decisions (`account`, `client` narrow it); only from a terminal.
     case forget
+    /// Re-reads the configuration file and puts it in force, keeping sign-ins and cached tokens; an invalid file is
+    /// refused with `config_error` and the configuration in force stays (SIGHUP does the same).
+    case reload
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -137,6 +140,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case invalidIDToken = "invalid_id_token"
     // Agent
     case invalidConfig = "invalid_config"
+    /// The agent's configuration file is invalid (message: `file:line: what to fix`). Every request gets it until
+    /// the file is fixed; the agent re-reads the file on the next request after it changes.
+    case configError = "config_error"
     case internalError = "internal_error"
 }
 

@@ -2,6 +2,7 @@ import AgentIPC
 import AuthCore
 import Foundation
 import Logging
+import Synchronization
 
 /// Somewhere to ask the user about a pending request (the desktop notification, `SignInNotifications`' sibling in
 /// AgentDBus). `authctl approve`/`deny` work whether or not one is set.
@@ -18,7 +19,8 @@ public protocol ConsentPrompter: Sendable {
 /// ``admitsWithoutAsking(_:account:)`` on the event loop; only a consent question waits.
 public final class AccessGate: @unchecked Sendable {
     public let audit: AuditLog
-    let policies: [String: AccessPolicy]
+    /// Replaced whole by a configuration reload (``replacePolicies(_:)``).
+    let policies: Mutex<[String: AccessPolicy]>
     let consentTimeout: Duration
     let store: ConsentStore
     let logger: Logger
@@ -53,7 +55,7 @@ public final class AccessGate: @unchecked Sendable {
                 store: ConsentStore = ConsentStore(path: nil), auditCapacity: Int = 1000, logger: Logger,
                 now: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) },
                 sleep: @escaping @Sendable (Duration) async -> Void = { try? await ContinuousClock().sleep(for: $0) }) {
-        self.policies = policies
+        self.policies = Mutex(policies)
         self.consentTimeout = consentTimeout
         self.store = store
         self.logger = logger
@@ -71,7 +73,13 @@ public final class AccessGate: @unchecked Sendable {
     }
 
     /// The policy of `account` (open for an account without one, and for unknown names: the broker refuses those).
-    public func policy(of account: String) -> AccessPolicy { policies[account] ?? .open }
+    public func policy(of account: String) -> AccessPolicy { policies.withLock { $0[account] } ?? .open }
+
+    /// Puts the policies of a reloaded configuration in force. Remembered decisions stay: they name an account and
+    /// a client, and count only where the new policy still asks (`confirm = "first-use"`).
+    public func replacePolicies(_ policies: [String: AccessPolicy]) {
+        self.policies.withLock { $0 = policies }
+    }
 
     /// The verdict for `caller` on `account`, without asking anyone. Under a policy, a caller whose connecting
     /// process has exited (its pid may now be someone else's) is refused.

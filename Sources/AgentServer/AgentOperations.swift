@@ -13,12 +13,16 @@ public struct AgentOperations: Sendable {
     public let info: AgentInfo
     /// Who may get which account's tokens (allow-lists, first-use consent) and the audit trail.
     public let access: AccessGate
+    /// Whether the configuration file is in force or broken, and how to read it again (`reload`).
+    public let configuration: ConfigurationGate
     let logger: Logger
 
-    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil, logger: Logger) {
+    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
+                configuration: ConfigurationGate? = nil, logger: Logger) {
         self.broker = broker
         self.info = info
         self.access = access ?? AccessGate(logger: logger)
+        self.configuration = configuration ?? ConfigurationGate(source: nil)
         self.logger = logger
     }
 
@@ -29,6 +33,8 @@ public struct AgentOperations: Sendable {
                            _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
         logRequest(op, account: account, caller: caller)
         do {
+            // While the configuration file is broken every request but `reload` is answered with its problem.
+            if op != .reload { try await configuration.admit() }
             return try await body()
         } catch {
             if logger.logLevel <= .info {
@@ -55,6 +61,15 @@ public struct AgentOperations: Sendable {
     }
 
     public func ping() -> PingResult { PingResult(agentVersion: info.version) }
+
+    /// Re-reads the configuration file and puts it in force; an invalid file is refused with `config_error`.
+    public func reload() async throws(WireError) -> ReloadResult {
+        let result = try await configuration.reload()
+        logger.notice("configuration reloaded", metadata: [
+            "path": "\(result.path)", "accounts": "\(result.accounts.count)", "added": "\(result.added.joined(separator: ","))",
+            "removed": "\(result.removed.joined(separator: ","))", "changed": "\(result.changed.joined(separator: ","))"])
+        return result
+    }
 
     public func accounts() async -> AccountsResult {
         let status = await broker.status()

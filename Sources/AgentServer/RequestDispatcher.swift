@@ -26,8 +26,10 @@ public struct RequestDispatcher: Sendable {
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
 
-    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil, logger: Logger) {
-        self.operations = AgentOperations(broker: broker, info: info, access: access, logger: logger)
+    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
+                configuration: ConfigurationGate? = nil, logger: Logger) {
+        self.operations = AgentOperations(broker: broker, info: info, access: access, configuration: configuration,
+                                          logger: logger)
     }
 
     /// Parses one request line. Malformed JSON, a missing or unknown version and unknown operations become errors.
@@ -85,6 +87,8 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, try ops.answer(request: request.request, allow: op == .approve, caller: caller))
                 case .forget:
                     return encode(id, try ops.forget(account: request.account, client: request.client, caller: caller))
+                case .reload:
+                    return encode(id, try await ops.reload())
                 }
             }
         } catch {

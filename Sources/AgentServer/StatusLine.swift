@@ -6,6 +6,8 @@ public struct StatusLine: Sendable, Equatable {
     public var signedIn: Int?
     public var refreshing: Set<String> = []
     public var waitingForSignIn: Set<String> = []
+    /// The configuration file's problem while it is broken (`file:line: ...`): every request fails until it is fixed.
+    public var configProblem: String?
 
     public init(accounts: Int, signedIn: Int? = nil) {
         self.accounts = accounts
@@ -26,6 +28,7 @@ public struct StatusLine: Sendable, Equatable {
 
     /// e.g. "Serving 3 accounts, 2 signed in", "Refreshing work", "Waiting for sign-in: work; refreshing home".
     public var text: String {
+        if let configProblem { return "Configuration error: \(configProblem)" }
         var parts: [String] = []
         if !waitingForSignIn.isEmpty { parts.append("Waiting for sign-in: \(StatusLine.list(waitingForSignIn))") }
         if !refreshing.isEmpty { parts.append("\(parts.isEmpty ? "Refreshing" : "refreshing") \(StatusLine.list(refreshing))") }

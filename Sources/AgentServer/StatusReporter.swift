@@ -8,10 +8,14 @@ import ServiceLifecycle
 public struct StatusReporter: Service {
     let broker: TokenBroker
     let notify: @Sendable (String) -> Void
+    let configProblem: @Sendable () -> String?
 
-    /// `notify` gets sd_notify assignments (`STATUS=...`, `STOPPING=1`).
-    public init(broker: TokenBroker, notify: @escaping @Sendable (String) -> Void) {
+    /// `notify` gets sd_notify assignments (`STATUS=...`, `STOPPING=1`); `configProblem` is the configuration
+    /// file's problem while it is broken (read again at each `configurationChanged` event).
+    public init(broker: TokenBroker, configProblem: @escaping @Sendable () -> String? = { nil },
+                notify: @escaping @Sendable (String) -> Void) {
         self.broker = broker
+        self.configProblem = configProblem
         self.notify = notify
     }
 
@@ -19,8 +23,10 @@ public struct StatusReporter: Service {
         let events = broker.events()
         let broker = self.broker
         let notify = self.notify
+        let configProblem = self.configProblem
         let reporter = Task {
             var line = StatusLine(accounts: await broker.accountNames.count, signedIn: await StatusReporter.signedIn(broker))
+            line.configProblem = configProblem()
             var sent = ""
             func send() {
                 guard line.text != sent else { return }
@@ -36,6 +42,10 @@ public struct StatusReporter: Service {
                 case .signInFinished(let name): line.apply(.signInFinished, account: name)
                 case .accountChanged: line.signedIn = await StatusReporter.signedIn(broker)
                 case .signInRequired: continue
+                case .configurationChanged:
+                    line.configProblem = configProblem()
+                    line.accounts = await broker.accountNames.count
+                    line.signedIn = await StatusReporter.signedIn(broker)
                 }
                 send()
             }

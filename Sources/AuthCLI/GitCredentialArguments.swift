@@ -7,20 +7,23 @@ public struct GitCredentialArguments: Equatable, Sendable {
     public var account: String?
     public var username: String
     public var minValid: Int
+    /// `--timeout`: seconds to wait for the agent's answer (0: no limit); nil: the verb's default.
+    public var timeout: Int?
 
     public static let defaultUsername = "oauth2"
     public static let defaultMinValid = 60
 
     public init(action: String, socket: String? = nil, account: String? = nil, username: String = defaultUsername,
-                minValid: Int = defaultMinValid) {
+                minValid: Int = defaultMinValid, timeout: Int? = nil) {
         self.action = action
         self.socket = socket
         self.account = account
         self.username = username
         self.minValid = minValid
+        self.timeout = timeout
     }
 
-    private static let scanner = ArgumentScanner(flags: [], options: ["socket", "account", "username", "min-valid"])
+    private static let scanner = ArgumentScanner(flags: [], options: ["socket", "account", "username", "min-valid", "timeout"])
 
     /// The arguments after `git-credential`, when they are a form ArgumentParser would accept and read the same way;
     /// nil for everything else, which then goes to ArgumentParser.
@@ -30,6 +33,10 @@ public struct GitCredentialArguments: Equatable, Sendable {
         if let text = scan.value("min-valid") {
             guard let value = ArgumentScanner.count(text) else { return nil }
             result.minValid = value
+        }
+        if let text = scan.value("timeout") {
+            guard let value = ArgumentScanner.count(text) else { return nil }
+            result.timeout = value
         }
         if let username = scan.value("username") {
             // The command's validate() refuses these; its wording is ArgumentParser's to print.

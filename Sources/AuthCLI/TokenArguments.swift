@@ -11,10 +11,12 @@ public struct TokenArguments: Equatable, Sendable {
     public var json: Bool
     public var scopes: [String]
     public var resource: String?
+    /// `--timeout`: seconds to wait for the agent's answer (0: no limit); nil: the verb's default.
+    public var timeout: Int?
 
     public init(account: String, socket: String? = nil, minValid: Int = 0, refresh: Bool = false,
                 interactive: Bool = false, idToken: Bool = false, header: Bool = false, json: Bool = false,
-                scopes: [String] = [], resource: String? = nil) {
+                scopes: [String] = [], resource: String? = nil, timeout: Int? = nil) {
         self.account = account
         self.socket = socket
         self.minValid = minValid
@@ -25,11 +27,12 @@ public struct TokenArguments: Equatable, Sendable {
         self.json = json
         self.scopes = scopes
         self.resource = resource
+        self.timeout = timeout
     }
 
     private static let scanner = ArgumentScanner(
         flags: ["refresh", "interactive", "id-token", "header", "json"],
-        options: ["socket", "min-valid", "resource"],
+        options: ["socket", "min-valid", "resource", "timeout"],
         repeatable: ["scope"])
 
     /// The arguments after `token`, when they are a form ArgumentParser would accept and read the same way;
@@ -41,11 +44,17 @@ public struct TokenArguments: Equatable, Sendable {
             guard let value = ArgumentScanner.count(text) else { return nil }
             minValid = value
         }
+        var timeout: Int?
+        if let text = scan.value("timeout") {
+            guard let value = ArgumentScanner.count(text) else { return nil }
+            timeout = value
+        }
         let result = TokenArguments(
             account: account, socket: scan.value("socket"), minValid: minValid,
             refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
             idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
-            json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"))
+            json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"),
+            timeout: timeout)
         // Token.validate()'s refusals are ArgumentParser's to word.
         guard !(result.header && result.idToken) else { return nil }
         return result

@@ -11,9 +11,14 @@ public enum BrokerEvent: Sendable, Equatable {
     case refreshFinished(String)
     case signInStarted(String)
     case signInFinished(String)
+    /// The configuration in force changed (accounts added, removed or changed by a reload), or its problem did.
+    case configurationChanged
 
+    /// The account the event is about; empty for ``configurationChanged``.
     public var account: String {
         switch self {
+        case .configurationChanged:
+            return ""
         case .accountChanged(let name), .signInRequired(let name), .refreshStarted(let name),
              .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name):
             return name

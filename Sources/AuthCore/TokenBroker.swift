@@ -36,7 +36,7 @@ public actor TokenBroker {
     }
 
     struct AccountState {
-        let config: AccountConfig
+        var config: AccountConfig
         /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
         let snapshot: TokenSnapshot
         var metadata: ProviderMetadata?
@@ -128,7 +128,7 @@ public actor TokenBroker {
     let loginLimit: LoginRateLimit
     let logger: Logger
     var accounts: [String: AccountState]
-    let accountOrder: [String]
+    var accountOrder: [String]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
     let eventHub = BrokerEventHub()
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.

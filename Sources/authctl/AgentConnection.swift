@@ -14,10 +14,31 @@ enum AgentConnection {
         return path
     }
 
-    static func connect(socket: String?) throws(CLIFailure) -> AgentClient {
+    /// How long a verb waits for the agent's answer (every verb is bounded but those that wait for a person).
+    enum Patience {
+        /// Answers from memory or one keyring read: status, accounts, audit, pending, approve, deny, forget, reload.
+        case quick
+        /// May wait for an authorization server and the keyring: token, logout, doctor, git-credential,
+        /// kube-credential (a refresh is bounded by the agent's http_timeout and its 20 s keyring limit).
+        case network
+        /// Waits for a person (a sign-in, or a token that may start one): no reply limit; Ctrl-C ends it.
+        case person
+
+        var limit: Duration? {
+            switch self {
+            case .quick: return .seconds(30)
+            case .network: return .seconds(120)
+            case .person: return nil
+            }
+        }
+    }
+
+    /// `timeout` (seconds, from --timeout) replaces the verb's own limit; 0 means none.
+    static func connect(socket: String?, patience: Patience = .quick, timeout: Int? = nil) throws(CLIFailure) -> AgentClient {
         let path = try self.path(socket: socket)
+        let limit: Duration? = timeout.map { $0 > 0 ? .seconds($0) : nil } ?? patience.limit
         do {
-            return try AgentClient(path: path)
+            return try AgentClient(path: path, replyTimeout: limit)
         } catch {
             throw CLIFailure(error)
         }

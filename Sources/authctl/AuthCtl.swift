@@ -27,12 +27,13 @@ struct AuthCtl: ParsableCommand {
 
         Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required,
         5 keyring locked or unavailable, 6 authorization server unavailable or failing,
-        7 sign-in did not complete or access denied, 8 unknown account or bad configuration, 9 protocol error.
+        7 sign-in did not complete or access denied, 8 unknown account or bad account settings, 9 protocol error,
+        10 the agent's configuration file is invalid, 11 the agent did not answer in time.
         """,
         version: authctlVersion,
         subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, DoctorCommand.self,
                       GitCredentialCommand.self, KubeCredentialCommand.self, Callback.self, RegisterScheme.self,
-                      Audit.self, Pending.self, Approve.self, Deny.self, Forget.self,
+                      Audit.self, Pending.self, Approve.self, Deny.self, Forget.self, Reload.self,
                       Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.
@@ -58,9 +59,18 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: "The agent's socket (default: $AUTH_AGENT_SOCKET, else $XDG_RUNTIME_DIR/auth-agent/agent.sock).")
     var socket: String?
 
+    @Option(name: .long, help: ArgumentHelp("Seconds to wait for the agent's answer (0: no limit). Default: 30, or 120 for verbs that may wait for a server; none for sign-ins.", valueName: "seconds"))
+    var timeout: Int?
+
+    func validate() throws {
+        guard (timeout ?? 0) >= 0 else { throw ValidationError("--timeout must be zero or more seconds") }
+    }
+
     func path() throws(CLIFailure) -> String { try AgentConnection.path(socket: socket) }
 
-    func connect() throws(CLIFailure) -> AgentClient { try AgentConnection.connect(socket: socket) }
+    func connect(_ patience: AgentConnection.Patience = .quick) throws(CLIFailure) -> AgentClient {
+        try AgentConnection.connect(socket: socket, patience: patience, timeout: timeout)
+    }
 }
 
 struct Status: ParsableCommand {
@@ -104,7 +114,7 @@ struct Login: ParsableCommand {
     }
 
     func run() throws {
-        let client = try global.connect()
+        let client = try global.connect(.person)
         let socketPath = try global.path()
         let account = self.account
         let noBrowser = self.noBrowser
@@ -155,7 +165,7 @@ struct Logout: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
-        let client = try global.connect()
+        let client = try global.connect(.network)
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.call(WireRequest(op: .logout, account: account), as: LogoutResult.self)
         }
@@ -171,6 +181,32 @@ struct Logout: ParsableCommand {
     }
 }
 
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make the agent read its configuration file again (as `systemctl --user reload auth-agent` does).",
+        discussion: """
+        Accounts, their access policies and git hosts take effect at once; signed-in accounts and cached tokens are
+        kept, except for an account whose issuer, client, scopes or endpoints changed (it starts again from its
+        sign-in in the keyring). An invalid file is refused with its file:line problem (exit 10) and the
+        configuration in force keeps serving. [agent] settings take effect at the agent's next start.
+        """)
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON (the protocol's reload result).") var json = false
+
+    func run() throws {
+        let client = try global.connect()
+        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .reload), as: ReloadResult.self) }
+        if json { return printJSON(result) }
+        print("Reloaded \(result.path): \(result.accounts.count) account(s)")
+        for (label, names) in [("added", result.added), ("removed", result.removed), ("changed", result.changed)] where !names.isEmpty {
+            print("  \(label): \(names.joined(separator: ", "))")
+        }
+        if !result.needsRestart.isEmpty {
+            print("  takes effect after `systemctl --user restart auth-agent`: \(result.needsRestart.joined(separator: ", "))")
+        }
+    }
+}
+
 struct Version: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print authctl's version and, if it runs, the agent's.")
     @OptionGroup var global: GlobalOptions
@@ -178,7 +214,7 @@ struct Version: ParsableCommand {
 
     func run() throws {
         var agent: PingResult?
-        if let client = try? global.connect() {
+        if let client = try? AgentConnection.connect(socket: global.socket, timeout: global.timeout ?? 5) {
             agent = try? client.call(WireRequest(op: .ping), as: PingResult.self)
         }
         if json {

@@ -20,6 +20,8 @@ enum ExitStatus {
     static let loginIncomplete: Int32 = 7
     static let account: Int32 = 8
     static let protocolError: Int32 = 9
+    static let configError: Int32 = 10
+    static let timeout: Int32 = 11
 
     static func forCode(_ code: ErrorCode?) -> Int32 {
         switch code {
@@ -30,6 +32,7 @@ enum ExitStatus {
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
             return loginIncomplete
         case .unknownAccount?, .invalidConfig?, .invalidScope?, .invalidTarget?: return account
+        case .configError?: return configError
         case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
         case .minValidUnsatisfiable?, .internalError?, nil: return failure
         }
@@ -59,6 +62,10 @@ struct CLIFailure: Error {
                       exit: ExitStatus.agentNotRunning)
         case .io(let text):
             self.init(message: text, exit: ExitStatus.failure)
+        case .timeout(let text):
+            self.init(message: text,
+                      hint: "see `systemctl --user status auth-agent` and `journalctl --user -u auth-agent`; --timeout SECONDS waits longer",
+                      exit: ExitStatus.timeout)
         case .protocolViolation(let text):
             self.init(message: text, hint: "authctl and auth-agent may be different versions", exit: ExitStatus.protocolError)
         case .agent(let wire):
@@ -79,6 +86,7 @@ struct CLIFailure: Error {
         case .deviceGrantUnsupported?:
             return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"
         case .loginRateLimited?: return "wait until the time given, check the account's configuration, then sign in again"
+        case .configError?: return "fix the file (the agent reads it again on the next request), or see `auth-agent --check-config`"
         case .accessDenied?: return "if the agent refused this program, the account's allowed_clients and confirm settings decide (see `authctl status` and `authctl audit`)"
         default: return nil
         }

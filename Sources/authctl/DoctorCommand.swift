@@ -96,7 +96,8 @@ struct DoctorCommand: ParsableCommand {
             return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, error.message, hint: error.hint)))
         }
         do throws(ClientError) {
-            let client = try AgentClient(path: socket)
+            let client = try AgentClient(path: socket, replyTimeout: global.timeout.map { $0 > 0 ? .seconds($0) : nil }
+                                         ?? AgentConnection.Patience.network.limit)
             let ping = try client.call(WireRequest(op: .ping), as: PingResult.self)
             return .success((client, ping, socket))
         } catch {

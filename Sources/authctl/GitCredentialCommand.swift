@@ -58,7 +58,8 @@ struct GitCredentialCommand: ParsableCommand {
 
     /// The options as the fast path would have parsed them (``GitCredentialArguments/parse(_:)``).
     var arguments: GitCredentialArguments {
-        GitCredentialArguments(action: action, socket: global.socket, account: account, username: username, minValid: minValid)
+        GitCredentialArguments(action: action, socket: global.socket, account: account, username: username, minValid: minValid,
+                               timeout: global.timeout)
     }
 
     func run() throws { try Self.run(arguments) }
@@ -78,7 +79,7 @@ struct GitCredentialCommand: ParsableCommand {
             throw CLIFailure(message: refusal, hint: "scope the helper to https URLs: credential.https://HOST.helper",
                              exit: ExitStatus.failure)
         }
-        let client = try AgentConnection.connect(socket: options.socket)
+        let client = try AgentConnection.connect(socket: options.socket, patience: .network, timeout: options.timeout)
         let account: String
         if let named = options.account { account = named } else { account = try accountForHost(request, client: client) }
         let result = try CLIFailure.wrap { () throws(ClientError) in

@@ -48,7 +48,7 @@ struct KubeCredentialCommand: ParsableCommand {
 
     func run() throws {
         let kind: KubeCredential.Kind = accessToken ? .accessToken : .idToken
-        let client = try global.connect()
+        let client = try global.connect(.network)
         var outcome = try ask(client, kind: kind, forceRefresh: false)
         if case .idTokenStale = outcome {
             // The cached ID token is (nearly) expired while the access token is not: a refresh usually brings a new one.

@@ -41,7 +41,7 @@ struct Token: ParsableCommand {
     var arguments: TokenArguments {
         TokenArguments(account: account, socket: global.socket, minValid: minValid, refresh: refresh,
                        interactive: interactive, idToken: idToken, header: header, json: json, scopes: scopes,
-                       resource: resource)
+                       resource: resource, timeout: global.timeout)
     }
 
     func run() throws { try TokenCommand.run(arguments) }
@@ -50,7 +50,8 @@ struct Token: ParsableCommand {
 /// Asks the agent for the token and prints it: one implementation for both parsers.
 enum TokenCommand {
     static func run(_ options: TokenArguments) throws(CLIFailure) {
-        let client = try AgentConnection.connect(socket: options.socket)
+        let client = try AgentConnection.connect(socket: options.socket, patience: options.interactive ? .person : .network,
+                                                 timeout: options.timeout)
         let method = options.interactive
             ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
             : nil

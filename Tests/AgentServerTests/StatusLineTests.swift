@@ -22,4 +22,13 @@ final class StatusLineTests: XCTestCase {
         line.apply(.signInFinished, account: "home")
         XCTAssertEqual(line.text, "Serving 3 accounts, 2 signed in")
     }
+
+    func testAConfigurationProblemIsAllTheLineSays() {
+        var line = StatusLine(accounts: 0)
+        line.configProblem = "/home/u/.config/auth-agent/config.toml:4: unknown key 'x'"
+        line.apply(.refreshStarted, account: "work")
+        XCTAssertEqual(line.text, "Configuration error: /home/u/.config/auth-agent/config.toml:4: unknown key 'x'")
+        line.configProblem = nil
+        XCTAssertEqual(line.text, "Refreshing work")
+    }
 }

@@ -59,19 +59,22 @@ struct AuthAgent: AsyncParsableCommand {
         guard let (path, explicit) = AgentConfiguration.defaultPath(explicit: config, environment: environment) else {
             fail("cannot find a configuration path: set HOME, XDG_CONFIG_HOME or use --config", code: 78)
         }
-        let configuration: AgentConfiguration
-        do {
-            configuration = try ConfigLoader.load(path: path, explicit: explicit)
-        } catch {
-            fail("configuration error: \(error)", code: 78)
-        }
+        // An invalid file does not stop the agent: under socket activation an exit would loop on restarts, leave
+        // clients hanging and end with a dead socket. It serves `config_error` instead until the file is fixed.
+        let loaded = Result { () throws(ConfigError) in try ConfigLoader.load(path: path, explicit: explicit) }
         if checkConfig {
-            print("\(configuration.path): \(configuration.accounts.count) account(s)")
-            for account in configuration.accounts {
-                print("  \(account.name): issuer \(account.issuer.absoluteString), redirect URI \(account.registeredRedirectURI)")
+            switch loaded {
+            case .success(let configuration):
+                print("\(configuration.path): \(configuration.accounts.count) account(s)")
+                for account in configuration.accounts {
+                    print("  \(account.name): issuer \(account.issuer.absoluteString), redirect URI \(account.registeredRedirectURI)")
+                }
+                return
+            case .failure(let error):
+                fail("configuration error: \(error)", code: 78)
             }
-            return
         }
+        let configuration = (try? loaded.get()) ?? AgentConfiguration(path: path, accounts: [])
 
         let level = Logger.Level(rawValue: logLevel ?? configuration.logLevel ?? "info") ?? .info
         // Under systemd (stderr connected to the journal) entries go to the journal with structured fields;
@@ -84,6 +87,10 @@ struct AuthAgent: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "auth-agent")
+        if case .failure(let error) = loaded {
+            logger.error("configuration error: \(error.description); every request gets config_error until the file is fixed",
+                         metadata: ["path": "\(path)"])
+        }
         if configuration.fileMissing {
             logger.warning("no configuration file; running with no accounts", metadata: ["path": "\(configuration.path)"])
         }
@@ -106,10 +113,15 @@ struct AuthAgent: AsyncParsableCommand {
             policies: Dictionary(configuration.accounts.map { ($0.name, $0.access) }, uniquingKeysWith: { first, _ in first }),
             consentTimeout: configuration.consentTimeout,
             store: ConsentStore(path: ConsentStore.defaultPath(environment: environment)), logger: logger)
+        let source = ConfigFileSource(path: path, explicit: explicit, initial: loaded, broker: broker, access: access,
+                                      logger: logger)
+        let configurationGate = ConfigurationGate(
+            source: source, problem: loaded.failure.map(ConfigFileSource.wireError),
+            onChange: { broker.announceConfigurationChange() })
         let dispatcher = RequestDispatcher(
             broker: broker,
             info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath),
-            access: access, logger: logger)
+            access: access, configuration: configurationGate, logger: logger)
 
         let server: SocketServer
         let activity = ActivityTracker()
@@ -143,7 +155,8 @@ struct AuthAgent: AsyncParsableCommand {
 
         logger.info("ready", metadata: ["socket": "\(socketPath)", "accounts": "\(configuration.accounts.count)",
                                         "version": "\(agentVersion)"])
-        _ = SystemdNotifier.ready(status: "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
+        _ = SystemdNotifier.ready(status: loaded.failure.map { "Configuration error: \($0.description)" }
+                                  ?? "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ProactiveRefreshService(broker: broker)),
@@ -154,6 +167,8 @@ struct AuthAgent: AsyncParsableCommand {
             // Optional too: resume and network-up hooks from logind and NetworkManager, when a system bus exists.
             .init(service: SystemBusWatcher(broker: broker, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
+            // SIGHUP (`systemctl --user reload auth-agent`): the same reload as `authctl reload`.
+            .init(service: ReloadOnHangup(configuration: configurationGate, logger: logger)),
         ]
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {
@@ -169,7 +184,9 @@ struct AuthAgent: AsyncParsableCommand {
         }
         // Last, so it is the first to hear of a shutdown (the group stops services in reverse order): STOPPING=1 goes
         // out at once, while the others finish their work.
-        services.append(.init(service: StatusReporter(broker: broker) { _ = SystemdNotifier.notify($0) }))
+        services.append(.init(service: StatusReporter(broker: broker, configProblem: { configurationGate.currentProblem?.message }) {
+            _ = SystemdNotifier.notify($0)
+        }))
         let group = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -183,8 +200,12 @@ struct AuthAgent: AsyncParsableCommand {
         logger.info("stopped")
     }
 
+    /// A fatal error, before logging is set up: one line on stderr. When stderr is the journal's stream, the line
+    /// starts with the syslog priority prefix `<3>` (journald reads it: `journalctl -p err` shows the line, which
+    /// would otherwise be filed at the stream's default, info).
     func fail(_ message: String, code: Int32) -> Never {
-        FileHandle.standardError.write(Data("auth-agent: \(message)\n".utf8))
+        let priority = JournalStream.isStderrJournal() ? "<3>" : ""
+        FileHandle.standardError.write(Data("\(priority)auth-agent: \(message)\n".utf8))
         Glibc.exit(code)
     }
 }

@@ -1,0 +1,116 @@
+import AgentConfig
+import AgentIPC
+import AgentServer
+import AuthCore
+import Foundation
+import Logging
+
+/// The configuration file as the agent reads it again after start-up (`authctl reload`, SIGHUP, and each request
+/// while the file is broken): parses it with ``ConfigLoader`` and puts its accounts and access policies in force.
+/// The `[agent]` settings are read once, at start-up; a reload names those that changed as needing a restart.
+actor ConfigFileSource: ConfigurationSource {
+    let path: String
+    let explicit: Bool
+    /// The `[agent]` settings this process runs with (the defaults if the file was broken at start-up).
+    let running: AgentConfiguration
+    let broker: TokenBroker
+    let access: AccessGate
+    let logger: Logger
+    private var lastStamp: FileStamp?
+    private var lastOutcome: Result<ReloadResult, WireError>?
+    private var accountsInForce: [String]
+
+    /// `initial` is what start-up read: the configuration, or its error.
+    init(path: String, explicit: Bool, initial: Result<AgentConfiguration, ConfigError>, broker: TokenBroker,
+         access: AccessGate, logger: Logger) {
+        self.path = path
+        self.explicit = explicit
+        self.broker = broker
+        self.access = access
+        self.logger = logger
+        self.lastStamp = FileStamp(path: path)
+        switch initial {
+        case .success(let configuration):
+            self.running = configuration
+            self.accountsInForce = configuration.accounts.map(\.name)
+            self.lastOutcome = .success(ReloadResult(path: path, accounts: accountsInForce))
+        case .failure(let error):
+            self.running = AgentConfiguration(path: path, accounts: [])
+            self.accountsInForce = []
+            self.lastOutcome = .failure(ConfigFileSource.wireError(error))
+        }
+    }
+
+    func reload(ifChanged: Bool) async throws(WireError) -> ReloadResult {
+        let stamp = FileStamp(path: path)
+        if ifChanged, stamp == lastStamp, let lastOutcome { return try lastOutcome.get() }
+        lastStamp = stamp
+        let configuration: AgentConfiguration
+        do {
+            configuration = try ConfigLoader.load(path: path, explicit: explicit)
+        } catch {
+            let wire = ConfigFileSource.wireError(error)
+            lastOutcome = .failure(wire)
+            logger.error("configuration error: \(error.description)", metadata: ["path": "\(path)"])
+            throw wire
+        }
+        let changes = await broker.reconfigure(configuration.accounts)
+        access.replacePolicies(Dictionary(configuration.accounts.map { ($0.name, $0.access) },
+                                          uniquingKeysWith: { first, _ in first }))
+        accountsInForce = configuration.accounts.map(\.name)
+        let result = ReloadResult(path: path, accounts: accountsInForce, added: changes.added, removed: changes.removed,
+                                  changed: changes.changed, needsRestart: running.settingsDiffering(from: configuration))
+        lastOutcome = .success(result)
+        return result
+    }
+
+    static func wireError(_ error: ConfigError) -> WireError {
+        WireError(.configError, "\(error.description) (fix the file; the agent reads it again on the next request, or run `authctl reload`)")
+    }
+}
+
+extension AgentConfiguration {
+    /// The `[agent]` keys whose values differ between the two (those take effect only at the next start).
+    func settingsDiffering(from other: AgentConfiguration) -> [String] {
+        var keys: [String] = []
+        if logLevel != other.logLevel { keys.append("log_level") }
+        if idleExit != other.idleExit { keys.append("idle_exit") }
+        if httpTimeout != other.httpTimeout { keys.append("http_timeout") }
+        if notifications != other.notifications { keys.append("notifications") }
+        if consentTimeout != other.consentTimeout { keys.append("consent_timeout") }
+        return keys
+    }
+}
+
+/// What tells a file's versions apart without reading it: its identity, size and times (nil: it does not exist).
+struct FileStamp: Equatable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var modified: timespec
+    var changed: timespec
+
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = info.st_mtim
+        changed = info.st_ctim
+    }
+
+    static func == (a: FileStamp, b: FileStamp) -> Bool {
+        a.device == b.device && a.inode == b.inode && a.size == b.size
+            && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+            && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+    }
+}
+
+extension Result {
+    /// The error, if this is a failure.
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
