@@ -51,7 +51,8 @@ install: $(if $(BUILT),,build)
 	put 755 "$$bin/auth-agent" "$(BINDIR)/auth-agent"; \
 	put 755 "$$bin/authctl" "$(BINDIR)/authctl"; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|' systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
+	sed -e 's|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|' -e 's|^ExecReload=[^ ]*|ExecReload=$(BINDIR)/authctl|' \
+		systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
 	put 644 "$$tmp/auth-agent.service" "$(USERUNITDIR)/auth-agent.service"; \
 	put 644 systemd/auth-agent.socket "$(USERUNITDIR)/auth-agent.socket"; \
 	sed 's|^Exec=.*|Exec=$(BINDIR)/auth-agent|' dbus/dev.authagent.Agent.service > "$$tmp/dev.authagent.Agent.service"; \
@@ -70,7 +71,8 @@ install: $(if $(BUILT),,build)
 	echo "$(MANIFEST)" >> "$$manifest.tmp"; mv "$$manifest.tmp" "$$manifest"; \
 	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then \
 		systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket && \
-		echo "enabled auth-agent.socket; next: authctl login ACCOUNT (after adding it to ~/.config/auth-agent/config.toml)"; \
+		systemctl --user try-restart auth-agent.service && \
+		echo "enabled auth-agent.socket (a running agent was restarted on the new binary); next: authctl login ACCOUNT (after adding it to ~/.config/auth-agent/config.toml)"; \
 		if [ -f "$${XDG_CONFIG_HOME:-$$HOME/.config}/auth-agent/config.toml" ]; then \
 			"$(BINDIR)/authctl" register-scheme --all || echo "could not register the private-use redirect schemes: run 'authctl register-scheme --all' once the agent runs"; \
 		fi; \

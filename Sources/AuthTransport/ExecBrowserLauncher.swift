@@ -34,11 +34,6 @@ public struct ExecBrowserLauncher: BrowserLauncher {
         self.transientUnitTimeout = transientUnitTimeout
     }
 
-    /// The session variables a browser needs, handed to its transient unit (the user manager's own environment may
-    /// lack them): only those set here, and none with a newline.
-    static let sessionVariables = ["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE", "XDG_CURRENT_DESKTOP",
-                                   "XDG_DATA_DIRS", "DBUS_SESSION_BUS_ADDRESS", "BROWSER", "PATH", "LANG"]
-
     public func open(_ url: URL) async throws(AuthError) {
         let text = url.absoluteString
         guard case .success = EndpointPolicy.validate(text) else {
@@ -67,14 +62,13 @@ public struct ExecBrowserLauncher: BrowserLauncher {
     }
 
     /// `systemd-run`'s arguments for starting `program url` as a transient user service. The description, not the
-    /// command line, is what the journal's "Started ..." line shows.
+    /// command line, is what the journal's "Started ..." line shows. No `--setenv`: the unit gets the user manager's
+    /// environment as it is now, so a display the session imported after the agent started
+    /// (`systemctl --user import-environment DISPLAY WAYLAND_DISPLAY`, which desktops do at login) is the one the
+    /// browser opens on; the agent's own copy, taken when it started, may name a display that has gone.
     func transientUnitArguments(program: String, url: String) -> [String] {
-        var arguments = ["--user", "--quiet", "--collect", "--no-ask-password",
-                         "--description=auth-agent: web browser for a sign-in", "--property=ExitType=cgroup"]
-        for name in ExecBrowserLauncher.sessionVariables {
-            if let value = environment[name], !value.contains("\n") { arguments.append("--setenv=\(name)=\(value)") }
-        }
-        return arguments + ["--", program, url]
+        ["--user", "--quiet", "--collect", "--no-ask-password",
+         "--description=auth-agent: web browser for a sign-in", "--property=ExitType=cgroup", "--", program, url]
     }
 
     /// Starts `program` with one argument and does not wait for it; the child's pid, or -errno.

@@ -143,10 +143,8 @@ final class BrowserSpawnTests: XCTestCase {
                                                     "--description=auth-agent: web browser for a sign-in",
                                                     "--property=ExitType=cgroup"])
         XCTAssertEqual(Array(arguments.suffix(3)), ["--", browser.path, url])
-        let environment = arguments.filter { $0.hasPrefix("--setenv=") }
-        XCTAssertEqual(Set(environment), ["--setenv=DISPLAY=:5", "--setenv=WAYLAND_DISPLAY=wayland-1",
-                                          "--setenv=BROWSER=\(browser.path)", "--setenv=PATH=\(bin.path):/usr/bin:/bin"],
-                       "only the session variables that are set are handed over")
+        XCTAssertEqual(arguments.filter { $0.hasPrefix("--setenv") }, [],
+                       "the unit gets the user manager's current environment, not the agent's copy from its start")
         XCTAssertFalse(arguments.contains { $0.contains(url) && $0 != url }, "the URL is only the command's argument")
         let out = directory.appendingPathComponent("out")
         XCTAssertTrue(waitUntil { FileManager.default.fileExists(atPath: out.path) }, "the unit's browser did not run")

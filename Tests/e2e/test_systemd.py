@@ -102,6 +102,8 @@ def test_units_verify(unit_files, tmp_path):
         assert re.search(r"^ExecStart=", text, re.M)
         # ExecStart names the installed binary (%h/.local/bin/auth-agent); point it at the built one.
         text = re.sub(r"^ExecStart=\S*auth-agent", f"ExecStart={bin_dir() / 'auth-agent'}", text, flags=re.M)
+        assert re.search(r"^ExecReload=\S*/authctl reload$", text, re.M), "systemctl reload waits for authctl reload"
+        text = re.sub(r"^ExecReload=\S*authctl", f"ExecReload={bin_dir() / 'authctl'}", text, flags=re.M)
         (work / "auth-agent.service").write_text(text)
         (work / "auth-agent.socket").write_text(sock.read_text())
         env = {"PATH": SYSTEM_PATH, "HOME": str(work), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8"}
