@@ -58,7 +58,7 @@ def auth_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def container():
+def container(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.fail("the user manager stage boots a container: run it as root", pytrace=False)
     bins = bin_dir()
@@ -72,8 +72,13 @@ def container():
         print(f"container booted in {box.boot_seconds:.1f} s (PID 1 = {box.pid1})")
         yield box
     finally:
-        box.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        try:
+            box.stop()
+        finally:
+            kept = tmp_path_factory.mktemp("stage-console")
+            shutil.copy(box.console, kept / "console.log")
+            print(f"container console kept: {kept / 'console.log'}")
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +105,6 @@ def user(container, share, auth_server, tmp_path_factory):
         session.check("systemctl --user set-environment " + shlex.join([
             f"BROWSER={REPO_INSIDE}/Tests/Fixtures/browser/fake-browser", "FAKE_BROWSER_PYTHON=/usr/bin/python3",
             f"FAKE_BROWSER_LOG={BROWSER_LOG}", f"FAKE_BROWSER_PROC_DUMP={BROWSER_DUMP}"]))
-        write_config(session, auth_server)
         yield session
     finally:
         keep_logs(session, container, tmp_path_factory)
@@ -114,7 +118,7 @@ def write_config(session: UserSession, server: AuthServer, accounts: dict | None
 
 
 def keep_logs(session: UserSession, container: Container, tmp_path_factory):
-    """The user's journal and the container's console, where pytest keeps its temp dirs (for a failed stage)."""
+    """The user's journal, where pytest keeps its temp dirs (for a failed stage)."""
     kept = tmp_path_factory.mktemp("stage-logs")
     try:
         if session.uid is not None and container.pid1:
@@ -123,15 +127,16 @@ def keep_logs(session: UserSession, container: Container, tmp_path_factory):
             (kept / "journal.txt").write_text(result.stdout)
     except Exception as e:  # diagnostics only
         print(f"could not save the journal: {e}")
-    (kept / "console.log").write_text(container.console_tail(200_000))
     print(f"stage logs kept in {kept}")
 
 
 @pytest.fixture(scope="session")
-def installed(user):
-    """`make install BUILT=...` as the user, from the repo; the home tree from just before it (for uninstall)."""
+def installed(user, auth_server):
+    """`make install BUILT=...` as the user, from the repo, then the account in config.toml (README's order: nothing
+    contacts the agent during the install); the home tree from just before it (for uninstall)."""
     before = user.tree()
     output = user.check(f"make -C {REPO_INSIDE} install BUILT={BIN_INSIDE}", timeout=120)
+    write_config(user, auth_server)
     return {"tree_before": before, "output": output}
 
 

@@ -6,6 +6,7 @@ of a login shell (~/.profile adds ~/.local/bin), like a terminal would.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -178,11 +179,14 @@ class UserSession:
                           "org.freedesktop.Secret.Collection Locked").stdout.strip()
         return alias, locked
 
-    def keyring_items(self, *attributes: str) -> list[str]:
-        """Object paths of the keyring items matching `attributes` (secret-tool's "secret = " lines are dropped
-        inside the container: no secret reaches the test's output)."""
-        out = self.run(f"secret-tool search --all {shlex.join(attributes)} 2>&1 | grep -v '^secret = '").stdout
-        return [line.strip("[]") for line in out.splitlines() if line.startswith("[/")]
+    def keyring_items(self, **attributes: str) -> list[str]:
+        """Object paths of the items matching `attributes`, in any collection, locked or not (Secret Service
+        SearchItems: paths only, never a secret)."""
+        pairs = [part for key, value in attributes.items() for part in (key, value)]
+        out = self.check("busctl --user call org.freedesktop.secrets /org/freedesktop/secrets "
+                         "org.freedesktop.Secret.Service SearchItems 'a{ss}' "
+                         + shlex.join([str(len(attributes)), *pairs]))
+        return re.findall(r'"(/[^"]*)"', out)
 
     # -- the user's files
 
