@@ -75,9 +75,10 @@ class UserSession:
             "systemctl --user --failed --no-legend --plain").stdout
         return self
 
-    def logout(self, timeout: float = 40):
+    def logout(self, timeout: float = 25):
         """Ends the login session as closing its terminal does: SIGTERM to `su`, which passes it on to its command
-        and closes the PAM session. With no session left, logind stops user@UID (after UserStopDelaySec, 10 s)."""
+        and closes the PAM session. With no session left, logind stops user@UID after UserStopDelaySec (10 s);
+        `timeout` counts from the SIGTERM. Returns user@UID's Result."""
         assert self.session is not None
         su = [int(pid) for pid in self._descendants(self.session.pid)
               if Path(f"/proc/{pid}/comm").read_text().strip() == "su"]
@@ -109,9 +110,15 @@ class UserSession:
             queue += [int(c) for c in children]
         return found
 
+    def user_manager_state(self) -> str:
+        return self.container.run(["systemctl", "is-active", f"user@{self.uid}.service"]).stdout.strip()
+
     def end(self):
-        """Teardown: kills what is left of the login session (the container's shutdown does the rest)."""
+        """Teardown: stops the agent while the session bus is still there (at logout it can hang: see
+        test_9_logout_uninstall.py), then kills what is left of the login session; the container's shutdown does
+        the rest."""
         if self.session is not None and self.session.poll() is None:
+            self.run("systemctl --user stop auth-agent.service", timeout=20)
             for pid in self._descendants(self.session.pid):
                 if pid_alive(pid):
                     os.kill(pid, signal.SIGTERM)
