@@ -20,7 +20,10 @@ MASKED_UNITS = [
     "getty@tty1.service", "console-getty.service", "systemd-timesyncd.service", "systemd-pstore.service",
     "e2scrub_reap.service", "cron.service", "ssh.service", "exim4.service", "rsyslog.service", "dovecot.service",
     "postgresql.service", "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
-    "fstrim.timer", "man-db.timer", "systemd-tmpfiles-clean.timer",
+    "fstrim.timer", "man-db.timer", "systemd-tmpfiles-clean.timer", "unattended-upgrades.service",
+    # The container shares the host's network: nothing in it may configure interfaces, routes or DNS.
+    "networking.service", "ifup@.service", "systemd-networkd.service", "systemd-networkd-wait-online.service",
+    "systemd-resolved.service", "NetworkManager.service", "docker.service", "containerd.service",
 ]
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

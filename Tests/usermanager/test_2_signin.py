@@ -8,7 +8,7 @@ import pytest
 from conftest import BROWSER_DUMP, BROWSER_LOG, PENDING, SHARE_INSIDE, ensure_running
 
 TOKEN = re.compile(r"^[A-Za-z0-9._~+/=-]{16,}$")
-DISPLAY = ":77"
+OLD_DISPLAY, DISPLAY = ":76", ":77"
 
 
 def dump_sections(text: str) -> dict:
@@ -35,10 +35,13 @@ class SignIn:
 
 @pytest.fixture(scope="module")
 def sign_in(user, installed, share):
-    """`authctl login work` once for this module. The agent runs before the terminal imports DISPLAY into the user
-    manager, as when a graphical session starts after the agent was socket-activated."""
+    """`authctl login work` once for this module. The agent started while an earlier graphical session's DISPLAY
+    was in the user manager's environment; a new session has imported its own DISPLAY since (the agent, a user
+    service, outlives graphical sessions), and the sign-in's browser must open on that one."""
     for name in (BROWSER_LOG, BROWSER_DUMP):
         (share / name.removeprefix(SHARE_INSIDE + "/")).unlink(missing_ok=True)
+    user.check(f"DISPLAY={OLD_DISPLAY} systemctl --user import-environment DISPLAY")
+    user.check("systemctl --user stop auth-agent.service")
     ensure_running(user)
     user.check(f"DISPLAY={DISPLAY} systemctl --user import-environment DISPLAY")
     cursor = user.journal_cursor()
@@ -103,7 +106,8 @@ def test_refresh_token_is_in_the_login_keyring(user, sign_in, auth_server):
     assert re.search(r'"signed_in"\s*:\s*true', status), status
 
 
+@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_browser_gets_display_from_the_user_manager(sign_in):
-    """Issue 19 (f): DISPLAY imported into the user manager after the agent started reaches the browser."""
+    """Issue 19 (f): the DISPLAY imported into the user manager last, not the one the agent started with."""
     environ = sign_in.dump.get("environ", [])
     assert f"DISPLAY={DISPLAY}" in environ, [line for line in environ if "DISPLAY" in line]
