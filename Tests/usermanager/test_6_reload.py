@@ -22,6 +22,14 @@ def token(user) -> str:
     return result.stdout.strip()
 
 
+class Running(dict):
+    """The running agent's pid, its cached token and the server's token-request count. Its repr hides the token:
+    pytest prints fixture values in long tracebacks."""
+
+    def __repr__(self):
+        return f"<Running pid={self['pid']}>"
+
+
 @pytest.fixture
 def running(user, installed, auth_server):
     """A running agent with account `work` signed in and its access token cached; the base config afterwards."""
@@ -29,7 +37,7 @@ def running(user, installed, auth_server):
     if not user.keyring_items(account="work", issuer=auth_server.issuer):
         assert user.run("authctl login work", timeout=60).returncode == 0, "sign-in for the reload tests failed"
     cached = token(user)
-    yield {"pid": pid, "token": cached, "token_posts": auth_server.token_posts()}
+    yield Running(pid=pid, token=cached, token_posts=auth_server.token_posts())
     write_config(user, auth_server)
     user.check("systemctl --user restart auth-agent.service")
 
@@ -78,6 +86,6 @@ def test_invalid_config_is_refused_by_reload_and_the_old_one_keeps_serving(user,
 @pytest.mark.xfail(strict=True, reason=PENDING)
 def test_second_make_install_restarts_a_running_agent(user, running):
     user.check(f"make -C {REPO_INSIDE} install BUILT={BIN_INSIDE}", timeout=120)
-    wait_for(lambda: user.main_pid() not in (0, running["pid"]), 15, "a new agent after the second make install",
+    wait_for(lambda: user.main_pid() not in (0, running["pid"]), 10, "a new agent after the second make install",
              interval=0.2)
     assert user.is_active("auth-agent.service") == "active"
