@@ -10,7 +10,8 @@ Env: FAKE_BROWSER_MODE (login|deny|wrong-state|wrong-iss|none|fail|print-redirec
 FAKE_BROWSER_PASSWORD, FAKE_BROWSER_LOG. Never logs codes, states, tokens or queries
 (print-redirect prints the final redirect URL, with its code, on stdout: that is its purpose).
 FAKE_BROWSER_PROC_DUMP=FILE: on start, appends this process's own /proc/self/cmdline and /proc/self/environ
-(what the agent gave it) to FILE, so a test can check that no token reached the browser's argv or environment.
+(what the agent gave it) to FILE, so a test can check that no token reached the browser's argv or environment, then
+its cgroup and the Seccomp, Seccomp_filters and NoNewPrivs lines of its status (which unit and filters it runs under).
 """
 import os
 import re
@@ -169,6 +170,12 @@ def main():
             for name in ("cmdline", "environ"):
                 with open(f"/proc/self/{name}", "rb") as src:
                     f.write(f"== {name}\n".encode() + src.read().replace(b"\0", b"\n") + b"\n")
+            # Where it runs and under which filters (the user manager stage checks it escaped the agent's unit).
+            with open("/proc/self/cgroup", "rb") as src:
+                f.write(b"== cgroup\n" + src.read())
+            with open("/proc/self/status", "rb") as src:
+                f.write(b"== status\n" + b"".join(line for line in src
+                                                    if line.startswith((b"Seccomp", b"NoNewPrivs:"))))
     if mode == "fail":
         fail("simulated browser failure (FAKE_BROWSER_MODE=fail)")
     if mode == "none":
