@@ -46,6 +46,11 @@ except Exception:  # pragma: no cover - not fatal, only makes "gone" checks weak
     pass
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "release: in the subset that CI also runs against the release binaries "
+                                       "(pytest -m release)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Makes the call phase's report visible to fixtures (request.node.rep_call), to keep a failed test's files."""
