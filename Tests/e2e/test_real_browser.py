@@ -35,7 +35,7 @@ LISTENER_HEADERS = {
 
 @pytest.fixture(scope="module", autouse=True)
 def chromium():
-    """Chromium, chromedriver and selenium are there, or the module is skipped (failed with AUTH_AGENT_REAL_BROWSER=1)."""
+    """Chromium, chromedriver and selenium are there, or the module is skipped (fails: AUTH_AGENT_REAL_BROWSER=1)."""
     problems = [f"{path} is missing" for path in ("/usr/bin/chromium", "/usr/bin/chromedriver")
                 if not os.access(path, os.X_OK)]
     probe = subprocess.run([str(VENV_PYTHON), "-c", "import selenium"], capture_output=True, text=True, timeout=30)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +73,7 @@ def start_driver(profile):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     # An explicit driver path: Selenium Manager (which would download a driver) never runs.
-    service = Service(executable_path=CHROMEDRIVER, log_output=__import__("subprocess").DEVNULL)
+    service = Service(executable_path=CHROMEDRIVER, log_output=subprocess.DEVNULL)
     driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(STEP_TIMEOUT)
     return driver
@@ -164,8 +165,8 @@ def what_was_seen(driver, callback):
 
     navigation, document, methods, failed = [], None, {}, None
     for method, params in network_events(driver):
-        if method.startswith("Network.") and not params.get("request", params.get("response", {})).get(
-                "url", "http").startswith("http"):
+        url = (params.get("request") or params.get("response") or {}).get("url", "")
+        if url and not url.startswith("http"):
             continue  # Chromium's own start page
         if method == "Network.requestWillBeSent" and params.get("type") == "Document":
             request_id, request = params["requestId"], params["request"]
