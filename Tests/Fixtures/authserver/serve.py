@@ -43,6 +43,10 @@ def seed():
         dict(client_id="auth-agent-test-confidential", name="auth-agent-test-confidential",
              client_type=App.CLIENT_CONFIDENTIAL, authorization_grant_type=App.GRANT_AUTHORIZATION_CODE,
              client_secret="confidential-secret", redirect_uris=REDIRECT_URIS),
+        # The same as auth-agent-test, but the person is asked: DOT's consent page (Authorize / Cancel).
+        dict(client_id="auth-agent-test-consent", name="auth-agent-test-consent", client_type=App.CLIENT_PUBLIC,
+             authorization_grant_type=App.GRANT_AUTHORIZATION_CODE, client_secret="",
+             redirect_uris=REDIRECT_URIS, skip_authorization=False),
         dict(client_id="auth-agent-test-device", name="auth-agent-test-device", client_type=App.CLIENT_PUBLIC,
              authorization_grant_type=App.GRANT_DEVICE_CODE, client_secret="", redirect_uris=""),
         dict(client_id="introspector", name="introspector", client_type=App.CLIENT_CONFIDENTIAL,
@@ -51,12 +55,12 @@ def seed():
     ]
     for spec in apps:
         app = App.objects.filter(client_id=spec["client_id"]).first() or App(client_id=spec["client_id"])
+        app.skip_authorization = True
         for k, v in spec.items():
             setattr(app, k, v)
         # Stored in plain text (hash_client_secret=False): the plain secret works with
         # client_secret_basic/post and avoids a slow password hash on every request.
         app.hash_client_secret = False
-        app.skip_authorization = True
         app.algorithm = App.RS256_ALGORITHM
         app.user = user
         app.save()
