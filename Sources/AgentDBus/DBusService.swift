@@ -57,7 +57,13 @@ public struct DBusService: Service {
                 thread.name = "auth-agent-dbus"
                 thread.start()
             }
-            if let end { logger.warning("\(end); the D-Bus API is off, the socket still serves") }
+            if let end {
+                logger.warning("\(end); the D-Bus API is off, the socket still serves")
+                // Wait to be stopped: a service that returns while the group shuts down (the bus goes away at
+                // logout, as the manager stops the agent) makes ServiceGroup cancel every other service at once,
+                // cutting a keyring write or a refresh in flight.
+                try? await gracefulShutdown()
+            }
         } onGracefulShutdown: {
             Task {
                 await object.finish(timeout: DBusService.drainTimeout)

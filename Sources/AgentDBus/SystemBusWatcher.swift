@@ -54,6 +54,8 @@ public struct SystemBusWatcher: Service {
             }
             if let end {
                 logger.notice("\(end); no refresh on resume or network-up (expiry and backoff still apply)")
+                // As DBusService: end only when asked to, never during another service's graceful shutdown.
+                try? await gracefulShutdown()
             }
         } onGracefulShutdown: {
             loop.stop()

@@ -81,7 +81,8 @@ public struct ExecBrowserLauncher: BrowserLauncher {
     static func runBounded(_ program: String, _ arguments: [String], timeout: Duration) async -> Int32 {
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
+            // Default QoS, as LibsecretCaller's queue: a higher one makes libdispatch try to renice its thread.
+            DispatchQueue.global().async {
                 continuation.resume(returning: withArgv(program, arguments) { aa_process_run_bounded(program, $0, milliseconds) })
             }
         }

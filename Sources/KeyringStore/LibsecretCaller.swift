@@ -24,7 +24,10 @@ struct LibsecretCaller: Sendable {
 
     init(timeout: Duration, label: String = "dev.auth-agent.libsecret") {
         self.timeout = timeout
-        self.queue = DispatchQueue(label: label, qos: .userInitiated)
+        // Default QoS: on Linux libdispatch imitates a higher class by lowering the worker thread's nice value,
+        // which an unprivileged user service may not do ("Failed to set thread priority ... errno=13" in the
+        // journal on every start).
+        self.queue = DispatchQueue(label: label)
     }
 
     /// Calls `body` on the queue with a fresh cancellable and an out-parameter for the GError, and copies any

@@ -187,9 +187,13 @@ struct AuthAgent: AsyncParsableCommand {
         services.append(.init(service: StatusReporter(broker: broker, configProblem: { configurationGate.currentProblem?.message }) {
             _ = SystemdNotifier.notify($0)
         }))
-        let group = ServiceGroup(configuration: .init(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // Bounded: a service that does not finish within these is cancelled, then abandoned, so the agent always
+        // exits well inside systemd's 90 s stop timeout (whose SIGKILL would cut a keyring write mid-way).
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(20)
+        groupConfiguration.maximumCancellationDuration = .seconds(5)
+        let group = ServiceGroup(configuration: groupConfiguration)
         do {
             try await group.run()
         } catch {

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import CLIENT_ID, bin_dir, default_account, file_mode, render_config
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 ESC = "\x1b["
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, _private_bus, bin_dir, kill_pid, pid_alive, read_until, wait_for
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 NAME, PATH, IFACE = "dev.authagent.Agent", "/dev/authagent/Agent1", "dev.authagent.Agent1"
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 

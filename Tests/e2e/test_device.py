@@ -16,6 +16,8 @@ from faultproxy import FaultProxy
 sys.path.insert(0, str(FIXTURES / "authserver"))
 from selftest import approve_device  # noqa: E402  (the fixture's own "person approves the code" steps)
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 DEVICE_CLIENT = "auth-agent-test-device"
 CODE_RE = re.compile(r"enter the code:\s+(\S+)")
 # Slack for scheduling on a loaded 2-core machine; the rule under test is a 5 s step.

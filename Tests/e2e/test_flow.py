@@ -10,6 +10,9 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 from conftest import CLIENT_ID, FAKE_BROWSER, read_replies, read_until, wait_for
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 URL_RE = re.compile(r"(http://127\.0\.0\.1:\d+/o/authorize/\?\S+)")
 

@@ -38,6 +38,8 @@ import pytest
 from conftest import SYSTEM_PATH, connection_closed, read_replies, short_tmpdir, wait_for
 from faultproxy import FaultProxy
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 NO_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 

@@ -12,6 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import CLIENT_ID, read_replies, render_config, run_binary, short_tmpdir, wait_for
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 
 def hostile_endpoints(marker: Path) -> dict[str, str]:

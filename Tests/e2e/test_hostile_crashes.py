@@ -18,6 +18,9 @@ import time
 
 from conftest import default_account, pid_alive, wait_for
 from test_hostile import assert_alive
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 ACCOUNTS = ("work", "personal", "other")  # the redirect URIs the fixture server registers
 

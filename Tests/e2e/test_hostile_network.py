@@ -15,6 +15,9 @@ import requests
 
 from conftest import run_binary
 from test_hostile import assert_alive, fault_proxy, proxied_agent, vm_rss_kib  # noqa: F401 (fixture)
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 HTTP_TIMEOUT = 2  # seconds: [agent] http_timeout for these tests (the default is 30)
 

@@ -16,6 +16,9 @@ from conftest import FAKE_BROWSER, SYSTEM_PATH, read_replies, wait_for
 from test_errors import _http
 from test_hostile import fd_count
 from test_loopback import listening_addresses
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 REDIRECT_CONNECTION_CAP = 64  # LoopbackRedirectListenerFactory.maxConnections

@@ -13,6 +13,9 @@ import time
 
 from conftest import connection_closed, read_replies, wait_for
 from test_hostile import assert_alive, connect_retrying, fault_proxy, fd_count, proxied_agent, vm_rss_kib  # noqa: F401
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 IDLE = 5000
 FLOODERS = 64

@@ -24,6 +24,8 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, default_account, read_until, wait_for
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 FAKE_NOTIFICATIONS = REPO / "Tests" / "Fixtures" / "notifications" / "fake_notifications.py"
 
 

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import CLIENT_ID, SYSTEM_PATH, bin_dir
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, read_until, wait_for
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 FAKE = REPO / "Tests" / "Fixtures" / "notifications" / "fake_notifications.py"
 
 

@@ -7,6 +7,9 @@ import subprocess
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from conftest import FAKE_BROWSER, read_until, wait_for
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 URL_RE = re.compile(r"(http://127\.0\.0\.1:\d+/o/authorize/\?\S+)")
 PROMPT = "press Enter"

@@ -16,6 +16,8 @@ import pytest
 from conftest import SYSTEM_PATH, bin_dir, default_account
 from test_integrations import CheckingServer, git_server, parse_basic, run_git
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 
 
 def authctl_path() -> str:

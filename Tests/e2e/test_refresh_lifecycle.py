@@ -9,6 +9,8 @@ from conftest import AuthServer, default_account, render_config, wait_for
 from faultproxy import FaultProxy
 from test_hostile import fault_proxy, proxied_agent  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 
 @pytest.fixture
 def short_lived_server(tmp_path):

@@ -7,6 +7,9 @@ import subprocess
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from conftest import FAKE_BROWSER, read_until, wait_for
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 SCHEME = "org.example.authagent"
 REDIRECT = f"{SCHEME}:/oauth2/callback/work"

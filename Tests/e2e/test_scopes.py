@@ -1,6 +1,9 @@
 """A token for a subset of the account's scopes, against the real Django OAuth Toolkit server: its own cache entry,
 refreshed with the account's one refresh token (`scope=` on the refresh request), narrowed at the server."""
 import time
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 
 def test_scoped_token_is_narrow_separate_and_cached(make_agent, keyring, auth_server):

@@ -7,6 +7,9 @@ import time
 
 from conftest import read_replies, wait_for
 from test_hostile import fault_proxy, proxied_agent  # noqa: F401 (fixture)
+import pytest
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 CALLERS = 1000
 

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, bin_dir, short_tmpdir, wait_for
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 UNITS = REPO / "systemd"
 
 

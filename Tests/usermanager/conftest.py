@@ -34,7 +34,6 @@ SHARE_INSIDE = "/srv/aa-share"
 BROWSER_LOG = f"{SHARE_INSIDE}/browser.log"
 BROWSER_DUMP = f"{SHARE_INSIDE}/browser-proc.txt"
 CONFIG = f"/home/{USER}/.config/auth-agent/config.toml"
-PENDING = "lead's fix pending"
 
 
 def bin_dir() -> Path:

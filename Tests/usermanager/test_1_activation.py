@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from conftest import PENDING, ensure_running
+from conftest import ensure_running
 
 
 def test_install_enables_and_listens_on_the_socket_only(user, installed):
@@ -39,7 +39,6 @@ def test_notify_ready_and_status_line(user, installed):
     assert f'Status: "{text}"' in status, status
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_unit_is_ordered_after_the_session_bus(user, installed):
     """Issue 19 (e): at logout the agent stops before the session bus, so a keyring write in flight completes."""
     assert "dbus.socket" in user.show("auth-agent.service", "After").split()

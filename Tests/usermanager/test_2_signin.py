@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import BROWSER_DUMP, BROWSER_LOG, PENDING, SHARE_INSIDE, ensure_running
+from conftest import BROWSER_DUMP, BROWSER_LOG, SHARE_INSIDE, ensure_running
 
 TOKEN = re.compile(r"^[A-Za-z0-9._~+/=-]{16,}$")
 OLD_DISPLAY, DISPLAY = ":76", ":77"
@@ -106,7 +106,6 @@ def test_refresh_token_is_in_the_login_keyring(user, sign_in, auth_server):
     assert re.search(r'"signed_in"\s*:\s*true', status), status
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_browser_gets_display_from_the_user_manager(sign_in):
     """Issue 19 (f): the DISPLAY imported into the user manager last, not the one the agent started with."""
     environ = sign_in.dump.get("environ", [])

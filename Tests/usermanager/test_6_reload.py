@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import BIN_INSIDE, CONFIG, PENDING, REPO_INSIDE, ensure_running, write_config
+from conftest import BIN_INSIDE, CONFIG, REPO_INSIDE, ensure_running, write_config
 from e2e_helpers import default_account, render_config, wait_for
 
 
@@ -47,7 +47,6 @@ def assert_token_kept(user, auth_server, running):
     assert auth_server.token_posts() == running["token_posts"], "the agent went back to the token endpoint"
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_systemctl_reload_rereads_the_config(user, auth_server, running):
     write_config(user, auth_server, {"work": default_account(auth_server.issuer),
                                      "personal": default_account(auth_server.issuer)})
@@ -58,7 +57,6 @@ def test_systemctl_reload_rereads_the_config(user, auth_server, running):
     assert_token_kept(user, auth_server, running)
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_authctl_reload_rereads_the_config(user, auth_server, running):
     write_config(user, auth_server, {"work": default_account(auth_server.issuer),
                                      "other": default_account(auth_server.issuer)})
@@ -69,7 +67,6 @@ def test_authctl_reload_rereads_the_config(user, auth_server, running):
     assert_token_kept(user, auth_server, running)
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_invalid_config_is_refused_by_reload_and_the_old_one_keeps_serving(user, auth_server, running):
     lines = render_config({"work": default_account(auth_server.issuer),
                            "broken": default_account(auth_server.issuer)}, {"log_level": "debug"}).splitlines()
@@ -83,7 +80,6 @@ def test_invalid_config_is_refused_by_reload_and_the_old_one_keeps_serving(user,
     assert_token_kept(user, auth_server, running)
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING)
 def test_second_make_install_restarts_a_running_agent(user, running):
     user.check(f"make -C {REPO_INSIDE} install BUILT={BIN_INSIDE}", timeout=120)
     wait_for(lambda: user.main_pid() not in (0, running["pid"]), 10, "a new agent after the second make install",

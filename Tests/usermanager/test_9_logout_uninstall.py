@@ -10,11 +10,6 @@ from e2e_helpers import wait_for
 USER_DATA = (".config/auth-agent/", ".local/state/auth-agent/", ".local/share/keyrings/")
 
 
-# Not strict: the hang is a race (seen in about 4 logouts of 10 here), so this passes now and then until it is fixed.
-# Make it a plain test with the fix.
-@pytest.mark.xfail(strict=False, reason="lead's fix pending: at logout the session bus can stop while the agent shuts "
-                   "down (nothing orders them); the agent then logs 'Service finished unexpectedly during graceful "
-                   "shutdown' and hangs until TimeoutStopSec (90 s) kills it")
 def test_logout_stops_the_agent_cleanly(user, installed):
     pid = ensure_running(user)
     box = user.container
