@@ -188,3 +188,86 @@ def test_curl_recipe_fetches_a_message_over_imap(mail_agent, mail_server):
         assert email.message_from_bytes(result.stdout)["Subject"] == "curl over imap"
 
     twice(mail_agent, mail_server, attempt)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# neomutt: sending in batch mode (no terminal), reading the inbox on a pseudo-terminal
+
+
+def neomutt_args(mail_server) -> list[str]:
+    # neomutt uses GnuTLS, which reads no environment variable for trust; -n: no system-wide neomuttrc.
+    return ["neomutt", "-n", "-e", f"set ssl_ca_certificates_file = '{mail_server.cafile}'"]
+
+
+def test_neomutt_recipe_sends_in_batch_mode(mail_agent, mail_server):
+    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+
+    def attempt(round):
+        logins = mail_server.logins("submission", "XOAUTH2")
+        result = run(mail_agent, mail_server, [*neomutt_args(mail_server), "-s", f"neomutt round {round}",
+                                               "bob@example.test"], input=b"sent by neomutt in batch mode\n")
+        assert result.returncode == 0, explain(result, mail_server)
+        assert mail_server.logins("submission", "XOAUTH2") == logins + 1
+        assert f"neomutt round {round}" in subjects(mail_server.maildir.messages())
+
+    twice(mail_agent, mail_server, attempt)
+
+
+def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
+    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+
+    def attempt(round):
+        subject = f"neomutt imap round {round}"
+        mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
+        logins = mail_server.logins("imap", "XOAUTH2")
+        screen = on_terminal(mail_agent, mail_server, neomutt_args(mail_server), until=subject, then=b"q")
+        assert subject in screen
+        assert mail_server.logins("imap", "XOAUTH2") == logins + 1
+
+    twice(mail_agent, mail_server, attempt)
+
+
+def on_terminal(agent, mail_server, args: list[str], until: str, then: bytes, timeout: float = 30) -> str:
+    """Runs `args` on a pseudo-terminal (80x24) until `until` is on the screen, types `then`, and waits for the
+    exit (status 0). Returns what the program wrote, escape sequences and all."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = dict(client_env(agent, mail_server), TERM="xterm")
+    proc = subprocess.Popen(args, env=env, cwd=agent.home, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    screen, sent = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{args[0]} never showed {until!r}; screen:\n{screen.decode(errors='replace')[-2000:]}" \
+                                  f"\ndovecot.log:\n{mail_server.log()[-2000:]}"
+            ready, _, _ = select.select([master], [], [], remaining)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the program exited and closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+            if not sent and until.encode() in screen:
+                os.write(master, then)
+                sent = True
+        assert proc.wait(timeout=max(1, deadline - time.monotonic())) == 0
+        assert sent, f"{args[0]} exited before showing {until!r}:\n{screen.decode(errors='replace')[-2000:]}"
+        return screen.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        os.close(master)
