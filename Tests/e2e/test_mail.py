@@ -1,5 +1,5 @@
 """README's mail recipes as printed, run by the real clients from Debian (msmtp, mbsync with Debian's XOAUTH2 SASL
-plugin, neomutt in batch mode, curl) against a real Dovecot on loopback (mailserver.py) whose oauth2 passdb checks
+plugin, neomutt in batch mode and on a pseudo-terminal, aerc on a pseudo-terminal, curl) against a real Dovecot on loopback (mailserver.py) whose oauth2 passdb checks
 each token at the test authorization server. Tokens live LIFETIME seconds: each client runs once, then again
 after every access token issued so far has expired at the server, so the agent must have refreshed.
 
@@ -220,16 +220,18 @@ def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
         subject = f"neomutt imap round {round}"
         mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
         logins = mail_server.logins("imap", "XOAUTH2")
-        screen = on_terminal(mail_agent, mail_server, neomutt_args(mail_server), until=subject, then=b"q")
+        screen = on_terminal(mail_agent, mail_server, neomutt_args(mail_server), [(subject, b"q")])
         assert subject in screen
         assert mail_server.logins("imap", "XOAUTH2") == logins + 1
 
     twice(mail_agent, mail_server, attempt)
 
 
-def on_terminal(agent, mail_server, args: list[str], until: str, then: bytes, timeout: float = 30) -> str:
-    """Runs `args` on a pseudo-terminal (80x24) until `until` is on the screen, types `then`, and waits for the
-    exit (status 0). Returns what the program wrote, escape sequences and all."""
+def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout: float = 30,
+                env: dict | None = None) -> str:
+    """Runs `args` on a pseudo-terminal (80x24); for each (event, keys) of `steps` in turn, waits for the event
+    (a text on the screen written after the previous step, or a callable that turns true) and types `keys`; then
+    waits for the exit (status 0). Returns what the program wrote, escape sequences and all."""
     import fcntl
     import os
     import pty
@@ -239,35 +241,66 @@ def on_terminal(agent, mail_server, args: list[str], until: str, then: bytes, ti
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    env = dict(client_env(agent, mail_server), TERM="xterm")
+    env = dict(client_env(agent, mail_server), TERM="xterm", **(env or {}))
+    # A new session whose controlling terminal is the pty (aerc opens /dev/tty).
     proc = subprocess.Popen(args, env=env, cwd=agent.home, stdin=slave, stdout=slave, stderr=slave,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(slave)
-    screen, sent = b"", False
+    screen, mark, pending = b"", 0, list(steps)
     deadline = time.monotonic() + timeout
     try:
         while True:
             remaining = deadline - time.monotonic()
-            assert remaining > 0, f"{args[0]} never showed {until!r}; screen:\n{screen.decode(errors='replace')[-2000:]}" \
-                                  f"\ndovecot.log:\n{mail_server.log()[-2000:]}"
-            ready, _, _ = select.select([master], [], [], remaining)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the program exited and closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-            if not sent and until.encode() in screen:
-                os.write(master, then)
-                sent = True
-        assert proc.wait(timeout=max(1, deadline - time.monotonic())) == 0
-        assert sent, f"{args[0]} exited before showing {until!r}:\n{screen.decode(errors='replace')[-2000:]}"
+            assert remaining > 0, f"{args[0]} never showed {pending[0][0]!r}; screen:\n" \
+                                  f"{screen.decode(errors='replace')[-2000:]}\ndovecot.log:\n{mail_server.log()[-2000:]}"
+            ready, _, _ = select.select([master], [], [], min(remaining, 0.2))
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the program exited and closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            if pending and (pending[0][0]() if callable(pending[0][0]) else pending[0][0].encode() in screen[mark:]):
+                os.write(master, pending.pop(0)[1])
+                mark = len(screen)
+        status = proc.wait(timeout=max(1, deadline - time.monotonic()))
+        assert not pending and status == 0, f"{args[0]} exited with {status}, waiting for {pending[:1]}:\n" \
+                                     f"{screen.decode(errors='replace')[-2000:]}\ndovecot.log:\n{mail_server.log()[-2000:]}"
         return screen.decode(errors="replace")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
         os.close(master)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# aerc (a terminal program: on a pseudo-terminal)
+
+
+def test_aerc_recipe_opens_the_imap_inbox(mail_agent, mail_server):
+    config = mail_agent.config_home / "aerc"  # ~/.config/aerc: the agent's environment sets XDG_CONFIG_HOME
+    config.mkdir()
+    (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
+    (config / "accounts.conf").chmod(0o600)  # aerc refuses a readable accounts.conf
+    subject = "aerc imap"
+    mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
+    logins = mail_server.logins("imap", "XOAUTH2")
+    on_terminal(mail_agent, mail_server, ["aerc"], [(subject, b":quit\r")])
+    assert mail_server.logins("imap", "XOAUTH2") == logins + 1
+
+
+def test_aerc_recipe_sends_over_submission(mail_agent, mail_server):
+    """aerc 0.14 runs outgoing-cred-cmd when it sends; the recipe's smtp-starttls line is what makes port 587 work."""
+    config = mail_agent.config_home / "aerc"
+    config.mkdir()
+    (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
+    (config / "accounts.conf").chmod(0o600)
+    logins = mail_server.logins("submission", "XOAUTH2")
+    # mailto: opens the composer; EDITOR=true leaves the body as given and goes straight to the review screen.
+    on_terminal(mail_agent, mail_server, ["aerc", "mailto:bob@example.test?subject=aerc%20send&body=hi"],
+                [("Send this email", b"y"), (lambda: mail_server.sink.messages, b":quit\r")], env={"EDITOR": "true"})
+    assert mail_server.logins("submission", "XOAUTH2") == logins + 1
+    assert "aerc send" in subjects(mail_server.maildir.messages())
