@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, SYSTEM_PATH, AuthServer, bin_dir, default_account, wait_for
 from mailserver import USER, MailServer
 from readme_blocks import fill_in, recipe_block
+from test_notifications import notification_server, notifications  # noqa: F401 (fixture)
 
 # Where the recipes live (one line to change if they move).
 RECIPES, SECTION = REPO / "README.md", "### Mail"
@@ -304,3 +305,35 @@ def test_aerc_recipe_sends_over_submission(mail_agent, mail_server):
                 [("Send this email", b"y"), (lambda: mail_server.sink.messages, b":quit\r")], env={"EDITOR": "true"})
     assert mail_server.logins("submission", "XOAUTH2") == logins + 1
     assert "aerc send" in subjects(mail_server.maildir.messages())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A signed-out account: the mail client hides authctl's message, so the desktop notification must tell the user
+
+
+def test_signed_out_account_shows_one_desktop_notification_when_mail_clients_ask(
+        make_agent, keyring, mail_auth_server, mail_server, notification_server):
+    server = mail_auth_server
+    agent = make_agent(server=server, accounts={
+        ACCOUNT: default_account(server.issuer, redirect_path="/oauth2/callback/work"),
+        "other": default_account(server.issuer)})
+    write_msmtprc(agent, mail_server, recipe("**msmtp**", mail_server))
+    (agent.home / ".mbsyncrc").write_text(recipe("**mbsync / isync**", mail_server))
+    (agent.home / "Mail" / ACCOUNT).mkdir(parents=True)
+    # Background requests, the way mail clients make them: no terminal, authctl's stderr unseen by the user.
+    for args, input in ((["msmtp", "-a", ACCOUNT, "bob@example.test"], message("not sent")),
+                        (["mbsync", ACCOUNT], None),
+                        (["msmtp", "-a", ACCOUNT, "bob@example.test"], message("not sent either"))):
+        result = run(agent, mail_server, args, input=input)
+        assert result.returncode != 0, explain(result, mail_server)
+    assert not mail_server.sink.messages and mail_server.logins("submission", "XOAUTH2") == 0
+    wait_for(lambda: notifications(notification_server), 10, "the sign-in notification")
+    assert [(n["summary"], n["actions"]) for n in notifications(notification_server)] == [
+        (f"Sign in to {ACCOUNT}", ["sign-in", "Sign in"])]
+    assert f"authctl login {ACCOUNT}" in notifications(notification_server)[0]["body"]
+    # One more background request: the agent remembers it told the user. Then a request for another signed-out
+    # account, whose notification comes after any (wrong) second one for the first account would have.
+    assert run(agent, mail_server, ["mbsync", ACCOUNT]).returncode != 0
+    assert agent.authctl("token", "other").returncode == 4
+    wait_for(lambda: len(notifications(notification_server)) >= 2, 10, "the other account's notification")
+    assert [n["summary"] for n in notifications(notification_server)] == [f"Sign in to {ACCOUNT}", "Sign in to other"]
