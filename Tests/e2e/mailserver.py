@@ -269,6 +269,14 @@ class MailServer:
                     pids.append(int(entry.name))
         return pids
 
+    def kick(self):
+        """Drops every IMAP and submission session of USER (`doveadm kick`), as a server restart or a network change
+        would: the clients must log in again."""
+        doveadm = shutil.which("doveadm", path="/usr/bin:/usr/sbin")
+        out = subprocess.run([doveadm, "-c", str(self.base / "dovecot.conf"), "kick", USER], capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 0, f"doveadm kick failed ({out.returncode}): {out.stdout}{out.stderr}"
+
     def cleanup(self):
         shutil.rmtree(self.base, ignore_errors=True)
 
@@ -282,6 +290,10 @@ class MailServer:
         """Successful logins of USER with `mechanism` (XOAUTH2 or OAUTHBEARER) to `service` (imap or submission)."""
         needle = f"{service}-login: Info: Login: user=<{USER}>, method={mechanism.upper()},"
         return self.log().count(needle)
+
+    def refused_tokens(self) -> int:
+        """Tokens the oauth2 passdb found inactive at the introspection endpoint (expired, revoked, unknown)."""
+        return self.log().count("oauth2 failed: Introspection failed")
 
     def failed_logins(self, service: str) -> int:
         return sum(1 for line in self.log().splitlines()

@@ -228,11 +228,20 @@ def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
     twice(mail_agent, mail_server, attempt)
 
 
+def readable(screen: bytes) -> str:
+    """The end of a terminal program's output with the escape sequences blanked, for a failure message."""
+    import re
+    text = re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][A-Z0-9]|[=>78])", " ",
+                  screen.decode(errors="replace"))
+    return re.sub(r"\s+", " ", text)[-2000:]
+
+
 def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout: float = 30,
                 env: dict | None = None) -> str:
     """Runs `args` on a pseudo-terminal (80x24); for each (event, keys) of `steps` in turn, waits for the event
-    (a text on the screen written after the previous step, or a callable that turns true) and types `keys`; then
-    waits for the exit (status 0). Returns what the program wrote, escape sequences and all."""
+    (a text on the screen written after the previous step, or a callable that turns true) and types `keys` (bytes,
+    or a callable that does something and returns them); then waits for the exit (status 0). Returns what the
+    program wrote, escape sequences and all."""
     import fcntl
     import os
     import pty
@@ -253,7 +262,7 @@ def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout
         while True:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"{args[0]} never showed {pending[0][0]!r}; screen:\n" \
-                                  f"{screen.decode(errors='replace')[-2000:]}\ndovecot.log:\n{mail_server.log()[-2000:]}"
+                                  f"{readable(screen)}\ndovecot.log:\n{mail_server.log()[-2000:]}"
             ready, _, _ = select.select([master], [], [], min(remaining, 0.2))
             if ready:
                 try:
@@ -264,11 +273,12 @@ def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout
                     break
                 screen += chunk
             if pending and (pending[0][0]() if callable(pending[0][0]) else pending[0][0].encode() in screen[mark:]):
-                os.write(master, pending.pop(0)[1])
+                keys = pending.pop(0)[1]
+                os.write(master, keys() if callable(keys) else keys)
                 mark = len(screen)
         status = proc.wait(timeout=max(1, deadline - time.monotonic()))
         assert not pending and status == 0, f"{args[0]} exited with {status}, waiting for {pending[:1]}:\n" \
-                                     f"{screen.decode(errors='replace')[-2000:]}\ndovecot.log:\n{mail_server.log()[-2000:]}"
+                                     f"{readable(screen)}\ndovecot.log:\n{mail_server.log()[-2000:]}"
         return screen.decode(errors="replace")
     finally:
         if proc.poll() is None:
@@ -294,7 +304,8 @@ def test_aerc_recipe_opens_the_imap_inbox(mail_agent, mail_server):
 
 
 def test_aerc_recipe_sends_over_submission(mail_agent, mail_server):
-    """aerc 0.14 runs outgoing-cred-cmd when it sends; the recipe's smtp-starttls line is what makes port 587 work."""
+    """aerc 0.14 runs outgoing-cred-cmd when it sends (here: after every token issued while it started expired);
+    the recipe's smtp-starttls line is what makes port 587 work."""
     config = mail_agent.config_home / "aerc"
     config.mkdir()
     (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
@@ -302,7 +313,8 @@ def test_aerc_recipe_sends_over_submission(mail_agent, mail_server):
     logins = mail_server.logins("submission", "XOAUTH2")
     # mailto: opens the composer; EDITOR=true leaves the body as given and goes straight to the review screen.
     on_terminal(mail_agent, mail_server, ["aerc", "mailto:bob@example.test?subject=aerc%20send&body=hi"],
-                [("Send this email", b"y"), (lambda: mail_server.sink.messages, b":quit\r")], env={"EDITOR": "true"})
+                [("Send this email", lambda: wait_until_every_token_expired(mail_server.auth_server) or b"y"),
+                 (lambda: mail_server.sink.messages, b":quit\r")], env={"EDITOR": "true"}, timeout=LIFETIME + 45)
     assert mail_server.logins("submission", "XOAUTH2") == logins + 1
     assert "aerc send" in subjects(mail_server.maildir.messages())
 
@@ -337,3 +349,42 @@ def test_signed_out_account_shows_one_desktop_notification_when_mail_clients_ask
     assert agent.authctl("token", "other").returncode == 4
     wait_for(lambda: len(notifications(notification_server)) >= 2, 10, "the other account's notification")
     assert [n["summary"] for n in notifications(notification_server)] == [f"Sign in to {ACCOUNT}", "Sign in to other"]
+
+
+def test_aerc_cannot_log_in_again_after_its_token_expired(mail_agent, mail_server):
+    """README: aerc 0.14 runs source-cred-cmd once, at start-up. After the token expired and the server dropped the
+    connection, aerc logs in again with the token it kept, and Dovecot refuses it."""
+    config = mail_agent.config_home / "aerc"
+    config.mkdir()
+    (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
+    (config / "accounts.conf").chmod(0o600)
+    mail_server.maildir.deliver(message("aerc before"), (mail_server.uid, mail_server.gid))
+
+    def expire_and_kick():
+        wait_until_every_token_expired(mail_server.auth_server)
+        mail_server.kick()
+        return b""
+
+    on_terminal(mail_agent, mail_server, ["aerc"], [
+        ("aerc before", expire_and_kick),
+        (lambda: mail_server.refused_tokens() >= 1, b":quit\r"),
+    ], timeout=LIFETIME + 60)
+    assert mail_server.logins("imap", "XOAUTH2") == 1
+
+
+def test_neomutt_logs_in_again_with_a_fresh_token_after_the_server_dropped_it(mail_agent, mail_server):
+    """README: neomutt runs its refresh command at every login. The running neomutt, its token expired and its
+    connection dropped by the server, logs in again with a new token from the agent."""
+    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+    mail_server.maildir.deliver(message("neomutt before"), (mail_server.uid, mail_server.gid))
+
+    def expire_and_kick():
+        wait_until_every_token_expired(mail_server.auth_server)
+        mail_server.kick()
+        return b":exec imap-fetch-mail\r"  # talks to the server: neomutt finds the connection gone
+
+    on_terminal(mail_agent, mail_server, neomutt_args(mail_server), [
+        ("neomutt before", expire_and_kick),
+        (lambda: mail_server.logins("imap", "XOAUTH2") == 2, b"q"),
+    ], timeout=LIFETIME + 60)
+    assert mail_server.refused_tokens() == 0
