@@ -50,7 +50,9 @@ def mail_server(mail_auth_server):
     server = MailServer(mail_auth_server).start()
     yield server
     server.stop()
+    log = server.log()
     server.cleanup()
+    assert not any(secret in log for secret in mail_auth_server.issued_secrets()), "a token in Dovecot's log"
 
 
 @pytest.fixture
@@ -74,6 +76,9 @@ def run(agent, mail_server, args, input: bytes | None = None, timeout: float = 6
     result = subprocess.run(args, env=client_env(agent, mail_server), cwd=agent.home, input=input,
                             stdin=None if input is not None else subprocess.DEVNULL, capture_output=True,
                             timeout=timeout)
+    output = result.stdout + result.stderr
+    assert not any(secret.encode() in output for secret in mail_server.auth_server.issued_secrets()), \
+        f"{args[0]} printed a token (output withheld)"
     return result
 
 
