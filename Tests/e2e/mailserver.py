@@ -10,6 +10,7 @@ the same user's Maildir, so a test can both see that a message was relayed and r
 from __future__ import annotations
 
 import asyncio
+import grp
 import os
 import pwd
 import shutil
@@ -174,8 +175,8 @@ class RelaySink:
                     while (text := await line()) != b".":
                         body.append(text[1:] if text.startswith(b"..") else text)
                     message = b"\r\n".join(body) + b"\r\n"
+                    self.deliver(message)  # first, so a test that sees the message recorded finds it delivered
                     self.messages.append((sender, recipients, message))
-                    self.deliver(message)
                     await say("250 2.0.0 delivered")
                 elif verb in ("RSET", "NOOP"):
                     await say("250 OK")
@@ -212,7 +213,7 @@ class MailServer:
         self.cafile = cert
         self.port_imaps, self.port_submission, self.port_relay = free_port(), free_port(), free_port()
         self.sink = RelaySink(lambda message: self.maildir.deliver(message, (self.uid, self.gid)), self.port_relay).start()
-        group = self._group_name()
+        group = grp.getgrgid(self.gid).gr_name
         (self.base / "dovecot.conf").write_text(DOVECOT_CONF.format(
             base=self.base, server_name=SERVER_NAME, user=self.user, group=group, uid=self.uid, gid=self.gid,
             cert=cert, key=key, port_imaps=self.port_imaps, port_submission=self.port_submission,
@@ -226,12 +227,12 @@ class MailServer:
             [dovecot, "-F", "-c", str(self.base / "dovecot.conf")], stdin=subprocess.DEVNULL, stdout=self.stderr,
             stderr=self.stderr, start_new_session=True,
             **({"user": self.uid, "group": self.gid, "extra_groups": []} if os.getuid() == 0 else {}))
-        wait_for(self._listening, timeout, "Dovecot to accept connections on its IMAPS and submission ports")
+        try:
+            wait_for(self._listening, timeout, "Dovecot to accept connections on its IMAPS and submission ports")
+        except BaseException:
+            self.stop()
+            raise
         return self
-
-    def _group_name(self) -> str:
-        import grp
-        return grp.getgrgid(self.gid).gr_name
 
     def _listening(self) -> bool:
         if self.proc.poll() is not None:

@@ -1,7 +1,8 @@
 """README's mail recipes as printed, run by the real clients from Debian (msmtp, mbsync with Debian's XOAUTH2 SASL
-plugin, neomutt in batch mode and on a pseudo-terminal, aerc on a pseudo-terminal, curl) against a real Dovecot on loopback (mailserver.py) whose oauth2 passdb checks
-each token at the test authorization server. Tokens live LIFETIME seconds: each client runs once, then again
-after every access token issued so far has expired at the server, so the agent must have refreshed.
+plugin, neomutt in batch mode and on a pseudo-terminal, aerc on a pseudo-terminal, curl) against a real Dovecot on
+loopback (mailserver.py) whose oauth2 passdb checks each token at the test authorization server. Tokens live
+LIFETIME seconds: a client runs once, then again after every access token issued so far has expired at the
+server, so the agent must have refreshed; the running neomutt and aerc see their connection dropped after that.
 
 Each config block comes from README.md (readme_blocks.py); only the placeholders README names are replaced. What
 the test adds is the environment a user's machine has and this one lacks: trust in the test server's certificate
