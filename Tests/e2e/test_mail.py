@@ -75,9 +75,10 @@ def client_env(agent, mail_server: MailServer) -> dict:
 
 
 def run(agent, mail_server, args, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    # No controlling terminal, whatever runs the tests: as from cron or a systemd timer.
     result = subprocess.run(args, env=client_env(agent, mail_server), cwd=agent.home, input=input,
                             stdin=None if input is not None else subprocess.DEVNULL, capture_output=True,
-                            timeout=timeout)
+                            timeout=timeout, start_new_session=True)
     output = result.stdout + result.stderr
     assert not any(secret.encode() in output for secret in mail_server.auth_server.issued_secrets()), \
         f"{args[0]} printed a token (output withheld)"
