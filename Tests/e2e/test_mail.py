@@ -10,6 +10,7 @@ the test adds is the environment a user's machine has and this one lacks: trust 
 from __future__ import annotations
 
 import email
+import shutil
 import subprocess
 import time
 
@@ -74,7 +75,13 @@ def client_env(agent, mail_server: MailServer) -> dict:
                 CURL_CA_BUNDLE=mail_server.cafile)
 
 
+def installed(program: str) -> str:
+    assert shutil.which(program, path=SYSTEM_PATH), f"{program} is not installed (scripts/setup installs it)"
+    return program
+
+
 def run(agent, mail_server, args, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    installed(args[0])
     # No controlling terminal, whatever runs the tests: as from cron or a systemd timer.
     result = subprocess.run(args, env=client_env(agent, mail_server), cwd=agent.home, input=input,
                             stdin=None if input is not None else subprocess.DEVNULL, capture_output=True,
@@ -193,6 +200,7 @@ def test_mbsync_recipe_syncs_the_inbox(mail_agent, mail_server):
 
 def test_curl_recipe_fetches_a_message_over_imap(mail_agent, mail_server):
     line = recipe("**curl**", mail_server)
+    installed("curl")
     mail_server.maildir.deliver(message("curl over imap"), (mail_server.uid, mail_server.gid))
 
     def attempt(round):
@@ -245,6 +253,7 @@ def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
 def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout: float = 30,
                 env: dict | None = None) -> str:
     """terminal.drive with the client environment; a failure shows Dovecot's log too."""
+    installed(args[0])
     return drive(args, dict(client_env(agent, mail_server), **(env or {})), agent.home, steps, timeout,
                  context=lambda: f"dovecot.log:\n{mail_server.log()[-2000:]}")
 
