@@ -376,12 +376,14 @@ def kubectl_with_v1_exec() -> str:
     return path
 
 
-def self_signed_tls(directory) -> tuple[str, str, str]:
-    """A certificate for IP 127.0.0.1 (kubectl sends no credentials over plain http: kubernetes/kubectl#744).
-    Returns (certfile, keyfile, base64 of the certificate for the kubeconfig's certificate-authority-data)."""
+def self_signed_tls(directory, dns: tuple[str, ...] = ()) -> tuple[str, str, str]:
+    """A certificate for IP 127.0.0.1 and the host names `dns` (kubectl sends no credentials over plain http:
+    kubernetes/kubectl#744). Returns (certfile, keyfile, base64 of the certificate for the kubeconfig's
+    certificate-authority-data)."""
     cert, key = directory / "tls.crt", directory / "tls.key"
+    names = ",".join(["IP:127.0.0.1", *(f"DNS:{name}" for name in dns)])
     out = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                          "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                          "-subj", f"/CN={dns[0] if dns else '127.0.0.1'}", "-addext", f"subjectAltName={names}",
                           "-keyout", str(key), "-out", str(cert)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, f"openssl failed: {out.stderr}"
     return str(cert), str(key), base64.b64encode(cert.read_bytes()).decode()
