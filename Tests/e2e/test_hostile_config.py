@@ -130,14 +130,26 @@ def test_shell_syntax_in_a_valid_endpoint_reaches_the_browser_as_one_argument(ma
     assert not marker.exists(), "the endpoint's shell syntax was executed"
 
 
-def test_world_writable_config_stops_the_agent(make_agent, bus_without_keyring):
+def test_world_writable_config_is_never_used(make_agent, bus_without_keyring):
+    """A config file others may write could point an account at their server: it is refused, by --check-config
+    (exit 78) and by the running agent, which serves config_error until the mode is fixed and never reads it."""
     agent = make_agent(bus=bus_without_keyring, start=False)
     for mode in (0o666, 0o620, 0o602):
         agent.config_path.chmod(mode)
-        result = run_binary("auth-agent", [], agent.env, timeout=30)
+        result = run_binary("auth-agent", ["--check-config"], agent.env, timeout=30)
         assert result.returncode == 78, (oct(mode), result.returncode, result.stderr)
         assert "writable by group or others" in result.stderr and "chmod go-w" in result.stderr
-        assert not agent.socket_path.exists()
+    agent.config_path.chmod(0o666)
+    agent.start(wait=False)
+    wait_for(lambda: agent.socket_path.exists() or agent.proc.poll() is not None, 20, "the agent's socket")
+    status = agent.authctl("status", timeout=10)
+    assert status.returncode == 10, (status.returncode, status.stderr)
+    assert "writable by group or others" in status.stderr and "chmod go-w" in status.stderr
+    token = agent.authctl("token", "work", timeout=10)
+    assert token.returncode == 10, (token.returncode, token.stderr)
+    agent.config_path.chmod(0o600)
+    assert agent.authctl("status", timeout=10).returncode == 0, "fixed: the next request reads the file"
+    agent.stop()
     agent.config_path.chmod(0o644)  # readable by others is allowed (it holds no secret unless client_secret)
     result = run_binary("auth-agent", ["--check-config"], agent.env, timeout=30)
     assert result.returncode == 0, result.stderr

@@ -22,6 +22,8 @@ from readme_blocks import fill_in, recipe_block
 from terminal import drive
 from test_notifications import notification_server, notifications  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
 # Where the recipes live (one line to change if they move).
 RECIPES, SECTION = REPO / "README.md", "### Mail"
 ACCOUNT = "gmail"  # the README's account name, so `authctl token gmail` runs as printed

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from conftest import bin_dir, default_account
 from test_integrations import CheckingServer, git_server, parse_basic, run_git
 
