@@ -83,7 +83,7 @@ def test_contents(deb):
         "/usr/share/dbus-1/interfaces/dev.authagent.Agent1.xml", "/usr/share/dbus-1/services/dev.authagent.Agent.service",
         "/usr/share/doc/auth-agent/PROTOCOL.md", "/usr/share/doc/auth-agent/README.md",
         "/usr/share/doc/auth-agent/changelog.gz", "/usr/share/doc/auth-agent/copyright",
-        "/usr/share/fish/vendor_completions.d/authctl.fish",
+        "/usr/share/fish/vendor_completions.d/authctl.fish", "/usr/share/lintian/overrides/auth-agent",
         "/usr/share/man/man1/auth-agent.1.gz", "/usr/share/man/man1/authctl.1.gz",
         "/usr/share/zsh/site-functions/_authctl",
     ]
