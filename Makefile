@@ -4,14 +4,18 @@
 #                                # enables the socket
 #   make install PREFIX=/usr DESTDIR=/tmp/pkgroot    # for packagers: nothing is enabled
 #   make uninstall               # removes exactly what `make install` recorded
+#   make deb                     # Debian package of the release build: .build/deb/auth-agent_VERSION_ARCH.deb
 #
 # CONFIGURATION=debug reuses the debug build (used by the tests). BUILT=DIR installs the binaries already built in
 # DIR (e.g. .build/release) without running swift (used by the tests that install what CI built).
+# The installed binaries are stripped (the build tree keeps its symbols for backtraces and profiles); STRIP=true
+# installs them as built.
 
 PREFIX        ?= $(HOME)/.local
 DESTDIR       ?=
 CONFIGURATION ?= release
 SWIFT         ?= swift
+STRIP         ?= strip
 
 BINDIR        := $(PREFIX)/bin
 DATADIR       := $(PREFIX)/share
@@ -35,7 +39,7 @@ MANIFEST      := $(DATADIR)/auth-agent/install-manifest
 BUILT         ?=
 BUILDDIR       = $(if $(BUILT),$(BUILT),$(shell $(SWIFT) build -c $(CONFIGURATION) --show-bin-path))
 
-.PHONY: all build install uninstall man test demo
+.PHONY: all build install uninstall deb man test demo
 
 all: build
 
@@ -48,13 +52,14 @@ install: $(if $(BUILT),,build)
 	put() { install -D -m "$$1" "$$2" "$$root$$3"; echo "$(strip $$3)" >> "$$manifest.tmp"; echo "  $$root$$3"; }; \
 	mkdir -p "$$(dirname "$$manifest")"; : > "$$manifest.tmp"; \
 	echo "installing into $${root:-/}$(PREFIX):"; \
-	put 755 "$$bin/auth-agent" "$(BINDIR)/auth-agent"; \
-	put 755 "$$bin/authctl" "$(BINDIR)/authctl"; \
+	put 755 "$$bin/auth-agent" "$(BINDIR)/auth-agent"; $(STRIP) "$$root$(BINDIR)/auth-agent"; \
+	put 755 "$$bin/authctl" "$(BINDIR)/authctl"; $(STRIP) "$$root$(BINDIR)/authctl"; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	sed -e 's|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|' -e 's|^ExecReload=[^ ]*|ExecReload=$(BINDIR)/authctl|' \
-		systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
+	units="s|^ExecStart=.*|ExecStart=$(BINDIR)/auth-agent|; s|^ExecReload=[^ ]*|ExecReload=$(BINDIR)/authctl|; s|^Documentation=.*|Documentation=file://$(DOCDIR)/README.md|"; \
+	sed "$$units" systemd/auth-agent.service > "$$tmp/auth-agent.service"; \
+	sed "$$units" systemd/auth-agent.socket > "$$tmp/auth-agent.socket"; \
 	put 644 "$$tmp/auth-agent.service" "$(USERUNITDIR)/auth-agent.service"; \
-	put 644 systemd/auth-agent.socket "$(USERUNITDIR)/auth-agent.socket"; \
+	put 644 "$$tmp/auth-agent.socket" "$(USERUNITDIR)/auth-agent.socket"; \
 	sed 's|^Exec=.*|Exec=$(BINDIR)/auth-agent|' dbus/dev.authagent.Agent.service > "$$tmp/dev.authagent.Agent.service"; \
 	put 644 "$$tmp/dev.authagent.Agent.service" "$(DBUSSERVICEDIR)/dev.authagent.Agent.service"; \
 	put 644 dbus/dev.authagent.Agent.xml "$(DBUSIFACEDIR)/dev.authagent.Agent1.xml"; \
@@ -89,6 +94,10 @@ uninstall:
 		*) echo "  skipped $$path (outside PREFIX)";; esac; done < "$$manifest"; \
 	rmdir "$$root$(DATADIR)/auth-agent" "$$root$(DOCDIR)" 2>/dev/null || true; \
 	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then systemctl --user daemon-reload; fi
+
+# A Debian package of the release build (or of BUILT=DIR), for machines without a Swift toolchain: see scripts/deb.
+deb: $(if $(BUILT),,build)
+	scripts/deb "$(BUILDDIR)"
 
 # Regenerates the committed man page from authctl's own help (swift-argument-parser's generate-manual plugin).
 man:

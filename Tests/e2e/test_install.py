@@ -7,9 +7,16 @@ from conftest import REPO, bin_dir
 
 
 def make(*args, timeout=900):
+    """Installs the binaries under test (BUILT=), without running swift."""
     env = dict(os.environ)
-    return subprocess.run(["make", "-C", str(REPO), *args, "CONFIGURATION=debug"], env=env, capture_output=True,
+    return subprocess.run(["make", "-C", str(REPO), *args, f"BUILT={bin_dir()}"], env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def has_symbol_table(path):
+    sections = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, timeout=60).stdout
+    assert "Section Headers" in sections, sections
+    return ".symtab" in sections
 
 
 def files_under(root):
@@ -33,8 +40,17 @@ def test_packager_install_and_uninstall(tmp_path):
     ]
     assert files_under(root) == expected
     assert os.access(root / "usr/bin/authctl", os.X_OK)
+    for exe in ("auth-agent", "authctl"):
+        assert has_symbol_table(bin_dir() / exe), f"the build tree's {exe} keeps its symbols"
+        assert not has_symbol_table(root / "usr/bin" / exe), f"the installed {exe} is stripped"
+    version = subprocess.run([str(root / "usr/bin/authctl"), "--version"], capture_output=True, text=True, timeout=30)
+    assert version.returncode == 0 and version.stdout.strip(), "the stripped authctl runs"
     unit = (root / "usr/lib/systemd/user/auth-agent.service").read_text()
     assert "ExecStart=/usr/bin/auth-agent\n" in unit, "ExecStart points at the installed binary"
+    for name in ("auth-agent.service", "auth-agent.socket"):
+        text = (root / "usr/lib/systemd/user" / name).read_text()
+        assert "Documentation=file:///usr/share/doc/auth-agent/README.md\n" in text, \
+            f"{name}: a packager's unit points at the packaged docs, not a home directory"
     activation = (root / "usr/share/dbus-1/services/dev.authagent.Agent.service").read_text()
     assert "Exec=/usr/bin/auth-agent\n" in activation and "SystemdService=auth-agent.service\n" in activation
     assert "Name=dev.authagent.Agent\n" in activation
@@ -59,6 +75,7 @@ def test_user_install_layout(tmp_path):
     base = tmp_path / "d" / str(home).lstrip("/")
     unit = (base / ".config/systemd/user/auth-agent.service").read_text()
     assert f"ExecStart={home}/.local/bin/auth-agent\n" in unit
+    assert f"Documentation=file://{home}/.local/share/doc/auth-agent/README.md\n" in unit
     # The session bus finds user-installed activatable services in $XDG_DATA_HOME/dbus-1/services.
     activation = (base / ".local/share/dbus-1/services/dev.authagent.Agent.service").read_text()
     assert f"Exec={home}/.local/bin/auth-agent\n" in activation
