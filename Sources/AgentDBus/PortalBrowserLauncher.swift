@@ -119,7 +119,13 @@ public struct PortalBrowserLauncher: BrowserLauncher {
     }
 
     public func locate() -> BrowserLocation {
-        guard available() else { return fallback.locate() }
+        guard available() else {
+            var location = fallback.locate()
+            if location.displaySource == BrowserLocation.userManager {
+                (location.display, location.waylandDisplay) = PortalBrowserLauncher.managerDisplay()
+            }
+            return location
+        }
         return BrowserLocation(program: PortalBrowserLauncher.busName, source: PortalBrowserLauncher.source, problem: nil)
     }
 
@@ -141,6 +147,21 @@ public struct PortalBrowserLauncher: BrowserLauncher {
             return .absent(errorName.isEmpty ? "no session bus: \(detail)" : detail)
         }
         return .failed("\(errorName): \(detail)")
+    }
+
+    /// DISPLAY and WAYLAND_DISPLAY in the user manager's environment now: what a browser started with
+    /// `systemd-run --user` gets (nil each when unset or unreadable).
+    static func managerDisplay() -> (String?, String?) {
+        var display = [CChar](repeating: 0, count: 256)
+        var wayland = [CChar](repeating: 0, count: 256)
+        guard aa_manager_display(microseconds(.seconds(2)), &display, display.count, &wayland, wayland.count) == 0 else {
+            return (nil, nil)
+        }
+        func value(_ bytes: [CChar]) -> String? {
+            let text = String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return text.isEmpty ? nil : text
+        }
+        return (value(display), value(wayland))
     }
 
     static func microseconds(_ duration: Duration) -> UInt64 {

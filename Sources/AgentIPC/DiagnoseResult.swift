@@ -13,10 +13,23 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
         public var source: String?
         /// Why none was found.
         public var problem: String?
-        public init(program: String?, source: String?, problem: String?) {
+        /// The display the browser opens on, from `display_source`'s environment (`user manager` under systemd,
+        /// `agent` otherwise; absent when the portal opens it).
+        public var display: String?
+        public var waylandDisplay: String?
+        public var displaySource: String?
+        public init(program: String?, source: String?, problem: String?, display: String? = nil,
+                    waylandDisplay: String? = nil, displaySource: String? = nil) {
             self.program = program
             self.source = source
             self.problem = problem
+            self.display = display
+            self.waylandDisplay = waylandDisplay
+            self.displaySource = displaySource
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case program, source, problem, display, waylandDisplay = "wayland_display", displaySource = "display_source"
         }
     }
 

@@ -19,7 +19,9 @@ extension AgentOperations {
         }
         return DiagnoseResult(
             agentVersion: version, keyring: diagnosis.keyring.rawValue,
-            browser: .init(program: diagnosis.browser.program, source: diagnosis.browser.source, problem: diagnosis.browser.problem),
+            browser: .init(program: diagnosis.browser.program, source: diagnosis.browser.source, problem: diagnosis.browser.problem,
+                           display: diagnosis.browser.display, waylandDisplay: diagnosis.browser.waylandDisplay,
+                           displaySource: diagnosis.browser.displaySource),
             accounts: diagnosis.accounts.map { account in
                 DiagnoseResult.Account(
                     name: account.name, issuer: account.issuer, endpointsConfigured: account.endpointsConfigured,

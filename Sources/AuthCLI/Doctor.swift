@@ -116,6 +116,27 @@ public enum Doctor {
         return DoctorCheck("session", .ok, "graphical session")
     }
 
+    /// The display the agent's browser opens on, as the agent sees it (`source`: `user manager` or `agent`); nil
+    /// when the agent cannot say (the xdg-desktop-portal opens the browser). An SSH session still warns: the
+    /// browser opens on this machine's display, not where the user sits.
+    public static func agentDisplay(display: String?, wayland: String?, source: String?, ssh: Bool) -> DoctorCheck? {
+        guard let source else { return nil }
+        let whose = source == "user manager" ? "the user manager's environment" : "the agent's environment"
+        if display == nil && wayland == nil {
+            return DoctorCheck("display", .warn, "no DISPLAY or WAYLAND_DISPLAY in \(whose): the browser the agent starts has no screen",
+                               hint: source == "user manager"
+                                   ? "in your graphical session run `systemctl --user import-environment DISPLAY WAYLAND_DISPLAY XAUTHORITY`, or sign in with `authctl login --no-browser ACCOUNT`"
+                                   : "start the agent from your graphical session, or sign in with `authctl login --no-browser ACCOUNT`")
+        }
+        let names = [wayland.map { "WAYLAND_DISPLAY=\($0)" }, display.map { "DISPLAY=\($0)" }].compactMap { $0 }
+        let text = "the browser the agent starts opens on \(names.joined(separator: ", ")) (\(whose))"
+        if ssh {
+            return DoctorCheck("display", .warn, text + ", this machine's screen, not yours (SSH)",
+                               hint: "sign in with `authctl login --no-browser ACCOUNT` and paste the final URL back")
+        }
+        return DoctorCheck("display", .ok, text)
+    }
+
     /// The configuration file as authctl sees it: `mode` nil when it does not exist.
     public static func config(path: String, mode: UInt32?, ownedByUser: Bool) -> DoctorCheck {
         guard let mode else {

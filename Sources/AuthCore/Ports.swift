@@ -71,15 +71,26 @@ extension BrowserLauncher {
     public func locate() -> BrowserLocation { BrowserLocation(program: nil, source: nil, problem: "this launcher cannot say") }
 }
 
-/// The browser program a launcher would start (`program`, and `source`: where its name came from), or `problem`.
+/// The browser program a launcher would start (`program`, and `source`: where its name came from), or `problem`;
+/// and the display it would open on, as the started browser will see it (`displaySource` says whose environment
+/// that is: the user manager's, the agent's own; nil when the launcher cannot say, as with the portal).
 public struct BrowserLocation: Sendable, Equatable {
     public var program: String?
     public var source: String?
     public var problem: String?
-    public init(program: String?, source: String?, problem: String?) {
+    public var display: String?
+    public var waylandDisplay: String?
+    public var displaySource: String?
+    /// ``displaySource`` of a browser started through `systemd-run --user`.
+    public static let userManager = "user manager"
+    public init(program: String?, source: String?, problem: String?, display: String? = nil,
+                waylandDisplay: String? = nil, displaySource: String? = nil) {
         self.program = program
         self.source = source
         self.problem = problem
+        self.display = display
+        self.waylandDisplay = waylandDisplay
+        self.displaySource = displaySource
     }
 }
 

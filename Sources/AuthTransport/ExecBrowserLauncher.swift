@@ -106,11 +106,22 @@ public struct ExecBrowserLauncher: BrowserLauncher {
         return found.path
     }
 
-    /// What `authctl doctor` reports: the program the agent would start, or why there is none.
+    /// What `authctl doctor` reports: the program the agent would start, or why there is none, and whose environment
+    /// gives the browser its display. Under systemd that is the user manager's, which this launcher cannot read
+    /// (``BrowserLocation/displaySource`` is `user manager` with no values: the D-Bus side fills them in);
+    /// otherwise the agent's own.
     public func locate() -> BrowserLocation {
-        guard let found = BrowserCommand.resolve(environment: environment) else {
-            return BrowserLocation(program: nil, source: nil, problem: BrowserCommand.notFoundMessage)
+        var location = BrowserLocation(program: nil, source: nil, problem: BrowserCommand.notFoundMessage)
+        if let found = BrowserCommand.resolve(environment: environment) {
+            location = BrowserLocation(program: found.path, source: found.source, problem: nil)
         }
-        return BrowserLocation(program: found.path, source: found.source, problem: nil)
+        if transientUnitRunner() != nil {
+            location.displaySource = BrowserLocation.userManager
+        } else {
+            location.displaySource = "agent"
+            location.display = environment["DISPLAY"]
+            location.waylandDisplay = environment["WAYLAND_DISPLAY"]
+        }
+        return location
     }
 }

@@ -165,3 +165,39 @@ int aa_portal_available(uint64_t timeout_usec) {
     sd_bus_flush_close_unref(bus);
     return r < 0 && !found ? r : found;
 }
+
+/* Copies the value of NAME=... from the strv into out (empty when absent or too long). */
+static void aa_copy_env_value(char **env, const char *name, char *out, size_t size) {
+    size_t length = strlen(name);
+    out[0] = '\0';
+    for (char **entry = env; entry && *entry; entry++) {
+        if (strncmp(*entry, name, length) == 0 && (*entry)[length] == '=') {
+            const char *value = *entry + length + 1;
+            if (strlen(value) < size) strcpy(out, value);
+            return;
+        }
+    }
+}
+
+int aa_manager_display(uint64_t timeout_usec, char *display, size_t display_size, char *wayland, size_t wayland_size) {
+    sd_bus *bus = NULL;
+    display[0] = '\0';
+    wayland[0] = '\0';
+    int r = sd_bus_open_user(&bus);
+    if (r < 0) return r;
+    sd_bus_set_method_call_timeout(bus, timeout_usec);
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    char **env = NULL;
+    r = sd_bus_get_property_strv(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                 "org.freedesktop.systemd1.Manager", "Environment", &error, &env);
+    if (r >= 0) {
+        aa_copy_env_value(env, "DISPLAY", display, display_size);
+        aa_copy_env_value(env, "WAYLAND_DISPLAY", wayland, wayland_size);
+        for (char **entry = env; *entry; entry++) free(*entry);
+        free(env);
+        r = 0;
+    }
+    sd_bus_error_free(&error);
+    sd_bus_flush_close_unref(bus);
+    return r;
+}

@@ -64,7 +64,13 @@ struct DoctorCommand: ParsableCommand {
                                                  problem: BrowserCommand.notFoundMessage, fromAgent: false))
         }
         let session = SessionKind(environment: environment)
-        checks.append(Doctor.session(ssh: session.ssh, headless: session.headless))
+        // The agent's view of the display when it can say (the browser is its to start), else this shell's.
+        if let display = diagnosis.flatMap({ Doctor.agentDisplay(display: $0.browser.display, wayland: $0.browser.waylandDisplay,
+                                                                source: $0.browser.displaySource, ssh: session.ssh) }) {
+            checks.append(display)
+        } else {
+            checks.append(Doctor.session(ssh: session.ssh, headless: session.headless))
+        }
         if let path = ConfigPath.resolve(explicit: config, environment: environment)?.path {
             var info = stat()
             let exists = stat(path, &info) == 0

@@ -3,6 +3,18 @@ import AgentIPC
 import XCTest
 
 final class DoctorTests: XCTestCase {
+    func testTheDisplayIsTheAgentsView() {
+        XCTAssertNil(Doctor.agentDisplay(display: nil, wayland: nil, source: nil, ssh: false), "the portal's business")
+        let none = Doctor.agentDisplay(display: nil, wayland: nil, source: "user manager", ssh: false)
+        XCTAssertEqual(none?.status, .warn)
+        XCTAssertEqual(none?.message, "no DISPLAY or WAYLAND_DISPLAY in the user manager's environment: the browser the agent starts has no screen")
+        XCTAssertTrue(none?.hint?.contains("systemctl --user import-environment DISPLAY WAYLAND_DISPLAY") == true)
+        let wayland = Doctor.agentDisplay(display: ":0", wayland: "wayland-0", source: "user manager", ssh: false)
+        XCTAssertEqual(wayland?.status, .ok)
+        XCTAssertEqual(wayland?.message, "the browser the agent starts opens on WAYLAND_DISPLAY=wayland-0, DISPLAY=:0 (the user manager's environment)")
+        XCTAssertEqual(Doctor.agentDisplay(display: ":0", wayland: nil, source: "agent", ssh: true)?.status, .warn)
+    }
+
     func testClockSkewBounds() {
         XCTAssertEqual(Doctor.clock(account: "w", serverTime: 1000, agentTime: 1000).status, .ok)
         XCTAssertEqual(Doctor.clock(account: "w", serverTime: 1000, agentTime: 1060).status, .ok)

@@ -78,5 +78,8 @@ int aa_portal_await_response(aa_portal_request *request, uint64_t timeout_usec);
 void aa_portal_request_free(aa_portal_request *request);
 /* 1 when the session bus has the portal (running or activatable), 0 when not, negative errno without a bus. */
 int aa_portal_available(uint64_t timeout_usec);
+/* DISPLAY and WAYLAND_DISPLAY in the user manager's environment now (what a `systemd-run --user` unit gets); empty
+ * strings when unset. 0, or negative errno without a user bus or manager. */
+int aa_manager_display(uint64_t timeout_usec, char *display, size_t display_size, char *wayland, size_t wayland_size);
 
 #endif
