@@ -33,8 +33,6 @@ def test_no_sandbox_denials_in_the_journal(user, installed):
     assert not found, "denied by the unit's sandbox:\n" + "\n".join(found[:20])
 
 
-@pytest.mark.xfail(strict=True, reason="libdispatch still logs one 'Failed to set thread priority ... errno=13' per start "
-                   "under the user manager (not reproduced outside it); our own queues already use the default QoS")
 def test_no_thread_priority_noise_in_the_journal(user, installed):
     """libdispatch's "Failed to set thread priority ... errno=13" on every start (RestrictRealtime=yes)."""
     found = [line for line in unit_journal(user).splitlines() if "Failed to set thread priority" in line]
