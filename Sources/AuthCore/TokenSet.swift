@@ -118,9 +118,11 @@ public enum TokenResponseParser {
     }
 
     /// Classifies an error reply. `invalid_grant` means the refresh token (or code) is dead: sign-in required.
+    /// So does a 4xx other than 408/429 that carries no OAuth error at all (an empty 400, a 401, an HTML page): the
+    /// server refused the grant without saying why, and asking again would get the same answer.
     public static func error(from reply: HTTPReply) -> AuthError {
         let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { min(max($0, 0), 3600) }
-        if reply.status == 429 || reply.status >= 500 {
+        if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
             return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
         }
         let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
@@ -138,6 +140,9 @@ public enum TokenResponseParser {
             return AuthError(.invalidClient, "the authorization server rejected the client (\(detail)): check client_id/client_secret")
         case .some:
             return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) (\(detail))")
+        case nil where (400..<500).contains(reply.status):
+            return AuthError(.loginRequired,
+                "the token endpoint refused the sign-in with HTTP \(reply.status) and no OAuth error")
         case nil:
             return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) without an OAuth error")
         }
