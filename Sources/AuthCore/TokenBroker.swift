@@ -92,6 +92,7 @@ public actor TokenBroker {
                 return TokenSnapshot.Entry(
                     accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
                     scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
+                    lifetime: cached.tokens.lifetime,
                     refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
                                                          lifetime: cached.tokens.lifetime, jitter: refreshJitter),
                     generation: 0, attachment: nil)
@@ -167,7 +168,8 @@ public actor TokenBroker {
 
     // MARK: Tokens
 
-    /// A token valid for at least `minValid`. Serves the cache when it can; otherwise joins or starts the one
+    /// A token valid for at least `minValid`, or the freshest the server gives when its tokens live shorter
+    /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry). Serves the cache when it can; otherwise joins or starts the one
     /// refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
     /// `scopes` (a subset of the account's) and `resource` (RFC 8707) select a separately cached token.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
@@ -225,11 +227,13 @@ public actor TokenBroker {
                          retryAfter: wait)
     }
 
-    /// A just-refreshed token must satisfy the caller's `minValid`.
+    /// A just-refreshed token is the freshest the server gives, so it satisfies any `minValid` (``RefreshPolicy``'s
+    /// one rule); it fails only when the server's tokens live shorter than the agent's own minimum.
     func requireValidity(_ refreshed: CachedToken, minValid: Duration) throws(AuthError) {
-        guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, now: time.now(), minValid: minValid) else {
+        guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, lifetime: refreshed.tokens.lifetime, now: time.now(),
+                             minValid: minValid) else {
             throw AuthError(.minValidUnsatisfiable,
-                "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(minValid.components.seconds) s asked for")
+                "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(policy.minimumRemaining.components.seconds) s the agent needs to hand one out")
         }
     }
 
@@ -272,7 +276,8 @@ public actor TokenBroker {
     /// During an outage a cached token is served as long as it is valid for the policy's minimum.
     func usableDuringOutage(_ state: AccountState) -> CachedToken? {
         guard let cached = state.cache,
-              policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: .zero) else { return nil }
+              policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: time.now(),
+                             minValid: .zero) else { return nil }
         return cached
     }
 

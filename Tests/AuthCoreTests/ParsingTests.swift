@@ -131,9 +131,10 @@ final class ParsingTests: XCTestCase {
     func testRefreshPolicy() {
         let policy = RefreshPolicy(minimumRemaining: .seconds(10))
         let t0 = ContinuousClock.now
-        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .zero))
-        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(9), now: t0, minValid: .zero))
-        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .seconds(61)))
-        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .seconds(60)))
+        let hour = Duration.seconds(3600)
+        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .zero))
+        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(9), lifetime: hour, now: t0, minValid: .zero))
+        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .seconds(61)))
+        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .seconds(60)))
     }
 }
