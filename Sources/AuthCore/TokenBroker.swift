@@ -299,7 +299,8 @@ public actor TokenBroker {
                 throw AuthError.loginRequired(name)
             }
             let metadata = try await metadata(for: name)
-            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())] + entry.formFields
+            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
+                + entry.refreshFields(configuredScopes: config.scopes)
             let basic = clientAuthentication(config, metadata, into: &fields)
             let sentAt = time.now()
             logger.debug("refreshing", metadata: ["account": "\(name)"])
