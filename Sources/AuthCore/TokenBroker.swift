@@ -298,6 +298,13 @@ public actor TokenBroker {
             } else {
                 throw AuthError.loginRequired(name)
             }
+            if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
+                var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
+                                      receivedAt: time.now())
+                tokens.nonExpiring = true
+                return entry.isDefault ? cacheFreshTokens(name, tokens) : cacheScoped(name, entry, tokens)
+            }
             let metadata = try await metadata(for: name)
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
                 + entry.refreshFields(configuredScopes: config.scopes)
@@ -505,6 +512,9 @@ public actor TokenBroker {
         if let refresh = tokens.refreshToken {
             try await storeRefreshToken(refresh, for: SecretKey(config))
             accounts[name]?.unsavedRefreshToken = nil
+        } else if tokens.nonExpiring {
+            // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
+            try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
         } else {
             logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                            metadata: ["account": "\(name)"])
@@ -514,7 +524,7 @@ public actor TokenBroker {
         let cached = cacheFreshTokens(name, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))
-        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil)
+        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)
         result.subject = claims?.subject
         result.email = claims?.email
         result.name = claims?.name
@@ -537,10 +547,14 @@ public actor TokenBroker {
         let stored = try await loadRefreshToken(key)
         var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
         if let token = unsaved ?? stored {
+            let (revoked, hint) = switch StoredCredential(stored: token) {
+            case .refreshToken(let refresh): (refresh, "refresh_token")
+            case .longLivedAccessToken(let access): (access, "access_token")
+            }
             do throws(AuthError) {
                 let metadata = try await metadata(for: name)
                 if let endpoint = metadata.revocationEndpoint {
-                    var fields = [("token", token.reveal()), ("token_type_hint", "refresh_token")]
+                    var fields = [("token", revoked.reveal()), ("token_type_hint", hint)]
                     let basic = clientAuthentication(config, metadata, into: &fields)
                     let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
                     result.revoked = reply.status == 200
@@ -593,7 +607,8 @@ public actor TokenBroker {
             if state.unsavedRefreshToken != nil { hasRefresh = true }
             let now = time.now()
             let cache = accounts[name]?.cache
-            let remaining = cache.map { $0.tokens.expiresAt - now }
+            // A non-expiring token (TokenSet.nonExpiring) shows no expiry rather than one the agent made up.
+            let remaining = cache.flatMap { $0.tokens.nonExpiring ? nil : $0.tokens.expiresAt - now }
             list.append(AccountStatus(
                 name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,

@@ -8,6 +8,11 @@ public struct TokenSet: Sendable {
     public var idToken: Secret?
     public var scopes: [String]?
     public var lifetime: Duration
+    /// The server gave neither `expires_in` nor a refresh token (a GitHub OAuth app): the access token is the
+    /// long-lived credential, kept in the keyring like a refresh token (``StoredCredential``) and never given an
+    /// expiry of the agent's invention (``lifetime`` is then ``TokenResponseParser/maximumLifetime``, only so the
+    /// cache never thinks it stale).
+    public var nonExpiring = false
     public var receivedAt: ContinuousClock.Instant
     public var expiresAt: ContinuousClock.Instant { receivedAt + lifetime }
 
@@ -75,6 +80,8 @@ public enum TokenResponseParser {
             throw AuthError(.invalidTokenResponse, "the token response has token_type \(shown); only Bearer is supported")
         }
         var lifetime = defaultLifetime
+        let nonExpiring = body.expires_in == nil && body.refresh_token == nil
+        if nonExpiring { lifetime = .seconds(maximumLifetime) }
         if let seconds = body.expires_in?.value {
             guard seconds > 0, seconds <= maximumLifetime else {
                 throw AuthError(.invalidTokenResponse, "the token response has expires_in \(seconds), outside 1...\(maximumLifetime)")
@@ -86,7 +93,7 @@ public enum TokenResponseParser {
             guard !value.isEmpty else { throw AuthError(.invalidTokenResponse, "the token response has an empty \(key)") }
             return value
         }
-        return TokenSet(
+        var set = TokenSet(
             accessToken: Secret(access),
             tokenType: "Bearer",
             refreshToken: try nonEmpty(body.refresh_token, "refresh_token").map(Secret.init),
@@ -96,6 +103,8 @@ public enum TokenResponseParser {
             lifetime: lifetime,
             receivedAt: receivedAt
         )
+        set.nonExpiring = nonExpiring
+        return set
     }
 
     /// The fields of RFC 6749 §5.1 we read. Unknown fields are ignored; wrong types fail decoding.

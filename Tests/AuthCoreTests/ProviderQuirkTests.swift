@@ -71,6 +71,33 @@ final class ProviderQuirkTests: XCTestCase {
         XCTAssertNil(stored)
     }
 
+    func testGitHubOAuthAppTokenIsTheLongLivedCredential() async throws {
+        let set = try TokenResponseParser.parse(reply(#"{"access_token":"gho_x","scope":"repo","token_type":"bearer"}"#), receivedAt: now)
+        XCTAssertTrue(set.nonExpiring)
+        XCTAssertFalse(try TokenResponseParser.parse(reply(#"{"access_token":"a","token_type":"bearer","refresh_token":"r"}"#), receivedAt: now).nonExpiring)
+        XCTAssertFalse(try TokenResponseParser.parse(reply(#"{"access_token":"a","token_type":"bearer","expires_in":60}"#), receivedAt: now).nonExpiring)
+        XCTAssertEqual(StoredCredential(stored: StoredCredential.longLivedAccessToken(Secret("gho_x")).stored), .longLivedAccessToken(Secret("gho_x")))
+        XCTAssertEqual(StoredCredential(stored: Secret("ghr_y")), .refreshToken(Secret("ghr_y")))
+
+        // Stored in the keyring at sign-in, served after a "restart" (a new broker) without any token request,
+        // and shown without an expiry in status.
+        let store = MemorySecretStore(items: [key: StoredCredential.longLivedAccessToken(Secret("gho_x")).stored])
+        let http = FakeHTTP()
+        let broker = Fixtures.broker(store: store, http: http)
+        let grant = try await broker.accessToken(account: "work", minValid: .seconds(3600))
+        XCTAssertEqual(grant.accessToken.reveal(), "gho_x")
+        let forced = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(forced.accessToken.reveal(), "gho_x")
+        XCTAssertTrue(http.tokenPosts.isEmpty, "nothing to redeem")
+        let status = await broker.status()
+        XCTAssertEqual(status.accounts.first?.hasRefreshToken, true)
+        XCTAssertNil(status.accounts.first?.accessTokenExpiresAt)
+        XCTAssertNil(status.accounts.first?.accessTokenExpiresIn)
+        _ = try await broker.logout(account: "work")
+        XCTAssertEqual(http.revokePosts.first?["token"], "gho_x", "revoked as the access token it is")
+        XCTAssertEqual(http.revokePosts.first?["token_type_hint"], "access_token")
+    }
+
     func testHTMLIsStillNotAForm() {
         XCTAssertEqual(TokenResponseParser.jsonBody(Array("<html><a href=x>".utf8)), Array("<html><a href=x>".utf8))
         XCTAssertThrowsError(try TokenResponseParser.parse(reply("<html><body a=b>hi</body></html>"), receivedAt: now)) {

@@ -135,6 +135,16 @@ def github_comma_separated_scopes(method, path, headers, body, forward):
     return rewrite_json(answer, lambda obj: {**obj, "scope": ",".join(obj.get("scope", "").split())})
 
 
+def github_oauth_app_token(method, path, headers, body, forward):
+    """https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#2-users-are-redirected-back-to-your-site-by-github:
+    an OAuth app's answer is {"access_token":"gho_...", "scope":"repo,gist", "token_type":"bearer"}: no expires_in
+    and no refresh_token (OAuth app tokens do not expire; https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/differences-between-github-apps-and-oauth-apps)."""
+    answer = forward()
+    if not is_code_exchange(path, body):
+        return answer
+    return rewrite_json(answer, lambda obj: {k: v for k, v in obj.items() if k not in ("expires_in", "refresh_token")})
+
+
 def github_app_expiring_user_tokens(method, path, headers, body, forward):
     """https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens:
     "The user access token expires after eight hours, and the refresh token expires after six months."; the

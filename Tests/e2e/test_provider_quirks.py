@@ -119,6 +119,29 @@ def test_github_comma_separated_scopes_are_split(make_agent, keyring, auth_serve
     agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
 
 
+def test_github_oauth_app_token_is_kept_like_a_sign_in(make_agent, keyring, auth_server, fault_proxy):
+    # https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps: an OAuth app's answer
+    # has no expires_in and no refresh_token; the token does not expire.
+    proxy = fault_proxy
+    proxy.quirk(q.github_oauth_app_token)
+    agent = proxied_agent(make_agent, proxy)
+    login = agent.login("work")
+    assert "does not expire" in login.stdout, login.stdout
+    token = agent.token("work")
+    agent.remember(token)
+    assert keyring.secret_tool_lookup("work", auth_server.issuer), "the long-lived token is in the keyring"
+    account = agent.account_status("work")
+    assert account["signed_in"] is True
+    assert "access_token_expires_at" not in account and "access_token_expires_in" not in account, account
+    posts = proxy.token_posts()
+    agent.restart()
+    assert agent.token("work") == token, "served after a restart"
+    assert agent.token("work", "--refresh") == token
+    assert proxy.token_posts() == posts, "nothing to redeem"
+    assert auth_server.introspect(token)["active"] is True
+    assert agent.account_status("work")["signed_in"] is True
+
+
 def test_github_app_expiring_user_token_and_its_dead_refresh_token(make_agent, keyring, auth_server, fault_proxy):
     # https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens:
     # "The user access token expires after eight hours, and the refresh token expires after six months." The
