@@ -169,8 +169,8 @@ public actor TokenBroker {
     // MARK: Tokens
 
     /// A token valid for at least `minValid`, or the freshest the server gives when its tokens live shorter
-    /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry). Serves the cache when it can; otherwise joins or starts the one
-    /// refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
+    /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry). Serves the
+    /// cache when it can; otherwise joins or starts the one refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
     /// `scopes` (a subset of the account's) and `resource` (RFC 8707) select a separately cached token.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                             interactive: Bool = false, scopes: [String]? = nil,

@@ -7,8 +7,8 @@ import Synchronization
 /// broker actor (the socket server's fast path, docs/ARCHITECTURE.md).
 ///
 /// It serves only what the broker itself would serve without any work: a token that satisfies `minValid` under
-/// the same ``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)`` rule **and** has not reached its early-refresh
-/// moment. Inside the margin the broker serves the token and starts a refresh behind the caller; the snapshot
+/// the same ``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)`` rule **and** has not reached its
+/// early-refresh moment. Inside the margin the broker serves the token and starts a refresh behind the caller; the snapshot
 /// answers nil there, so such requests take the broker's path and keep that behaviour.
 ///
 /// Fast-path use is recorded here (the caller asked for the account at `now`) and the broker reads it back, so
