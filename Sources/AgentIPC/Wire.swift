@@ -11,6 +11,9 @@ public enum WireProtocol {
     public static let version = 1
     /// No line, in either direction, may exceed this many bytes (newline excluded).
     public static let maxMessageBytes = 64 * 1024
+    /// An access token the server gave no expiry (and no refresh token: a GitHub OAuth app's) is reported as
+    /// expiring this many seconds (366 days) after it was issued; `status` shows no expiry for it.
+    public static let nonExpiringSeconds = 366 * 24 * 3600
 }
 
 public enum Operation: String, Codable, Sendable, CaseIterable {

@@ -25,8 +25,20 @@ public struct RefreshPolicy: Sendable, Equatable {
         self.backoffCap = backoffCap
     }
 
-    public func isFresh(expiresAt: ContinuousClock.Instant, now: ContinuousClock.Instant, minValid: Duration) -> Bool {
-        now + max(minValid, minimumRemaining) <= expiresAt
+    /// The one place a caller's `minValid` is checked. It means "fresh enough, or the freshest the server will
+    /// give": a token of `lifetime` must stay valid for `minValid`, but never for more than a fresh token of that
+    /// lifetime has left at its early-refresh moment (``attainable(lifetime:)``), because a server whose tokens live
+    /// shorter than `minValid` would only hand out another such token, and asking again for each caller would be a
+    /// refresh storm. Never less than ``minimumRemaining``.
+    public func isFresh(expiresAt: ContinuousClock.Instant, lifetime: Duration, now: ContinuousClock.Instant,
+                        minValid: Duration) -> Bool {
+        now + max(min(minValid, attainable(lifetime: lifetime)), minimumRemaining) <= expiresAt
+    }
+
+    /// What a token of `lifetime` has left when it is due for its early refresh (without jitter): the most any caller
+    /// can count on from a server that issues such tokens.
+    public func attainable(lifetime: Duration) -> Duration {
+        lifetime - earlyMargin(lifetime: lifetime, jitter: 0)
     }
 
     /// How long before expiry a token of this lifetime should be refreshed. `jitter` in 0..<1 spreads refreshes of

@@ -31,7 +31,8 @@ extension TokenBroker {
             refreshed = try await scopedRefreshOnce(name, key)
         } catch let error where RefreshPolicy.isTransient(error.code) && !forceRefresh {
             if let cached = accounts[name]?.scoped[key],
-               policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: .zero) {
+               policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime,
+                              now: time.now(), minValid: .zero) {
                 return scopedGrant(name, key, cached)
             }
             throw error

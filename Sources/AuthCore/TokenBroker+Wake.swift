@@ -34,7 +34,8 @@ extension TokenBroker {
     /// Whether a cached token may be handed out without a refresh. Every rule about "may this cached token be
     /// served" is here or in ``markStale(_:)``.
     func isServable(_ cached: CachedToken, now: ContinuousClock.Instant, minValid: Duration) -> Bool {
-        !cached.stale && policy.isFresh(expiresAt: cached.tokens.expiresAt, now: now, minValid: minValid)
+        !cached.stale && policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: now,
+                                        minValid: minValid)
     }
 
     /// The one place that withdraws cached tokens from serving (until a refresh replaces them). Setting `stale` on

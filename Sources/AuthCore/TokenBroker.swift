@@ -92,6 +92,7 @@ public actor TokenBroker {
                 return TokenSnapshot.Entry(
                     accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
                     scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
+                    lifetime: cached.tokens.lifetime,
                     refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
                                                          lifetime: cached.tokens.lifetime, jitter: refreshJitter),
                     generation: 0, attachment: nil)
@@ -167,8 +168,9 @@ public actor TokenBroker {
 
     // MARK: Tokens
 
-    /// A token valid for at least `minValid`. Serves the cache when it can; otherwise joins or starts the one
-    /// refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
+    /// A token valid for at least `minValid`, or the freshest the server gives when its tokens live shorter
+    /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry). Serves the
+    /// cache when it can; otherwise joins or starts the one refresh for this account. With `interactive`, a missing sign-in starts (or joins) a browser sign-in.
     /// `scopes` (a subset of the account's) and `resource` (RFC 8707) select a separately cached token.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                             interactive: Bool = false, scopes: [String]? = nil,
@@ -225,11 +227,13 @@ public actor TokenBroker {
                          retryAfter: wait)
     }
 
-    /// A just-refreshed token must satisfy the caller's `minValid`.
+    /// A just-refreshed token is the freshest the server gives, so it satisfies any `minValid` (``RefreshPolicy``'s
+    /// one rule); it fails only when the server's tokens live shorter than the agent's own minimum.
     func requireValidity(_ refreshed: CachedToken, minValid: Duration) throws(AuthError) {
-        guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, now: time.now(), minValid: minValid) else {
+        guard policy.isFresh(expiresAt: refreshed.tokens.expiresAt, lifetime: refreshed.tokens.lifetime, now: time.now(),
+                             minValid: minValid) else {
             throw AuthError(.minValidUnsatisfiable,
-                "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(minValid.components.seconds) s asked for")
+                "the server issues tokens valid for \(refreshed.tokens.lifetime.components.seconds) s, less than the \(policy.minimumRemaining.components.seconds) s the agent needs to hand one out")
         }
     }
 
@@ -272,7 +276,8 @@ public actor TokenBroker {
     /// During an outage a cached token is served as long as it is valid for the policy's minimum.
     func usableDuringOutage(_ state: AccountState) -> CachedToken? {
         guard let cached = state.cache,
-              policy.isFresh(expiresAt: cached.tokens.expiresAt, now: time.now(), minValid: .zero) else { return nil }
+              policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: time.now(),
+                             minValid: .zero) else { return nil }
         return cached
     }
 
@@ -293,8 +298,16 @@ public actor TokenBroker {
             } else {
                 throw AuthError.loginRequired(name)
             }
+            if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
+                var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
+                                      receivedAt: time.now())
+                tokens.nonExpiring = true
+                return entry.isDefault ? cacheFreshTokens(name, tokens) : cacheScoped(name, entry, tokens)
+            }
             let metadata = try await metadata(for: name)
-            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())] + entry.formFields
+            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
+                + entry.refreshFields(configuredScopes: config.scopes)
             let basic = clientAuthentication(config, metadata, into: &fields)
             let sentAt = time.now()
             logger.debug("refreshing", metadata: ["account": "\(name)"])
@@ -499,6 +512,9 @@ public actor TokenBroker {
         if let refresh = tokens.refreshToken {
             try await storeRefreshToken(refresh, for: SecretKey(config))
             accounts[name]?.unsavedRefreshToken = nil
+        } else if tokens.nonExpiring {
+            // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
+            try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
         } else {
             logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                            metadata: ["account": "\(name)"])
@@ -508,7 +524,7 @@ public actor TokenBroker {
         let cached = cacheFreshTokens(name, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))
-        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil)
+        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)
         result.subject = claims?.subject
         result.email = claims?.email
         result.name = claims?.name
@@ -531,10 +547,14 @@ public actor TokenBroker {
         let stored = try await loadRefreshToken(key)
         var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
         if let token = unsaved ?? stored {
+            let (revoked, hint) = switch StoredCredential(stored: token) {
+            case .refreshToken(let refresh): (refresh, "refresh_token")
+            case .longLivedAccessToken(let access): (access, "access_token")
+            }
             do throws(AuthError) {
                 let metadata = try await metadata(for: name)
                 if let endpoint = metadata.revocationEndpoint {
-                    var fields = [("token", token.reveal()), ("token_type_hint", "refresh_token")]
+                    var fields = [("token", revoked.reveal()), ("token_type_hint", hint)]
                     let basic = clientAuthentication(config, metadata, into: &fields)
                     let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
                     result.revoked = reply.status == 200
@@ -587,7 +607,8 @@ public actor TokenBroker {
             if state.unsavedRefreshToken != nil { hasRefresh = true }
             let now = time.now()
             let cache = accounts[name]?.cache
-            let remaining = cache.map { $0.tokens.expiresAt - now }
+            // A non-expiring token (TokenSet.nonExpiring) shows no expiry rather than one the agent made up.
+            let remaining = cache.flatMap { $0.tokens.nonExpiring ? nil : $0.tokens.expiresAt - now }
             list.append(AccountStatus(
                 name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,

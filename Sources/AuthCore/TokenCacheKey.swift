@@ -44,10 +44,17 @@ public struct TokenCacheKey: Hashable, Sendable, CustomStringConvertible {
 
     public var isDefault: Bool { scopes == nil && resource == nil }
 
-    /// The refresh request's extra parameters.
-    var formFields: [(String, String)] {
+    /// The refresh request's extra parameters. The default entry names the account's configured scopes, the ones
+    /// its sign-in asked for (RFC 6749 §6 allows a refresh to repeat the original scope, and Microsoft's v2.0
+    /// endpoint refuses a refresh without `scope`: AADSTS900144); a subset names itself; a resource alone keeps
+    /// the granted scopes.
+    func refreshFields(configuredScopes: [String]) -> [(String, String)] {
         var fields: [(String, String)] = []
-        if let scopes { fields.append(("scope", scopes.joined(separator: " "))) }
+        if let scopes {
+            fields.append(("scope", scopes.joined(separator: " ")))
+        } else if isDefault, !configuredScopes.isEmpty {
+            fields.append(("scope", configuredScopes.joined(separator: " ")))
+        }
         if let resource { fields.append(("resource", resource)) }
         return fields
     }

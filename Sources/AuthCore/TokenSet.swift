@@ -8,6 +8,11 @@ public struct TokenSet: Sendable {
     public var idToken: Secret?
     public var scopes: [String]?
     public var lifetime: Duration
+    /// The server gave neither `expires_in` nor a refresh token (a GitHub OAuth app): the access token is the
+    /// long-lived credential, kept in the keyring like a refresh token (``StoredCredential``) and never given an
+    /// expiry of the agent's invention (``lifetime`` is then ``TokenResponseParser/maximumLifetime``, only so the
+    /// cache never thinks it stale).
+    public var nonExpiring = false
     public var receivedAt: ContinuousClock.Instant
     public var expiresAt: ContinuousClock.Instant { receivedAt + lifetime }
 
@@ -53,14 +58,19 @@ public enum TokenResponseParser {
         guard !reply.bodyTooLarge else {
             throw AuthError(.invalidTokenResponse, "the token endpoint answered HTTP \(reply.status) with a body too large to be a token response")
         }
+        let json = jsonBody(reply.body)
         let body: Body
         do {
-            body = try JSONDecoder().decode(Body.self, from: Data(reply.body))
+            body = try JSONDecoder().decode(Body.self, from: Data(json))
         } catch let failure as AuthError {
             throw failure
         } catch {
             throw AuthError(.invalidTokenResponse,
                 "the token endpoint answered HTTP \(reply.status) with a body that is not a valid token response")
+        }
+        // GitHub answers errors (`bad_refresh_token`, `bad_verification_code`) with HTTP 200.
+        if body.access_token == nil, body.error != nil {
+            throw error(from: HTTPReply(status: reply.status, body: json, retryAfter: reply.retryAfter))
         }
         guard let access = body.access_token, !access.isEmpty else {
             throw AuthError(.invalidTokenResponse, "the token response has no access_token")
@@ -70,6 +80,8 @@ public enum TokenResponseParser {
             throw AuthError(.invalidTokenResponse, "the token response has token_type \(shown); only Bearer is supported")
         }
         var lifetime = defaultLifetime
+        let nonExpiring = body.expires_in == nil && body.refresh_token == nil
+        if nonExpiring { lifetime = .seconds(maximumLifetime) }
         if let seconds = body.expires_in?.value {
             guard seconds > 0, seconds <= maximumLifetime else {
                 throw AuthError(.invalidTokenResponse, "the token response has expires_in \(seconds), outside 1...\(maximumLifetime)")
@@ -81,15 +93,18 @@ public enum TokenResponseParser {
             guard !value.isEmpty else { throw AuthError(.invalidTokenResponse, "the token response has an empty \(key)") }
             return value
         }
-        return TokenSet(
+        var set = TokenSet(
             accessToken: Secret(access),
             tokenType: "Bearer",
             refreshToken: try nonEmpty(body.refresh_token, "refresh_token").map(Secret.init),
             idToken: try nonEmpty(body.id_token, "id_token").map(Secret.init),
-            scopes: body.scope.map { $0.split(separator: " ").map(String.init) },
+            // GitHub separates scopes with commas ("repo,gist"); a comma is never part of a real provider's scope.
+            scopes: body.scope.map { $0.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init) },
             lifetime: lifetime,
             receivedAt: receivedAt
         )
+        set.nonExpiring = nonExpiring
+        return set
     }
 
     /// The fields of RFC 6749 §5.1 we read. Unknown fields are ignored; wrong types fail decoding.
@@ -100,6 +115,19 @@ public enum TokenResponseParser {
         var refresh_token: String?
         var id_token: String?
         var scope: String?
+        var error: String?
+    }
+
+    /// The body as JSON. GitHub answers `application/x-www-form-urlencoded` unless asked for JSON (the transport
+    /// asks, but a proxy may drop the header), so a body that is one line of `key=value&...` is read as that form
+    /// (every value a string: ``LenientInt`` reads a numeric `expires_in`). Anything else is left as it came.
+    static func jsonBody(_ body: [UInt8]) -> [UInt8] {
+        guard let first = body.first, first != UInt8(ascii: "{"), first != UInt8(ascii: "["),
+              body.contains(UInt8(ascii: "=")), body.allSatisfy({ (0x21...0x7E).contains($0) }),
+              !body.contains(UInt8(ascii: "<")), let text = String(bytes: body, encoding: .ascii) else { return body }
+        let fields = LoginSession.parseQuery(text).compactMapValues(\.first)
+        guard let data = try? JSONSerialization.data(withJSONObject: fields) else { return body }
+        return Array(data)
     }
 
     /// An integer, or an integer in a string (some providers send `"3600"`); never a fraction or a boolean.
@@ -117,18 +145,39 @@ public enum TokenResponseParser {
         }
     }
 
+    /// Why a provider ended a sign-in, in words, from the code it puts in `error_description` (Microsoft's AADSTS
+    /// codes, https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes); nil when unknown.
+    static func deadGrantReason(_ description: String?) -> String? {
+        guard let description else { return nil }
+        let reasons = [
+            ("AADSTS700082", "the sign-in expired after a long time without use"),
+            ("AADSTS700084", "the sign-in reached its maximum lifetime"),
+            ("AADSTS50173", "the sign-in was revoked, for example because the password was changed or reset"),
+            ("AADSTS70043", "the sign-in expired under a Conditional Access sign-in frequency policy"),
+            ("AADSTS50076", "the organisation now requires multi-factor authentication"),
+        ]
+        guard let (code, reason) = reasons.first(where: { description.contains($0.0) }) else { return nil }
+        return "\(reason) (\(code))"
+    }
+
     /// Classifies an error reply. `invalid_grant` means the refresh token (or code) is dead: sign-in required.
+    /// So does a 4xx other than 408/429 that carries no OAuth error at all (an empty 400, a 401, an HTML page): the
+    /// server refused the grant without saying why, and asking again would get the same answer.
     public static func error(from reply: HTTPReply) -> AuthError {
         let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { min(max($0, 0), 3600) }
-        if reply.status == 429 || reply.status >= 500 {
+        if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
             return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
         }
-        let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
+        let object = (try? JSONSerialization.jsonObject(with: Data(jsonBody(reply.body)))) as? [String: Any]
         let code = (object?["error"] as? String).map(LoginSession.printable)
         let description = (object?["error_description"] as? String).map(LoginSession.printable)
         let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
         switch code {
-        case "invalid_grant":
+        case "invalid_grant", "bad_refresh_token", "bad_verification_code":
+            // GitHub's names for a dead refresh token or code; Microsoft says why in `error_description`.
+            if let reason = deadGrantReason(description) {
+                return AuthError(.loginRequired, "the authorization server ended the sign-in: \(reason)")
+            }
             return AuthError(.loginRequired, "the authorization server rejected the grant (\(detail))")
         case "invalid_scope":
             return AuthError(.invalidScope, "the authorization server refused the requested scope (\(detail))")
@@ -138,6 +187,9 @@ public enum TokenResponseParser {
             return AuthError(.invalidClient, "the authorization server rejected the client (\(detail)): check client_id/client_secret")
         case .some:
             return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) (\(detail))")
+        case nil where (400..<500).contains(reply.status):
+            return AuthError(.loginRequired,
+                "the token endpoint refused the sign-in with HTTP \(reply.status) and no OAuth error")
         case nil:
             return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) without an OAuth error")
         }

@@ -7,8 +7,8 @@ import Synchronization
 /// broker actor (the socket server's fast path, docs/ARCHITECTURE.md).
 ///
 /// It serves only what the broker itself would serve without any work: a token that satisfies `minValid` under
-/// the same ``RefreshPolicy/isFresh(expiresAt:now:minValid:)`` rule **and** has not reached its early-refresh
-/// moment. Inside the margin the broker serves the token and starts a refresh behind the caller; the snapshot
+/// the same ``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)`` rule **and** has not reached its
+/// early-refresh moment. Inside the margin the broker serves the token and starts a refresh behind the caller; the snapshot
 /// answers nil there, so such requests take the broker's path and keep that behaviour.
 ///
 /// Fast-path use is recorded here (the caller asked for the account at `now`) and the broker reads it back, so
@@ -22,6 +22,8 @@ public final class TokenSnapshot: Sendable {
         /// The token's scopes, or the account's configured ones when the server did not say (as ``AccessTokenGrant``).
         public var scopes: [String]?
         public var expiresAt: ContinuousClock.Instant
+        /// The lifetime the server gave the token (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``).
+        public var lifetime: Duration
         /// The early-refresh moment (``RefreshPolicy/refreshAt(receivedAt:lifetime:jitter:)`` with the token's jitter).
         public var refreshAt: ContinuousClock.Instant
         /// Changes on every publish.
@@ -92,7 +94,8 @@ public final class TokenSnapshot: Sendable {
         var wasIdle = false
         let hit = state.withLock { state -> Hit? in
             guard let slot = state.accounts[account], let stored = slot.stored,
-                  policy.isFresh(expiresAt: stored.entry.expiresAt, now: now, minValid: minValid),
+                  policy.isFresh(expiresAt: stored.entry.expiresAt, lifetime: stored.entry.lifetime, now: now,
+                                 minValid: minValid),
                   now < stored.entry.refreshAt else { return nil }
             wasIdle = slot.lastUsed.map { now - $0 > policy.recentUse } ?? true
             slot.lastUsed = now
@@ -147,7 +150,8 @@ public final class TokenSnapshot: Sendable {
         let now = time.now()
         return state.withLock { state in
             guard state.refreshing.contains(account) else { return false }
-            if let entry = state.accounts[account]?.stored?.entry, policy.isFresh(expiresAt: entry.expiresAt, now: now, minValid: minValid) {
+            if let entry = state.accounts[account]?.stored?.entry,
+               policy.isFresh(expiresAt: entry.expiresAt, lifetime: entry.lifetime, now: now, minValid: minValid) {
                 return false
             }
             state.parked[account, default: [:]][reader] = wake

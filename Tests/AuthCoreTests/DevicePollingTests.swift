@@ -44,7 +44,8 @@ final class DevicePollingTests: XCTestCase {
         XCTAssertEqual(transient(DevicePolling.classify(reply(429, "slow_down"))), .serverError, "429 is a transient failure")
         XCTAssertEqual(transient(DevicePolling.classify(reply(502, "authorization_pending"))), .serverError,
                        "a 5xx is transient whatever its body says")
-        XCTAssertEqual(code(DevicePolling.classify(HTTPReply(status: 400, body: Array("not json".utf8)))), .serverError)
+        // A 4xx without an OAuth error refuses the grant (TokenResponseParser): here, this sign-in.
+        XCTAssertEqual(code(DevicePolling.classify(HTTPReply(status: 400, body: Array("not json".utf8)))), .loginFailed)
     }
 
     private func code(_ reply: DevicePolling.Reply) -> AuthError.Code? {

@@ -17,8 +17,11 @@ final class ParsingTests: XCTestCase {
         XCTAssertEqual(set.scopes, ["a", "b"])
         let stringExpiry = try TokenResponseParser.parse(reply(#"{"access_token":"at","token_type":"Bearer","expires_in":"120"}"#), receivedAt: now)
         XCTAssertEqual(stringExpiry.lifetime, .seconds(120))
-        let noExpiry = try TokenResponseParser.parse(reply(#"{"access_token":"at","token_type":"Bearer"}"#), receivedAt: now)
+        // No expires_in but a refresh token: the usual hour is assumed (the refresh token renews it). Neither
+        // (a GitHub OAuth app) is the non-expiring case (ProviderQuirkTests).
+        let noExpiry = try TokenResponseParser.parse(reply(#"{"access_token":"at","token_type":"Bearer","refresh_token":"rt"}"#), receivedAt: now)
         XCTAssertEqual(noExpiry.lifetime, TokenResponseParser.defaultLifetime)
+        XCTAssertFalse(noExpiry.nonExpiring)
     }
 
     func testMalformedTokenResponsesFail() {
@@ -131,9 +134,10 @@ final class ParsingTests: XCTestCase {
     func testRefreshPolicy() {
         let policy = RefreshPolicy(minimumRemaining: .seconds(10))
         let t0 = ContinuousClock.now
-        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .zero))
-        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(9), now: t0, minValid: .zero))
-        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .seconds(61)))
-        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), now: t0, minValid: .seconds(60)))
+        let hour = Duration.seconds(3600)
+        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .zero))
+        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(9), lifetime: hour, now: t0, minValid: .zero))
+        XCTAssertFalse(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .seconds(61)))
+        XCTAssertTrue(policy.isFresh(expiresAt: t0 + .seconds(60), lifetime: hour, now: t0, minValid: .seconds(60)))
     }
 }

@@ -38,8 +38,9 @@ final class ScopedTokenTests: XCTestCase {
         XCTAssertEqual(subset.scopes, ["read", "write"], "without a scope in the reply, the asked (normalised) set is reported")
         XCTAssertEqual(http.tokenPosts.count, 3)
 
-        // The refresh request carries the normalised subset and the resource; the default one carries neither.
-        XCTAssertNil(http.tokenPosts[0]["scope"])
+        // The refresh request carries the normalised subset and the resource; the default one the account's
+        // configured scopes (as asked at sign-in) and no resource.
+        XCTAssertEqual(http.tokenPosts[0]["scope"], "read write admin")
         XCTAssertNil(http.tokenPosts[0]["resource"])
         XCTAssertEqual(http.tokenPosts[1]["scope"], "read write")
         XCTAssertNil(http.tokenPosts[1]["resource"])

@@ -16,6 +16,8 @@ Modes (FaultProxy.set):
                  time: only an overall deadline stops it, never an idle read timeout)
 A rewrite (FaultProxy.rewrite) changes the upstream's answer body for paths starting with a prefix (e.g. a forged
 ID token in a real token response).
+A quirk (FaultProxy.quirk, see quirkproxy.py) replaces `pass` with a function that sees the request and may
+forward it, change the answer or answer by itself: one provider's documented behaviour.
 A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
 once each in order (e.g. a `slow_down` before the real token endpoint answers).
 Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path).
@@ -47,6 +49,7 @@ class FaultProxy:
         self.forms: list[tuple[str, dict[str, str]]] = []
         self.scripts: dict[str, list[tuple[int, str, bytes]]] = {}
         self.rewrites: dict[str, object] = {}
+        self.quirk_fn = None
         self._lock = threading.Lock()
         proxy = self
 
@@ -86,6 +89,9 @@ class FaultProxy:
                     proxy.release.wait(HOLD_LIMIT)
                     self.close_connection = True
                     return
+                if mode == "pass" and proxy.quirk_fn is not None:
+                    forward = lambda fwd_body=body: proxy._forward(self.command, self.path, self.headers, fwd_body)
+                    return self._reply(*proxy.quirk_fn(self.command, self.path, self.headers, body, forward))
                 status, headers, payload = proxy._forward(self.command, self.path, self.headers, body)
                 with proxy._lock:
                     rewrite = next((fn for prefix, fn in proxy.rewrites.items() if self.path.startswith(prefix)), None)
@@ -171,6 +177,12 @@ class FaultProxy:
         """Passes the upstream's answer body for paths starting with `prefix` through fn(bytes) -> bytes."""
         with self._lock:
             self.rewrites[prefix] = fn
+
+    def quirk(self, fn):
+        """Answers every request in `pass` mode with fn(method, path, headers, body, forward) -> (status, headers,
+        payload), where forward(body=the request's) relays to the upstream and returns the same triple."""
+        with self._lock:
+            self.quirk_fn = fn
 
     def times_of(self, prefix: str) -> list[float]:
         """When each POST to a path starting with `prefix` arrived (time.monotonic())."""

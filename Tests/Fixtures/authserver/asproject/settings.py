@@ -5,6 +5,7 @@ Environment:
   AS_PORT                   port the server listens on (serve.py sets it); issuer = http://127.0.0.1:AS_PORT/o
   AS_ACCESS_TOKEN_LIFETIME  access-token lifetime in seconds (default 60)
   AS_AUTHZ_RESPONSE_ISS     "1" adds RFC 9207 `iss` to authorization responses (default off)
+  AS_ROTATE_REFRESH_TOKEN   "0" keeps the refresh token on refresh instead of rotating it (default "1")
 """
 import os
 from pathlib import Path
@@ -88,7 +89,8 @@ SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W001", "oauth2_provider.W002"]
 
 OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
-    "ROTATE_REFRESH_TOKEN": True,
+    # AS_ROTATE_REFRESH_TOKEN=0: keep the refresh token on refresh, as Google does (e2e/test_provider_quirks.py).
+    "ROTATE_REFRESH_TOKEN": os.environ.get("AS_ROTATE_REFRESH_TOKEN", "1") == "1",
     "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
     "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("AS_ACCESS_TOKEN_LIFETIME", "60")),
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
