@@ -33,17 +33,25 @@ def hostile_endpoints(marker: Path) -> dict[str, str]:
 
 
 def test_hostile_endpoints_in_the_config_are_refused(make_agent, bus_without_keyring, auth_server):
+    """Refused by --check-config (exit 78) and by the running agent, which serves config_error naming the key (it
+    never exits on a bad file: under socket activation that looped on restarts) and never starts a browser."""
     marker = Path(f"/tmp/pwn-{uuid.uuid4().hex}")
-    for name, value in hostile_endpoints(marker).items():
+    for index, (name, value) in enumerate(hostile_endpoints(marker).items()):
         for key in ("authorization_endpoint", "issuer", "token_endpoint"):
             account = {"issuer": auth_server.issuer, "client_id": CLIENT_ID, key: value}
             agent = make_agent(config_text=render_config({"work": account}), bus=bus_without_keyring, start=False)
-            for args in (["--check-config"], []):
-                result = run_binary("auth-agent", args, agent.env, timeout=30)
-                assert result.returncode == 78, (name, key, args, result.returncode, result.stderr)
-                assert f"'{key}'" in result.stderr and "config.toml:" in result.stderr, (name, result.stderr)
+            result = run_binary("auth-agent", ["--check-config"], agent.env, timeout=30)
+            assert result.returncode == 78, (name, key, result.returncode, result.stderr)
+            assert f"'{key}'" in result.stderr and "config.toml:" in result.stderr, (name, result.stderr)
+            if index == 0:
+                agent.start(wait=False)
+                wait_for(lambda: agent.socket_path.exists() or agent.proc.poll() is not None, 20, "the socket")
+                for args in (["status"], ["login", "work"], ["token", "work", "--interactive"]):
+                    refused = agent.authctl(*args, timeout=20)
+                    assert refused.returncode == 10, (name, key, args, refused.returncode, refused.stderr)
+                    assert f"'{key}'" in refused.stderr and "config.toml:" in refused.stderr, (name, refused.stderr)
+                agent.stop()
             assert agent.browser_runs() == 0
-            assert not agent.socket_path.exists()
     assert not marker.exists(), "a command in an endpoint was executed"
 
 
