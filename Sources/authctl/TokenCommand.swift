@@ -76,6 +76,11 @@ enum TokenCommand {
                 }
             }
         }
+        // min_valid means "fresh enough, or the freshest the server gives" (docs/PROTOCOL.md): say when it is the latter.
+        if options.minValid > 0, !options.idToken, result.expiresIn < options.minValid {
+            writeStderr("authctl: note: this token is valid for \(result.expiresIn) s, less than --min-valid \(options.minValid): "
+                        + "the server issues shorter-lived tokens, and this is the freshest it gives\n")
+        }
         if options.json { return printJSON(result) }
         if options.idToken {
             guard let id = result.idToken else {

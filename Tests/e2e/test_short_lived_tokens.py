@@ -42,6 +42,8 @@ def test_token_min_valid_60_gets_the_30_s_token_with_its_real_expiry(short_agent
     assert 0 < reply["expires_in"] <= LIFETIME, reply["expires_in"]
     assert reply["expires_at"] <= time.time() + LIFETIME + 1
     assert server.introspect(reply["access_token"])["active"] is True
+    # It says so, on stderr: stdout stays the token alone, for $(authctl token ...).
+    assert f"valid for {reply['expires_in']} s, less than --min-valid 60" in result.stderr, result.stderr
     # Twenty more callers within the token's fresh half share it (the fast path and the broker agree).
     for _ in range(20):
         again = agent.authctl("token", "work", "--min-valid", "60")
