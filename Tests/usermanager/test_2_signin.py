@@ -110,3 +110,18 @@ def test_browser_gets_display_from_the_user_manager(sign_in):
     """Issue 19 (f): the DISPLAY imported into the user manager last, not the one the agent started with."""
     environ = sign_in.dump.get("environ", [])
     assert f"DISPLAY={DISPLAY}" in environ, [line for line in environ if "DISPLAY" in line]
+
+
+def test_doctor_reports_the_display_the_agents_browser_gets(user, installed):
+    """Issue 19: `authctl doctor` checks the agent's view (the user manager's environment, which the browser's
+    transient unit gets), not authctl's own: run from a shell with no DISPLAY, it still names the imported one."""
+    ensure_running(user)
+    user.check(f"DISPLAY={DISPLAY} systemctl --user import-environment DISPLAY")
+    try:
+        shown = user.run("env -u DISPLAY -u WAYLAND_DISPLAY authctl doctor", timeout=60)
+        assert f"DISPLAY={DISPLAY} (the user manager's environment)" in shown.stdout, shown.stdout[-1500:]
+    finally:
+        user.check("systemctl --user unset-environment DISPLAY WAYLAND_DISPLAY")
+    missing = user.run(f"DISPLAY={OLD_DISPLAY} authctl doctor", timeout=60)
+    assert "no DISPLAY or WAYLAND_DISPLAY in the user manager's environment" in missing.stdout, missing.stdout[-1500:]
+    assert "import-environment" in missing.stdout
