@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AuthCore
+import CAgentSocket
 import Synchronization
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
@@ -96,7 +97,7 @@ public struct Caller: Sendable {
             } else {
                 let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
                 let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-                let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
+                let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
                     ?? unit.flatMap(ProcFS.flatpakApp(unit:))
                 derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
             }
@@ -183,34 +184,38 @@ public struct Caller: Sendable {
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// A small `/proc` file's text (at most 64 KiB), or nil.
-    static func readText(_ path: String) -> String? {
+    /// A small `/proc` file's text (at most `limit` bytes; a longer file is nil, not cut short), or nil.
+    static func readText(_ path: String, limit: Int = 65536) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 65536 {
+        while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
+            if n < 0 { return nil }
+            if n == 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
+            if bytes.count > limit { return nil }
             // These files are generated whole on open (single_open): a short read is the end, no need to ask again.
-            if n < chunk.count { break }
+            // Not so /proc/PID/mountinfo (a seq_file read a page at a time): it is read until the end.
+            if n < chunk.count, !path.hasSuffix("/mountinfo") { break }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
 }
 
-/// A file's device and inode (`stat`, following links): the same pair is the same file.
+/// A file's device and inode (`statx`, following links): the same pair is the same file. The attributes are the
+/// ones the kernel has cached (`AT_STATX_DONT_SYNC`), so a caller's FUSE server is not asked for them.
 struct FileID: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
 
     init?(path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        var info = aa_file_info()
+        guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
+        device = info.device
+        inode = info.inode
     }
 }
 

@@ -129,3 +129,49 @@ int aa_socket_proc_exe_open(int32_t pid) {
 long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity) {
     return (long)readlinkat(exe_fd, "", buffer, capacity);
 }
+
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info) {
+    struct statx attributes;
+    int flags = AT_STATX_DONT_SYNC | (empty_path ? AT_EMPTY_PATH : 0);
+    if (statx(dir_fd, path, flags, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID, &attributes) != 0) return -1;
+    info->device = ((uint64_t)attributes.stx_dev_major << 32) | attributes.stx_dev_minor;
+    info->inode = attributes.stx_ino;
+    info->size = attributes.stx_size;
+    info->mode = attributes.stx_mode;
+    info->mount_id = (attributes.stx_mask & STATX_MNT_ID) ? attributes.stx_mnt_id : 0;
+    return 0;
+}
+
+int aa_open_path_nofollow(const char *path) {
+    for (;;) {
+        int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != EINTR) return fd;
+    }
+}
+
+long aa_read_reopened(int path_fd, void *buffer, unsigned long capacity) {
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", path_fd);
+    int fd;
+    do { fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -1;
+    unsigned long total = 0;
+    while (total < capacity) {
+        ssize_t n = read(fd, (char *)buffer + total, capacity - total);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        if (n == 0) break;
+        total += (unsigned long)n;
+    }
+    close(fd);
+    return (long)total;
+}

@@ -44,4 +44,16 @@ long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity);
 long aa_socket_send(int fd, const void *bytes, unsigned long count);
 /* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */
 long aa_socket_receive(int fd, void *bytes, unsigned long capacity);
+/* A file's attributes as the kernel has them cached (statx with AT_STATX_DONT_SYNC): never a round trip to a
+ * filesystem's server, so a FUSE daemon of the caller cannot stall the agent here. `empty_path`: `dir_fd` itself is
+ * the file (AT_EMPTY_PATH; it may be an O_PATH descriptor). `mount_id` is 0 when the kernel does not report it. */
+struct aa_file_info { uint64_t device; uint64_t inode; uint64_t size; uint64_t mount_id; uint32_t mode; };
+int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info);
+/* open(O_PATH | O_NOFOLLOW | O_CLOEXEC): names the file (or the symlink itself) without opening it, so no FIFO,
+ * device or filesystem open handler runs. */
+int aa_open_path_nofollow(const char *path);
+/* Opens the file `path_fd` (an O_PATH descriptor) names for reading, non-blocking and without acquiring a
+ * controlling terminal, and reads up to `capacity` bytes. Returns the count, or -1. Only for regular files the
+ * caller checked with aa_file_info_at first. */
+long aa_read_reopened(int path_fd, void *buffer, unsigned long capacity);
 #endif
