@@ -175,13 +175,16 @@ public struct Caller: Sendable {
         }
     }
 
-    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
+    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)");
+    /// nil when that name is not valid UTF-8.
     public static func executable(of pid: Int32) -> String? {
         guard pid > 0 else { return nil }
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // A path that is not UTF-8 is not decoded with replacement characters: two different paths would read
+        // the same. No allowed_clients entry can name it (config.toml is UTF-8), so it is unknown.
+        return String(validating: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// A small `/proc` file's text (at most `limit` bytes; a longer file is nil, not cut short), or nil.
