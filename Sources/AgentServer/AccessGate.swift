@@ -174,6 +174,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
         case .processExited:
             return "account '\(account)' does not serve pid \(pid): the process that opened this connection has exited, so whoever holds the connection now cannot be identified"
+        case .otherSender:
+            return "account '\(account)' does not serve pid \(pid)'s connection: another process wrote the request"
         case .open, .listed, .approved:
             return "account '\(account)' serves \(who)"
         }

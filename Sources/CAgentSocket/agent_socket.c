@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -174,4 +175,32 @@ long aa_read_reopened(int path_fd, void *buffer, unsigned long capacity) {
     }
     close(fd);
     return (long)total;
+}
+
+int aa_socket_pass_credentials(int fd) {
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t *sender) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec vector = { .iov_base = bytes, .iov_len = capacity };
+    struct msghdr message = { .msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.space,
+                              .msg_controllen = sizeof control.space };
+    ssize_t n;
+    do { n = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC); } while (n < 0 && errno == EINTR);
+    *sender = 0;
+    if (n <= 0) return n;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
+            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+            *sender = credentials.pid;
+        }
+    }
+    return n;
 }

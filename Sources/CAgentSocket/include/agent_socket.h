@@ -56,4 +56,12 @@ int aa_open_path_nofollow(const char *path);
  * controlling terminal, and reads up to `capacity` bytes. Returns the count, or -1. Only for regular files the
  * caller checked with aa_file_info_at first. */
 long aa_read_reopened(int path_fd, void *buffer, unsigned long capacity);
+/* SO_PASSCRED on: every message received carries its sender's credentials, and one read never joins the bytes of two
+ * senders. Set on the listening socket, it holds for every connection from the first byte (accepted sockets inherit
+ * it; bytes sent before the accept are stamped because the socket has no owner yet). */
+int aa_socket_pass_credentials(int fd);
+/* recvmsg(MSG_DONTWAIT) of up to `capacity` bytes, which all come from one sender (SO_PASSCRED): `sender` is the pid
+ * of the process that wrote them (SCM_CREDENTIALS, in the agent's pid namespace; 0 if the kernel gave none, or the
+ * writer is in a pid namespace the agent cannot see). Returns as aa_socket_receive. */
+long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t *sender);
 #endif
