@@ -262,7 +262,7 @@ final class AcceptLoop: @unchecked Sendable {
         // for at all when the cache holds that process's /proc/PID/exe link from an earlier connection
         // (Caller.identifyPinned).
         let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
-                                     cache: acceptor.callers, accepted: accepted)
+                                     cache: acceptor.callers, accepted: accepted, connection: fd)
         connections[fd] = Connection(registration: registration, caller: caller)
         if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
             logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])

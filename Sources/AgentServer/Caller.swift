@@ -67,8 +67,16 @@ public struct Caller: Sendable {
     /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
     /// the cache also keeps the process's `/proc/PID/exe` link open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
     /// later connection from the same pid is identified with one `readlinkat` and no pidfd; see ``identifyPinned``.
+    ///
+    /// `connection` is the socket's descriptor. Without a pidfd (kernels before 6.5, or `SO_PEERPIDFD` refused) the
+    /// pid alone does not name the process that connected: it may have exited before it was read, and its pid be
+    /// taken by another program, whose `/proc/PID` then reads consistently from start to end. So the connection is
+    /// tied to the live process first: the process read must hold the connection's other end (a descriptor of the
+    /// peer socket, by inode: ``tied(_:to:)``). A process that got the pid later holds it only if it was handed the
+    /// socket (then whoever writes on it is checked per request, ``AcceptLoop``); one that cannot be tied is not
+    /// identified, and so not served under a policy.
     public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
-                                cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
+                                cache: CallerCache? = nil, accepted: UInt64? = nil, connection: Int32? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
         if let accepted, let cache, let pin = cache.pinned(pid: pid, acceptedBefore: accepted),
@@ -120,11 +128,14 @@ public struct Caller: Sendable {
         let stillTheSameProcess = switch pidfd?.isRunning {
         case true?: pin != nil
         case false?: false
-        case nil: pin?.isAlive == true
+        // Tied first, then the start time once more: the process read from start to end holds the connection.
+        case nil: pin != nil && connection.map { Caller.tied(pid, to: $0) } ?? true && pin?.isAlive == true
         }
         if !stillTheSameProcess {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil
+            // Not pinned either: the start time read may be a later owner's of the pid (process_exited).
+            caller.process = nil
             caller.hasTerminal = false
         } else if let started, let running {
             // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
@@ -173,6 +184,13 @@ public struct Caller: Sendable {
             if caller.via != via { caller.via = via }
             return caller
         }
+    }
+
+    /// Whether process `pid` holds the other end of the Unix socket `connection` (by the peer socket's inode). False
+    /// when that cannot be read: untied is not served under a policy.
+    static func tied(_ pid: Int32, to connection: Int32) -> Bool {
+        var peer: UInt64 = 0
+        return aa_socket_peer_inode(connection, &peer) == 0 && aa_process_holds_socket(pid, peer) == 1
     }
 
     /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)");

@@ -204,3 +204,74 @@ long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t
     }
     return n;
 }
+
+#include <dirent.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+
+int aa_socket_peer_inode(int fd, uint64_t *inode) {
+    struct stat own;
+    if (fstat(fd, &own) != 0) return -1;
+    int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (diag < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } query = {
+        .header = { .nlmsg_len = sizeof query, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+        .request = { .sdiag_family = AF_UNIX, .udiag_ino = (uint32_t)own.st_ino, .udiag_show = UDIAG_SHOW_PEER,
+                     .udiag_cookie = { (uint32_t)~0U, (uint32_t)~0U } },
+    };
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int result = -1;
+    if (sendto(diag, &query, sizeof query, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof query) {
+        union { struct nlmsghdr align; char bytes[1024]; } answer;
+        ssize_t n;
+        do { n = recv(diag, answer.bytes, sizeof answer.bytes, 0); } while (n < 0 && errno == EINTR);
+        struct nlmsghdr *header = (struct nlmsghdr *)answer.bytes;
+        if (n > 0 && NLMSG_OK(header, (unsigned)n) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            struct unix_diag_msg *message = NLMSG_DATA(header);
+            if (message->udiag_ino == (uint32_t)own.st_ino) {
+                int left = (int)(header->nlmsg_len - NLMSG_LENGTH(sizeof *message));
+                for (struct rtattr *attribute = (struct rtattr *)(message + 1); RTA_OK(attribute, left);
+                     attribute = RTA_NEXT(attribute, left)) {
+                    if (attribute->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(attribute) >= sizeof(uint32_t)) {
+                        uint32_t peer;
+                        memcpy(&peer, RTA_DATA(attribute), sizeof peer);
+                        if (peer != 0) {
+                            *inode = peer;
+                            result = 0;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    close(diag);
+    if (result != 0) errno = ENOENT;
+    return result;
+}
+
+int aa_process_holds_socket(int32_t pid, uint64_t inode) {
+    char path[40], wanted[40], link[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    int wanted_length = snprintf(wanted, sizeof wanted, "socket:[%llu]", (unsigned long long)inode);
+    int directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directory < 0) return -1;
+    DIR *entries = fdopendir(directory);
+    if (!entries) {
+        close(directory);
+        return -1;
+    }
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(entries)) != NULL) {
+        if (entry->d_name[0] == '.') continue;
+        ssize_t n = readlinkat(directory, entry->d_name, link, sizeof link);
+        found = n == wanted_length && memcmp(link, wanted, (size_t)n) == 0;
+    }
+    closedir(entries);
+    return found;
+}

@@ -10,7 +10,10 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import stop_process, wait_for
+
+# Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
+pytestmark = pytest.mark.usefixtures("kernel_paths")
 
 # Run inside `unshare -Urm` (own user and mount namespace): a tmpfs at DIR with `.flatpak-info` of the given kind,
 # chroot into it, connect to the agent's socket (reached through a directory descriptor opened before the chroot)
@@ -166,7 +169,7 @@ def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agen
 
     # The agent identifies a connection when it accepts it: stopped meanwhile, it accepts this one only after the
     # exec, as a busy agent might. (Identified before the exec, the caller is python and refused as not listed.)
-    os.kill(agent.proc.pid, signal.SIGSTOP)
+    stop_process(agent.proc.pid)
     try:
         attack = subprocess.Popen(["/usr/bin/python3", "-c", HELPER_WRITES, str(agent.socket_path), str(allowed)],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -185,5 +188,63 @@ def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agen
     assert reply["error"]["code"] == "permission_denied", reply
     entries = audit(agent)
     assert [(e["outcome"], e["reason"]) for e in entries] == [("granted", "listed"), ("denied", "other_sender")]
-    assert entries[-1]["caller"]["exe"] == str(allowed) and entries[-1]["caller"]["pid"] == attack.pid
+    # Identified as the allowed binary where a pidfd vouches for the read; without one, the exec'd process does not
+    # hold the socket (close-on-exec), so the connection cannot be tied to it and nothing is named.
+    assert entries[-1]["caller"]["pid"] == attack.pid
+    assert entries[-1]["caller"].get("exe") in (str(allowed), None)
     assert "refused a request written by another process" in agent.log()
+
+
+def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen:
+    """Starts argv as process `pid` (free again), through /proc/sys/kernel/ns_last_pid: the next process created
+    gets the number after it. Other processes on the machine may take it first: tried again, bounded."""
+    for _ in range(attempts):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait(timeout=10)
+    pytest.fail(f"could not start a process as pid {pid} in {attempts} attempts (a busy machine takes the pids)")
+
+
+def test_a_connection_whose_pid_was_recycled_by_an_allowed_program_is_refused(make_agent, keyring, auth_server):
+    """Defects 2 and 6: a client connects, writes its request and exits before the agent accepts the connection (the
+    agent is stopped meanwhile); its pid is then taken by an allowed program (a copy of sleep). Whatever `/proc/PID`
+    now says is that program's, consistently: the connection must be tied to the live process (a pidfd, or the
+    process holding the connection's other end) or refused. On both kernel paths: `access_denied`, not a token."""
+    try:
+        open("/proc/sys/kernel/ns_last_pid", "w").close()
+    except OSError as e:
+        pytest.skip(f"pids cannot be chosen here (needs root and a writable /proc/sys): {e}")
+    agent = make_agent(start=False)
+    allowed = agent.base / "allowed" / "sleep"
+    allowed.parent.mkdir(mode=0o700)
+    shutil.copy2(os.path.realpath("/usr/bin/sleep"), allowed)
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+    stop_process(agent.proc.pid)
+    try:
+        writer = subprocess.run(["/usr/bin/python3", "-c",
+                                 "import os, socket, sys\n"
+                                 "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                                 "s.sendall(b'{\"v\":1,\"id\":1,\"op\":\"token\",\"account\":\"work\"}\\n')\n"
+                                 "print(os.getpid(), flush=True)\n",
+                                 str(agent.socket_path)], capture_output=True, text=True, timeout=30)
+        assert writer.returncode == 0, writer.stderr
+        pid = int(writer.stdout)
+        recycled = spawn_at_pid(pid, [str(allowed), "60"])
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    try:
+        wait_for(lambda: len(audit(agent)) >= 1, 20, "the recycled connection's request to be judged")
+        [entry] = audit(agent)
+        assert (entry["outcome"], entry["reason"]) == ("denied", "process_exited"), entry
+        assert entry["caller"]["pid"] == pid
+    finally:
+        recycled.kill()
+        recycled.wait(timeout=10)

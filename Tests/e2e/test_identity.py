@@ -23,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SYSTEM_PATH, default_account, read_until, wait_for
+from conftest import REPO, SYSTEM_PATH, default_account, read_until, stop_process, wait_for
+
+# Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
+pytestmark = pytest.mark.usefixtures("kernel_paths")
 
 FAKE_NOTIFICATIONS = REPO / "Tests" / "Fixtures" / "notifications" / "fake_notifications.py"
 
@@ -227,7 +230,7 @@ def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, au
     assert "result" in alive, alive
     agent.remember(alive["result"]["access_token"])
 
-    os.kill(agent.proc.pid, signal.SIGSTOP)  # so that it reads request 2 only after the child has exited
+    stop_process(agent.proc.pid)  # so that it reads request 2 only after the child has exited
     try:
         os.write(go[1], b"x")
         os.waitpid(pid, 0)

@@ -64,4 +64,10 @@ int aa_socket_pass_credentials(int fd);
  * of the process that wrote them (SCM_CREDENTIALS, in the agent's pid namespace; 0 if the kernel gave none, or the
  * writer is in a pid namespace the agent cannot see). Returns as aa_socket_receive. */
 long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t *sender);
+/* The inode of the socket at the other end of the connected Unix socket `fd` (sock_diag, UNIX_DIAG_PEER). -1 when
+ * the kernel cannot say (no unix_diag, or the peer is gone). */
+int aa_socket_peer_inode(int fd, uint64_t *inode);
+/* Whether process `pid` (whoever has that pid now) holds a descriptor of socket `inode` (/proc/PID/fd links read
+ * `socket:[INODE]`): 1 yes, 0 no, -1 its descriptors cannot be read. */
+int aa_process_holds_socket(int32_t pid, uint64_t inode);
 #endif
