@@ -142,7 +142,8 @@ public struct Caller: Sendable {
             // and whenever the process can be pinned now.
             let pinned = link.flatMap { link in
                 derived.exe.map { CallerCache.Pin(held: link, accepted: accepted ?? 0, exe: $0,
-                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller) }
+                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller,
+                                                  executable: running) }
             }
             if !reused || (processID != nil && !reusedByID) || pinned != nil {
                 cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
@@ -158,16 +159,21 @@ public struct Caller: Sendable {
     /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
     /// `SO_PEERCRED` reports is the connecting process's at `connect`).
     ///
-    /// One `readlinkat` of the held `/proc/PID/exe` link proves that it still runs, and that the kernel names its
-    /// executable exactly as it did when it was pinned. That name is the path of the very file the process runs, so
-    /// while it is unchanged the path still leads to that file: renaming the file or a directory above it changes
-    /// the name, and replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path would
-    /// not, which takes privileges in the agent's mount namespace. So the identity read when it was pinned holds,
-    /// with its replaced-file verdict, and nothing else is read. Nil when the process has exited (then it is
-    /// unpinned) or its executable is named otherwise now (another binary, a moved, replaced or deleted file): the
-    /// full read decides then.
+    /// A `statx` of `/proc/PID/exe` (cached attributes) and one `readlinkat` of the held link prove that the process
+    /// still runs the very file it ran when it was pinned (same device and inode: a name alone is not enough, since a
+    /// process in a mount namespace of its own can mount another binary over its path and exec it under the same
+    /// name), and that the kernel names it exactly as it did then. While that name is unchanged the path still leads
+    /// to that file in the agent's namespace: renaming the file or a directory above it changes the name, and
+    /// replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path in the agent's own
+    /// mount namespace would not, which takes privileges there. So the identity read when it was pinned holds, with
+    /// its replaced-file verdict. Nil when the process has exited (then it is unpinned) or runs another file or one
+    /// named otherwise now (another binary, a moved, replaced or deleted file): the full read decides then.
     static func identifyPinned(peer: PeerCredentials, via: String, _ pin: CallerCache.Pin,
                                cache: CallerCache) -> Caller? {
+        // The file first (cached attributes of whatever /proc/PID/exe is now), then the held link: still readable,
+        // the pinned process ran throughout, so the file was its own. Same name is not same file: in a mount
+        // namespace of its own the process may have mounted another binary over its path and run that.
+        let running = FileID(path: "/proc/\(peer.pid)/exe")
         switch pin.held.reads(pin.link) {
         case nil:
             cache.unpin(pid: peer.pid, pin.held)
@@ -175,6 +181,7 @@ public struct Caller: Sendable {
         case false?:
             return nil
         case true?:
+            guard running == pin.executable else { return nil }
             cache.pinnedHits.add(1, ordering: .relaxed)
             // The caller as the full read made it when the process was pinned; the credentials are this
             // connection's own (the same unless the process changed its ids since).
@@ -268,10 +275,14 @@ public final class CallerCache: Sendable {
         let link: [UInt8]
         /// The caller as that read identified it (identity, replaced-file verdict, start time, terminal).
         let caller: Caller
+        /// The device and inode of the file the process ran then.
+        let executable: FileID
 
-        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller) {
+        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller,
+             executable: FileID) {
             self.held = held
             self.accepted = accepted
+            self.executable = executable
             link = Array(exe.utf8) + (exeDeletedAsRead ? Array(" (deleted)".utf8) : [])
             self.caller = caller
         }
