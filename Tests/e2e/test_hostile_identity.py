@@ -248,3 +248,33 @@ def test_a_connection_whose_pid_was_recycled_by_an_allowed_program_is_refused(ma
     finally:
         recycled.kill()
         recycled.wait(timeout=10)
+
+
+def test_a_canonically_equivalent_path_is_another_program(make_agent, keyring, auth_server):
+    """Defect 3: `allowed_clients` lists authctl under `café` with a precomposed é; the same binary under `café`
+    spelled with e + combining acute (another directory to the kernel, equal as Swift text) is not served."""
+    agent = make_agent(start=False)
+    binaries = {}
+    for name, spelling in (("precomposed", "caf\u00e9"), ("decomposed", "cafe\u0301")):
+        directory = agent.base / spelling
+        directory.mkdir(mode=0o700)
+        binaries[name] = directory / "authctl"
+        shutil.copy2(agent.bins / "authctl", binaries[name])
+    assert os.fsencode(binaries["precomposed"]) != os.fsencode(binaries["decomposed"])
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{binaries["precomposed"]}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+    def run(binary):
+        return subprocess.run([str(binary), "token", "work"], env=agent.env, capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+
+    listed = run(binaries["precomposed"])
+    assert listed.returncode == 0, listed.stderr
+    agent.remember(listed.stdout.strip())
+    other = run(binaries["decomposed"])
+    agent.remember(other.stdout.strip())
+    refused = other.returncode == 7 and other.stdout == ""  # `other` is not printed: it may hold a token
+    assert refused, "the decomposed spelling was served as the listed path"
+    assert [(e["outcome"], e["reason"]) for e in audit(agent)] == [("granted", "listed"), ("denied", "not_listed")]
