@@ -274,9 +274,13 @@ final class AcceptLoop: @unchecked Sendable {
     private func serve(_ fd: Int32) {
         guard let connection = connections[fd] else { return }
         // One read never joins two writers' bytes (SO_PASSCRED, set on the listening socket): `sender` wrote all.
+        // 0: the bytes carry no sender. They were queued before the agent set SO_PASSCRED (a socket-activated agent
+        // starting), so they were written before the agent could look at the connection at all: taken as the
+        // connecting process's, which gives a writer nothing it could not get by writing before its own exec
+        // (docs/SECURITY.md). (A writer in a pid namespace the agent cannot see also reads as 0.)
         var sender: Int32 = 0
         let count = aa_socket_receive_from(fd, scratch.baseAddress, UInt(scratch.count), &sender)
-        if count > 0, sender != connection.caller.pid {
+        if count > 0, sender != 0, sender != connection.caller.pid {
             refuseOtherSender(fd, connection, sender: sender, UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)]))
             return
         }
