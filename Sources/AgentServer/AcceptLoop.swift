@@ -262,7 +262,7 @@ final class AcceptLoop: @unchecked Sendable {
         // for at all when the cache holds that process's /proc/PID/exe link from an earlier connection
         // (Caller.identifyPinned).
         let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
-                                     cache: acceptor.callers, accepted: accepted)
+                                     cache: acceptor.callers, accepted: accepted, connection: fd)
         connections[fd] = Connection(registration: registration, caller: caller)
         if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
             logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
@@ -273,7 +273,17 @@ final class AcceptLoop: @unchecked Sendable {
     /// Reads what the client sent and answers each complete line from the snapshot, or hands the connection to NIO.
     private func serve(_ fd: Int32) {
         guard let connection = connections[fd] else { return }
-        let count = aa_socket_receive(fd, scratch.baseAddress, UInt(scratch.count))
+        // One read never joins two writers' bytes (SO_PASSCRED, set on the listening socket): `sender` wrote all.
+        // 0: the bytes carry no sender. They were queued before the agent set SO_PASSCRED (a socket-activated agent
+        // starting), so they were written before the agent could look at the connection at all: taken as the
+        // connecting process's, which gives a writer nothing it could not get by writing before its own exec
+        // (docs/SECURITY.md). (A writer in a pid namespace the agent cannot see also reads as 0.)
+        var sender: Int32 = 0
+        let count = aa_socket_receive_from(fd, scratch.baseAddress, UInt(scratch.count), &sender)
+        if count > 0, sender != 0, sender != connection.caller.pid {
+            refuseOtherSender(fd, connection, sender: sender, UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)]))
+            return
+        }
         if count < 0 {
             if errno != EAGAIN, errno != EWOULDBLOCK { closeConnection(fd) }
             return
@@ -297,6 +307,32 @@ final class AcceptLoop: @unchecked Sendable {
             let joined = connection.partial + received
             joined.withUnsafeBytes { consume(fd, connection, $0) }
         }
+    }
+
+    /// Bytes on this connection were written by another process than the one that connected (which passed the
+    /// socket on, or forked a helper that kept it and then ran an allowed program): the connecting process's
+    /// identity says nothing about the writer, so nothing it asks is served, whatever the account's policy. The
+    /// client gets `permission_denied`, the refusal is logged and audited (for the account its line names, if
+    /// any), and the connection is closed.
+    private func refuseOtherSender(_ fd: Int32, _ connection: Connection, sender: Int32, _ bytes: UnsafeRawBufferPointer) {
+        var request: WireRequest?
+        if let end = AcceptLoop.newline(in: bytes, from: 0),
+           case .request(let decoded) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[..<end])) {
+            request = decoded
+        }
+        var metadata = AgentOperations.requestMetadata(.token, account: request?.account, caller: connection.caller)
+        metadata["operation"] = request.map { "\($0.op)" }
+        metadata["sender_pid"] = "\(sender)"
+        logger.warning("refused a request written by another process than the one that connected", metadata: metadata)
+        if let account = request?.account {
+            operations.access.record(connection.caller, account: account, granted: false, reason: .otherSender,
+                                     scopes: request?.scopes, resource: request?.resource)
+        }
+        var line = acceptor.dispatcher.encodeError(request?.id, WireError(.permissionDenied,
+            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected"))
+        line.append(0x0A)
+        _ = line.withUnsafeBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+        closeConnection(fd)
     }
 
     /// Answers the complete lines in `bytes` and keeps the rest as the connection's partial line, unless a line
@@ -452,6 +488,10 @@ final class ListeningSocket: Sendable {
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
             throw ServerError(.socket, "cannot make the listening socket non-blocking: \(String(cString: strerror(errno)))")
+        }
+        // Every message then carries its sender's pid, checked against the connecting process (AcceptLoop.serve).
+        guard aa_socket_pass_credentials(fd) == 0 else {
+            throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(String(cString: strerror(errno)))")
         }
         self.fd = fd
         self.watching = Atomic(loops)

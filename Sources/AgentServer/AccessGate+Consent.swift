@@ -16,7 +16,7 @@ extension AccessGate {
     /// ``wait(_:account:client:)`` for it (which counts it out again if it is cancelled).
     func enqueue(_ caller: Caller, account: String, client: String) -> Int {
         let (id, isNew, prompter) = lock.withLock { () -> (Int, Bool, (any ConsentPrompter)?) in
-            if let open = pending.values.first(where: { $0.request.account == account && $0.request.client == client }) {
+            if let open = pending.values.first(where: { $0.request.account == account && ClientRule.sameBytes($0.request.client, client) }) {
                 pending[open.request.id]!.members += 1
                 return (open.request.id, false, nil)
             }
@@ -163,7 +163,7 @@ extension AccessGate {
         }
         let (removed, snapshot) = lock.withLock { () -> ([ConsentStore.Decision], [ConsentStore.Decision]) in
             let matching = decisions.filter { key, _ in
-                (account == nil || key.account == account) && (client == nil || key.client == client)
+                (account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true)
             }
             for key in matching.keys { decisions[key] = nil }
             return (matching.values.sorted { ($0.account, $0.client) < ($1.account, $1.client) }, sortedDecisions())

@@ -36,7 +36,22 @@ public final class AccessGate: @unchecked Sendable {
     var nextWaiterID = 0
     var prompter: (any ConsentPrompter)?
 
-    struct DecisionKey: Hashable { var account: String; var client: String }
+    /// Compared and hashed as bytes: a client is a path (or `flatpak:APP`), and canonically equivalent spellings
+    /// that `String ==` calls equal are different files (``ClientRule/sameBytes(_:_:)``).
+    struct DecisionKey: Hashable {
+        var account: String
+        var client: String
+
+        static func == (a: DecisionKey, b: DecisionKey) -> Bool {
+            ClientRule.sameBytes(a.account, b.account) && ClientRule.sameBytes(a.client, b.client)
+        }
+
+        func hash(into hasher: inout Hasher) {
+            for byte in account.utf8 { hasher.combine(byte) }
+            hasher.combine(0xFF as UInt8)  // not a UTF-8 byte: separates the two names
+            for byte in client.utf8 { hasher.combine(byte) }
+        }
+    }
 
     struct Pending {
         var request: PendingConsent
@@ -167,6 +182,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
         case .processExited:
             return "account '\(account)' does not serve pid \(pid): the process that opened this connection has exited, so whoever holds the connection now cannot be identified"
+        case .otherSender:
+            return "account '\(account)' does not serve pid \(pid)'s connection: another process wrote the request"
         case .open, .listed, .approved:
             return "account '\(account)' serves \(who)"
         }

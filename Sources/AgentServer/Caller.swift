@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AuthCore
+import CAgentSocket
 import Synchronization
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
@@ -66,8 +67,16 @@ public struct Caller: Sendable {
     /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
     /// the cache also keeps the process's `/proc/PID/exe` link open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
     /// later connection from the same pid is identified with one `readlinkat` and no pidfd; see ``identifyPinned``.
+    ///
+    /// `connection` is the socket's descriptor. Without a pidfd (kernels before 6.5, or `SO_PEERPIDFD` refused) the
+    /// pid alone does not name the process that connected: it may have exited before it was read, and its pid be
+    /// taken by another program, whose `/proc/PID` then reads consistently from start to end. So the connection is
+    /// tied to the live process first: the process read must hold the connection's other end (a descriptor of the
+    /// peer socket, by inode: ``tied(_:to:)``). A process that got the pid later holds it only if it was handed the
+    /// socket (then whoever writes on it is checked per request, ``AcceptLoop``); one that cannot be tied is not
+    /// identified, and so not served under a policy.
     public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
-                                cache: CallerCache? = nil, accepted: UInt64? = nil) -> Caller {
+                                cache: CallerCache? = nil, accepted: UInt64? = nil, connection: Int32? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
         if let accepted, let cache, let pin = cache.pinned(pid: pid, acceptedBefore: accepted),
@@ -96,7 +105,7 @@ public struct Caller: Sendable {
             } else {
                 let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
                 let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-                let app = readText("/proc/\(pid)/root/.flatpak-info").flatMap(ProcFS.flatpakApp(info:))
+                let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
                     ?? unit.flatMap(ProcFS.flatpakApp(unit:))
                 derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
             }
@@ -119,18 +128,22 @@ public struct Caller: Sendable {
         let stillTheSameProcess = switch pidfd?.isRunning {
         case true?: pin != nil
         case false?: false
-        case nil: pin?.isAlive == true
+        // Tied first, then the start time once more: the process read from start to end holds the connection.
+        case nil: pin != nil && connection.map { Caller.tied(pid, to: $0) } ?? true && pin?.isAlive == true
         }
         if !stillTheSameProcess {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil
+            // Not pinned either: the start time read may be a later owner's of the pid (process_exited).
+            caller.process = nil
             caller.hasTerminal = false
         } else if let started, let running {
             // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
             // and whenever the process can be pinned now.
             let pinned = link.flatMap { link in
                 derived.exe.map { CallerCache.Pin(held: link, accepted: accepted ?? 0, exe: $0,
-                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller) }
+                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller,
+                                                  executable: running) }
             }
             if !reused || (processID != nil && !reusedByID) || pinned != nil {
                 cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
@@ -146,16 +159,21 @@ public struct Caller: Sendable {
     /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
     /// `SO_PEERCRED` reports is the connecting process's at `connect`).
     ///
-    /// One `readlinkat` of the held `/proc/PID/exe` link proves that it still runs, and that the kernel names its
-    /// executable exactly as it did when it was pinned. That name is the path of the very file the process runs, so
-    /// while it is unchanged the path still leads to that file: renaming the file or a directory above it changes
-    /// the name, and replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path would
-    /// not, which takes privileges in the agent's mount namespace. So the identity read when it was pinned holds,
-    /// with its replaced-file verdict, and nothing else is read. Nil when the process has exited (then it is
-    /// unpinned) or its executable is named otherwise now (another binary, a moved, replaced or deleted file): the
-    /// full read decides then.
+    /// A `statx` of `/proc/PID/exe` (cached attributes) and one `readlinkat` of the held link prove that the process
+    /// still runs the very file it ran when it was pinned (same device and inode: a name alone is not enough, since a
+    /// process in a mount namespace of its own can mount another binary over its path and exec it under the same
+    /// name), and that the kernel names it exactly as it did then. While that name is unchanged the path still leads
+    /// to that file in the agent's namespace: renaming the file or a directory above it changes the name, and
+    /// replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path in the agent's own
+    /// mount namespace would not, which takes privileges there. So the identity read when it was pinned holds, with
+    /// its replaced-file verdict. Nil when the process has exited (then it is unpinned) or runs another file or one
+    /// named otherwise now (another binary, a moved, replaced or deleted file): the full read decides then.
     static func identifyPinned(peer: PeerCredentials, via: String, _ pin: CallerCache.Pin,
                                cache: CallerCache) -> Caller? {
+        // The file first (cached attributes of whatever /proc/PID/exe is now), then the held link: still readable,
+        // the pinned process ran throughout, so the file was its own. Same name is not same file: in a mount
+        // namespace of its own the process may have mounted another binary over its path and run that.
+        let running = FileID(path: "/proc/\(peer.pid)/exe")
         switch pin.held.reads(pin.link) {
         case nil:
             cache.unpin(pid: peer.pid, pin.held)
@@ -163,6 +181,7 @@ public struct Caller: Sendable {
         case false?:
             return nil
         case true?:
+            guard running == pin.executable else { return nil }
             cache.pinnedHits.add(1, ordering: .relaxed)
             // The caller as the full read made it when the process was pinned; the credentials are this
             // connection's own (the same unless the process changed its ids since).
@@ -174,43 +193,57 @@ public struct Caller: Sendable {
         }
     }
 
-    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)").
+    /// Whether process `pid` holds the other end of the Unix socket `connection` (by the peer socket's inode). False
+    /// when that cannot be read: untied is not served under a policy.
+    static func tied(_ pid: Int32, to connection: Int32) -> Bool {
+        var peer: UInt64 = 0
+        return aa_socket_peer_inode(connection, &peer) == 0 && aa_process_holds_socket(pid, peer) == 1
+    }
+
+    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)");
+    /// nil when that name is not valid UTF-8.
     public static func executable(of pid: Int32) -> String? {
         guard pid > 0 else { return nil }
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // A path that is not UTF-8 is not decoded with replacement characters: two different paths would read
+        // the same. No allowed_clients entry can name it (config.toml is UTF-8), so it is unknown.
+        return String(validating: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// A small `/proc` file's text (at most 64 KiB), or nil.
-    static func readText(_ path: String) -> String? {
+    /// A small `/proc` file's text (at most `limit` bytes; a longer file is nil, not cut short), or nil.
+    static func readText(_ path: String, limit: Int = 65536) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 65536 {
+        while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
+            if n < 0 { return nil }
+            if n == 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
+            if bytes.count > limit { return nil }
             // These files are generated whole on open (single_open): a short read is the end, no need to ask again.
-            if n < chunk.count { break }
+            // Not so /proc/PID/mountinfo (a seq_file read a page at a time): it is read until the end.
+            if n < chunk.count, !path.hasSuffix("/mountinfo") { break }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
 }
 
-/// A file's device and inode (`stat`, following links): the same pair is the same file.
+/// A file's device and inode (`statx`, following links): the same pair is the same file. The attributes are the
+/// ones the kernel has cached (`AT_STATX_DONT_SYNC`), so a caller's FUSE server is not asked for them.
 struct FileID: Equatable, Sendable {
     let device: UInt64
     let inode: UInt64
 
     init?(path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        var info = aa_file_info()
+        guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
+        device = info.device
+        inode = info.inode
     }
 }
 
@@ -242,10 +275,14 @@ public final class CallerCache: Sendable {
         let link: [UInt8]
         /// The caller as that read identified it (identity, replaced-file verdict, start time, terminal).
         let caller: Caller
+        /// The device and inode of the file the process ran then.
+        let executable: FileID
 
-        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller) {
+        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller,
+             executable: FileID) {
             self.held = held
             self.accepted = accepted
+            self.executable = executable
             link = Array(exe.utf8) + (exeDeletedAsRead ? Array(" (deleted)".utf8) : [])
             self.caller = caller
         }

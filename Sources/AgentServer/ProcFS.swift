@@ -87,6 +87,20 @@ public enum ProcFS {
         return nil
     }
 
+    /// The file system type of each mount in `/proc/PID/mountinfo`, by mount id (the first field; the type follows
+    /// the lone `-` that ends the optional fields). Nil when a line does not have that shape.
+    public static func filesystemTypes(mountinfo: String) -> [UInt64: String]? {
+        var types: [UInt64: String] = [:]
+        for line in mountinfo.utf8.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: " "))
+            guard let first = fields.first, let id = UInt64(String(decoding: first, as: UTF8.self)),
+                  let dash = fields.firstIndex(where: { $0.elementsEqual("-".utf8) }), dash >= 6,
+                  dash + 1 < fields.endIndex else { return nil }
+            types[id] = String(decoding: fields[dash + 1], as: UTF8.self)
+        }
+        return types
+    }
+
     /// `/proc/PID/exe`'s link text split into the path and whether the kernel marked it deleted.
     public static func executable(link: String) -> (path: String, deleted: Bool) {
         let suffix = " (deleted)"

@@ -45,6 +45,9 @@ public struct AccessPolicy: Sendable, Equatable {
         case unidentified
         /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
         case processExited = "process_exited"
+        /// The request was written by another process than the one that opened the connection (a helper that kept
+        /// the socket): whoever wrote it is not the identity the connection was judged by.
+        case otherSender = "other_sender"
         /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller
         /// left the bus, or the agent stopped): audited with the outcome `withdrawn`, nothing decided.
         case cancelled

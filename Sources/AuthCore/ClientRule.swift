@@ -1,4 +1,4 @@
-/// One `allowed_clients` entry of an account. Matching is exact string equality on what the kernel reported; there
+/// One `allowed_clients` entry of an account. Matching is exact byte equality on what the kernel reported; there
 /// are no globs or prefixes, so an entry can never match more than the one program, unit or app it names.
 ///
 /// - `/usr/bin/git`: an absolute, normalised path; matches a caller whose executable is that path, unless the
@@ -56,15 +56,24 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether this entry names `identity` (see the type's documentation for the rules).
+    /// Byte for byte (``sameBytes(_:_:)``), never as Unicode text.
     public func matches(_ identity: ClientIdentity) -> Bool {
         switch self {
         case .path(let path):
-            return identity.flatpakApp == nil && !identity.exeDeleted && identity.exe == path
+            return identity.flatpakApp == nil && !identity.exeDeleted && ClientRule.sameBytes(identity.exe, path)
         case .unit(let unit):
-            return identity.unit == unit
+            return ClientRule.sameBytes(identity.unit, unit)
         case .flatpak(let app):
-            return identity.flatpakApp == app
+            return ClientRule.sameBytes(identity.flatpakApp, app)
         }
+    }
+
+    /// Whether two names (paths, units, apps) are the same bytes. Swift's `String ==` (and its hashing) uses
+    /// canonical equivalence: `café` with a precomposed `é` equals `cafe` with a combining accent, yet they are two
+    /// different files to the kernel. Every comparison of a caller's names goes through here.
+    public static func sameBytes(_ name: String?, _ other: String) -> Bool {
+        guard let name else { return false }
+        return name.utf8.elementsEqual(other.utf8)
     }
 
     static func isUnitCharacter(_ scalar: Unicode.Scalar) -> Bool {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -128,4 +129,149 @@ int aa_socket_proc_exe_open(int32_t pid) {
 
 long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity) {
     return (long)readlinkat(exe_fd, "", buffer, capacity);
+}
+
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info) {
+    struct statx attributes;
+    int flags = AT_STATX_DONT_SYNC | (empty_path ? AT_EMPTY_PATH : 0);
+    if (statx(dir_fd, path, flags, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID, &attributes) != 0) return -1;
+    info->device = ((uint64_t)attributes.stx_dev_major << 32) | attributes.stx_dev_minor;
+    info->inode = attributes.stx_ino;
+    info->size = attributes.stx_size;
+    info->mode = attributes.stx_mode;
+    info->mount_id = (attributes.stx_mask & STATX_MNT_ID) ? attributes.stx_mnt_id : 0;
+    return 0;
+}
+
+int aa_open_path_nofollow(const char *path) {
+    for (;;) {
+        int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != EINTR) return fd;
+    }
+}
+
+long aa_read_reopened(int path_fd, void *buffer, unsigned long capacity) {
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", path_fd);
+    int fd;
+    do { fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -1;
+    unsigned long total = 0;
+    while (total < capacity) {
+        ssize_t n = read(fd, (char *)buffer + total, capacity - total);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+        if (n == 0) break;
+        total += (unsigned long)n;
+    }
+    close(fd);
+    return (long)total;
+}
+
+int aa_socket_pass_credentials(int fd) {
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t *sender) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(struct ucred))];
+    } control;
+    struct iovec vector = { .iov_base = bytes, .iov_len = capacity };
+    struct msghdr message = { .msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.space,
+                              .msg_controllen = sizeof control.space };
+    ssize_t n;
+    do { n = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC); } while (n < 0 && errno == EINTR);
+    *sender = 0;
+    if (n <= 0) return n;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
+            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
+            *sender = credentials.pid;
+        }
+    }
+    return n;
+}
+
+#include <dirent.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+
+int aa_socket_peer_inode(int fd, uint64_t *inode) {
+    struct stat own;
+    if (fstat(fd, &own) != 0) return -1;
+    int diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (diag < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct unix_diag_req request;
+    } query = {
+        .header = { .nlmsg_len = sizeof query, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+        .request = { .sdiag_family = AF_UNIX, .udiag_ino = (uint32_t)own.st_ino, .udiag_show = UDIAG_SHOW_PEER,
+                     .udiag_cookie = { (uint32_t)~0U, (uint32_t)~0U } },
+    };
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int result = -1;
+    if (sendto(diag, &query, sizeof query, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof query) {
+        union { struct nlmsghdr align; char bytes[1024]; } answer;
+        ssize_t n;
+        do { n = recv(diag, answer.bytes, sizeof answer.bytes, 0); } while (n < 0 && errno == EINTR);
+        struct nlmsghdr *header = (struct nlmsghdr *)answer.bytes;
+        if (n > 0 && NLMSG_OK(header, (unsigned)n) && header->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            struct unix_diag_msg *message = NLMSG_DATA(header);
+            if (message->udiag_ino == (uint32_t)own.st_ino) {
+                int left = (int)(header->nlmsg_len - NLMSG_LENGTH(sizeof *message));
+                for (struct rtattr *attribute = (struct rtattr *)(message + 1); RTA_OK(attribute, left);
+                     attribute = RTA_NEXT(attribute, left)) {
+                    if (attribute->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(attribute) >= sizeof(uint32_t)) {
+                        uint32_t peer;
+                        memcpy(&peer, RTA_DATA(attribute), sizeof peer);
+                        if (peer != 0) {
+                            *inode = peer;
+                            result = 0;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    close(diag);
+    if (result != 0) errno = ENOENT;
+    return result;
+}
+
+int aa_process_holds_socket(int32_t pid, uint64_t inode) {
+    char path[40], wanted[40], link[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    int wanted_length = snprintf(wanted, sizeof wanted, "socket:[%llu]", (unsigned long long)inode);
+    int directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directory < 0) return -1;
+    DIR *entries = fdopendir(directory);
+    if (!entries) {
+        close(directory);
+        return -1;
+    }
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(entries)) != NULL) {
+        if (entry->d_name[0] == '.') continue;
+        ssize_t n = readlinkat(directory, entry->d_name, link, sizeof link);
+        found = n == wanted_length && memcmp(link, wanted, (size_t)n) == 0;
+    }
+    closedir(entries);
+    return found;
 }

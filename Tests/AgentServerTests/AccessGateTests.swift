@@ -280,6 +280,22 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTFail("no pending request appeared")
         throw NoPendingRequest()
     }
+
+    /// A remembered decision names a path as bytes: one for `café` precomposed neither grants nor is forgotten for
+    /// the decomposed spelling (Swift's `String ==` and hashing call them equal).
+    func testRememberedDecisionsMatchPathsAsBytes() throws {
+        let precomposed = "/opt/caf\u{00E9}/tool"
+        let decomposed = "/opt/cafe\u{0301}/tool"
+        let store = ConsentStore(path: directory.appendingPathComponent("consent.json").path)
+        XCTAssertNil(store.save([ConsentStore.Decision(account: "work", client: precomposed, allowed: true, time: 1)]))
+        var (_, caller) = try spawnCaller()
+        caller.identity = ClientIdentity(exe: decomposed)
+        let judge = gate(AccessPolicy(confirm: .firstUse), store: store)
+        XCTAssertEqual(judge.verdict(caller, account: "work"), .ask, "a decision for another path's bytes was applied")
+        XCTAssertEqual(try judge.forget(account: nil, client: decomposed, by: try approver()), [])
+        caller.identity = ClientIdentity(exe: precomposed)
+        XCTAssertEqual(judge.verdict(caller, account: "work"), .grant(.approved))
+    }
 }
 
 /// Counts how often a consent question's timer was stopped.

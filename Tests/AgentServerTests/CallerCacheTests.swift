@@ -245,6 +245,35 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertTrue(identify(child, accepted: 4, cache: cache).caller.identity.exeDeleted, "and stays so")
     }
 
+    /// Defect 5: a pinned process in a mount namespace of its own bind-mounts another binary over its own path there
+    /// and execs that path. The kernel names the new executable exactly as the old one (the same path in its
+    /// namespace), but it is another file: the pin must not vouch for it. Read in full, the path (in the agent's
+    /// namespace, the old file) no longer names what runs.
+    func testAPinnedProcessThatExecsAnotherFileMountedOverItsPathIsReadAfresh() throws {
+        try skipWithoutPidfs()
+        try XCTSkipUnless(getuid() == 0, "bind mounts in a private mount namespace need root here")
+        let cache = CallerCache()
+        let shell = directory.appendingPathComponent("x").path
+        let other = directory.appendingPathComponent("y").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/dash", toPath: shell)
+        try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: other)
+        let marker = directory.appendingPathComponent("go").path
+        let child = try spawn("/usr/bin/unshare", ["-m", "--propagation", "private", shell, "-c",
+                                                   "while [ ! -e '\(marker)' ]; do :; done; mount --bind '\(other)' '\(shell)' && exec '\(shell)' 60"])
+        waitForExecutable(child.processIdentifier, shell)
+        let first = identify(child, accepted: 1, cache: cache)
+        XCTAssertFalse(first.caller.identity.exeDeleted)
+        XCTAssertFalse(identify(child, accepted: 2, cache: cache).askedForPidfd, "pinned")
+        let mounted = try XCTUnwrap(FileID(path: other))
+        _ = FileManager.default.createFile(atPath: marker, contents: nil)
+        for _ in 0..<500 where FileID(path: "/proc/\(child.processIdentifier)/exe") != mounted { usleep(10_000) }
+        XCTAssertEqual(FileID(path: "/proc/\(child.processIdentifier)/exe"), mounted, "the child never ran the mounted file")
+        XCTAssertEqual(Caller.executable(of: child.processIdentifier), shell, "the premise: the same name")
+        let after = identify(child, accepted: 3, cache: cache)
+        XCTAssertTrue(after.askedForPidfd, "the pin vouched for another file under the same name")
+        XCTAssertTrue(after.caller.identity.exeDeleted, "the path no longer names what runs")
+    }
+
     /// The running file renamed away and another put at its path, or a directory above it renamed and another put in
     /// its place: the file is still linked (no " (deleted)"), but the kernel names it by its new path, so the pin's
     /// shortcut ends and the full read finds the path no longer names what runs.

@@ -86,4 +86,20 @@ final class ProcFSTests: XCTestCase {
         XCTAssertEqual(ProcFS.executable(link: "/home/u/bin/tool (deleted)").path, "/home/u/bin/tool")
         XCTAssertTrue(ProcFS.executable(link: "/home/u/bin/tool (deleted)").deleted)
     }
+
+    /// Mount ids to file system types, from a recorded `/proc/PID/mountinfo` (a bwrap sandbox's tmpfs root, its
+    /// `/.flatpak-info` bind mount, optional fields of varying count).
+    func testFilesystemTypesFromMountinfo() {
+        let mountinfo = """
+        812 700 0:95 / / rw,nosuid,nodev - tmpfs tmpfs rw,mode=755,uid=1000
+        813 812 259:2 /usr /usr ro,nosuid,nodev,relatime master:1 shared:7 - ext4 /dev/nvme0n1p2 rw
+        840 812 0:45 /flatpak-info-XYZ /.flatpak-info ro,nosuid,nodev - tmpfs tmpfs rw,size=1611400k
+        841 812 0:52 / /run/user/1000/doc rw,nosuid - fuse.portal portal rw,user_id=1000
+
+        """
+        let types = ProcFS.filesystemTypes(mountinfo: mountinfo)
+        XCTAssertEqual(types, [812: "tmpfs", 813: "ext4", 840: "tmpfs", 841: "fuse.portal"])
+        XCTAssertNil(ProcFS.filesystemTypes(mountinfo: "812 700 0:95 / / rw tmpfs tmpfs rw\n"), "no separator")
+        XCTAssertEqual(ProcFS.filesystemTypes(mountinfo: ""), [:])
+    }
 }

@@ -88,4 +88,23 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,
                        "/usr/bin/git; asks others on first use")
     }
+
+    /// Paths (and unit names) are bytes: a canonically equivalent but byte-different spelling (precomposed `é`
+    /// against `e` + combining acute; the Kelvin sign against `K`) names another file or unit, so it must not
+    /// match, although Swift's `String ==` calls the spellings equal.
+    func testPathsAndNamesAreComparedAsBytesNotAsUnicodeText() throws {
+        let precomposed = "/opt/caf\u{00E9}/bin/tool"
+        let decomposed = "/opt/cafe\u{0301}/bin/tool"
+        XCTAssertEqual(precomposed, decomposed, "the premise: String == uses canonical equivalence")
+        XCTAssertNotEqual(Array(precomposed.utf8), Array(decomposed.utf8))
+        let rule = try ClientRule.parse(precomposed).get()
+        XCTAssertTrue(rule.matches(ClientIdentity(exe: precomposed)))
+        XCTAssertFalse(rule.matches(ClientIdentity(exe: decomposed)), "a byte-different path matched")
+        let policy = AccessPolicy(allowedClients: [rule])
+        XCTAssertEqual(policy.decide(ClientIdentity(exe: decomposed), remembered: nil), .deny(.notListed))
+
+        let unit = try ClientRule.parse("unit:backup.service").get()
+        XCTAssertTrue(unit.matches(ClientIdentity(exe: nil, unit: "backup.service")))
+        XCTAssertFalse(unit.matches(ClientIdentity(exe: nil, unit: "bac\u{212A}up.service")), "the Kelvin sign passed for K")
+    }
 }

@@ -528,6 +528,9 @@ def render_config(accounts: dict, agent: dict | None = None) -> str:
 class Agent:
     """One auth-agent process with its own HOME, XDG_RUNTIME_DIR and XDG_CONFIG_HOME."""
 
+    # Prepended to the agent's command line (the `kernel_paths` fixture runs it under no_pidfd.py).
+    launcher: list[str] = []
+
     def __init__(self, base: Path, bus_env: dict, config_text: str, browser_mode: str = "login",
                  env_overrides: dict | None = None, args: list[str] | None = None):
         self.bins = bin_dir()
@@ -574,7 +577,7 @@ class Agent:
     def start(self, wait: bool = True, timeout: float = 20):
         assert self.proc is None or self.proc.poll() is not None, "agent already running"
         self._stderr = open(self.stderr_path, "ab")
-        self.proc = subprocess.Popen([str(self.bins / "auth-agent"), *self.args], env=self.env,
+        self.proc = subprocess.Popen([*self.launcher, str(self.bins / "auth-agent"), *self.args], env=self.env,
                                      stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
                                      start_new_session=True)
         if wait:
@@ -804,6 +807,40 @@ def make_agent(request, tmp_path_factory):
             print(f"agent log kept: {kept / 'agent.stderr'}")
         shutil.rmtree(instance.base, ignore_errors=True)
     assert not errors, "token canary: " + "; ".join(errors)
+
+
+def stop_process(pid: int):
+    """SIGSTOP, then waits until every thread of `pid` is stopped (the signal is delivered asynchronously: a thread
+    running on another CPU may still read a socket for a moment after kill() returns)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("T", "t"):
+                return False
+        return True
+
+    wait_for(all_stopped, 10, f"every thread of {pid} to stop")
+
+
+NO_PIDFD = Path(__file__).parent / "no_pidfd.py"
+
+
+@pytest.fixture(params=["pidfd", "no_pidfd"])
+def kernel_paths(request, monkeypatch):
+    """Runs a test twice: on this kernel, and with the agent under no_pidfd.py's seccomp filter, which makes
+    SO_PEERPIDFD fail as kernels before 6.5 do, so the identity code those kernels take runs here too."""
+    if request.param == "no_pidfd":
+        probe = subprocess.run(["/usr/bin/python3", str(NO_PIDFD), "/usr/bin/true"], capture_output=True, text=True,
+                               timeout=30)
+        assert probe.returncode == 0, \
+            f"cannot force the old-kernel path (python3-seccomp, see scripts/setup): {probe.stderr[-500:]}"
+        monkeypatch.setattr(Agent, "launcher", ["/usr/bin/python3", str(NO_PIDFD)])
+    return request.param
 
 
 @pytest.fixture

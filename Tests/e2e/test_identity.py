@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import termios
@@ -22,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SYSTEM_PATH, default_account, read_until, wait_for
+from conftest import REPO, SYSTEM_PATH, default_account, read_until, stop_process, wait_for
+
+# Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
+pytestmark = pytest.mark.usefixtures("kernel_paths")
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
@@ -185,8 +189,10 @@ def test_a_binary_replaced_while_it_runs_no_longer_matches(make_agent, keyring, 
 
 
 def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, auth_server):
-    """A recycled or handed-over pid cannot pass for the process that connected: a forked child connects, passes
-    the connection to the test and exits; the connection's requests are then refused."""
+    """A recycled or handed-over pid cannot pass for the process that connected: a forked child connects, is
+    served, passes the connection to the test, writes one more request and exits before the agent reads it (the
+    agent is stopped meanwhile): that request is refused as `process_exited`. (Requests the test itself writes on
+    the connection are another process's: test_hostile_identity.py.)"""
     agent = make_agent(start=False)
     python = os.path.realpath("/proc/self/exe")
     agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{python}"]\n')
@@ -194,34 +200,45 @@ def test_a_connection_whose_process_exited_is_not_served(make_agent, keyring, au
     agent.login("work")
     agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
 
+    def request(request_id: int) -> bytes:
+        return json.dumps({"v": 1, "id": request_id, "op": "token", "account": "work"}).encode() + b"\n"
+
+    def reply(conn) -> dict:
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            assert chunk, "the agent closed the connection without a reply"
+            line += chunk
+        return json.loads(line)
+
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     go = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: connect, hand the connection over, wait for the word, exit
+    if pid == 0:  # the child: connect, ask, hand the connection over, ask again when told, exit
         try:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(str(agent.socket_path))
-            socket.send_fds(child_end, [b"x"], [s.fileno()])
+            s.sendall(request(1))
+            served = reply(s)
+            socket.send_fds(child_end, [json.dumps(served).encode()], [s.fileno()])
             os.read(go[0], 1)
+            s.sendall(request(2))
         finally:
             os._exit(0)
-    _, fds, _, _ = socket.recv_fds(parent_end, 1, 1)
+    message, fds, _, _ = socket.recv_fds(parent_end, 65536, 1)
     conn = socket.socket(fileno=fds[0])
     conn.settimeout(30)
-
-    def ask(request_id: int) -> dict:
-        conn.sendall(json.dumps({"v": 1, "id": request_id, "op": "token", "account": "work"}).encode() + b"\n")
-        line = b""
-        while not line.endswith(b"\n"):
-            line += conn.recv(65536)
-        return json.loads(line)
-
-    alive = ask(1)
+    alive = json.loads(message)
     assert "result" in alive, alive
     agent.remember(alive["result"]["access_token"])
-    os.write(go[1], b"x")
-    os.waitpid(pid, 0)
-    gone = ask(2)
+
+    stop_process(agent.proc.pid)  # so that it reads request 2 only after the child has exited
+    try:
+        os.write(go[1], b"x")
+        os.waitpid(pid, 0)
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    gone = reply(conn)
     assert gone["error"]["code"] == "access_denied", gone
     assert "has exited" in gone["error"]["message"]
     conn.close()

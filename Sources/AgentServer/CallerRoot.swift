@@ -1,0 +1,48 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CAgentSocket
+
+/// Reads `/.flatpak-info` in a caller's root directory (`/proc/PID/root`), a file system the caller may control:
+/// in a user namespace of its own it can mount a tmpfs there and put a FIFO, a device, a symlink or a huge file
+/// at that path, or mount a FUSE file system whose server never answers. Identification runs on the accept loop's
+/// thread, so nothing here may block, whatever the caller's root holds:
+///
+/// - A caller whose root is the agent's own root directory is not in a sandbox; its `/.flatpak-info` is not read at
+///   all (one cached `statx`: the common case costs no more than the failed open it replaces).
+/// - Otherwise the file is read only if the root and the file are on tmpfs mounts (what Flatpak's `bwrap` makes;
+///   tmpfs has no server that can stall), judged by the mount ids `statx` reports against `/proc/PID/mountinfo`,
+///   which the kernel writes without asking any file system. A mount made after that read has an id not in it.
+/// - The file is named with `O_PATH | O_NOFOLLOW` (no open handler runs; a symlink is itself, not followed), must
+///   be a regular file of at most ``maxBytes`` (cached attributes: `AT_STATX_DONT_SYNC`), and only then is it opened,
+///   `O_NONBLOCK | O_NOCTTY`, and read up to that size.
+///
+/// Anything else is "no file": the caller is not identified as a Flatpak app by this file (its unit may still say).
+enum CallerRoot {
+    static let maxBytes = 65536
+
+    /// The agent's own root directory (device and inode), read once.
+    private static let ownRoot: FileID? = FileID(path: "/")
+
+    /// The text of `/.flatpak-info` in process `pid`'s root, or nil (none, not safely readable, or the caller
+    /// shares the agent's root).
+    static func flatpakInfo(pid: Int32) -> String? {
+        var root = aa_file_info()
+        guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return nil }
+        if let ownRoot, ownRoot.device == root.device, ownRoot.inode == root.inode { return nil }
+        guard root.mount_id != 0, let mountinfo = Caller.readText("/proc/\(pid)/mountinfo", limit: 1 << 20),
+              let filesystems = ProcFS.filesystemTypes(mountinfo: mountinfo),
+              filesystems[root.mount_id] == "tmpfs" else { return nil }
+        let fd = aa_open_path_nofollow("/proc/\(pid)/root/.flatpak-info")
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var file = aa_file_info()
+        guard aa_file_info_at(fd, "", 1, &file) == 0, file.mode & UInt32(S_IFMT) == UInt32(S_IFREG),
+              file.size <= UInt64(maxBytes), filesystems[file.mount_id] == "tmpfs" else { return nil }
+        return withUnsafeTemporaryAllocation(byteCount: maxBytes, alignment: 1) { buffer -> String? in
+            let count = aa_read_reopened(fd, buffer.baseAddress, UInt(buffer.count))
+            guard count >= 0 else { return nil }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
+        }
+    }
+}
