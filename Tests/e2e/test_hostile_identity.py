@@ -13,7 +13,7 @@ import pytest
 from conftest import stop_process, wait_for
 
 # Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
-pytestmark = pytest.mark.usefixtures("kernel_paths")
+pytestmark = [pytest.mark.usefixtures("kernel_paths"), pytest.mark.release]  # also against the installed package
 
 # Run inside `unshare -Urm` (own user and mount namespace): a tmpfs at DIR with `.flatpak-info` of the given kind,
 # chroot into it, connect to the agent's socket (reached through a directory descriptor opened before the chroot)

@@ -26,9 +26,8 @@ import pytest
 from conftest import REPO, SYSTEM_PATH, default_account, read_until, stop_process, wait_for
 
 # Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
-pytestmark = pytest.mark.usefixtures("kernel_paths")
-
-pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+# Every test on both kernel paths (kernel_paths), and in the installed-package subset (scripts/test).
+pytestmark = [pytest.mark.usefixtures("kernel_paths"), pytest.mark.release]
 
 FAKE_NOTIFICATIONS = REPO / "Tests" / "Fixtures" / "notifications" / "fake_notifications.py"
 
