@@ -25,7 +25,7 @@ from test_notifications import notification_server, notifications  # noqa: F401 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 # Where the recipes live (one line to change if they move).
-RECIPES, SECTION = REPO / "README.md", "### Mail"
+RECIPES, SECTION = REPO / "docs" / "INTEGRATIONS.md", "## Mail"
 ACCOUNT = "gmail"  # the README's account name, so `authctl token gmail` runs as printed
 LIFETIME = 15      # seconds an access token lives at the test authorization server
 
