@@ -15,10 +15,10 @@ import PackageDescription
 //   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
 //                  the config path, SSH/headless (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
-// The modules a cached-token request runs through (issue 8, docs/BENCHMARKS.md "Session 12"), release only: no run-time
-// exclusivity checks (swift_beginAccess on every access to a class's stored var: 17 % of the accept loop's
-// instructions per request). Their shared state is confined to one thread or behind a lock; debug builds, and so
-// every test run, keep the checks, and the compile-time checks stay on everywhere.
+// The modules a cached-token request runs through, release only: no run-time exclusivity checks (swift_beginAccess
+// on every access to a class's stored var; measured in docs/BENCHMARKS.md, "The socket path"). Their shared state
+// is confined to one thread or behind a lock; debug builds, and so every test run, keep the checks, and the
+// compile-time checks stay on everywhere.
 let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
@@ -106,7 +106,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            // Memory (issue 8, docs/BENCHMARKS.md "Memory"): idle RSS is mostly the file pages of touched code. Release
+            // Memory (docs/BENCHMARKS.md, "Why the code is shaped this way", "Memory"): idle RSS is mostly the file pages of touched code. Release
             // only (the tests' debug build stays dynamic):
             // - the Swift runtime and Foundation linked in (-static-stdlib), so their code is not mapped from shared
             //   libraries; our modules were compiled against the shared runtime, whose module maps do not name
@@ -133,13 +133,12 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            // Start-up is most of `authctl token` (docs/BENCHMARKS.md): a fully static release binary has no dynamic
-            // loader, no shared libraries and no relocations to process (task-clock 1.3 ms against 3.3 ms with only
-            // -static-stdlib, whose PIE still loads libstdc++ and relocates 27 MB). authctl uses no NSS or dlopen.
-            // lld (in the Swift toolchain) rather than gold lays out the same code in fewer pages: 109 page faults
-            // per `authctl token` against 133, task-clock 0.58-0.77 ms against 0.64-0.84 ms (perf stat -r 300). A
-            // profiled symbol order on top gained nothing (108 faults): most of what runs is in the standard
-            // library's and FoundationEssentials' few large .text sections, which the linker cannot reorder inside.
+            // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared
+            // libraries and no relocations to process (-static-stdlib alone still loads libstdc++ and relocates the
+            // PIE). authctl uses no NSS or dlopen. lld (in the Swift toolchain) rather than gold lays out the same
+            // code in fewer pages; a profiled symbol order on top gained nothing, because most of what runs is in the
+            // standard library's and FoundationEssentials' few large .text sections, which the linker cannot reorder
+            // inside. Figures: docs/BENCHMARKS.md, "`authctl token`".
             // FoundationEssentials' static archive does not name its own dependencies, hence the three -l. Release
             // only (the tests' debug build stays dynamic); the agent keeps its own flags.
             linkerSettings: [

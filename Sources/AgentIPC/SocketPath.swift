@@ -15,7 +15,7 @@ public enum SocketPath {
     }
 
     /// The same, reading each variable through `variable` (authctl passes getenv: a `[String: String]` costs its
-    /// start-up a scan of every protocol conformance in the binary, docs/BENCHMARKS.md "Session 9").
+    /// start-up a scan of every protocol conformance in the binary, docs/BENCHMARKS.md "`authctl token`").
     public static func resolve(variable: (String) -> String?) -> String? {
         if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty { return explicit }
         guard let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty else { return nil }

@@ -20,8 +20,8 @@ enum TokenWire {
     }
 
     /// `joined(separator: ",")` by hand: the standard library's generic `joined` looks up `Element`'s conformance at
-    /// run time, and the first such lookup scans every conformance record in the binary (a quarter of
-    /// `authctl token`'s instructions, docs/BENCHMARKS.md "Session 9").
+    /// run time, and the first such lookup scans every conformance record in the binary (docs/BENCHMARKS.md,
+    /// "`authctl token`").
     private static func commaSeparated(_ parts: [String]) -> String {
         var result = ""
         for (index, part) in parts.enumerated() {

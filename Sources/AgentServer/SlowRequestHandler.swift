@@ -4,7 +4,8 @@ import NIOCore
 /// The last handler of a connection's pipeline, behind ``CachedTokenHandler``: every request the fast path passes
 /// on runs as a task of its own (``RequestDispatcher/execute(_:caller:emit:)``), which writes its event lines and
 /// its reply to the channel. The connection itself keeps no task and no `NIOAsyncChannel`: one that waits for its
-/// next line costs its channel only (~4 kB), where a task per connection kept ~40 kB (docs/BENCHMARKS.md).
+/// next line costs its channel only, a tenth of what a task per connection kept (docs/BENCHMARKS.md, "The socket
+/// path").
 ///
 /// What this handler keeps, on the event loop:
 /// - at most ``SocketServer/maxInFlightPerConnection`` requests in flight: at the cap it stops reading until one

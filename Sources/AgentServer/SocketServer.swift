@@ -33,9 +33,7 @@ public final class SocketServer: Service {
     public static let maxConnections = 4096
     /// Accept loops: one per two cores, at least 1 and at most 4. The agent's clients run on the same machine and
     /// each request costs its client about what it costs the agent, so a loop for every core only adds cross-CPU
-    /// wake-ups. Measured on 2 cores (docs/BENCHMARKS.md "Session 11"): one loop against two, CPU per cached request
-    /// 5.7-6.9 against 7.7-7.8 µs persistent and 20.8-23.0 against 22.3-22.6 µs with a new connection, persistent
-    /// throughput 1.07-1.10 against 0.91-0.97 x the floor, and new-connection throughput 0.63-0.66 against 0.72-0.74 x.
+    /// wake-ups. Measured one loop against two: docs/BENCHMARKS.md, "The socket path".
     static let acceptThreads = min(4, max(1, System.coreCount / 2))
 
     let listener: ListeningSocket

@@ -1,5 +1,5 @@
 /// What `authctl accounts add --preset` writes for a provider: endpoints, scopes and quirks, as plain data.
-/// README ("Providers") explains how to register a client at each.
+/// docs/PROVIDERS.md ("Providers") explains how to register a client at each.
 public struct ProviderPreset: Sendable, Equatable {
     public var name: String
     /// nil: the user must give `--issuer`.

@@ -42,11 +42,10 @@ struct AuthAgent: AsyncParsableCommand {
 
     /// ArgumentParser's entry point, after one setting that must come before any other thread allocates.
     ///
-    /// One malloc arena for the whole process (issue 8, docs/BENCHMARKS.md "Session 9"): glibc otherwise gives each
-    /// thread that allocates an arena of its own, up to 8 per core, and never returns them. `run()` already runs on
-    /// the cooperative pool, whose first thread has its arena by then, so the cap is set here, on the main thread,
-    /// before the first task. Measured against two arenas set from `run()` (`BENCH_ONLY=memory`): the flood's peak
-    /// 27.5-28.2 -> 24.7-24.9 MB; the cached-token throughput did not change beyond the runs' noise.
+    /// One malloc arena for the whole process (docs/BENCHMARKS.md, "Memory"): glibc otherwise gives each thread that
+    /// allocates an arena of its own, up to 8 per core, and never returns them. `run()` already runs on the
+    /// cooperative pool, whose first thread has its arena by then, so the cap is set here, on the main thread,
+    /// before the first task.
     static func main() async {
         _ = aa_process_limit_malloc_arenas(1)
         await main(nil)
@@ -128,7 +127,7 @@ struct AuthAgent: AsyncParsableCommand {
         // When the last client has gone, hand the heap the load left behind back to the kernel. After slow work (a
         // sign-in, a refresh, status: not the cached-token hits of the steady state) also unmap the code and
         // read-only data pages it mapped: they stay in the page cache, and the next request maps what it uses again
-        // (docs/BENCHMARKS.md).
+        // (docs/BENCHMARKS.md, "Memory").
         let trimHeap: IdleHook = { workedSinceLastIdle in
             _ = aa_process_trim_heap()
             if workedSinceLastIdle { _ = aa_process_release_read_only_pages() }

@@ -1,10 +1,11 @@
-"""README's mail recipes as printed, run by the real clients from Debian (msmtp, mbsync with Debian's XOAUTH2 SASL
-plugin, neomutt in batch mode and on a pseudo-terminal, aerc on a pseudo-terminal, curl) against a real Dovecot on
-loopback (mailserver.py) whose oauth2 passdb checks each token at the test authorization server. Tokens live
-LIFETIME seconds: a client runs once, then again after every access token issued so far has expired at the
-server, so the agent must have refreshed; the running neomutt and aerc see their connection dropped after that.
+"""The mail recipes of docs/INTEGRATIONS.md as printed, run by the real clients from Debian (msmtp, mbsync with
+Debian's XOAUTH2 SASL plugin, neomutt in batch mode and on a pseudo-terminal, aerc on a pseudo-terminal, curl)
+against a real Dovecot on loopback (mailserver.py) whose oauth2 passdb checks each token at the test authorization
+server. Tokens live LIFETIME seconds: a client runs once, then again after every access token issued so far has
+expired at the server, so the agent must have refreshed; the running neomutt and aerc see their connection dropped
+after that.
 
-Each config block comes from README.md (readme_blocks.py); only the placeholders README names are replaced. What
+Each config block comes from docs/INTEGRATIONS.md (readme_blocks.py); only the placeholders it names are replaced. What
 the test adds is the environment a user's machine has and this one lacks: trust in the test server's certificate
 (SSL_CERT_FILE / CURL_CA_BUNDLE for OpenSSL clients, a config line for GnuTLS ones) and `authctl` on PATH."""
 from __future__ import annotations
@@ -25,20 +26,20 @@ from test_notifications import notification_server, notifications  # noqa: F401 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 # Where the recipes live (one line to change if they move).
-RECIPES, SECTION = REPO / "README.md", "### Mail"
-ACCOUNT = "gmail"  # the README's account name, so `authctl token gmail` runs as printed
+RECIPES, SECTION = REPO / "docs" / "INTEGRATIONS.md", "## Mail"
+ACCOUNT = "gmail"  # the recipes' account name, so `authctl token gmail` runs as printed
 LIFETIME = 15      # seconds an access token lives at the test authorization server
 
 
 def recipe(label: str, mail_server: MailServer, nth: int = 0) -> str:
-    """The block after `label`, with the placeholders README names replaced; none may be left over (a recipe that
+    """The block after `label`, with the placeholders the recipes name replaced; none may be left over (a recipe that
     grew a new example value must not quietly send the test to the real Gmail)."""
     block = fill_in(recipe_block(RECIPES, SECTION, label, nth), {
         "alice%40gmail.com": USER.replace("@", "%40"), "alice@gmail.com": USER,
         "imap.gmail.com": "localhost", "smtp.gmail.com": "localhost",
         "993": str(mail_server.port_imaps), "587": str(mail_server.port_submission),
     })
-    assert "gmail.com" not in block, f"an example value README does not name as a placeholder:\n{block}"
+    assert "gmail.com" not in block, f"an example value the recipes do not name as a placeholder:\n{block}"
     return block
 
 
@@ -144,7 +145,7 @@ def write_msmtprc(agent, mail_server, block: str):
 @pytest.mark.parametrize("mechanism", ["xoauth2", "oauthbearer"])
 def test_msmtp_recipe_submits_through_dovecot(mail_agent, mail_server, mechanism):
     block = recipe("**msmtp**", mail_server)
-    if mechanism == "oauthbearer":  # README: "`auth oauthbearer` works the same"
+    if mechanism == "oauthbearer":  # docs/INTEGRATIONS.md: "`auth oauthbearer` works the same"
         block = block.replace("auth xoauth2\n", "auth oauthbearer\n")
         assert "auth oauthbearer\n" in block
     write_msmtprc(mail_agent, mail_server, block)
@@ -181,7 +182,7 @@ def test_msmtp_fails_when_dovecot_refuses_the_token(mail_agent, mail_server, mai
 
 def test_mbsync_recipe_syncs_the_inbox(mail_agent, mail_server):
     (mail_agent.home / ".mbsyncrc").write_text(recipe("**mbsync / isync**", mail_server))
-    (mail_agent.home / "Mail" / ACCOUNT).mkdir(parents=True)  # README: mkdir -p ~/Mail/gmail
+    (mail_agent.home / "Mail" / ACCOUNT).mkdir(parents=True)  # docs/INTEGRATIONS.md: mkdir -p ~/Mail/gmail
     local = mail_agent.home / "Mail" / ACCOUNT / "INBOX"
 
     def attempt(round):
@@ -328,7 +329,7 @@ def test_signed_out_account_shows_one_desktop_notification_when_mail_clients_ask
 
 
 def test_aerc_cannot_log_in_again_after_its_token_expired(mail_agent, mail_server):
-    """README: aerc 0.14 runs source-cred-cmd once, at start-up. After the token expired and the server dropped the
+    """Documented: aerc 0.14 runs source-cred-cmd once, at start-up. After the token expired and the server dropped the
     connection, aerc logs in again with the token it kept, and Dovecot refuses it."""
     config = mail_agent.config_home / "aerc"
     config.mkdir()
@@ -349,7 +350,7 @@ def test_aerc_cannot_log_in_again_after_its_token_expired(mail_agent, mail_serve
 
 
 def test_neomutt_logs_in_again_with_a_fresh_token_after_the_server_dropped_it(mail_agent, mail_server):
-    """README: neomutt runs its refresh command at every login. The running neomutt, its token expired and its
+    """Documented: neomutt runs its refresh command at every login. The running neomutt, its token expired and its
     connection dropped by the server, logs in again with a new token from the agent."""
     (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
     mail_server.maildir.deliver(message("neomutt before"), (mail_server.uid, mail_server.gid))

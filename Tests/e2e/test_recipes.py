@@ -1,6 +1,6 @@
-"""README's recipes, driven through the real programs: curl with `authctl token --header` against a server that
-checks the bearer token at the authorization server's introspection endpoint, and one git helper line for several
-hosts. The mail recipes are in test_mail.py (real clients against a real Dovecot)."""
+"""The recipes of docs/INTEGRATIONS.md, driven through the real programs: curl with `authctl token --header` against
+a server that checks the bearer token at the authorization server's introspection endpoint, and one git helper line
+for several hosts. The mail recipes are in test_mail.py (real clients against a real Dovecot)."""
 from __future__ import annotations
 
 import json
@@ -28,7 +28,7 @@ def test_curl_takes_the_header_from_authctl_on_stdin(signed_in_agent, auth_serve
         return header.startswith("Bearer ") and auth_server.introspect(header[7:]).get("active") is True
 
     with CheckingServer(check, {"/api/me": ("application/json", b'{"ok":true}\n')}, 'Bearer realm="api"') as server:
-        # The README line, as a user types it.
+        # The docs/INTEGRATIONS.md line, as a user types it.
         line = f"'{authctl_path()}' token work --header | curl -sS --fail -H @- {server.base}/api/me"
         result = subprocess.run(["sh", "-c", line], env=signed_in_agent.env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
