@@ -21,6 +21,8 @@ BINDIR        := $(PREFIX)/bin
 DATADIR       := $(PREFIX)/share
 MANDIR        := $(DATADIR)/man/man1
 DOCDIR        := $(DATADIR)/doc/auth-agent
+# The docs README links to, installed beside it in the same layout so its links work.
+USERDOCS      := INTEGRATIONS.md PROVIDERS.md CLI.md DBUS.md PROTOCOL.md SECURITY.md
 BASHCOMPDIR   := $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR    := $(DATADIR)/zsh/site-functions
 FISHCOMPDIR   := $(DATADIR)/fish/vendor_completions.d
@@ -72,7 +74,7 @@ install: $(if $(BUILT),,build)
 	put 644 docs/man/authctl.1 "$(MANDIR)/authctl.1"; \
 	put 644 docs/man/auth-agent.1 "$(MANDIR)/auth-agent.1"; \
 	put 644 README.md "$(DOCDIR)/README.md"; \
-	put 644 docs/PROTOCOL.md "$(DOCDIR)/PROTOCOL.md"; \
+	for doc in $(USERDOCS); do put 644 "docs/$$doc" "$(DOCDIR)/docs/$$doc"; done; \
 	echo "$(MANIFEST)" >> "$$manifest.tmp"; mv "$$manifest.tmp" "$$manifest"; \
 	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then \
 		systemctl --user daemon-reload && systemctl --user enable --now auth-agent.socket && \
@@ -92,7 +94,7 @@ uninstall:
 		systemctl --user disable --now auth-agent.socket auth-agent.service 2>/dev/null || true; fi; \
 	while read -r path; do case "$$path" in "$(PREFIX)"/*|"$(USERUNITDIR)"/*) rm -f "$$root$$path"; echo "  removed $$root$$path";; \
 		*) echo "  skipped $$path (outside PREFIX)";; esac; done < "$$manifest"; \
-	rmdir "$$root$(DATADIR)/auth-agent" "$$root$(DOCDIR)" 2>/dev/null || true; \
+	rmdir "$$root$(DATADIR)/auth-agent" "$$root$(DOCDIR)/docs" "$$root$(DOCDIR)" 2>/dev/null || true; \
 	if [ -z "$$root" ] && systemctl --user show-environment >/dev/null 2>&1; then systemctl --user daemon-reload; fi
 
 # A Debian package of the release build (or of BUILT=DIR), for machines without a Swift toolchain: see scripts/deb.

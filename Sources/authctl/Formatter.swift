@@ -60,7 +60,7 @@ enum Formatter {
         ]
         if status.accounts.isEmpty {
             lines.append("")
-            lines.append("No accounts are configured. Add one to ~/.config/auth-agent/config.toml (see README).")
+            lines.append("No accounts are configured. Add one to ~/.config/auth-agent/config.toml (see `authctl accounts add --help` and README, \"Configure an account\").")
             return lines.joined(separator: "\n")
         }
         for account in status.accounts {

@@ -22,7 +22,7 @@ struct KubeCredentialCommand: ParsableCommand {
         access token instead, for clusters that accept the provider's access
         tokens.
 
-        In a kubeconfig (see README):
+        In a kubeconfig (see docs/INTEGRATIONS.md):
           users:
           - name: work
             user:

@@ -34,11 +34,11 @@ def test_packager_install_and_uninstall(tmp_path):
         "usr/share/auth-agent/install-manifest",
         "usr/share/bash-completion/completions/authctl",
         "usr/share/dbus-1/interfaces/dev.authagent.Agent1.xml", "usr/share/dbus-1/services/dev.authagent.Agent.service",
-        "usr/share/doc/auth-agent/PROTOCOL.md",
+        "usr/share/doc/auth-agent/docs/CLI.md", "usr/share/doc/auth-agent/docs/DBUS.md", "usr/share/doc/auth-agent/docs/INTEGRATIONS.md", "usr/share/doc/auth-agent/docs/PROTOCOL.md", "usr/share/doc/auth-agent/docs/PROVIDERS.md", "usr/share/doc/auth-agent/docs/SECURITY.md",
         "usr/share/doc/auth-agent/README.md", "usr/share/fish/vendor_completions.d/authctl.fish",
         "usr/share/man/man1/auth-agent.1", "usr/share/man/man1/authctl.1", "usr/share/zsh/site-functions/_authctl",
     ]
-    assert files_under(root) == expected
+    assert files_under(root) == sorted(expected)
     assert os.access(root / "usr/bin/authctl", os.X_OK)
     for exe in ("auth-agent", "authctl"):
         assert has_symbol_table(bin_dir() / exe), f"the build tree's {exe} keeps its symbols"

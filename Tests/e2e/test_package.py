@@ -76,17 +76,18 @@ def test_contents(deb):
     path, *_ = deb
     listing = run(["dpkg-deb", "-c", str(path)]).stdout
     files = sorted(line.split()[-1].lstrip(".") for line in listing.splitlines() if not line.startswith("d"))
-    assert files == [
+    assert files == sorted([
         "/usr/bin/auth-agent", "/usr/bin/authctl",
         "/usr/lib/systemd/user/auth-agent.service", "/usr/lib/systemd/user/auth-agent.socket",
         "/usr/share/bash-completion/completions/authctl",
         "/usr/share/dbus-1/interfaces/dev.authagent.Agent1.xml", "/usr/share/dbus-1/services/dev.authagent.Agent.service",
-        "/usr/share/doc/auth-agent/PROTOCOL.md", "/usr/share/doc/auth-agent/README.md",
+        "/usr/share/doc/auth-agent/docs/CLI.md", "/usr/share/doc/auth-agent/docs/DBUS.md", "/usr/share/doc/auth-agent/docs/INTEGRATIONS.md", "/usr/share/doc/auth-agent/docs/PROTOCOL.md", "/usr/share/doc/auth-agent/docs/PROVIDERS.md", "/usr/share/doc/auth-agent/docs/SECURITY.md",
+        "/usr/share/doc/auth-agent/README.md",
         "/usr/share/doc/auth-agent/changelog.gz", "/usr/share/doc/auth-agent/copyright",
         "/usr/share/fish/vendor_completions.d/authctl.fish", "/usr/share/lintian/overrides/auth-agent",
         "/usr/share/man/man1/auth-agent.1.gz", "/usr/share/man/man1/authctl.1.gz",
         "/usr/share/zsh/site-functions/_authctl",
-    ]
+    ])
     assert all(" root/root " in line for line in listing.splitlines()), listing
     with tempfile.TemporaryDirectory() as tmp:
         assert run(["dpkg-deb", "-R", str(path), tmp]).returncode == 0
