@@ -184,6 +184,23 @@ def test_activation_calls_errors_and_signals(activatable_agent, activation_bus, 
     assert "stopped" in agent.log()
 
 
+def test_an_invalid_config_is_a_quick_named_error_over_dbus(activatable_agent, activation_bus):
+    """D-Bus callers are not left waiting either: an agent activated on an invalid file answers every method at
+    once with dev.authagent.Error.ConfigError (the socket's config_error), and serves after the file is fixed."""
+    agent, bus = activatable_agent
+    good = agent.config_path.read_text()
+    agent.write_config(good + "frobnicate = 1\n")
+    for method, args in (("GetAccessToken", ("work", "60")), ("GetStatus", ())):
+        started = time.monotonic()
+        assert bus.error_name(method, *args) == "dev.authagent.Error.ConfigError", method
+        print(f"{method} on an invalid config: {time.monotonic() - started:.2f} s (activation included)")
+    r = bus.gdbus("GetStatus")
+    assert "config.toml:" in r.stderr and "frobnicate" in r.stderr, r.stderr
+    agent.write_config(good)
+    agent_info, accounts = unpack(bus.busctl("GetStatus")["data"])
+    assert [a["name"] for a in accounts] == ["work"], "fixed: the next call reads the file"
+
+
 def test_login_over_dbus_replies_when_the_sign_in_completes(activatable_agent, activation_bus, auth_server):
     """Login is a long call: the bus stays responsive while it waits (other calls are answered meanwhile)."""
     agent, bus = activatable_agent
