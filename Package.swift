@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC", swiftSettings: hotPathSettings),
         .target(name: "SessionEnvironment"),
-        .target(name: "AuthCLI", dependencies: ["AgentIPC"]),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"]),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
         .target(

@@ -1,5 +1,6 @@
 import AuthCore
 import Foundation
+import SessionEnvironment
 import TOMLKit
 
 /// Reads and validates config.toml. Unknown keys, wrong types and unsafe endpoints are errors: the agent never
@@ -56,19 +57,19 @@ public enum ConfigLoader {
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
-                throw ConfigError(file: path, line: locate.line(section: "agent", key: key),
+                throw ConfigError(file: path, line: locate.line(section: ["agent"], key: key),
                                   "unknown key '\(key)' in [agent] (known: \(agentKeys.sorted().joined(separator: ", ")))")
             }
             if let level = agentTable["log_level"] {
                 guard let value = level.string, logLevels.contains(value) else {
-                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "log_level"),
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "log_level"),
                                       "log_level must be one of \(logLevels.joined(separator: ", "))")
                 }
                 logLevel = value
             }
             if let value = agentTable["idle_exit"] {
                 guard let seconds = value.int, (0...(7 * 24 * 3600)).contains(seconds) else {
-                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "idle_exit"),
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "idle_exit"),
                                       "idle_exit must be 0 (never) or a number of seconds up to 604800")
                 }
                 idleExit = .seconds(seconds)
@@ -76,14 +77,14 @@ public enum ConfigLoader {
             if let value = agentTable["http_timeout"] {
                 let range = AgentConfiguration.httpTimeoutRange
                 guard let seconds = value.int, range.contains(seconds) else {
-                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "http_timeout"),
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "http_timeout"),
                                       "http_timeout must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
                 }
                 httpTimeout = .seconds(seconds)
             }
             if let value = agentTable["notifications"] {
                 guard let flag = value.bool else {
-                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "notifications"),
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "notifications"),
                                       "notifications must be true or false")
                 }
                 notifications = flag
@@ -91,7 +92,7 @@ public enum ConfigLoader {
             if let value = agentTable["consent_timeout"] {
                 let range = AgentConfiguration.consentTimeoutRange
                 guard let seconds = value.int, range.contains(seconds) else {
-                    throw ConfigError(file: path, line: locate.line(section: "agent", key: "consent_timeout"),
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "consent_timeout"),
                                       "consent_timeout must be a number of seconds from \(range.lowerBound) to \(range.upperBound)")
                 }
                 consentTimeout = .seconds(seconds)
@@ -102,13 +103,13 @@ public enum ConfigLoader {
             guard let accountsTable = accountsValue.table else {
                 throw ConfigError(file: path, line: locate.line(section: nil, key: "accounts"), "'accounts' must be a table of [accounts.NAME] sections")
             }
-            for name in accountsTable.keys.sorted(by: { locate.sectionLine("accounts.\($0)") ?? 0 < locate.sectionLine("accounts.\($1)") ?? 0 }) {
+            for name in accountsTable.keys.sorted(by: { locate.sectionLine(["accounts", $0]) ?? 0 < locate.sectionLine(["accounts", $1]) ?? 0 }) {
                 guard let section = accountsTable[name]?.table else {
-                    throw ConfigError(file: path, line: locate.line(section: "accounts", key: name), "accounts.\(name) must be a table")
+                    throw ConfigError(file: path, line: locate.line(section: ["accounts"], key: name), "accounts.\(name) must be a table")
                 }
                 let parsed = try account(name: name, section, path: path, locate: locate)
                 if let uri = parsed.privateUseRedirect?.uri, let other = accounts.first(where: { $0.privateUseRedirect?.uri == uri }) {
-                    throw ConfigError(file: path, line: locate.line(section: "accounts.\(name)", key: "redirect_uri"),
+                    throw ConfigError(file: path, line: locate.line(section: ["accounts", name], key: "redirect_uri"),
                         "[accounts.\(name)] 'redirect_uri' is also account '\(other.name)''s: each account needs its own (RFC 8252 §8.10)")
                 }
                 accounts.append(parsed)
@@ -120,8 +121,9 @@ public enum ConfigLoader {
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {
         let sectionName = "accounts.\(name)"
+        let section = ["accounts", name]
         func fail(_ key: String?, _ message: String) -> ConfigError {
-            ConfigError(file: path, line: key.map { locate.line(section: sectionName, key: $0) } ?? locate.sectionLine(sectionName),
+            ConfigError(file: path, line: key.map { locate.line(section: section, key: $0) } ?? locate.sectionLine(section),
                         "[\(sectionName)] \(message)")
         }
         guard AccountConfig.isValidName(name) else {
@@ -278,19 +280,20 @@ extension ConfigLoader {
     }
 }
 
-/// TOMLKit reports lines for syntax errors only; this finds where a section or key was written, for messages.
+/// TOMLKit reports lines for syntax errors only; this finds where a section or key was written, for messages. Headers
+/// are read by ``TOMLHeader``, as authctl reads them (quoted names with dots included).
 struct LineLocator {
     let lines: [Substring]
     init(text: String) { lines = text.split(separator: "\n", omittingEmptySubsequences: false) }
 
-    func sectionLine(_ section: String) -> Int? {
-        lines.firstIndex { header(of: $0) == section }.map { $0 + 1 }
+    func sectionLine(_ section: [String]) -> Int? {
+        lines.firstIndex { TOMLHeader.parts(of: $0) == section }.map { $0 + 1 }
     }
 
-    func line(section: String?, key: String) -> Int? {
+    func line(section: [String]?, key: String) -> Int? {
         var start = 0
         if let section {
-            guard let at = lines.firstIndex(where: { header(of: $0) == section }) else { return nil }
+            guard let at = lines.firstIndex(where: { TOMLHeader.parts(of: $0) == section }) else { return nil }
             start = at + 1
         }
         for index in start..<lines.count {
@@ -301,14 +304,6 @@ struct LineLocator {
             }
         }
         // The key may be a sub-table of its own: [section.key].
-        return sectionLine(section.map { "\($0).\(key)" } ?? key)
-    }
-
-    private func header(of line: Substring) -> String? {
-        let trimmed = line.trimmingCharacters(in: .whitespaces)
-        guard trimmed.hasPrefix("["), !trimmed.hasPrefix("[["), let close = trimmed.firstIndex(of: "]") else { return nil }
-        return trimmed[trimmed.index(after: trimmed.startIndex)..<close]
-            .split(separator: ".").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-            .joined(separator: ".")
+        return sectionLine((section ?? []) + [key])
     }
 }

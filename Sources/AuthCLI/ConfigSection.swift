@@ -1,3 +1,5 @@
+import SessionEnvironment
+
 /// Writes and removes `[accounts.NAME]` sections of config.toml as text, keeping everything else (other sections,
 /// comments, blank lines) exactly as it was. Whether the result is a valid configuration is decided by the agent's
 /// own loader (`auth-agent --check-config`), not here.
@@ -104,30 +106,8 @@ public enum ConfigSection {
         return header[0] == "accounts" && header[1] == name
     }
 
-    /// The dotted parts of a `[table]` header (quotes removed, dots inside quotes kept), or nil for any other line.
-    static func header(of line: Substring) -> [String]? {
-        let trimmed = line.drop(while: \.isWhitespace)
-        guard trimmed.hasPrefix("["), !trimmed.hasPrefix("[[") else { return nil }
-        var parts: [String] = []
-        var current = ""
-        var quote: Character?
-        for character in trimmed.dropFirst() {
-            if let open = quote {
-                if character == open { quote = nil } else { current.append(character) }
-            } else if character == "\"" || character == "'" {
-                quote = character
-            } else if character == "." {
-                parts.append(current)
-                current = ""
-            } else if character == "]" {
-                parts.append(current)
-                return parts
-            } else if !character.isWhitespace {
-                current.append(character)
-            }
-        }
-        return nil
-    }
+    /// The dotted parts of a `[table]` header (``TOMLHeader``, which the agent's error locator reads with too).
+    static func header(of line: Substring) -> [String]? { TOMLHeader.parts(of: line) }
 
     /// A table key: bare when TOML allows it, else quoted.
     public static func key(_ name: String) -> String {

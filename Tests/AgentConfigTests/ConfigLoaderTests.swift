@@ -54,6 +54,16 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(personal.loginTimeout, .seconds(300))
     }
 
+    /// Headers are read as authctl reads them (one parser, TOMLHeader): literal quotes, dots inside quotes.
+    func testErrorsPointAtQuotedHeaders() {
+        expectError("[accounts.'work']\nissuer = \"https://x.example\"\nclient_id = \"c\"\ncolour = 1\n",
+                    line: 4, contains: "unknown key 'colour'")
+        expectError("[agent]\n\n[accounts.\"a.b\"]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nredirect_path = \"cb\"\n",
+                    line: 6, contains: "path")
+        XCTAssertEqual(LineLocator(text: "x = 1\n[accounts.\"a.b\"]\n[accounts.a.b]\n").sectionLine(["accounts", "a", "b"]), 3,
+                       "a dotted name in quotes is one part; the bare dotted header is three")
+    }
+
     func testErrorsNameFileLineAndFix() {
         expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nclient_sceret = \"s\"\n",
                     line: 4, contains: "unknown key 'client_sceret'")
