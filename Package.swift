@@ -147,10 +147,12 @@ let package = Package(
                              .when(configuration: .release)),
             ]
         ),
+        // In-memory and refusing adapters shared by the unit tests (never linked into a product).
+        .target(name: "AuthTestSupport", dependencies: ["AuthCore"], path: "Tests/AuthTestSupport"),
         .testTarget(
             name: "AuthCoreTests",
             dependencies: [
-                "AuthCore",
+                "AuthCore", "AuthTestSupport",
                 // Tests make their own keys and sign tokens with them.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -166,7 +168,7 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore"]),
+        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio"),
@@ -175,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "AgentServerTests",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthCore", "CAgentProcess",
+                "AgentServer", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where refresh tokens live. The production adapter is `KeyringStore.LibsecretStore` (GNOME keyring over the
-/// Secret Service); tests of broker logic use ``MemorySecretStore``. Implementations throw ``AuthError`` with
+/// Secret Service); tests of broker logic use `MemorySecretStore` (Tests/AuthTestSupport). Implementations throw ``AuthError`` with
 /// `keyringLocked`, `keyringUnavailable` or `keyringError`, never a silent "not found" for a locked keyring.
 public protocol SecretStore: Sendable {
     func load(_ key: SecretKey) async throws(AuthError) -> Secret?

@@ -1,3 +1,4 @@
+import AuthTestSupport
 @testable import AgentDBus
 import AgentIPC
 import AgentServer
@@ -9,21 +10,6 @@ import XCTest
 /// The D-Bus interface's semantics without a bus: method → shared operation, result → D-Bus values, error →
 /// named error. The broker runs on in-memory adapters; nothing here talks to a network.
 final class AgentBusAPITests: XCTestCase {
-    struct NoHTTP: HTTPTransport {
-        func get(_ url: URL) async throws(AuthError) -> HTTPReply { throw AuthError(.serverUnreachable, "no network in unit tests") }
-        func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
-            throw AuthError(.serverUnreachable, "no network in unit tests")
-        }
-    }
-    struct NoRedirects: RedirectListenerFactory {
-        func listen(host: LoopbackHost, port: UInt16, path: String,
-                    judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
-            throw AuthError(.loginFailed, "no listener in unit tests")
-        }
-    }
-    struct NoBrowser: BrowserLauncher {
-        func open(_ url: URL) throws(AuthError) {}
-    }
 
     let caller = Caller(pid: 1, uid: 1000, via: "dbus")
 

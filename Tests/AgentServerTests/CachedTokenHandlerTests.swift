@@ -1,3 +1,4 @@
+import AuthTestSupport
 @testable import AgentIPC
 @testable import AgentServer
 @testable import AuthCore
@@ -12,21 +13,6 @@ import XCTest
 /// ``TokenBroker`` (in-memory ports, a clock the test moves): what it serves, what it passes on to the connection's
 /// task, and that its pre-encoded replies are byte for byte what the slow path's `JSONEncoder` writes.
 final class CachedTokenHandlerTests: XCTestCase {
-    struct NoHTTP: HTTPTransport {
-        func get(_ url: URL) async throws(AuthError) -> HTTPReply { throw AuthError(.serverUnreachable, "no network in unit tests") }
-        func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
-            throw AuthError(.serverUnreachable, "no network in unit tests")
-        }
-    }
-    struct NoRedirects: RedirectListenerFactory {
-        func listen(host: LoopbackHost, port: UInt16, path: String,
-                    judge: @escaping @Sendable (String?) -> RedirectPage) async throws(AuthError) -> any RedirectListener {
-            throw AuthError(.loginFailed, "no listener in unit tests")
-        }
-    }
-    struct NoBrowser: BrowserLauncher {
-        func open(_ url: URL) throws(AuthError) {}
-    }
     /// Both paths read the same instants, so their `expires_in`/`expires_at` agree exactly.
     final class TestClock: TimeSource {
         private let offset = Mutex<Duration>(.zero)

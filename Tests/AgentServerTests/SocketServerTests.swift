@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import AuthTestSupport
 import Glibc
 #endif
 @testable import AgentIPC
@@ -36,8 +37,8 @@ final class SocketServerTests: XCTestCase {
     func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
                whenIdle: IdleHook? = nil, acceptThreads: Int = 2) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [CachedTokenHandlerTests.account()], store: MemorySecretStore(),
-                                 http: CachedTokenHandlerTests.NoHTTP(), redirects: CachedTokenHandlerTests.NoRedirects(),
-                                 browser: CachedTokenHandlerTests.NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
+                                 http: NoHTTP(), redirects: NoRedirects(),
+                                 browser: NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
                                  random: { 0 }, logger: Logger(label: "test"))
         if cached { await broker.install("work", access: "at-1", lifetime: .seconds(3600)) }
         let gate = policy.map { AccessGate(policies: ["work": $0], logger: Logger(label: "test")) }

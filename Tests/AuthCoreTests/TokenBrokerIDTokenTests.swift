@@ -1,3 +1,4 @@
+import AuthTestSupport
 @testable import AuthCore
 import Foundation
 import XCTest

@@ -1,3 +1,5 @@
+import AuthCore
+
 /// An in-memory ``SecretStore`` for unit tests of broker logic, mimicking libsecret's behaviour when the keyring is
 /// locked or absent. Never used by the agent itself.
 public actor MemorySecretStore: SecretStore {
