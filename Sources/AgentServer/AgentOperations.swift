@@ -87,8 +87,8 @@ public struct AgentOperations: Sendable {
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
                       scopes: [String]? = nil, resource: String? = nil,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
-        guard minValid >= 0, minValid <= 366 * 24 * 3600 else {
-            throw WireError(.badRequest, "min_valid must be between 0 and 31622400 seconds")
+        guard WireProtocol.minValidRange.contains(minValid) else {
+            throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
         }
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
         let reason = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,

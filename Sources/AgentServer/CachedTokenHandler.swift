@@ -85,7 +85,7 @@ final class CachedTokenHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard request.op == Operation.token.rawValue, let account = request.account, !account.isEmpty,
               request.forceRefresh != true, request.interactive != true, request.idToken != true,
               request.scopes == nil, request.resource == nil, request.method == nil else { return nil }
-        if let minValid = request.minValid, !(0...(366 * 24 * 3600)).contains(minValid) { return nil }
+        if let minValid = request.minValid, !WireProtocol.minValidRange.contains(minValid) { return nil }
         return account
     }
 }
