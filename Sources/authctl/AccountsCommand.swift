@@ -67,8 +67,8 @@ struct AccountsAdd: ParsableCommand {
         line: --client-secret-stdin reads it from the first line of stdin, and presets that need one (google,
         github) ask for it on the terminal otherwise.
 
-        Then register the printed redirect URI at the provider, restart the agent
-        (systemctl --user restart auth-agent) and sign in with authctl login NAME.
+        Then register the printed redirect URI at the provider, make the agent read the file
+        (authctl reload) and sign in with authctl login NAME.
 
         Examples:
           authctl accounts add work --issuer https://login.example.com --client-id my-app
@@ -134,8 +134,8 @@ struct AccountsAdd: ParsableCommand {
         var lines = ["Added account '\(name)' to \(file.path).", "",
                      "Register this redirect URI at the provider (any port; the literal 127.0.0.1, not localhost):",
                      "  \(redirect)", "",
-                     "Then restart the agent so it reads the new account, and sign in:",
-                     "  systemctl --user restart auth-agent     (or restart `auth-agent &`)",
+                     "Then make the agent read the new account, and sign in:",
+                     "  authctl reload                          (or: systemctl --user reload auth-agent)",
                      "  authctl login \(name)"]
         if !notes.isEmpty { lines += [""] + notes.map { "Note: \($0)" } }
         print(lines.joined(separator: "\n"))
@@ -167,10 +167,10 @@ struct AccountsRemove: ParsableCommand {
         abstract: "Remove an account's section from config.toml.",
         discussion: """
         Other sections and comments are kept. Sign out first (authctl logout NAME) to revoke and delete its
-        refresh token: the agent only knows accounts that are configured. Then restart the agent.
+        refresh token: the agent only knows accounts that are configured. Then `authctl reload`.
 
         Example:
-          authctl logout old && authctl accounts remove old && systemctl --user restart auth-agent
+          authctl logout old && authctl accounts remove old && authctl reload
         """)
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The account to remove.") var name: String
@@ -190,7 +190,7 @@ struct AccountsRemove: ParsableCommand {
         }
         print("""
             Removed account '\(name)' from \(file.path).
-            Restart the agent so it forgets it: systemctl --user restart auth-agent
+            Make the agent forget it: authctl reload (its keyring entry, if any, stays until authctl logout)
             """)
     }
 }

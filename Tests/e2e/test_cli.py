@@ -238,7 +238,7 @@ def test_accounts_add_writes_a_section_the_agent_loads_and_signs_in_with(make_ag
         f"Added account 'other' to {agent.config_path}.", "",
         "Register this redirect URI at the provider (any port; the literal 127.0.0.1, not localhost):",
         "  http://127.0.0.1/oauth2/callback/other"]
-    assert "systemctl --user restart auth-agent" in added.stdout
+    assert "  authctl reload " in added.stdout
     text = agent.config_path.read_text()
     assert text.startswith(original), "everything that was there is kept, comments included"
     assert file_mode(agent.config_path) == 0o600
@@ -249,8 +249,9 @@ def test_accounts_add_writes_a_section_the_agent_loads_and_signs_in_with(make_ag
     assert agent.config_path.read_text() == text
 
     before = agent.authctl("accounts", "--json")
-    assert [a["name"] for a in json.loads(before.stdout)["accounts"]] == ["work"], "the agent reads config at start-up"
-    agent.restart()
+    assert [a["name"] for a in json.loads(before.stdout)["accounts"]] == ["work"], "not read before the reload"
+    reload = agent.authctl("reload", "--json")
+    assert reload.returncode == 0 and json.loads(reload.stdout)["added"] == ["other"], reload.stdout + reload.stderr
     listed = json.loads(agent.authctl("accounts", "--json").stdout)["accounts"]
     other = next(a for a in listed if a["name"] == "other")
     assert other["redirect_uri"] == "http://127.0.0.1/oauth2/callback/other", "the URI authctl printed"
