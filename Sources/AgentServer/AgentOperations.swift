@@ -63,11 +63,13 @@ public struct AgentOperations: Sendable {
     public func ping() -> PingResult { PingResult(agentVersion: info.version) }
 
     /// Re-reads the configuration file and puts it in force; an invalid file is refused with `config_error`.
-    public func reload() async throws(WireError) -> ReloadResult {
+    /// `trigger` names what asked when it was not a request (SIGHUP), for the log line.
+    public func reload(trigger: String? = nil) async throws(WireError) -> ReloadResult {
         let result = try await configuration.reload()
-        logger.notice("configuration reloaded", metadata: [
+        logger.notice("configuration reloaded\(trigger.map { " (\($0))" } ?? "")", metadata: [
             "path": "\(result.path)", "accounts": "\(result.accounts.count)", "added": "\(result.added.joined(separator: ","))",
-            "removed": "\(result.removed.joined(separator: ","))", "changed": "\(result.changed.joined(separator: ","))"])
+            "removed": "\(result.removed.joined(separator: ","))", "changed": "\(result.changed.joined(separator: ","))",
+            "needs_restart": "\(result.needsRestart.joined(separator: ","))"])
         return result
     }
 

@@ -167,7 +167,7 @@ struct AuthAgent: AsyncParsableCommand {
             .init(service: SystemBusWatcher(broker: broker, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // SIGHUP (`systemctl --user reload auth-agent`): the same reload as `authctl reload`.
-            .init(service: ReloadOnHangup(configuration: configurationGate, logger: logger)),
+            .init(service: ReloadOnHangup(operations: dispatcher.operations, logger: logger)),
         ]
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {

@@ -18,7 +18,6 @@ actor ConfigFileSource: ConfigurationSource {
     let logger: Logger
     private var lastStamp: FileStamp?
     private var lastOutcome: Result<ReloadResult, WireError>?
-    private var accountsInForce: [String]
 
     /// `initial` is what start-up read: the configuration, or its error.
     init(path: String, explicit: Bool, initial: Result<AgentConfiguration, ConfigError>, broker: TokenBroker,
@@ -32,11 +31,9 @@ actor ConfigFileSource: ConfigurationSource {
         switch initial {
         case .success(let configuration):
             self.running = configuration
-            self.accountsInForce = configuration.accounts.map(\.name)
-            self.lastOutcome = .success(ReloadResult(path: path, accounts: accountsInForce))
+            self.lastOutcome = .success(ReloadResult(path: path, accounts: configuration.accounts.map(\.name)))
         case .failure(let error):
             self.running = AgentConfiguration(path: path, accounts: [])
-            self.accountsInForce = []
             self.lastOutcome = .failure(ConfigFileSource.wireError(error))
         }
     }
@@ -57,8 +54,7 @@ actor ConfigFileSource: ConfigurationSource {
         let changes = await broker.reconfigure(configuration.accounts)
         access.replacePolicies(Dictionary(configuration.accounts.map { ($0.name, $0.access) },
                                           uniquingKeysWith: { first, _ in first }))
-        accountsInForce = configuration.accounts.map(\.name)
-        let result = ReloadResult(path: path, accounts: accountsInForce, added: changes.added, removed: changes.removed,
+        let result = ReloadResult(path: path, accounts: configuration.accounts.map(\.name), added: changes.added, removed: changes.removed,
                                   changed: changes.changed, needsRestart: running.settingsDiffering(from: configuration))
         lastOutcome = .success(result)
         return result

@@ -33,12 +33,16 @@ enum AgentConnection {
         }
     }
 
+    /// The reply limit of a verb: `timeout` (seconds, from --timeout) replaces the verb's own; 0 means none.
+    static func replyLimit(_ patience: Patience, timeout: Int?) -> Duration? {
+        timeout.map { $0 > 0 ? .seconds($0) : nil } ?? patience.limit
+    }
+
     /// `timeout` (seconds, from --timeout) replaces the verb's own limit; 0 means none.
     static func connect(socket: String?, patience: Patience = .quick, timeout: Int? = nil) throws(CLIFailure) -> AgentClient {
         let path = try self.path(socket: socket)
-        let limit: Duration? = timeout.map { $0 > 0 ? .seconds($0) : nil } ?? patience.limit
         do {
-            return try AgentClient(path: path, replyTimeout: limit)
+            return try AgentClient(path: path, replyTimeout: replyLimit(patience, timeout: timeout))
         } catch {
             throw CLIFailure(error)
         }

@@ -102,8 +102,7 @@ struct DoctorCommand: ParsableCommand {
             return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, error.message, hint: error.hint)))
         }
         do throws(ClientError) {
-            let client = try AgentClient(path: socket, replyTimeout: global.timeout.map { $0 > 0 ? .seconds($0) : nil }
-                                         ?? AgentConnection.Patience.network.limit)
+            let client = try AgentClient(path: socket, replyTimeout: AgentConnection.replyLimit(.network, timeout: global.timeout))
             let ping = try client.call(WireRequest(op: .ping), as: PingResult.self)
             return .success((client, ping, socket))
         } catch {
