@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 
 /// What the broker tells the world about its accounts, for front ends that push (D-Bus signals) and for the
 /// agent's status line. Carries account names only, never tokens.
@@ -29,7 +34,7 @@ public enum BrokerEvent: Sendable, Equatable {
 /// Fans broker events out to any number of subscribers. Publishing never blocks the broker: each subscriber has
 /// a bounded buffer that keeps the newest events, so a slow one loses old events rather than stalling sign-ins.
 public final class BrokerEventHub: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var subscribers: [UUID: AsyncStream<BrokerEvent>.Continuation] = [:]
 
     public init() {}
@@ -38,16 +43,16 @@ public final class BrokerEventHub: @unchecked Sendable {
     public func subscribe(buffer: Int = 256) -> AsyncStream<BrokerEvent> {
         let (stream, continuation) = AsyncStream<BrokerEvent>.makeStream(bufferingPolicy: .bufferingNewest(buffer))
         let id = UUID()
-        lock.withLock { subscribers[id] = continuation }
+        lock.withLock { _ in subscribers[id] = continuation }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            _ = self.lock.withLock { self.subscribers.removeValue(forKey: id) }
+            _ = self.lock.withLock { _ in self.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
 
     public func publish(_ event: BrokerEvent) {
-        let targets = lock.withLock { Array(subscribers.values) }
+        let targets = lock.withLock { _ in Array(subscribers.values) }
         for continuation in targets { continuation.yield(event) }
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// An access token handed to a caller.
 public struct AccessTokenGrant: Sendable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// RFC 8628 §3.4-3.5 polling as a pure state machine: it says how long to wait before each token request and
 /// what a reply means, and does no I/O, so the intervals and `slow_down` are tested step by step on a manual clock.
@@ -88,8 +92,7 @@ public struct DevicePolling: Sendable, Equatable {
 
     /// Classifies a token endpoint reply that is not a success (RFC 8628 §3.5).
     public static func classify(_ reply: HTTPReply) -> Reply {
-        let object = (try? JSONSerialization.jsonObject(with: Data(reply.body))) as? [String: Any]
-        let code = object?["error"] as? String
+        let code = JSONValue.object(reply.body)?["error"]?.string
         if reply.status == 429 || reply.status >= 500 { return .transient(TokenResponseParser.error(from: reply)) }
         switch code {
         case "authorization_pending": return .pending

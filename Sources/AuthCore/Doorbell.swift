@@ -1,14 +1,19 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 
 /// Wakes one sleeping loop early: ``ring()`` from anywhere, ``wait()`` returns at the next ring (at once if one came
 /// while nobody waited). Used by the proactive refresh loop, whose sleep was computed before a new token arrived.
 final class Doorbell: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var rung = false
     private var waiter: CheckedContinuation<Void, Never>?
 
     func ring() {
-        let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+        let waiting = lock.withLock { _ -> CheckedContinuation<Void, Never>? in
             if let waiter {
                 self.waiter = nil
                 return waiter
@@ -20,11 +25,11 @@ final class Doorbell: @unchecked Sendable {
     }
 
     /// A ring nobody has waited for yet (tests).
-    var hasPendingRing: Bool { lock.withLock { rung } }
+    var hasPendingRing: Bool { lock.withLock { _ in rung } }
 
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = lock.withLock { () -> Bool in
+            let now = lock.withLock { _ -> Bool in
                 if rung {
                     rung = false
                     return true

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The HTTP `Date` header (RFC 9110 §5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`), parsed without a locale
 /// or a formatter. The obsolete RFC 850 and asctime forms are not accepted: every server in use sends IMF-fixdate.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The claims of an OIDC ID token and their checks (OIDC Core §3.1.3.7 items 2-3, 9-11): `iss`, `aud`/`azp`, `exp`,
 /// `iat` (with a bounded ``leeway``) and `nonce` match the request. For a token from a refresh (§12.2), `iss`, `sub`,
@@ -23,34 +27,34 @@ public struct IDTokenClaims: Sendable, Equatable {
         let parts = token.reveal().split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
               let payloadData = Base64URL.decode(String(parts[1])),
-              let claims = try? JSONSerialization.jsonObject(with: payloadData) as? [String: Any]
+              let claims = JSONValue.object(payloadData)
         else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
         _ = try IDTokenVerifier.Header(token)
         func trimmed(_ s: String) -> String { s.hasSuffix("/") ? String(s.dropLast()) : s }
-        guard let iss = claims["iss"] as? String, trimmed(iss) == trimmed(issuer.absoluteString) else {
+        guard let iss = claims["iss"]?.string, trimmed(iss) == trimmed(issuer.absoluteString) else {
             throw AuthError(.invalidIDToken, "the ID token's issuer does not match")
         }
-        guard let sub = claims["sub"] as? String, !sub.isEmpty else { throw AuthError(.invalidIDToken, "the ID token has no subject (sub)") }
-        let audiences: [String] = (claims["aud"] as? String).map { [$0] } ?? (claims["aud"] as? [String]) ?? []
+        guard let sub = claims["sub"]?.string, !sub.isEmpty else { throw AuthError(.invalidIDToken, "the ID token has no subject (sub)") }
+        let audiences: [String] = claims["aud"]?.string.map { [$0] } ?? claims["aud"]?.strings ?? []
         guard audiences.contains(clientID) else { throw AuthError(.invalidIDToken, "the ID token is not meant for this client (aud)") }
-        let azp = claims["azp"] as? String
+        let azp = claims["azp"]?.string
         if audiences.count > 1 || claims["azp"] != nil {
             guard azp == clientID else { throw AuthError(.invalidIDToken, "the ID token's azp does not match") }
         }
-        guard let exp = (claims["exp"] as? NSNumber)?.doubleValue, exp + leeway > now.timeIntervalSince1970 else {
+        guard let exp = claims["exp"]?.number, exp + leeway > now.timeIntervalSince1970 else {
             throw AuthError(.invalidIDToken, "the ID token has expired")
         }
-        if let iat = (claims["iat"] as? NSNumber)?.doubleValue, iat - leeway > now.timeIntervalSince1970 {
+        if let iat = claims["iat"]?.number, iat - leeway > now.timeIntervalSince1970 {
             throw AuthError(.invalidIDToken, "the ID token was issued in the future")
         }
-        let gotNonce = claims["nonce"] as? String
+        let gotNonce = claims["nonce"]?.string
         if let nonce {
             guard let gotNonce, nonce.constantTimeEquals(gotNonce) else {
                 throw AuthError(.invalidIDToken, "the ID token's nonce does not match the request")
             }
         }
         let result = IDTokenClaims(issuer: iss, subject: sub, audiences: audiences, authorizedParty: azp, nonce: gotNonce,
-                                   email: claims["email"] as? String, name: claims["name"] as? String)
+                                   email: claims["email"]?.string, name: claims["name"]?.string)
         if let original {
             guard result.issuer == original.issuer, result.subject == original.subject,
                   Set(result.audiences) == Set(original.audiences), result.authorizedParty == original.authorizedParty

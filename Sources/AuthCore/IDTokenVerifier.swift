@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import JWTKit
 
 /// Verifies an OIDC ID token (OIDC Core §3.1.3.7): the `alg` is one of ``allowedAlgorithms`` (never `none`, never
@@ -23,9 +27,9 @@ public struct IDTokenVerifier: Sendable {
         public init(_ token: Secret) throws(AuthError) {
             let parts = token.reveal().split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 3, let data = Base64URL.decode(String(parts[0])),
-                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+                  let object = JSONValue.object(data)
             else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
-            guard let alg = object["alg"] as? String, alg.lowercased() != "none", !parts[2].isEmpty else {
+            guard let alg = object["alg"]?.string, alg.lowercased() != "none", !parts[2].isEmpty else {
                 throw AuthError(.invalidIDToken, "the ID token is unsigned (alg none)")
             }
             guard IDTokenVerifier.allowedAlgorithms.contains(alg) else {
@@ -36,7 +40,7 @@ public struct IDTokenVerifier: Sendable {
                 throw AuthError(.invalidIDToken, "the ID token has critical header extensions the agent does not understand")
             }
             algorithm = alg
-            keyID = object["kid"] as? String
+            keyID = object["kid"]?.string
         }
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import JWTKit
 
 /// The provider's public signing keys (RFC 7517), read from its `jwks_uri`.
@@ -21,19 +25,32 @@ public struct JSONWebKeySet: Sendable {
     public var count: Int { keys.count }
 
     public static func parse(_ body: [UInt8]) throws(AuthError) -> JSONWebKeySet {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let entries = object["keys"] as? [Any]
-        else { throw AuthError(.invalidMetadata, "the provider's JWKS is not a JSON object with a 'keys' array") }
+        guard let document = try? JSONDecoder().decode(Document.self, from: Data(body)) else {
+            throw AuthError(.invalidMetadata, "the provider's JWKS is not a JSON object with a 'keys' array")
+        }
         var keys: [Key] = []
-        for case let entry as [String: Any] in entries {
-            guard let kty = entry["kty"] as? String, kty == "RSA" || kty == "EC" else { continue }
-            if let use = entry["use"] as? String, use != "sig" { continue }
-            guard let data = try? JSONSerialization.data(withJSONObject: entry),
-                  let jwk = try? JSONDecoder().decode(JWK.self, from: data)
-            else { continue }
+        for entry in document.keys {
+            guard let fields = entry.fields.object, let kty = fields["kty"]?.string, kty == "RSA" || kty == "EC" else { continue }
+            if let use = fields["use"]?.string, use != "sig" { continue }
+            guard let jwk = entry.jwk else { continue }
             keys.append(Key(jwk: jwk))
         }
         return JSONWebKeySet(keys: keys)
+    }
+
+    private struct Document: Decodable {
+        let keys: [Entry]
+    }
+
+    /// One member of `keys` as published, and the key if jwt-kit can read it (both from the same JSON).
+    private struct Entry: Decodable {
+        let fields: JSONValue
+        let jwk: JWK?
+
+        init(from decoder: any Decoder) throws {
+            fields = try JSONValue(from: decoder)
+            jwk = try? JWK(from: decoder)
+        }
     }
 
     /// The key that may verify a token with this header, or nil when the set has none (an unknown `kid`: the

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One pending authorization request: the secrets it was sent with and the rules its response must meet.
 /// Building the URL and judging a redirect are pure, so every rule is tested without a network.
@@ -90,7 +94,7 @@ public struct LoginSession: Sendable {
     /// for a private-use scheme no authority at all; no user info, no fragment), and then its query is judged like a
     /// response that reached the loopback listener (SECURITY.md 3, 7, 8, 9). Reasons never contain the URL.
     public func judge(pastedURL text: String) -> Verdict {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespace
         guard !trimmed.isEmpty else { return .rejected(reason: "the pasted URL is empty") }
         guard trimmed.utf8.count <= LoginSession.maxPastedURLBytes else {
             return .rejected(reason: "the pasted URL is longer than \(LoginSession.maxPastedURLBytes) bytes")
@@ -129,24 +133,53 @@ public struct LoginSession: Sendable {
 
     /// Application/x-www-form-urlencoded value encoding (RFC 6749 Appendix B): only unreserved characters stay.
     public static func formEncode(_ value: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return value.unicodeScalars.map { scalar -> String in
-            if scalar.isASCII, allowed.contains(scalar) { return String(scalar) }
-            return String(scalar).utf8.map { String(format: "%%%02X", $0) }.joined()
-        }.joined()
+        let hex = Array("0123456789ABCDEF".utf8)
+        var encoded: [UInt8] = []
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.append(byte)
+            default:
+                encoded += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: encoded, as: UTF8.self)
     }
 
     public static func parseQuery(_ query: String) -> [String: [String]] {
         var result: [String: [String]] = [:]
         for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (s: Substring) in (String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding) ?? "" }
+            let decode = { (s: Substring) in (percentDecoded(String(s.map { $0 == "+" ? " " : $0 }))) ?? "" }
             let key = decode(parts[0])
             let value = parts.count > 1 ? decode(parts[1]) : ""
             result[key, default: []].append(value)
         }
         return result
+    }
+
+    /// Foundation's `removingPercentEncoding`: nil for a malformed escape or for bytes that are not UTF-8.
+    static func percentDecoded(_ text: String) -> String? {
+        func hexValue(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// Text from the network shown to people: printable ASCII only, bounded.

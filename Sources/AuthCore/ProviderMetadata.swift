@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The parts of RFC 8414 / OIDC discovery metadata the agent uses, after validation.
 public struct ProviderMetadata: Sendable, Equatable {
@@ -48,10 +52,10 @@ public struct ProviderMetadata: Sendable, Equatable {
     /// Parses and checks a discovery document: `issuer` must equal the configured one exactly, endpoints must pass
     /// ``EndpointPolicy``, and S256 must be advertised when the server lists its PKCE methods.
     public static func parse(_ body: [UInt8], expectedIssuer: URL) throws(AuthError) -> ProviderMetadata {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        guard let object = JSONValue.object(body) else {
             throw AuthError(.invalidMetadata, "the discovery document from \(expectedIssuer.absoluteString) is not a JSON object")
         }
-        guard let issuer = object["issuer"] as? String else {
+        guard let issuer = object["issuer"]?.string else {
             throw AuthError(.invalidMetadata, "the discovery document has no 'issuer'")
         }
         guard normalize(issuer) == normalize(expectedIssuer.absoluteString) else {
@@ -59,7 +63,7 @@ public struct ProviderMetadata: Sendable, Equatable {
                 "the discovery document names issuer '\(issuer)', not the configured '\(expectedIssuer.absoluteString)'")
         }
         func endpoint(_ key: String, required: Bool) throws(AuthError) -> URL? {
-            guard let value = object[key] as? String else {
+            guard let value = object[key]?.string else {
                 if required { throw AuthError(.invalidMetadata, "the discovery document has no '\(key)'") }
                 return nil
             }
@@ -69,7 +73,7 @@ public struct ProviderMetadata: Sendable, Equatable {
                 throw AuthError(.insecureEndpoint, "the discovery document's '\(key)' \(rejection.reason)")
             }
         }
-        let methods = object["code_challenge_methods_supported"] as? [String]
+        let methods = object["code_challenge_methods_supported"]?.strings
         if let methods, !methods.contains("S256") {
             throw AuthError(.pkceUnsupported, "the server does not support PKCE with S256 (it lists \(methods))")
         }
@@ -80,8 +84,8 @@ public struct ProviderMetadata: Sendable, Equatable {
             revocationEndpoint: try endpoint("revocation_endpoint", required: false),
             jwksURI: try endpoint("jwks_uri", required: false),
             codeChallengeMethods: methods ?? [],
-            tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"] as? [String] ?? [],
-            requiresIssInResponse: object["authorization_response_iss_parameter_supported"] as? Bool ?? false,
+            tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"]?.strings ?? [],
+            requiresIssInResponse: object["authorization_response_iss_parameter_supported"]?.bool ?? false,
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint", required: false)
         )
     }

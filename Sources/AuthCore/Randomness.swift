@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// CSPRNG-backed random values. `SystemRandomNumberGenerator` reads `getrandom(2)` on Linux.
 public enum Randomness {
@@ -14,14 +18,13 @@ public enum Randomness {
 
 public enum Base64URL {
     public static func encode<D: Sequence>(_ data: D) -> String where D.Element == UInt8 {
-        Data(data).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        String(Data(data).base64EncodedString().compactMap { c -> Character? in
+            c == "+" ? "-" : c == "/" ? "_" : c == "=" ? nil : c
+        })
     }
 
     public static func decode(_ text: String) -> Data? {
-        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var s = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while s.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s)
     }

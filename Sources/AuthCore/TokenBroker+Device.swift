@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Logging
 
 /// The device authorization grant (RFC 8628) and the choice between it and the browser redirect.
 extension TokenBroker {

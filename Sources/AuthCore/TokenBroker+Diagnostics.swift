@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 
 /// What `authctl doctor` asks the agent: can each account's authorization server be reached, is its metadata valid,
 /// how far apart are our clock and the server's, is there a keyring and a browser. Everything goes through the
@@ -101,7 +106,7 @@ public struct AccountDiagnosis: Sendable {
 final class DateRecordingTransport: HTTPTransport, @unchecked Sendable {
     private let base: any HTTPTransport
     private let time: any TimeSource
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var first: (String, Date)?
 
     init(base: any HTTPTransport, time: any TimeSource) {
@@ -109,7 +114,7 @@ final class DateRecordingTransport: HTTPTransport, @unchecked Sendable {
         self.time = time
     }
 
-    var firstDate: (String, Date)? { lock.withLock { first } }
+    var firstDate: (String, Date)? { lock.withLock { _ in first } }
 
     func get(_ url: URL) async throws(AuthError) -> HTTPReply {
         record(try await base.get(url))
@@ -121,7 +126,7 @@ final class DateRecordingTransport: HTTPTransport, @unchecked Sendable {
 
     private func record(_ reply: HTTPReply) -> HTTPReply {
         let now = time.wallClock()
-        lock.withLock { if first == nil, let date = reply.date { first = (date, now) } }
+        lock.withLock { _ in if first == nil, let date = reply.date { first = (date, now) } }
         return reply
     }
 }

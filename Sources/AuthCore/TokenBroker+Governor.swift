@@ -1,3 +1,5 @@
+import Logging
+
 /// The sign-in rate limit (``LoginRateLimit``) applied per account.
 extension TokenBroker {
     /// Throws `login_rate_limited` (with `retryAfter`) while the account's recent failures forbid a new sign-in.

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Logging
 
 /// ID token verification for sign-in and refresh, and the per-account cache of the provider's signing keys.
 extension TokenBroker {

@@ -1,3 +1,5 @@
+import Logging
+
 /// Proactive refresh: recently used accounts' tokens (default and scoped) are refreshed ahead of expiry, so
 /// steady-state callers get cached tokens. Which entries are due is decided over the broker's state and the injected
 /// clock (``RefreshPolicy``), so it is tested on a manual clock without sleeping.

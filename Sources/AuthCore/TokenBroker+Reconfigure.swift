@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension TokenBroker {
     /// What ``reconfigure(_:)`` changed, by account name.

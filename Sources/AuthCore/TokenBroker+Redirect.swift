@@ -1,4 +1,10 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Logging
+import Synchronization
 
 /// The redirect sign-in (loopback listener, manual paste, private-use scheme): opening the way back, judging what
 /// arrives, and exchanging the code. Every response, whichever way it came, goes through one single-use wait.
@@ -156,17 +162,17 @@ extension TokenBroker {
 
 /// Hands the session to the listener's callback once it exists, and lets exactly one response complete it.
 final class SessionBox: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var _session: LoginSession?
     private var claimed = false
 
     var session: LoginSession? {
-        get { lock.withLock { _session } }
-        set { lock.withLock { _session = newValue } }
+        get { lock.withLock { _ in _session } }
+        set { lock.withLock { _ in _session = newValue } }
     }
 
     func claim() -> Bool {
-        lock.withLock {
+        lock.withLock { _ in
             if claimed { return false }
             claimed = true
             return true

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Access tokens for a subset of the account's scopes and/or an RFC 8707 resource. Each (scope set, resource) has
 /// its own cache entry and single flight; all are refreshed with the account's one refresh token, one redemption at

@@ -1,3 +1,5 @@
+import Logging
+
 /// Resume from suspend and network-up: the system-bus watcher (AgentDBus's `SystemBusWatcher`) calls these when
 /// logind or NetworkManager says so; ``WakePlan`` decides, this applies the plan.
 extension TokenBroker {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// The heart of the agent: per-account token cache, single-flight refresh, sign-in and sign-out.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A successful token response, validated. Expiry is kept on the injected monotonic clock (counts suspend).
 public struct TokenSet: Sendable {
@@ -126,7 +130,7 @@ public enum TokenResponseParser {
               body.contains(UInt8(ascii: "=")), body.allSatisfy({ (0x21...0x7E).contains($0) }),
               !body.contains(UInt8(ascii: "<")), let text = String(bytes: body, encoding: .ascii) else { return body }
         let fields = LoginSession.parseQuery(text).compactMapValues(\.first)
-        guard let data = try? JSONSerialization.data(withJSONObject: fields) else { return body }
+        guard let data = try? JSONEncoder().encode(fields) else { return body }
         return Array(data)
     }
 
@@ -164,13 +168,13 @@ public enum TokenResponseParser {
     /// So does a 4xx other than 408/429 that carries no OAuth error at all (an empty 400, a 401, an HTML page): the
     /// server refused the grant without saying why, and asking again would get the same answer.
     public static func error(from reply: HTTPReply) -> AuthError {
-        let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { min(max($0, 0), 3600) }
+        let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingBlanks) }.map { min(max($0, 0), 3600) }
         if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
             return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
         }
-        let object = (try? JSONSerialization.jsonObject(with: Data(jsonBody(reply.body)))) as? [String: Any]
-        let code = (object?["error"] as? String).map(LoginSession.printable)
-        let description = (object?["error_description"] as? String).map(LoginSession.printable)
+        let object = JSONValue.object(jsonBody(reply.body))
+        let code = object?["error"]?.string.map(LoginSession.printable)
+        let description = object?["error_description"]?.string.map(LoginSession.printable)
         let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
         switch code {
         case "invalid_grant", "bad_refresh_token", "bad_verification_code":

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// A lock-protected copy of every account's cached default access token, which ``TokenBroker`` publishes whenever
