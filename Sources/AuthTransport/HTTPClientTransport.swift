@@ -1,6 +1,10 @@
 import AsyncHTTPClient
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 import NIOHTTP1
 import NIOSSL
@@ -111,10 +115,12 @@ public final class HTTPClientTransport: HTTPTransport {
             return "the server's certificate does not name this host"
         }
         let text = "\(error)"
-        guard let range = text.range(of: #"OPENSSL_internal:[A-Z0-9_]+"#, options: .regularExpression) else {
+        // The first "OPENSSL_internal:" followed by a reason code ([A-Z0-9_]+).
+        let isCode = { (c: Character) in c.isASCII && (c.isUppercase || c.isNumber || c == "_") }
+        guard let reason = text.ranges(of: "OPENSSL_internal:").lazy
+            .map({ text[$0.upperBound...].prefix(while: isCode) }).first(where: { !$0.isEmpty }) else {
             return "the TLS handshake failed"
         }
-        let reason = text[range].dropFirst("OPENSSL_internal:".count)
         if reason == "CERTIFICATE_VERIFY_FAILED" {
             return "the server's certificate does not verify against the system's trusted CAs (CERTIFICATE_VERIFY_FAILED)"
         }

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 import NIOCore
 
 /// The connections one redirect listener has accepted: at most `limit` at a time, and all closed with the listener.
@@ -10,7 +15,7 @@ import NIOCore
 /// connections in those milliseconds, and the browser's retry (or the user's reload) then gets through.
 final class RedirectConnections: @unchecked Sendable {
     let limit: Int
-    private let lock = NSLock()
+    private let lock = Mutex(())
     /// In the order accepted (oldest first); at most `limit + 1` entries, so linear scans are cheap.
     private var open: [(id: ObjectIdentifier, channel: any Channel)] = []
     private var closed = false
@@ -22,7 +27,7 @@ final class RedirectConnections: @unchecked Sendable {
     @discardableResult
     func admit(_ channel: any Channel) -> Int {
         let id = ObjectIdentifier(channel)
-        let (refused, evicted): (Bool, (any Channel)?) = lock.withLock {
+        let (refused, evicted): (Bool, (any Channel)?) = lock.withLock { _ in
             if closed { return (true, nil) }
             open.append((id, channel))
             return (false, open.count > limit ? open.removeFirst().channel : nil)
@@ -37,13 +42,13 @@ final class RedirectConnections: @unchecked Sendable {
     }
 
     /// The number of connections open now.
-    var count: Int { lock.withLock { open.count } }
+    var count: Int { lock.withLock { _ in open.count } }
 
     /// Closes every connection and refuses later ones (a connection accepted while the listener is closing).
     /// Each close runs on the connection's own event loop after anything already queued there, so a success page
     /// being written when the sign-in completes is flushed before its connection goes.
     func closeAll() {
-        let all: [any Channel] = lock.withLock {
+        let all: [any Channel] = lock.withLock { _ in
             closed = true
             defer { open.removeAll() }
             return open.map(\.channel)
@@ -52,6 +57,6 @@ final class RedirectConnections: @unchecked Sendable {
     }
 
     private func forget(_ id: ObjectIdentifier) {
-        lock.withLock { open.removeAll { $0.id == id } }
+        lock.withLock { _ in open.removeAll { $0.id == id } }
     }
 }

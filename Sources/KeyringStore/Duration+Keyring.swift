@@ -1,5 +1,9 @@
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension Duration {
     var dispatchInterval: DispatchTimeInterval {
@@ -11,6 +15,8 @@ extension Duration {
     var secondsText: String {
         let (seconds, attoseconds) = components
         if attoseconds == 0 { return "\(seconds)" }
-        return String(format: "%.1f", Double(seconds) + Double(attoseconds) / 1e18)
+        // One decimal, rounded as printf's "%.1f" rounds (half to even).
+        let tenths = Int((Double(seconds) * 10 + Double(attoseconds) / 1e17).rounded(.toNearestOrEven))
+        return "\(tenths / 10).\(tenths % 10)"
     }
 }

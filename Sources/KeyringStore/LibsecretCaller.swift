@@ -1,6 +1,11 @@
 import CLibsecret
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 
 /// What one libsecret call produced: its return value (nil when the call gave up before it returned) and, if it
 /// failed, the GError.
@@ -71,7 +76,7 @@ struct LibsecretCaller: Sendable {
 private final class PendingCall<Value: Sendable>: @unchecked Sendable {
     /// Owned; `g_cancellable_cancel` is thread-safe.
     let cancellable: UnsafeMutablePointer<GCancellable>?
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var continuation: CheckedContinuation<LibsecretOutcome<Value>, Never>?
     private var finished = false
     private var cancelledEarly = false
@@ -87,11 +92,11 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
         if let cancellable { g_object_unref(cancellable) }
     }
 
-    var deadlinePassed: Bool { lock.withLock { _deadlinePassed } }
-    var isFinished: Bool { lock.withLock { finished } }
+    var deadlinePassed: Bool { lock.withLock { _ in _deadlinePassed } }
+    var isFinished: Bool { lock.withLock { _ in finished } }
 
     func start(_ continuation: CheckedContinuation<LibsecretOutcome<Value>, Never>) {
-        let resumeNow = lock.withLock { () -> Bool in
+        let resumeNow = lock.withLock { _ -> Bool in
             if cancelledEarly { finished = true; return true }
             self.continuation = continuation
             return false
@@ -104,13 +109,13 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: .global())
         timer.setEventHandler { [weak self] in self?.giveUp(deadlinePassed: true) }
         timer.schedule(deadline: .now() + timeout.dispatchInterval)
-        lock.withLock { deadline = timer }
+        lock.withLock { _ in deadline = timer }
         timer.activate()
     }
 
     /// Frees the timer once the call has returned (it would otherwise hold on for the whole timeout).
     func cancelDeadline() {
-        let timer = lock.withLock { () -> (any DispatchSourceTimer)? in
+        let timer = lock.withLock { _ -> (any DispatchSourceTimer)? in
             defer { deadline = nil }
             return deadline
         }
@@ -122,7 +127,7 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
     }
 
     func giveUp(deadlinePassed: Bool) {
-        let continuation = lock.withLock { () -> CheckedContinuation<LibsecretOutcome<Value>, Never>? in
+        let continuation = lock.withLock { _ -> CheckedContinuation<LibsecretOutcome<Value>, Never>? in
             if deadlinePassed { _deadlinePassed = true }
             if self.continuation == nil && !finished { cancelledEarly = true }
             return takeLocked()
@@ -132,7 +137,7 @@ private final class PendingCall<Value: Sendable>: @unchecked Sendable {
     }
 
     private func take() -> CheckedContinuation<LibsecretOutcome<Value>, Never>? {
-        lock.withLock { takeLocked() }
+        lock.withLock { _ in takeLocked() }
     }
 
     private func takeLocked() -> CheckedContinuation<LibsecretOutcome<Value>, Never>? {
