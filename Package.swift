@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "AgentServer",
             dependencies: [
-                "AuthCore", "AgentIPC", "CAgentSocket",
+                "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

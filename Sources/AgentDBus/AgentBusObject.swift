@@ -1,7 +1,12 @@
 import AgentServer
 import AuthCore
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -17,7 +22,7 @@ final class AgentBusObject: @unchecked Sendable {
     let logger: Logger
     let uid = getuid()
 
-    private let lock = NSLock()
+    private let lock = Mutex(())
     /// Calls in flight; a call that waits for a person remembers its caller's unique name, so it is cancelled when
     /// the caller leaves the bus (like a socket client hanging up).
     private var calls: [UInt64: (task: Task<Void, Never>, waitsForPerson: Bool, sender: String?)] = [:]
@@ -57,7 +62,7 @@ final class AgentBusObject: @unchecked Sendable {
         let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
         let operations = self.operations
         activity?.begin()
-        lock.withLock {
+        lock.withLock { _ in
             nextCall += 1
             let id = nextCall
             let task = Task {
@@ -74,17 +79,17 @@ final class AgentBusObject: @unchecked Sendable {
     }
 
     private func finished(_ id: UInt64) {
-        lock.withLock { calls[id] = nil }
+        lock.withLock { _ in calls[id] = nil }
         activity?.end()
     }
 
     /// Number of calls whose reply has not been handed to the bus thread yet.
-    var inFlight: Int { lock.withLock { calls.count } }
+    var inFlight: Int { lock.withLock { _ in calls.count } }
 
     /// Shutdown: cancels calls that wait for a person (a sign-in, a consent answer), then waits up to `timeout` for
     /// the others, so their replies are queued before the loop stops.
     func finish(timeout: Duration) async {
-        let waiting = lock.withLock { calls.values.filter(\.waitsForPerson).map(\.task) }
+        let waiting = lock.withLock { _ in calls.values.filter(\.waitsForPerson).map(\.task) }
         waiting.forEach { $0.cancel() }
         let deadline = ContinuousClock.now + timeout
         while inFlight > 0, ContinuousClock.now < deadline {
@@ -104,7 +109,7 @@ final class AgentBusObject: @unchecked Sendable {
     /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its
     /// consent question is withdrawn if no other request waits for it).
     func callerLeft(_ sender: String) {
-        let tasks = lock.withLock { calls.values.filter { $0.waitsForPerson && $0.sender == sender }.map(\.task) }
+        let tasks = lock.withLock { _ in calls.values.filter { $0.waitsForPerson && $0.sender == sender }.map(\.task) }
         guard !tasks.isEmpty else { return }
         logger.info("a D-Bus caller left; cancelling its wait for a person", metadata: ["via": "dbus"])
         tasks.forEach { $0.cancel() }

@@ -1,5 +1,10 @@
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,7 +22,7 @@ final class BusLoop: @unchecked Sendable {
         case failed(Int32)
     }
 
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var jobs: [@Sendable (OpaquePointer) -> Void] = []
     private var stopRequested = false
     private let wakeFD: Int32
@@ -33,13 +38,13 @@ final class BusLoop: @unchecked Sendable {
     /// Runs `job` on the bus thread with the bus. Callable from any thread; jobs run in order. Jobs submitted after
     /// the loop ended never run.
     func submit(_ job: @escaping @Sendable (OpaquePointer) -> Void) {
-        lock.withLock { jobs.append(job) }
+        lock.withLock { _ in jobs.append(job) }
         wake()
     }
 
     /// Asks the loop to end once the jobs queued so far have run (their replies are flushed before it returns).
     func stop() {
-        lock.withLock { stopRequested = true }
+        lock.withLock { _ in stopRequested = true }
         wake()
     }
 
@@ -58,7 +63,7 @@ final class BusLoop: @unchecked Sendable {
                 if r < 0 { return .failed(r) }
                 if r == 0 { break }
             }
-            let (pending, stopping) = lock.withLock { () -> ([@Sendable (OpaquePointer) -> Void], Bool) in
+            let (pending, stopping) = lock.withLock { _ -> ([@Sendable (OpaquePointer) -> Void], Bool) in
                 defer { jobs.removeAll() }
                 return (jobs, stopRequested)
             }

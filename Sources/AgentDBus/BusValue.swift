@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A D-Bus value of the few shapes the agent's interface uses. Results are maps from the socket protocol's field
 /// names to variants (`a{sv}`), made from the same Codable result types the socket encodes, so both front ends

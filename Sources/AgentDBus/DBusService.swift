@@ -1,7 +1,11 @@
 import AgentServer
 import AuthCore
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ServiceLifecycle
 #if canImport(Glibc)
@@ -53,9 +57,9 @@ public struct DBusService: Service {
         let logger = self.logger
         await withGracefulShutdownHandler {
             let end: String? = await withCheckedContinuation { continuation in
-                let thread = Thread { continuation.resume(returning: DBusService.serve(object, notifier: notifier, consent: consent, loop: loop, logger: logger)) }
-                thread.name = "auth-agent-dbus"
-                thread.start()
+                DetachedThread.start(name: "auth-agent-dbus") {
+                    continuation.resume(returning: DBusService.serve(object, notifier: notifier, consent: consent, loop: loop, logger: logger))
+                }
             }
             if let end {
                 logger.warning("\(end); the D-Bus API is off, the socket still serves")

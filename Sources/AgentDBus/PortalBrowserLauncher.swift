@@ -1,7 +1,15 @@
+import AgentServer
 import AuthCore
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Opens the sign-in page through the xdg-desktop-portal (`org.freedesktop.portal.OpenURI.OpenURI` on the session
 /// bus) when the portal is there, else through `fallback` (`$BROWSER`, else `xdg-open`: ``ExecBrowserLauncher``).
@@ -86,14 +94,14 @@ public struct PortalBrowserLauncher: BrowserLauncher {
         let call = self.call
         // The call blocks (up to callTimeout): never on the broker's executor or an event loop.
         let outcome = await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: call(text)) }
+            DetachedThread.start(name: "auth-portal") { continuation.resume(returning: call(text)) }
         }
         switch outcome {
         case .opened(let response):
             logger.info("opened the sign-in page through the xdg-desktop-portal")
             let (fallback, logger) = (self.fallback, self.logger)
             // The chooser may stay up for minutes: its answer is awaited off the caller, who has what it needs.
-            Thread.detachNewThread {
+            DetachedThread.start(name: "auth-portal") {
                 switch response() {
                 case .opened: return
                 case .unknown(let why):

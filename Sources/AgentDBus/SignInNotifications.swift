@@ -2,7 +2,11 @@ import AgentIPC
 import AgentServer
 import AuthCore
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// When to show the "sign in" desktop notification: once per account when the broker says it must sign in, and

@@ -1,6 +1,11 @@
+import AgentServer
 import AuthCore
 import CAgentBus
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import ServiceLifecycle
 #if canImport(Glibc)
@@ -48,9 +53,7 @@ public struct SystemBusWatcher: Service {
         let logger = self.logger
         await withGracefulShutdownHandler {
             let end: String? = await withCheckedContinuation { continuation in
-                let thread = Thread { continuation.resume(returning: SystemBusWatcher.serve(listener, loop: loop, logger: logger)) }
-                thread.name = "auth-agent-sysbus"
-                thread.start()
+                DetachedThread.start(name: "auth-sysbus") { continuation.resume(returning: SystemBusWatcher.serve(listener, loop: loop, logger: logger)) }
             }
             if let end {
                 logger.notice("\(end); no refresh on resume or network-up (expiry and backoff still apply)")

@@ -4,7 +4,11 @@ import Glibc
 import AgentIPC
 import AuthCore
 import CAgentSocket
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOCore
 import Synchronization
@@ -105,10 +109,7 @@ final class AcceptLoop: @unchecked Sendable {
         self.logger = logger
         self.operations = acceptor.dispatcher.operations
         self.snapshot = acceptor.dispatcher.operations.broker.snapshot
-        let thread = Thread { [self] in run() }
-        thread.name = "auth-agent accept"
-        thread.stackSize = 1 << 20
-        thread.start()
+        DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
     }
 
     deinit {

@@ -1,6 +1,12 @@
 import AgentIPC
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Logging
+import Synchronization
 
 /// How a consent question ended for one waiting request.
 enum ConsentAnswer: Sendable, Equatable {
@@ -15,7 +21,7 @@ extension AccessGate {
     /// share one question), else a new one with its time limit running and the prompter told. The caller must then
     /// ``wait(_:account:client:)`` for it (which counts it out again if it is cancelled).
     func enqueue(_ caller: Caller, account: String, client: String) -> Int {
-        let (id, isNew, prompter) = lock.withLock { () -> (Int, Bool, (any ConsentPrompter)?) in
+        let (id, isNew, prompter) = lock.withLock { _ -> (Int, Bool, (any ConsentPrompter)?) in
             if let open = pending.values.first(where: { $0.request.account == account && ClientRule.sameBytes($0.request.client, client) }) {
                 pending[open.request.id]!.members += 1
                 return (open.request.id, false, nil)
@@ -37,7 +43,7 @@ extension AccessGate {
         if isNew {
             logger.notice("asking the user whether a program may get tokens",
                           metadata: ["account": "\(account)", "peer_client": "\(client)", "request": "\(id)"])
-            if let prompter, let request = lock.withLock({ pending[id]?.request }) { prompter.ask(request) }
+            if let prompter, let request = lock.withLock({ _ in pending[id]?.request }) { prompter.ask(request) }
         }
         return id
     }
@@ -47,13 +53,13 @@ extension AccessGate {
     /// is withdrawn: taken off `pending` and the prompter, its timer stopped, and a later approve or deny of it is
     /// refused as unknown, so nothing is remembered for a question nobody waits for.
     func wait(_ id: Int, account: String, client: String) async -> ConsentAnswer {
-        let waiter = lock.withLock { () -> Int in
+        let waiter = lock.withLock { _ -> Int in
             nextWaiterID += 1
             return nextWaiterID
         }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let (settled, withdrawn) = lock.withLock { () -> (ConsentAnswer?, Pending?) in
+                let (settled, withdrawn) = lock.withLock { _ -> (ConsentAnswer?, Pending?) in
                     guard pending[id] != nil else {
                         // Answered before we got here: the remembered decision is the answer; none means it timed out.
                         let remembered = decisions[DecisionKey(account: account, client: client)]?.allowed
@@ -68,7 +74,7 @@ extension AccessGate {
                 if let settled { continuation.resume(returning: settled) }
             }
         } onCancel: {
-            let (continuation, withdrawn) = lock.withLock { () -> (CheckedContinuation<ConsentAnswer, Never>?, Pending?) in
+            let (continuation, withdrawn) = lock.withLock { _ -> (CheckedContinuation<ConsentAnswer, Never>?, Pending?) in
                 guard let continuation = pending[id]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
                 return (continuation, departLocked(id))
             }
@@ -89,7 +95,7 @@ extension AccessGate {
     /// Takes a question nobody waits for any more off the prompter and stops its timer.
     private func withdrawQuestion(_ question: Pending) {
         question.timer?.cancel()
-        let prompter = lock.withLock { self.prompter }
+        let prompter = lock.withLock { _ in self.prompter }
         prompter?.withdraw(question.request.id)
         logger.notice("withdrew a consent question: every request waiting for it went away",
                       metadata: ["account": "\(question.request.account)", "peer_client": "\(question.request.client)",
@@ -100,7 +106,7 @@ extension AccessGate {
     /// `approver` is nil). Refused from a caller without a controlling terminal (a background program must not
     /// approve itself), or from the very process that asked. Returns what was decided.
     public func answer(_ id: Int, allow: Bool, approver: Caller?) throws(WireError) -> ConsentResult {
-        let checked = lock.withLock { () -> Result<PendingConsent, WireError> in
+        let checked = lock.withLock { _ -> Result<PendingConsent, WireError> in
             guard let open = pending[id] else {
                 return .failure(WireError(.badRequest, "no pending request \(id); see `authctl pending`"))
             }
@@ -126,7 +132,7 @@ extension AccessGate {
     /// Ends question `id`: a decision is remembered (and saved) before the waiters hear it; a timeout (`allow`
     /// nil) remembers nothing. A second settle of the same id does nothing.
     func settle(_ id: Int, allow: Bool?) {
-        let (ended, snapshot, prompter) = lock.withLock { () -> (Pending?, [ConsentStore.Decision]?, (any ConsentPrompter)?) in
+        let (ended, snapshot, prompter) = lock.withLock { _ -> (Pending?, [ConsentStore.Decision]?, (any ConsentPrompter)?) in
             guard let open = pending.removeValue(forKey: id) else { return (nil, nil, nil) }
             guard let allow else { return (open, nil, self.prompter) }
             let key = DecisionKey(account: open.request.account, client: open.request.client)
@@ -146,7 +152,7 @@ extension AccessGate {
     /// The questions waiting for an answer, oldest first, with the seconds each has left.
     public func pendingRequests() -> [PendingConsent] {
         let at = ContinuousClock.now
-        return lock.withLock {
+        return lock.withLock { _ in
             pending.values.sorted { $0.request.id < $1.request.id }.map { open in
                 var request = open.request
                 request.expiresIn = max(0, Int((open.deadline - at).components.seconds))
@@ -161,7 +167,7 @@ extension AccessGate {
         guard caller.hasTerminal, caller.isStillConnectedProcess else {
             throw WireError(.permissionDenied, "forget is taken only from a program run in a terminal (authctl)")
         }
-        let (removed, snapshot) = lock.withLock { () -> ([ConsentStore.Decision], [ConsentStore.Decision]) in
+        let (removed, snapshot) = lock.withLock { _ -> ([ConsentStore.Decision], [ConsentStore.Decision]) in
             let matching = decisions.filter { key, _ in
                 (account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true)
             }
@@ -176,7 +182,7 @@ extension AccessGate {
 
     /// Sets where questions are shown (the D-Bus front end, once it has a bus).
     public func setPrompter(_ prompter: (any ConsentPrompter)?) {
-        lock.withLock { self.prompter = prompter }
+        lock.withLock { _ in self.prompter = prompter }
     }
 
     /// Must run under `lock`.

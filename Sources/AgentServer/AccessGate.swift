@@ -1,6 +1,10 @@
 import AgentIPC
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import Synchronization
 
@@ -29,7 +33,7 @@ public final class AccessGate: @unchecked Sendable {
     /// Waits for a consent question's time limit; production passes `ContinuousClock` sleeping.
     let sleep: @Sendable (Duration) async -> Void
 
-    let lock = NSLock()
+    let lock = Mutex(())
     var decisions: [DecisionKey: ConsentStore.Decision] = [:]
     var pending: [Int: Pending] = [:]
     var nextPendingID = 0
@@ -103,7 +107,7 @@ public final class AccessGate: @unchecked Sendable {
         if policy.isOpen { return .grant(.open) }
         guard caller.isStillConnectedProcess else { return .deny(.processExited) }
         let remembered = caller.identity.consentKey.flatMap { key in
-            lock.withLock { decisions[DecisionKey(account: account, client: key)]?.allowed }
+            lock.withLock { _ in decisions[DecisionKey(account: account, client: key)]?.allowed }
         }
         return policy.decide(caller.identity, remembered: remembered)
     }

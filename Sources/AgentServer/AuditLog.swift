@@ -1,5 +1,10 @@
 import AgentIPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 import Logging
 
 /// The audit trail: one record per token handed out, per request refused and per request withdrawn while it waited
@@ -11,7 +16,7 @@ public final class AuditLog: @unchecked Sendable {
     /// Records kept in memory; older ones are only in the journal.
     public let capacity: Int
     private let logger: Logger
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var ring: [Record] = []
     /// Index of the oldest record once the ring is full.
     private var head = 0
@@ -51,7 +56,7 @@ public final class AuditLog: @unchecked Sendable {
                 caller: AuditedCaller) {
         let record = Record(time: time, account: account, outcome: outcome, reason: reason, scopes: scopes,
                             resource: resource, caller: caller)
-        lock.withLock {
+        lock.withLock { _ in
             if ring.count < capacity {
                 ring.append(record)
             } else {
@@ -85,7 +90,7 @@ public final class AuditLog: @unchecked Sendable {
 
     /// The records, oldest first, optionally only one account's and those at or after `since` (Unix time).
     public func entries(account: String? = nil, since: Int? = nil) -> [AuditEntry] {
-        let all = lock.withLock { Array(ring[head...] + ring[..<head]) }
+        let all = lock.withLock { _ in Array(ring[head...] + ring[..<head]) }
         return all.filter { record in
             (account == nil || record.account == account) && (since == nil || record.time >= since!)
         }.map(\.entry)

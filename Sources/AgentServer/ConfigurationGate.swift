@@ -1,5 +1,9 @@
 import AgentIPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Reads the configuration file and puts it in force (the composition root's ``ConfigurationSource`` knows the file

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Synchronization
 import NIOCore
 
 /// The open client connections: so shutdown can reach them, and so their number stays bounded (SECURITY.md 22).
@@ -42,7 +47,7 @@ final class ConnectionRegistry: @unchecked Sendable {
     }
 
     let limit: Int
-    private let lock = NSLock()
+    private let lock = Mutex(())
     private var entries: [Int: Entry] = [:]
     private var next = 0
     private var tick: UInt64 = 0
@@ -50,11 +55,11 @@ final class ConnectionRegistry: @unchecked Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    var count: Int { lock.withLock { entries.count } }
+    var count: Int { lock.withLock { _ in entries.count } }
 
     /// Registers a connection; nil when the registry is full of busy connections (the caller closes it).
     func add(_ holder: Holder) -> Int? {
-        let (id, closing, evicted) = lock.withLock { () -> (Int?, Bool, (Int, Holder)?) in
+        let (id, closing, evicted) = lock.withLock { _ -> (Int?, Bool, (Int, Holder)?) in
             var evicted: (Int, Holder)?
             if entries.count >= limit {
                 guard let victim = entries.filter({ $0.value.busy == 0 }).min(by: { $0.value.lastActive < $1.value.lastActive })
@@ -72,7 +77,7 @@ final class ConnectionRegistry: @unchecked Sendable {
         return id
     }
 
-    func remove(_ id: Int) { lock.withLock { _ = entries.removeValue(forKey: id) } }
+    func remove(_ id: Int) { lock.withLock { _ in _ = entries.removeValue(forKey: id) } }
 
     /// The accept loop passes the connection to NIO: busy (never evicted) until NIO ``adopt(_:channel:)``s it.
     func handOff(_ id: Int) {
@@ -85,7 +90,7 @@ final class ConnectionRegistry: @unchecked Sendable {
     /// NIO holds the connection now. Once shutdown has begun, its input is closed (after the requests it brought
     /// along have started).
     func adopt(_ id: Int, channel: any Channel) {
-        let closing = lock.withLock { () -> Bool in
+        let closing = lock.withLock { _ -> Bool in
             guard var entry = entries[id] else { return false }
             entry.holder = .channel(channel)
             entry.busy -= 1
@@ -102,7 +107,7 @@ final class ConnectionRegistry: @unchecked Sendable {
     func touch(_ id: Int) { update(id) { _ in } }
 
     private func update(_ id: Int, _ change: (inout Entry) -> Void) {
-        lock.withLock {
+        lock.withLock { _ in
             guard var entry = entries[id] else { return }
             change(&entry)
             tick += 1
@@ -112,7 +117,7 @@ final class ConnectionRegistry: @unchecked Sendable {
     }
 
     func closeInputOfAll() {
-        let all = lock.withLock { () -> [(Int, Holder)] in
+        let all = lock.withLock { _ -> [(Int, Holder)] in
             closing = true
             return entries.map { ($0.key, $0.value.holder) }
         }

@@ -1,7 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The user's remembered Allow/Deny decisions, per (account, client), in a JSON file (by default
 /// `$XDG_STATE_HOME/auth-agent/consent.json`): mode 0600 in a 0700 directory, replaced atomically (write a temporary
@@ -54,12 +58,13 @@ public struct ConsentStore: Sendable {
     /// in memory until the agent stops).
     public func save(_ decisions: [Decision]) -> String? {
         guard let path else { return nil }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = ConsentStore.directory(of: path)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
-            return "cannot create \(directory): \(error.localizedDescription)"
+            let code = ((error as? CocoaError)?.underlying as? POSIXError)?.code.rawValue
+            return "cannot create \(directory): \(code.map { String(cString: strerror($0)) } ?? "\(error)")"
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -81,5 +86,11 @@ public struct ConsentStore: Sendable {
             return "cannot write \(path): \(String(cString: strerror(errno)))"
         }
         return nil
+    }
+
+    /// The directory part of `path`, as NSString's `deletingLastPathComponent` gives it ("/a//b/" -> "/a").
+    static func directory(of path: String) -> String {
+        let parent = path.split(separator: "/").dropLast().joined(separator: "/")
+        return path.hasPrefix("/") ? "/" + parent : parent
     }
 }

@@ -1,5 +1,9 @@
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Pure parsers for the `/proc` files the agent reads to identify a caller. They take the files' text, so the
 /// tests feed them recorded contents (systemd services, scopes, Flatpak apps, containers without systemd).
@@ -48,7 +52,7 @@ public enum ProcFS {
         for line in cgroup.split(separator: "\n") {
             if line.hasPrefix("0::") {
                 unified = line.dropFirst(3)
-            } else if named == nil, let range = line.range(of: ":name=systemd:") {
+            } else if named == nil, let range = line.firstRange(of: ":name=systemd:") {
                 named = line[range.upperBound...]
             }
         }
@@ -76,12 +80,12 @@ public enum ProcFS {
     public static func flatpakApp(info: String) -> String? {
         var inApplication = false
         for raw in info.split(separator: "\n") {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmingBlanks
             if line.hasPrefix("[") { inApplication = line == "[Application]"; continue }
             guard inApplication, line.hasPrefix("name") else { continue }
-            let value = line.dropFirst(4).trimmingCharacters(in: .whitespaces)
+            let value = line.dropFirst(4).trimmingBlanks
             guard value.hasPrefix("=") else { continue }
-            let app = value.dropFirst().trimmingCharacters(in: .whitespaces)
+            let app = value.dropFirst().trimmingBlanks
             return ClientRule.isFlatpakAppID(app) ? app : nil
         }
         return nil

@@ -1,6 +1,10 @@
 import AgentIPC
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 
 /// Facts about the running agent that `status` reports.

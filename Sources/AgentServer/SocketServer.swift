@@ -2,7 +2,11 @@
 import Glibc
 #endif
 import AgentIPC
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Logging
 import NIOCore
 import NIOPosix

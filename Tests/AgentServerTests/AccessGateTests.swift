@@ -226,7 +226,7 @@ final class AccessGateTests: ChildProcessTestCase {
         let pending = try await waitForPending(asking)
         let b = Task { try await asking.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } }
         // b has joined the question once a second member is counted; wait for that through the gate's own state.
-        for _ in 0..<1000 where asking.lock.withLock({ asking.pending[pending.id]?.waiters.count ?? 0 }) < 2 {
+        for _ in 0..<1000 where asking.lock.withLock({ _ in asking.pending[pending.id]?.waiters.count ?? 0 }) < 2 {
             try await Task.sleep(for: .milliseconds(5))
         }
         a.cancel()
@@ -261,6 +261,12 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertEqual(log.entries().map(\.time), [102, 103, 104])
         XCTAssertEqual(log.entries(account: "a").map(\.time), [102, 104])
         XCTAssertEqual(log.entries(since: 103).map(\.time), [103, 104])
+    }
+
+    func testConsentDirectoryIsThePathsParentAsNSStringGivesIt() {
+        for path in ["/a/b/consent.json", "/consent.json", "/a//b/", "/a/b", "/", "relative/file", "file"] {
+            XCTAssertEqual(ConsentStore.directory(of: path), (path as NSString).deletingLastPathComponent, path)
+        }
     }
 
     func testCorruptConsentFileMeansAskingAgain() throws {

@@ -30,4 +30,7 @@ int aa_process_spawn_detached(const char *path, char *const argv[]);
  * blocking call: run it off any event loop). Returns its exit status (0-255; 128 + the signal if a signal ended it),
  * -ETIMEDOUT after killing (SIGKILL) and reaping a child that took longer, or -errno if it could not be started. */
 int aa_process_run_bounded(const char *path, char *const argv[], int timeout_ms);
+/* Names the calling thread (prctl PR_SET_NAME; what ps -L and top -H show): the kernel keeps the first 15 bytes.
+ * Returns 0 on success, -1 with errno set. */
+int aa_process_name_thread(const char *name);
 #endif
