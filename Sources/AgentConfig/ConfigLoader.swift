@@ -1,7 +1,14 @@
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SessionEnvironment
 import TOMLKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reads and validates config.toml. Unknown keys, wrong types and unsafe endpoints are errors: the agent never
 /// starts half-configured.
@@ -297,9 +304,9 @@ struct LineLocator {
             start = at + 1
         }
         for index in start..<lines.count {
-            let line = lines[index].trimmingCharacters(in: .whitespaces)
+            let line = lines[index].trimmingBlanks
             if line.hasPrefix("[") { break }
-            if line.hasPrefix(key), line.dropFirst(key.count).trimmingCharacters(in: .whitespaces).hasPrefix("=") {
+            if line.hasPrefix(key), line.dropFirst(key.count).trimmingBlanks.hasPrefix("=") {
                 return index + 1
             }
         }

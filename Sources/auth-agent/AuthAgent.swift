@@ -8,7 +8,11 @@ import ArgumentParser
 import AuthCore
 import AuthTransport
 import CAgentProcess
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import KeyringStore
 import Logging
 import ServiceLifecycle
@@ -208,7 +212,8 @@ struct AuthAgent: AsyncParsableCommand {
     /// would otherwise be filed at the stream's default, info).
     func fail(_ message: String, code: Int32) -> Never {
         let priority = JournalStream.isStderrJournal() ? "<3>" : ""
-        FileHandle.standardError.write(Data("\(priority)auth-agent: \(message)\n".utf8))
+        let line = Array("\(priority)auth-agent: \(message)\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
         Glibc.exit(code)
     }
 }
