@@ -20,6 +20,15 @@ import PackageDescription
 // is confined to one thread or behind a lock; debug builds, and so every test run, keep the checks, and the
 // compile-time checks stay on everywhere.
 let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+// Both release binaries contain FoundationEssentials, never full Foundation, CoreFoundation,
+// FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's data: docs/BENCHMARKS.md, "Installed
+// size"). Nothing we ship needs them, but TOMLKit's `import struct Foundation.Data` puts -lFoundation on the agent's
+// link line ahead of -lFoundationEssentials, and lld takes a generic specialization that both archives define from
+// the first, Foundation's, which pulls in the rest. lld's --remap-inputs gives it an empty linker script in place of
+// those archives, so FoundationEssentials' copies are used, and a real use of full Foundation fails to link instead
+// of growing the binary unseen.
+let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationInternationalization.a", "lib_FoundationICU.a"]
+    .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
 let package = Package(
     name: "auth-agent",
@@ -108,9 +117,9 @@ let package = Package(
             ],
             // Memory (docs/BENCHMARKS.md, "Why the code is shaped this way", "Memory"): idle RSS is mostly the file pages of touched code. Release
             // only (the tests' debug build stays dynamic):
-            // - the Swift runtime and Foundation linked in (-static-stdlib), so their code is not mapped from shared
-            //   libraries; our modules were compiled against the shared runtime, whose module maps do not name
-            //   Foundation's own static dependencies, hence the -l. libsecret, glib and libsystemd stay shared;
+            // - the Swift runtime and FoundationEssentials linked in (-static-stdlib), so their code is not mapped from
+            //   shared libraries; our modules were compiled against the shared runtime, whose module maps do not name
+            //   FoundationEssentials' own static dependencies, hence the -l. libsecret, glib and libsystemd stay shared;
             // - lld (in the Swift toolchain) with packed relative relocations (DT_RELR, glibc >= 2.36): the PIE's
             //   3 MB of RELA entries, all read at start-up, become 25 kB;
             // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
@@ -125,8 +134,7 @@ let package = Package(
                               "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                               "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/auth-agent/auth-agent.order",
                               "-Xlinker", "--no-warn-symbol-ordering",
-                              "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims", "-l_FoundationCollections",
-                              "-lswiftSynchronization"],
+                              "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"] + essentialsOnly,
                              .when(configuration: .release)),
             ]
         ),
@@ -143,7 +151,7 @@ let package = Package(
             // only (the tests' debug build stays dynamic); the agent keeps its own flags.
             linkerSettings: [
                 .unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--gc-sections",
-                              "-l_FoundationCollections", "-l_FoundationCShims", "-lswiftSynchronization"],
+                              "-l_FoundationCollections", "-l_FoundationCShims", "-lswiftSynchronization"] + essentialsOnly,
                              .when(configuration: .release)),
             ]
         ),
@@ -193,3 +201,14 @@ let package = Package(
         ),
     ]
 )
+
+// The shipped modules link FoundationEssentials only, not full Foundation and its 40 MB of ICU (docs/BENCHMARKS.md,
+// "Installed size"). A dependency's `import struct Foundation.Data` would otherwise make Foundation's extensions
+// (String's `contains`, `range(of:)`, ...) visible here and pull it back into the link unseen: with
+// MemberImportVisibility a module sees only the members of what it imports itself. (Not the agent's two-file
+// composition root: there Swift 6.3 files glibc's `struct stat` members under CoreFoundation.)
+for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
+                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentServer", "AgentDBus",
+                                     "authctl"].contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
+}

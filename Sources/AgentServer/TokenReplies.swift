@@ -1,5 +1,10 @@
 import AgentIPC
 import AuthCore
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import NIOCore
 
 /// The fast path's pre-encoded replies for one cached token (with and without `id`), kept as the
