@@ -7,7 +7,8 @@ import Foundation
 /// A JSON document read with `JSONDecoder` when the fields a caller wants may be absent or of any type: the
 /// provider's discovery document, JWKS, ID token header and claims, and error replies. A field of another type than
 /// the one asked for reads as nil, as an unexpected field would, instead of failing the whole document (what a
-/// Codable struct would do). Numbers are read as `Double` (`exp` and `iat` may be fractional: RFC 7519 §2).
+/// Codable struct would do). Numbers are read as `Double` (`exp` and `iat` may be fractional: RFC 7519 §2). Of a
+/// member named twice the first counts (JSONDecoder's reading, and so jwt-kit's, which checks ID token signatures).
 public enum JSONValue: Sendable, Equatable, Decodable {
     case object([String: JSONValue])
     case array([JSONValue])

@@ -159,7 +159,8 @@ public struct LoginSession: Sendable {
         return result
     }
 
-    /// Foundation's `removingPercentEncoding`: nil for a malformed escape or for bytes that are not UTF-8.
+    /// Foundation's `removingPercentEncoding`: nil for a malformed escape or for bytes that are not UTF-8; a leading
+    /// byte order mark (U+FEFF, literal or escaped) is dropped.
     static func percentDecoded(_ text: String) -> String? {
         func hexValue(_ byte: UInt8) -> UInt8? {
             switch byte {
@@ -179,6 +180,7 @@ public struct LoginSession: Sendable {
             guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
             bytes.append(high << 4 | low)
         }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
         return String(validating: bytes, as: UTF8.self)
     }
 
