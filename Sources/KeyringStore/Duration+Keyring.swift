@@ -15,8 +15,8 @@ extension Duration {
     var secondsText: String {
         let (seconds, attoseconds) = components
         if attoseconds == 0 { return "\(seconds)" }
-        // One decimal, rounded as printf's "%.1f" rounds (half to even).
-        let tenths = Int((Double(seconds) * 10 + Double(attoseconds) / 1e17).rounded(.toNearestOrEven))
+        // One decimal, from the exact value (a half rounds up: 0.05 s is "0.1", 0.25 s "0.3").
+        let tenths = seconds * 10 + (attoseconds + 50_000_000_000_000_000) / 100_000_000_000_000_000
         return "\(tenths / 10).\(tenths % 10)"
     }
 }
