@@ -202,11 +202,11 @@ let package = Package(
     ]
 )
 
-// The shipped modules link FoundationEssentials only, not full Foundation and its 40 MB of ICU (docs/BENCHMARKS.md,
-// "Installed size"). A dependency's `import struct Foundation.Data` would otherwise make Foundation's extensions
-// (String's `contains`, `range(of:)`, ...) visible here and pull it back into the link unseen: with
-// MemberImportVisibility a module sees only the members of what it imports itself. (Not the agent's two-file
-// composition root: there Swift 6.3 files glibc's `struct stat` members under CoreFoundation.)
+// The shipped modules use FoundationEssentials only (essentialsOnly above). A dependency's `import struct
+// Foundation.Data` would otherwise lend them Foundation's extensions (String's `contains`, `range(of:)`, ...), found
+// only when the release link refuses them: with MemberImportVisibility a module sees only the members of what it
+// imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
+// stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
                                      "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentServer", "AgentDBus",
                                      "authctl"].contains(target.name) {
