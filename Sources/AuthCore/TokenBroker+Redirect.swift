@@ -104,6 +104,7 @@ extension TokenBroker {
         let timeout = begun.ticket.timeout
         let logger = self.logger
         let account = begun.ticket.account
+        let time = self.time
         return try await withThrowingTaskGroup(of: Secret.self) { group in
             group.addTask {
                 for await verdict in begun.verdicts {
@@ -123,7 +124,7 @@ extension TokenBroker {
                 throw CancellationError()
             }
             group.addTask {
-                try await Task.sleep(for: timeout)
+                try await time.sleep(for: timeout)
                 throw AuthError(.loginTimeout, "no sign-in completed within \(timeout.components.seconds) s")
             }
             defer { group.cancelAll() }

@@ -583,9 +583,10 @@ public actor TokenBroker {
         for state in accounts.values { state.login?.completion.cancel() }
         guard !refreshes.isEmpty else { return }
         logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
+        let time = self.time
         await withTaskGroup(of: Void.self) { group in
             group.addTask { for task in refreshes { _ = try? await task.value } }
-            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { try? await time.sleep(for: timeout) }
             await group.next()
             group.cancelAll()
         }
@@ -632,11 +633,11 @@ public actor TokenBroker {
     /// The probe under way if there is one, else a new one. Each step is bounded by `keyringProbeLimit`.
     func keyringView() async -> KeyringView {
         if let running = keyringProbe { return await running.value }
-        let store = self.store
+        let store = self.store, time = self.time
         let task = Task {
-            let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
+            let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: .error) { await store.state() }
             guard state == .available else { return KeyringView(state: state, stored: nil) }
-            let stored = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: nil) { () async -> Set<SecretKey>? in
+            let stored = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: nil) { () async -> Set<SecretKey>? in
                 try? await store.storedKeys()
             }
             return KeyringView(state: state, stored: stored)
@@ -663,12 +664,13 @@ public actor TokenBroker {
 
     public static let keyringProbeLimit: Duration = .seconds(2)
 
-    /// `body`'s result, or `fallback` if it takes longer than `limit` (the body is then cancelled).
-    static func within<T: Sendable>(_ limit: Duration, fallback: T, _ body: @escaping @Sendable () async -> T) async -> T {
+    /// `body`'s result, or `fallback` if it takes longer than `limit` on `time` (the body is then cancelled).
+    static func within<T: Sendable>(_ limit: Duration, on time: any TimeSource, fallback: T,
+                                    _ body: @escaping @Sendable () async -> T) async -> T {
         await withTaskGroup(of: T?.self) { group in
             group.addTask { await body() }
             group.addTask {
-                try? await Task.sleep(for: limit)
+                try? await time.sleep(for: limit)
                 return nil
             }
             let first = await group.next() ?? nil
