@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 import requests
 
+import keyring_unlock
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "Tests" / "Fixtures"
 SERVE_SH = FIXTURES / "authserver" / "serve.sh"
@@ -441,23 +443,9 @@ class Keyring:
         assert self.collection_locked() is True, "the login collection did not lock"
 
     def unlock(self, password: str = KEYRING_PASSWORD):
-        """Unlocks the login keyring the way the PAM module does: gnome-keyring's control socket, op UNLOCK.
-        (Secret.Service.Unlock would need a prompt, which fails without a display.)"""
-        control = self.runtime / "keyring" / "control"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(10)
-            s.connect(str(control))
-            s.sendall(b"\0")  # credentials byte
-            secret = password.encode()
-            body = (1).to_bytes(4, "big") + len(secret).to_bytes(4, "big") + secret  # GKD_CONTROL_OP_UNLOCK
-            s.sendall((4 + len(body)).to_bytes(4, "big") + body)
-            reply = b""
-            while len(reply) < 8:
-                chunk = s.recv(8 - len(reply))
-                if not chunk:
-                    break
-                reply += chunk
-        assert reply[4:8] == b"\0\0\0\0", f"gnome-keyring refused to unlock: {reply.hex()}"
+        """Unlocks the login keyring the way the PAM module does (keyring_unlock.py)."""
+        reply = keyring_unlock.unlock(str(self.runtime / "keyring" / "control"), password.encode())
+        assert keyring_unlock.succeeded(reply), f"gnome-keyring refused to unlock: {reply.hex()}"
         assert self.collection_locked() is False, "the login collection is still locked"
 
 
