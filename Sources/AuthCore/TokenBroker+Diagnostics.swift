@@ -2,7 +2,7 @@ import Foundation
 
 /// What `authctl doctor` asks the agent: can each account's authorization server be reached, is its metadata valid,
 /// how far apart are our clock and the server's, is there a keyring and a browser. Everything goes through the
-/// same code the agent signs in and refreshes with (``fetchMetadata(_:using:)``, ``signingKeys(_:from:refetch:)``);
+/// same code the agent signs in and refreshes with (``ProviderDirectory``);
 /// only the transport is wrapped, to read the servers' `Date` headers. Nothing here changes a token.
 extension TokenBroker {
     /// One account's checks may take at most this long (a server that does not answer is reported, not waited for).
@@ -42,12 +42,12 @@ extension TokenBroker {
         var result = AccountDiagnosis(name: config.name, issuer: config.issuer.absoluteString)
         result.endpointsConfigured = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
         do throws(AuthError) {
-            let metadata = try await fetchMetadata(config, using: recorder)
+            let metadata = try await providers.resolve(config, using: recorder)
             result.metadata = metadata
             if config.wantsOpenID {
                 if let jwks = metadata.jwksURI {
                     do throws(AuthError) {
-                        result.signingKeys = try await signingKeys(config.name, from: jwks, refetch: true).count
+                        result.signingKeys = try await providers.signingKeys(account: config.name, from: jwks, refetch: true).count
                     } catch {
                         result.signingKeysError = error
                     }

@@ -29,6 +29,7 @@ extension TokenBroker {
         let newNames = Set(configs.map(\.name))
         for name in accountOrder where !newNames.contains(name) {
             accounts[name] = nil
+            providers.forget(name)
             snapshot.publish(name, nil)
             outcome.removed.append(name)
         }

@@ -47,7 +47,7 @@ extension TokenBroker {
         let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
         box.session = session
         // The ID token will need the provider's keys: fetch them while the person signs in, not after.
-        if config.wantsOpenID, let jwks = metadata.jwksURI { prefetchSigningKeys(config.name, from: jwks) }
+        if config.wantsOpenID, let jwks = metadata.jwksURI { providers.prefetchSigningKeys(account: config.name, from: jwks) }
         var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
                                  redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
                                  loginID: id)

@@ -39,8 +39,6 @@ public actor TokenBroker {
         var config: AccountConfig
         /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
         let snapshot: TokenSnapshot
-        var metadata: ProviderMetadata?
-        var metadataFetchedAt: ContinuousClock.Instant?
         /// The default access token. Every change, wherever it is made, is published to ``snapshot``.
         var cache: CachedToken? { didSet { publishSnapshot() } }
         var refresh: Task<CachedToken, Error>?
@@ -69,11 +67,6 @@ public actor TokenBroker {
         /// Per-token jitter for the early-refresh moment, fixed when the token arrives, before ``cache`` is set (so
         /// the snapshot is published with it).
         var refreshJitter = 0.0
-        /// The provider's signing keys (see TokenBroker+IDToken.swift).
-        var signingKeys: CachedSigningKeys?
-        /// A fetch of the signing keys under way (started when a sign-in begins, so the ID token check does not
-        /// wait for it); cleared when it ends.
-        var signingKeysFetch: SigningKeysFetch?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
@@ -108,17 +101,6 @@ public actor TokenBroker {
         }
     }
 
-    struct CachedSigningKeys {
-        let source: URL
-        let keys: JSONWebKeySet
-        let fetchedAt: ContinuousClock.Instant
-    }
-
-    struct SigningKeysFetch {
-        let source: URL
-        let task: Task<JSONWebKeySet, any Error>
-    }
-
     let store: any SecretStore
     let http: any HTTPTransport
     let redirects: any RedirectListenerFactory
@@ -128,6 +110,8 @@ public actor TokenBroker {
     let random: @Sendable () -> Double
     let loginLimit: LoginRateLimit
     let logger: Logger
+    /// Each account's provider metadata and signing keys.
+    let providers: ProviderDirectory
     var accounts: [String: AccountState]
     var accountOrder: [String]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
@@ -144,8 +128,6 @@ public actor TokenBroker {
     /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
     public nonisolated let snapshot: TokenSnapshot
 
-    public static let metadataMaxAge: Duration = .seconds(3600)
-
     public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
                 time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(),
@@ -160,6 +142,7 @@ public actor TokenBroker {
         self.policy = policy
         self.random = random
         self.logger = logger
+        self.providers = ProviderDirectory(http: http, time: time, logger: logger)
         self.accountOrder = accounts.map(\.name)
         let snapshot = TokenSnapshot(policy: policy, time: time)
         self.snapshot = snapshot
@@ -687,70 +670,7 @@ public actor TokenBroker {
     }
 
     func metadata(for name: String) async throws(AuthError) -> ProviderMetadata {
-        let state = try self.state(name)
-        if let metadata = state.metadata, let at = state.metadataFetchedAt, time.now() - at < TokenBroker.metadataMaxAge {
-            return metadata
-        }
-        let resolved = try await fetchMetadata(state.config, using: http)
-        accounts[name]?.metadata = resolved
-        accounts[name]?.metadataFetchedAt = time.now()
-        return resolved
-    }
-
-    /// Discovery for whatever the account does not configure itself, then the account's overrides on top.
-    func fetchMetadata(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata {
-        var discovered: ProviderMetadata?
-        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil
-            || (config.wantsOpenID && config.jwksURI == nil) {
-            discovered = try await discover(config, using: http)
-        }
-        return try ProviderMetadata.resolve(discovered, for: config)
-    }
-
-    /// OIDC discovery, then RFC 8414. With both endpoints configured, a missing document is not an error.
-    /// `http` is the broker's own transport, or a recording wrapper around it (diagnostics).
-    func discover(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata? {
-        let explicit = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
-        var lastStatus = 0
-        var found: ProviderMetadata?
-        for url in ProviderMetadata.discoveryURLs(for: config.issuer) {
-            let reply: HTTPReply
-            do throws(AuthError) {
-                reply = try await http.get(url)
-            } catch {
-                if explicit || found != nil { return found }
-                throw error
-            }
-            if reply.status == 200 {
-                if var first = found {
-                    // Some servers (Django OAuth Toolkit, others) list revocation only in the RFC 8414 document.
-                    first.revocationEndpoint = (try? ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer))?.revocationEndpoint
-                    return first
-                }
-                let metadata: ProviderMetadata
-                do throws(AuthError) {
-                    metadata = try ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer)
-                } catch {
-                    // With both endpoints configured, discovery only fills gaps; a document we cannot trust is skipped.
-                    if explicit {
-                        logger.notice("ignoring the discovery document", metadata: ["account": "\(config.name)", "reason": "\(error.message)"])
-                        return nil
-                    }
-                    throw error
-                }
-                if metadata.revocationEndpoint != nil { return metadata }
-                found = metadata
-                continue
-            }
-            if found != nil { return found }
-            lastStatus = reply.status
-            if reply.status >= 500 || reply.status == 429, !explicit {
-                throw AuthError(.serverError, "discovery at \(url.absoluteString) answered HTTP \(reply.status)")
-            }
-        }
-        if explicit || found != nil { return found }
-        throw AuthError(.invalidMetadata,
-            "no discovery document at \(config.issuer.absoluteString) (HTTP \(lastStatus)); check 'issuer' or configure the endpoints")
+        try await providers.metadata(for: try state(name).config)
     }
 
     /// Public clients send `client_id` in the body; confidential ones use client_secret_basic unless the server

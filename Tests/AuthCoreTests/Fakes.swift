@@ -20,9 +20,12 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     var tokenFailures: [AuthError] = []
 
     private(set) var gets: [URL] = []
+    /// Holds GET requests (discovery, JWKS) until the test opens it.
+    var getGate: TokenGate?
 
     func get(_ url: URL) async throws(AuthError) -> HTTPReply {
-        lock.withLock {
+        if let gate = lock.withLock({ getGate }) { await gate.pass() }
+        return lock.withLock {
             gets.append(url)
             return discovery[url.absoluteString]
         } ?? HTTPReply(status: 404, body: [])
