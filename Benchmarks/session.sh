@@ -17,7 +17,7 @@ load() {
     local out
     out=$("$TOOLS/loadgen" "$@") || true
     [ -n "$out" ] || out='{"errors":-1}'
-    emit "{\"kind\":\"load\",\"target\":\"$target\",\"data\":$out}"
+    emit "{\"kind\":\"load\",\"target\":\"$target\",\"round\":${ROUND:-1},\"data\":$out}"
     printf '   %s %s\n' "$target" "$out" >&2
 }
 tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
@@ -47,6 +47,19 @@ emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_
 
 say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
+AGENT_B=
+if [ -n "${BIN_B:-}" ]; then
+    # BENCH_BIN_B: a second build, on its own runtime directory, the same keyring and configuration; its first
+    # token request refreshes with the refresh token the sign-in above stored.
+    say "starting the second build ($BIN_B)"
+    mkdir -m 700 "$WORK/run-b"
+    XDG_RUNTIME_DIR="$WORK/run-b" "$BIN_B/auth-agent" 2>>"$WORK/agent-b.log" &
+    AGENT_B=$!
+    trap 'kill $AGENT $AGENT_B $FLOOR 2>/dev/null || true' EXIT
+    SOCK_B=$WORK/run-b/auth-agent/agent.sock
+    for _ in $(seq 1200); do [ -S "$SOCK_B" ] && break; sleep 0.05; done
+    XDG_RUNTIME_DIR="$WORK/run-b" "$BIN_B/authctl" token work >/dev/null 2>>"$WORK/authctl.log"
+fi
 if [ "${ONLY:-}" = instructions ]; then
     # The accept loop's instructions per cached-token request (callgrind counts user space only, the same for the
     # same binary and inputs however busy the machine is): 1 client, a new connection per request, then one
@@ -165,11 +178,21 @@ emit "{\"kind\":\"memory\",\"at\":\"load-start\",\"rss_kb\":$(kb $AGENT VmRSS),\
 
 loadavg before-load
 say "cached token vs floor (${DURATION}s per shape; reply $REPLY_BYTES bytes)"
-"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up
-"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
+for sock in "$SOCK" ${AGENT_B:+"$SOCK_B"}; do
+    "$TOOLS/loadgen" --socket "$sock" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up
+    "$TOOLS/loadgen" --socket "$sock" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
+done
+# With a second build, each shape measures the floor, then both agents, in an order that alternates shape by shape
+# (what runs second meets a warmer or busier machine), ROUNDS times.
+SHAPE=0
+for ROUND in $(seq "${ROUNDS:-1}"); do
 for clients in 1 8 64; do
     for mode in new persistent; do
+        SHAPE=$((SHAPE + 1))
         load floor --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor
+        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 0 ]; then
+            load agent-b --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b
+        fi
         PERF=
         if [ -n "${PERF_DIR:-}" ]; then   # BENCH_PERF: a call-graph profile of the agent during this shape
             perf record -q -g -F 2000 -p "$AGENT" -o "$PERF_DIR/agent-$mode-$clients.data" 2>/dev/null &
@@ -178,7 +201,11 @@ for clients in 1 8 64; do
         fi
         load agent --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent
         if [ -n "$PERF" ]; then kill -INT "$PERF" 2>/dev/null || true; wait "$PERF" || true; fi
+        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 1 ]; then
+            load agent-b --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b
+        fi
     done
+done
 done
 load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$FLOOR" --label floor
 emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
@@ -186,6 +213,7 @@ kill "$FLOOR"; wait "$FLOOR" || true
 emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 if [ "${ONLY:-}" = socket ]; then
     loadavg end
+    [ -z "$AGENT_B" ] || { kill "$AGENT_B"; wait "$AGENT_B" || true; }
     kill "$AGENT"; wait "$AGENT" || true
     exit 0
 fi

@@ -84,7 +84,7 @@ public struct Caller: Sendable {
             return caller
         }
         let pidfd = pidfd()
-        let running = FileID(path: "/proc/\(pid)/exe")
+        let running = FileID(runningOf: pid)
         let processID = pidfd?.processID
         var started: UInt64?
         var terminal: Bool
@@ -173,7 +173,7 @@ public struct Caller: Sendable {
         // The file first (cached attributes of whatever /proc/PID/exe is now), then the held link: still readable,
         // the pinned process ran throughout, so the file was its own. Same name is not same file: in a mount
         // namespace of its own the process may have mounted another binary over its path and run that.
-        let running = FileID(path: "/proc/\(peer.pid)/exe")
+        let running = FileID(runningOf: peer.pid)
         switch pin.held.reads(pin.link) {
         case nil:
             cache.unpin(pid: peer.pid, pin.held)
@@ -242,6 +242,14 @@ struct FileID: Equatable, Sendable {
     init?(path: String) {
         var info = aa_file_info()
         guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
+        device = info.device
+        inode = info.inode
+    }
+
+    /// The file process `pid` runs now (`/proc/PID/exe`, followed), without building the path as a Swift string.
+    init?(runningOf pid: Int32) {
+        var info = aa_file_info()
+        guard aa_proc_exe_info(pid, &info) == 0 else { return nil }
         device = info.device
         inode = info.inode
     }
