@@ -31,6 +31,16 @@ public struct SignInNotificationPolicy: Sendable, Equatable {
         ("Sign in to \(account)",
          "The account '\(account)' needs you to sign in again. Run: authctl login \(account)")
     }
+
+    /// The warning ahead of a sign-in's end (``BrokerEvent/signInExpiring(_:validUntil:)``): when, and the command.
+    public static func expiringText(account: String, validUntil: Date, now: Date) -> (summary: String, body: String) {
+        let days = Int(validUntil.timeIntervalSince(now) / 86400)
+        let when = days >= 1 ? "in \(days) day\(days == 1 ? "" : "s")" : "today"
+        return ("Sign-in to \(account) ends \(when)",
+                "The sign-in of the account '\(account)' is valid until "
+                    + "\(validUntil.formatted(date: .abbreviated, time: .shortened)). "
+                    + "Sign in again when it suits you: authctl login \(account)")
+    }
 }
 
 /// Shows the sign-in notification the policy asks for (through ``NotificationClient``) and, when the user clicks
@@ -44,6 +54,8 @@ final class SignInNotifier: @unchecked Sendable {
     private let logger: Logger
     // Bus thread only.
     private var policy = SignInNotificationPolicy()
+    /// The last sign-in-ends warning per account: the next one replaces it rather than piling up.
+    private var warnings: [String: NotificationHandle] = [:]
 
     init(operations: AgentOperations, client: NotificationClient, loop: BusLoop, logger: Logger) {
         self.operations = operations
@@ -54,6 +66,9 @@ final class SignInNotifier: @unchecked Sendable {
 
     /// From any thread.
     func handle(_ event: BrokerEvent) {
+        if case .signInExpiring(let account, let validUntil) = event {
+            return warn(account, validUntil: validUntil)
+        }
         loop.submit { [self] bus in
             guard let account = policy.account(toNotifyFor: event) else { return }
             let (summary, body) = SignInNotificationPolicy.text(account: account)
@@ -62,6 +77,24 @@ final class SignInNotifier: @unchecked Sendable {
             client.send(notification, bus: bus, what: "sign-in", metadata: ["account": "\(account)"]) { [self] handle, key in
                 guard key == SignInNotifier.actionKey else { return }
                 client.forget(handle)  // one sign-in per notification
+                startSignIn(account)
+            }
+        }
+    }
+
+    /// The sign-in ends soon: a notification with the "Sign in" action, replacing the account's previous warning;
+    /// critical on the last day.
+    private func warn(_ account: String, validUntil: Date) {
+        loop.submit { [self] bus in
+            let now = Date()
+            let (summary, body) = SignInNotificationPolicy.expiringText(account: account, validUntil: validUntil, now: now)
+            let notification = DesktopNotification(
+                summary: summary, body: body, actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")],
+                urgency: validUntil.timeIntervalSince(now) < 86400 ? .critical : .normal, replaces: warnings[account])
+            warnings[account] = client.send(notification, bus: bus, what: "sign-in ending",
+                                            metadata: ["account": "\(account)"]) { [self] handle, key in
+                guard key == SignInNotifier.actionKey else { return }
+                client.forget(handle)
                 startSignIn(account)
             }
         }
