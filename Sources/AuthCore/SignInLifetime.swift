@@ -28,6 +28,7 @@ public struct SignInLifetime: Sendable, Equatable {
 public enum SignInDeadline {
     /// After a sign-in (code exchange or device grant).
     public static func afterSignIn(now: Date, serverSeconds: Int?, policy: SignInLifetime?) -> Date? {
+        let now = whole(now)
         if let serverSeconds { return now.addingTimeInterval(TimeInterval(serverSeconds)) }
         return policy.map { now.addingTimeInterval(seconds($0.period)) }
     }
@@ -35,6 +36,7 @@ public enum SignInDeadline {
     /// After a successful refresh: the server's value if it sent one; an idle period starts again; a fixed one (or
     /// none) keeps `previous`.
     public static func afterRefresh(now: Date, serverSeconds: Int?, policy: SignInLifetime?, previous: Date?) -> Date? {
+        let now = whole(now)
         if let serverSeconds { return now.addingTimeInterval(TimeInterval(serverSeconds)) }
         if let policy, policy.kind == .idle { return now.addingTimeInterval(seconds(policy.period)) }
         return previous
@@ -49,6 +51,12 @@ public enum SignInDeadline {
         guard let stored else { return true }
         let moved = new.timeIntervalSince(stored)
         return moved >= 24 * 3600 || moved <= -60
+    }
+
+    /// Whole seconds, as the keyring item and the wire carry it, so what status shows before and after a restart is
+    /// the same number.
+    static func whole(_ date: Date) -> Date {
+        Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
     }
 
     static func seconds(_ duration: Duration) -> TimeInterval {
