@@ -16,7 +16,8 @@ public struct SignInExpiryWatch: Sendable, Equatable {
     public static let repeatEvery: TimeInterval = 24 * 3600
 
     public private(set) var validUntil: Date?
-    private var lastWarned: Date?
+    /// When the user was last warned of this deadline (kept in the keyring item with it).
+    public private(set) var lastWarned: Date?
     private var endReported = false
 
     public init(validUntil: Date? = nil) {
@@ -36,6 +37,13 @@ public struct SignInExpiryWatch: Sendable, Equatable {
         if deadline > now { endReported = false }
         if let old = validUntil, deadline <= old { return }
         if now < deadline.addingTimeInterval(-SignInDeadline.seconds(warnBefore)) { lastWarned = nil }
+    }
+
+    /// A warning an earlier run of the agent gave for the current deadline (read from the keyring item): counted as
+    /// if this run had given it, so starting the agent again the same day does not repeat it.
+    public mutating func restoreWarning(_ at: Date?) {
+        guard let at, validUntil != nil else { return }
+        if lastWarned.map({ at > $0 }) ?? true { lastWarned = at }
     }
 
     /// What to do at `now`; records what it returns, so each warning or end is returned once.

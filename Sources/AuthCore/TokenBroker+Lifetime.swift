@@ -43,19 +43,21 @@ extension TokenBroker {
         lifetimeBell.ring()
     }
 
-    /// The payload to write for `credential`: sealed with the account's current deadline (remembered as stored).
+    /// The payload to write for `credential`: sealed with the account's current deadline and last warning
+    /// (the deadline remembered as stored).
     func sealForKeyring(_ credential: Secret, account name: String) -> Secret {
-        let deadline = accounts[name]?.lifetime.watch.validUntil
-        accounts[name]?.lifetime.stored = deadline
-        return StoredCredential.seal(credential, validUntil: deadline)
+        let watch = accounts[name]?.lifetime.watch
+        accounts[name]?.lifetime.stored = watch?.validUntil
+        return StoredCredential.seal(credential, validUntil: watch?.validUntil, warnedAt: watch?.lastWarned)
     }
 
     /// A payload read from the keyring: the credential, after learning the deadline it carries (unless this run
     /// already knows a newer one from a sign-in or refresh).
     func unsealFromKeyring(_ payload: Secret, account name: String) -> Secret {
-        let (credential, deadline) = StoredCredential.unseal(payload)
+        let (credential, deadline, warnedAt) = StoredCredential.unseal(payload)
         if let config = accounts[name]?.config, accounts[name]?.lifetime.known == false {
             accounts[name]?.lifetime.watch.update(deadline, now: time.wallClock(), warnBefore: config.signInWarning)
+            accounts[name]?.lifetime.watch.restoreWarning(warnedAt)
             accounts[name]?.lifetime.stored = deadline
             accounts[name]?.lifetime.known = true
             lifetimeBell.ring()
@@ -73,6 +75,24 @@ extension TokenBroker {
         } catch {
             logger.notice("cannot store the sign-in's new end in the keyring", metadata: [
                 "account": "\(name)", "error_code": "\(error.code.rawValue)"])
+        }
+    }
+
+    /// Writes that the user was warned into the keyring item, so a restarted agent (socket activation, idle exit)
+    /// does not warn again the same day. The item is read and written back under the account's redemption turn, so
+    /// a refresh cannot rotate the token in between; skipped while a sign-in is pending (its own write wins).
+    func storeWarning(_ name: String) async {
+        guard let config = accounts[name]?.config else { return }
+        let key = SecretKey(config)
+        await acquireRedemption(name)
+        defer { releaseRedemption(name) }
+        guard accounts[name]?.login == nil, accounts[name]?.unsavedRefreshToken == nil,
+              let payload = try? await store.load(key), accounts[name]?.login == nil else { return }
+        do throws(AuthError) {
+            try await storeRefreshToken(StoredCredential.unseal(payload).credential, for: key)
+        } catch {
+            logger.debug("cannot note the warning in the keyring", metadata: ["account": "\(name)",
+                                                                             "error_code": "\(error.code.rawValue)"])
         }
     }
 
@@ -118,6 +138,7 @@ extension TokenBroker {
                 logger.notice("the sign-in ends soon; sign in again when it suits you (authctl login)", metadata: [
                     "account": "\(name)", "valid_until": "\(until.formatted(.iso8601))", "days_left": "\(days)"])
                 publish(.signInExpiring(name, validUntil: until))
+                await storeWarning(name)
             case .ended(let until):
                 logger.notice("the sign-in has reached its end; the account needs a new sign-in (authctl login)", metadata: [
                     "account": "\(name)", "valid_until": "\(until.formatted(.iso8601))"])

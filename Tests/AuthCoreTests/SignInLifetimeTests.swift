@@ -94,6 +94,10 @@ final class SignInLifetimeTests: XCTestCase {
         XCTAssertEqual(StoredCredential.unseal(Secret("rt-old")).credential, Secret("rt-old"), "written before deadlines")
         XCTAssertNil(StoredCredential.unseal(Secret("rt-old")).validUntil)
         XCTAssertEqual(StoredCredential.seal(Secret("rt-1"), validUntil: nil), Secret("rt-1"), "nothing known, nothing added")
+        let warned = StoredCredential.unseal(StoredCredential.seal(Secret("rt-1"), validUntil: t0, warnedAt: t0 - day))
+        XCTAssertEqual(warned.credential, Secret("rt-1"))
+        XCTAssertEqual(warned.validUntil, t0)
+        XCTAssertEqual(warned.warnedAt, t0 - day)
         let longLived = StoredCredential.longLivedAccessToken(Secret("gho_x")).stored
         let unsealed = StoredCredential.unseal(StoredCredential.seal(longLived, validUntil: t0)).credential
         XCTAssertEqual(StoredCredential(stored: unsealed), .longLivedAccessToken(Secret("gho_x")))
@@ -197,6 +201,39 @@ final class SignInLifetimeTests: XCTestCase {
         _ = try await broker.accessToken(account: "work", forceRefresh: true)
         stored = await store.items[key]
         XCTAssertEqual(stored.map(StoredCredential.unseal)?.validUntil, first + 7200 + 86400)
+    }
+
+    func testARestartedAgentDoesNotRepeatTheDaysWarning() async throws {
+        let store = MemorySecretStore(items: [key: StoredCredential.seal(Secret("rt-1"), validUntil: t0 + 2 * day)])
+        let clock = ManualClock()
+        let first = Fixtures.broker(store: store, clock: clock)
+        let firstEvents = first.events()
+        _ = await first.checkSignInLifetimes()
+        let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day)
+        let warned = await TokenBroker.within(.seconds(5), fallback: false) {
+            for await event in firstEvents where event == expected {
+                return true
+            }
+            return false
+        }
+        XCTAssertTrue(warned)
+        var item = await store.items[key]
+        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0, "the warning is noted in the item")
+        XCTAssertEqual(item.map(StoredCredential.unseal)?.credential, Secret("rt-1"), "the token is untouched")
+
+        // Started again an hour later (socket activation after an idle exit): no second warning that day.
+        clock.advance(.seconds(3600))
+        let second = Fixtures.broker(store: store, clock: clock)
+        _ = await second.checkSignInLifetimes()
+        clock.advance(.seconds(86400 - 3600 - 1))
+        _ = await second.checkSignInLifetimes()
+        item = await store.items[key]
+        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0, "nothing warned, nothing written")
+        // A day after the first warning, the next one.
+        clock.advance(.seconds(1))
+        _ = await second.checkSignInLifetimes()
+        item = await store.items[key]
+        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0 + day)
     }
 
     func testSignOutForgetsTheDeadline() async throws {

@@ -68,9 +68,9 @@ def test_configured_idle_lifetime_when_the_server_says_nothing(make_agent, keyri
 
 def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
         make_agent, keyring, auth_server, fault_proxy, notification_server):
-    # The sign-in lives 12 s, the warning window is 8 s: a warning about 4 s after the sign-in, the end at 12 s.
-    fault_proxy.quirk(q.refresh_token_lifetime({"value": 12}))
-    agent = make_agent(work={"token_endpoint": fault_proxy.base + "/o/token/", "sign_in_warning": 8})
+    # The sign-in lives 16 s, the warning window is 10 s: a warning about 6 s after the sign-in, the end at 16 s.
+    fault_proxy.quirk(q.refresh_token_lifetime({"value": 16}))
+    agent = make_agent(work={"token_endpoint": fault_proxy.base + "/o/token/", "sign_in_warning": 10})
     agent.login("work")
     rt, kept = stored(keyring, auth_server)
     agent.remember(rt)
@@ -87,6 +87,12 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     assert warning["urgency"] == 2, "critical on the last day"
     assert rt not in json.dumps(warning)
     assert "the sign-in ends soon" in agent.log()
+
+    # The warning is noted in the keyring item, so an agent started again (socket activation after an idle exit)
+    # does not repeat it that day.
+    wait_for(lambda: "\x01warned_at=" in (keyring.secret_tool_lookup("work", auth_server.issuer) or ""), 10,
+             "the warning noted in the keyring item")
+    agent.restart()
 
     # The end: the account reads as needing a sign-in (status, the usual sign-in notification), once.
     wait_for(lambda: any(n.get("summary") == "Sign in to work" for n in notifications(notification_server)), 20,
