@@ -38,6 +38,12 @@ def test_server_lifetime_is_shown_kept_in_the_keyring_read_back_after_a_restart_
     assert human.returncode == 0, human.stderr
     assert re.search(r"sign-in:\s+valid until \d{4}-\d\d-\d\d \d\d:\d\d \S+ \(in 18[23] days\)", human.stdout), human.stdout
     assert rt not in human.stdout and rt not in json.dumps(status)
+    # The D-Bus GetStatus carries the same field.
+    bus = subprocess.run(["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path",
+                          "/dev/authagent/Agent1", "--method", "dev.authagent.Agent1.GetStatus"],
+                         env={**agent.env}, capture_output=True, text=True, timeout=15)
+    assert bus.returncode == 0, bus.stderr
+    assert f"'sign_in_valid_until': <int64 {kept}>" in bus.stdout, bus.stdout
 
     # A restart: the new process knows it from the keyring item before the account is used.
     agent.restart()
