@@ -74,11 +74,8 @@ final class SignInNotifier: @unchecked Sendable {
             let (summary, body) = SignInNotificationPolicy.text(account: account)
             let notification = DesktopNotification(summary: summary, body: body,
                                                    actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")])
-            client.send(notification, bus: bus, what: "sign-in", metadata: ["account": "\(account)"]) { [self] handle, key in
-                guard key == SignInNotifier.actionKey else { return }
-                client.forget(handle)  // one sign-in per notification
-                startSignIn(account)
-            }
+            client.send(notification, bus: bus, what: "sign-in", metadata: ["account": "\(account)"],
+                        onAction: signInOnClick(account))
         }
     }
 
@@ -92,11 +89,16 @@ final class SignInNotifier: @unchecked Sendable {
                 summary: summary, body: body, actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")],
                 urgency: validUntil.timeIntervalSince(now) < 86400 ? .critical : .normal, replaces: warnings[account])
             warnings[account] = client.send(notification, bus: bus, what: "sign-in ending",
-                                            metadata: ["account": "\(account)"]) { [self] handle, key in
-                guard key == SignInNotifier.actionKey else { return }
-                client.forget(handle)
-                startSignIn(account)
-            }
+                                            metadata: ["account": "\(account)"], onAction: signInOnClick(account))
+        }
+    }
+
+    /// The "Sign in" button: one sign-in per notification (it is forgotten at the first click).
+    private func signInOnClick(_ account: String) -> (NotificationHandle, String) -> Void {
+        { [self] handle, key in
+            guard key == SignInNotifier.actionKey else { return }
+            client.forget(handle)
+            startSignIn(account)
         }
     }
 
