@@ -25,7 +25,7 @@ final class ConfigSectionTests: XCTestCase {
             """)
     }
 
-    func testMicrosoftPresetCarriesItsDocumentedIdleLifetimeAndTheLoaderTakesIt() throws {
+    func testMicrosoftPresetCarriesItsDocumentedIdleLifetime() throws {
         let section = ConfigSection.render(name: "mail", preset: try ProviderPreset.named("microsoft"), clientID: "c",
                                            clientSecret: nil)
         XCTAssertTrue(section.contains("sign_in_lifetime = \"90d\"\nsign_in_lifetime_kind = \"idle\"\n"), section)
