@@ -175,7 +175,8 @@ public struct AgentOperations: Sendable {
                         .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
                               expiresIn: Int($0.expiresIn.components.seconds))
                     },
-                    access: AccountAccess(access.policy(of: account.name)))
+                    access: AccountAccess(access.policy(of: account.name)),
+                    signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) })
             })
     }
 

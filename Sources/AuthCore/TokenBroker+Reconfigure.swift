@@ -55,6 +55,7 @@ extension TokenBroker {
         for name in outcome.added + outcome.removed + outcome.changed { publish(.accountChanged(name)) }
         publish(.configurationChanged)
         proactiveBell.ring()
+        lifetimeBell.ring()
         return outcome
     }
 
@@ -68,6 +69,8 @@ extension TokenBroker {
         old.access = new.access
         old.gitHosts = new.gitHosts
         old.loginTimeout = new.loginTimeout
+        old.signInLifetime = new.signInLifetime
+        old.signInWarning = new.signInWarning
         return old == new
     }
 }

@@ -71,6 +71,8 @@ public actor TokenBroker {
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
         var signInFailures: [ContinuousClock.Instant] = []
+        /// When the sign-in ends (TokenBroker+Lifetime.swift).
+        var lifetime = LifetimeRecord()
 
         init(config: AccountConfig, snapshot: TokenSnapshot) {
             self.config = config
@@ -125,6 +127,8 @@ public actor TokenBroker {
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
     /// first use through the socket's fast path wakes it too.
     nonisolated var proactiveBell: Doorbell { snapshot.useBell }
+    /// Wakes the sign-in lifetime watch when a deadline changes (TokenBroker+Lifetime.swift).
+    let lifetimeBell = Doorbell()
     /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
     public nonisolated let snapshot: TokenSnapshot
 
@@ -302,6 +306,7 @@ public actor TokenBroker {
                 try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
+            noteRefresh(name, tokens)
             // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 accounts[name]?.unsavedRefreshToken = rotated
@@ -310,6 +315,8 @@ public actor TokenBroker {
             } else if accounts[name]?.unsavedRefreshToken != nil {
                 try await storeRefreshToken(refreshToken, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
+            } else {
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
@@ -347,7 +354,7 @@ public actor TokenBroker {
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
     /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
     private func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        if let stored = try await store.load(key) { return stored }
+        if let stored = try await store.load(key) { return unsealFromKeyring(stored, account: key.account) }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
@@ -360,7 +367,7 @@ public actor TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
-        if let current = try await store.load(key), current == sent {
+        if let current = try await store.load(key), StoredCredential.unseal(current).credential == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
@@ -492,6 +499,7 @@ public actor TokenBroker {
             claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
             if claims == nil { tokens.idToken = nil }
         }
+        noteSignIn(name, tokens)
         if let refresh = tokens.refreshToken {
             try await storeRefreshToken(refresh, for: SecretKey(config))
             accounts[name]?.unsavedRefreshToken = nil
@@ -601,7 +609,7 @@ public actor TokenBroker {
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
-                scopedTokens: scopedStatus(name)))
+                scopedTokens: scopedStatus(name), signInValidUntil: state.lifetime.watch.validUntil))
         }
         return BrokerStatus(keyring: keyring.state, accounts: list)
     }
@@ -634,12 +642,13 @@ public actor TokenBroker {
     /// Every keyring write goes through these two, which retire a shared `status` probe that began before them.
     func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
         defer { keyringProbe = nil }
-        try await store.store(secret, for: key)
+        try await store.store(sealForKeyring(secret, account: key.account), for: key)
     }
 
     @discardableResult
     func deleteRefreshToken(_ key: SecretKey) async throws(AuthError) -> Bool {
         defer { keyringProbe = nil }
+        forgetDeadline(key.account)
         return try await store.delete(key)
     }
 

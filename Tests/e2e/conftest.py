@@ -479,6 +479,18 @@ def bus_without_keyring():
 # auth-agent + authctl
 
 
+def split_stored(payload: str | None) -> tuple[str | None, int | None]:
+    """A keyring item's secret as the agent writes it: the credential, and the sign-in's end (Unix seconds) when the
+    item carries one (`\\x01valid_until=N\\x01`, then maybe `\\x01warned_at=M\\x01`, before the credential;
+    StoredCredential.seal)."""
+    if payload is None or not payload.startswith("\x01valid_until="):
+        return payload, None
+    header, _, rest = payload[1:].partition("\x01")
+    if rest.startswith("\x01warned_at="):
+        rest = rest[1:].partition("\x01")[2]
+    return rest, int(header.removeprefix("valid_until="))
+
+
 def toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

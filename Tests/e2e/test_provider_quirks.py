@@ -7,7 +7,7 @@ import json
 import pytest
 
 import quirkproxy as q
-from conftest import AuthServer
+from conftest import AuthServer, split_stored
 from faultproxy import FaultProxy
 from test_hostile import assert_alive, fault_proxy, proxied_agent  # noqa: F401 (fixture)
 
@@ -16,7 +16,7 @@ def signed_in_with(make_agent, keyring, server, proxy, quirk, **kw):
     proxy.quirk(quirk)
     agent = proxied_agent(make_agent, proxy, server=server, **kw)
     agent.login("work")
-    rt = keyring.secret_tool_lookup("work", server.issuer)
+    rt, _ = split_stored(keyring.secret_tool_lookup("work", server.issuer))
     assert rt, agent.log()[-2000:]
     agent.remember(rt)
     return agent, rt
@@ -155,7 +155,7 @@ def test_github_app_expiring_user_token_and_its_dead_refresh_token(make_agent, k
     assert 28700 < first["expires_in"] <= 28800, first["expires_in"]
     second = token_json(agent, "--refresh")
     assert 28700 < second["expires_in"] <= 28800
-    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    rt, _ = split_stored(keyring.secret_tool_lookup("work", auth_server.issuer))
     agent.remember(rt)
     assert auth_server.revoke(rt) == 200
     result = agent.authctl("token", "work", "--refresh")
