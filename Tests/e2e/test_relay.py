@@ -10,10 +10,11 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 
 import pytest
 
-from conftest import SYSTEM_PATH, bin_dir, default_account
+from conftest import REPO, SYSTEM_PATH, bin_dir, default_account
 from mailserver import USER
 from test_integrations import (SHA, CheckingServer, git_server, kubectl_with_v1_exec, parse_basic, run_kubectl,
                                self_signed_tls, write_kubeconfig)
@@ -50,6 +51,14 @@ def listed_agent(make_agent, keyring, server, account: str, allowed: list[str], 
     return agent
 
 
+def documented_allow_list() -> list[str]:
+    """The allowed_clients example of docs/INTEGRATIONS.md, as printed: the git and msmtp tests use it."""
+    text = (REPO / "docs" / "INTEGRATIONS.md").read_text()
+    section = text[text.index("## Which programs get tokens"):]
+    line = next(line for line in section.splitlines() if line.startswith("allowed_clients = ["))
+    return tomllib.loads(line)["allowed_clients"]
+
+
 def with_authctl_on_path(env: dict, directory=None) -> dict:
     return dict(env, PATH=f"{directory or bin_dir()}:{SYSTEM_PATH}")
 
@@ -70,8 +79,12 @@ def run_git_with_helper(agent, server, *args: str) -> subprocess.CompletedProces
                           env=env, cwd=agent.home, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
-def test_git_over_http_is_served_when_allowed_clients_names_gits_remote_helper(make_agent, keyring, auth_server):
-    agent = listed_agent(make_agent, keyring, auth_server, "work", [GIT_REMOTE_HTTP])
+@pytest.mark.parametrize("allowed", ["remote_helper_only", "documented"])
+def test_git_over_http_is_served_when_allowed_clients_names_gits_remote_helper(make_agent, keyring, auth_server,
+                                                                                allowed):
+    listed = [GIT_REMOTE_HTTP] if allowed == "remote_helper_only" else documented_allow_list()
+    assert GIT_REMOTE_HTTP in listed, "the documented example names the remote helper where this machine has it"
+    agent = listed_agent(make_agent, keyring, auth_server, "work", listed)
     with git_server(auth_server) as server:
         result = run_git_with_helper(agent, server, "ls-remote", f"{server.base}/repo.git")
         assert result.returncode == 0, result.stderr
@@ -110,8 +123,11 @@ def msmtp_agent(make_agent, keyring, mail_auth_server):
     return listed_agent(make_agent, keyring, mail_auth_server, ACCOUNT, ["/usr/bin/msmtp"])
 
 
-def test_msmtp_passwordeval_is_served_when_allowed_clients_names_msmtp(msmtp_agent, mail_server):
-    agent = msmtp_agent
+@pytest.mark.parametrize("allowed", ["msmtp_only", "documented"])
+def test_msmtp_passwordeval_is_served_when_allowed_clients_names_msmtp(make_agent, keyring, mail_auth_server,
+                                                                       mail_server, allowed):
+    listed = ["/usr/bin/msmtp"] if allowed == "msmtp_only" else documented_allow_list()
+    agent = listed_agent(make_agent, keyring, mail_auth_server, ACCOUNT, listed)
     write_msmtprc(agent, mail_server, recipe("**msmtp**", mail_server))
     result = run(agent, mail_server, ["msmtp", "-a", ACCOUNT, "bob@example.test"], input=message("relayed"))
     assert result.returncode == 0, explain(result, mail_server)
