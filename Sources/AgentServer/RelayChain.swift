@@ -69,23 +69,20 @@ enum RelayChain {
         // Pids from authctl upwards; each one's parent is the next.
         var chain = [pid]
         var shells: [String] = []
-        var program: ClientIdentity?
-        while program == nil {
+        var program: ClientIdentity
+        while true {
             guard let parent = table.parent(of: chain[chain.count - 1]), parent > 0 else { return unknown }
             chain.append(parent)
-            let identity = table.identity(of: parent)
-            guard isShell(identity) else {
-                program = identity
-                break
-            }
-            guard shells.count < maxShells, let exe = identity.exe else { return unknown }
-            shells.append(exe)
+            program = table.identity(of: parent)
+            guard isShell(program), let shell = program.exe else { break }
+            guard shells.count < maxShells else { return unknown }
+            shells.append(shell)
         }
-        // Top down: each check proves the process above was alive when the one above it was checked (see the type).
+        // Top down: each check proves that the process above was alive when the one above it was checked, so what
+        // was read of it was its own (see the type).
         for index in stride(from: chain.count - 2, through: 0, by: -1) {
             guard table.parent(of: chain[index]) == chain[index + 1] else { return unknown }
         }
-        guard var program else { return unknown }
         program.relay = ClientIdentity.Relay(exe: through.exe, unit: through.unit, shells: shells.reversed())
         return program
     }
