@@ -189,7 +189,7 @@ public final class AccessGate: @unchecked Sendable {
         case .consentTimeout:
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
         case .unidentified where identity.relay != nil && identity.exe == nil:
-            return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it exited, runs as another user, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
+            return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
         case .unidentified:
             return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
         case .cancelled:
