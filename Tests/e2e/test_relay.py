@@ -14,7 +14,7 @@ import tomllib
 
 import pytest
 
-from conftest import REPO, SYSTEM_PATH, bin_dir, default_account
+from conftest import REPO, SYSTEM_PATH, bin_dir, default_account, wait_for
 from mailserver import USER
 from test_integrations import (SHA, CheckingServer, git_server, kubectl_with_v1_exec, parse_basic, run_kubectl,
                                self_signed_tls, write_kubeconfig)
@@ -188,6 +188,46 @@ def test_other_programs_running_authctl_are_refused(msmtp_agent):
         ("denied", "not_listed", me(), ["/usr/bin/dash", relay()]),
         ("denied", "unidentified", None, [relay()]),
     ]
+
+
+ORPHAN = """
+import os, sys, time
+parent = os.getpid()
+if os.fork() == 0:
+    # Run authctl only once the program that started it has exited, so the kernel has given it to another parent.
+    deadline = time.monotonic() + 30
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.execv(sys.argv[1], [sys.argv[1], "token", sys.argv[2]])
+"""
+
+
+def test_an_authctl_whose_program_exited_is_not_judged_as_that_program(msmtp_agent):
+    """The listed program (a copy of the Python interpreter) starts authctl and exits before authctl connects: the
+    request is judged as whoever inherited authctl (this test, a subreaper; else init), never as the program that is
+    gone."""
+    agent = msmtp_agent
+    starter = agent.base / "starter" / "python3"
+    starter.parent.mkdir(mode=0o700)
+    shutil.copy2(os.path.realpath("/usr/bin/python3"), starter)
+    agent.write_config(agent.config_path.read_text().replace('allowed_clients = ["/usr/bin/msmtp"]',
+                                                             f'allowed_clients = ["{starter}"]'))
+    assert agent.authctl("reload").returncode == 0
+
+    def start(program: str) -> None:
+        run = subprocess.run([str(starter), "-c", program, str(bin_dir() / "authctl"), ACCOUNT], env=agent.env,
+                             timeout=60, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+
+    # While it waits for authctl, the listed program is served.
+    start("import subprocess, sys; subprocess.run([sys.argv[1], 'token', sys.argv[2]], check=True, "
+          "stdout=subprocess.DEVNULL)")
+    start(ORPHAN)
+    wait_for(lambda: len(audit(agent, ACCOUNT)) == 2, 30, "the orphaned authctl's request to be decided")
+    served, orphan = audit(agent, ACCOUNT)
+    assert (served["outcome"], served["caller"]["exe"]) == ("granted", str(starter))
+    assert orphan["outcome"] == "denied" and orphan["reason"] in ("not_listed", "unidentified"), orphan
+    assert orphan["caller"].get("exe") != str(starter) and orphan["caller"]["relayed_by"][-1] == relay()
 
 
 def shlex_quote(text: str) -> str:
