@@ -107,13 +107,14 @@ public final class AccessGate: @unchecked Sendable {
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
         let policy = self.policy(of: account)
         if policy.isOpen { return (caller, .grant(.open)) }
-        let caller = caller.seenThroughRelay()
-        // After the walk: this check vouches for what it read under /proc/PID of the caller.
+        let judged = caller.seenThroughRelay()
+        // After the walk: this check vouches for what it read under /proc/PID of the caller. If it fails, the walk
+        // may have read a later owner of the pid: the refusal names the caller as it connected.
         guard caller.isStillConnectedProcess else { return (caller, .deny(.processExited)) }
-        let remembered = caller.identity.consentKey.flatMap { key in
+        let remembered = judged.identity.consentKey.flatMap { key in
             lock.withLock { decisions[DecisionKey(account: account, client: key)]?.allowed }
         }
-        return (caller, policy.decide(caller.identity, remembered: remembered))
+        return (judged, policy.decide(judged.identity, remembered: remembered))
     }
 
     /// The fast path's question: true when the policy serves this caller without asking anyone, in which case the
