@@ -1,5 +1,6 @@
 import AgentIPC
 import AgentServer
+import AuthCore
 import CAgentBus
 import Foundation
 import Logging
@@ -28,10 +29,13 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     }
 
     /// The notification's text: the account, the program and the command, never a token.
+    /// A request relayed by authctl names the chain (`/usr/bin/msmtp via dash via authctl`): the program is asked
+    /// about, and the pid is authctl's.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
-        ("Allow \(request.client) to use \(request.account)?",
-         "\(request.client) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'. "
-            + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses).")
+        let who = request.caller.relayedBy.map { "\(request.client) \(ClientIdentity.via($0))" } ?? request.client
+        return ("Allow \(request.client) to use \(request.account)?",
+                "\(who) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'. "
+                    + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses).")
     }
 
     func ask(_ request: PendingConsent) {

@@ -103,24 +103,14 @@ public struct Caller: Sendable {
             if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
                 (derived, reused) = (known, true)
             } else {
-                let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
-                let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-                let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
-                    ?? unit.flatMap(ProcFS.flatpakApp(unit:))
-                derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+                derived = .read(pid: pid)
             }
         }
         // Opened before the check below, so the check vouches for it too: it is this process's link.
         let link = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessExecutableLink.open(pid: pid) : nil
-        // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
-        // attacker's copy): the path no longer names the running code.
-        var deleted = derived.exeDeleted
-        if let exe = derived.exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
         let pin = started.map { ProcessPin(pid: pid, startTime: $0) }
         var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
-                            identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
-                                                     flatpakApp: derived.flatpakApp),
-                            process: pin, hasTerminal: terminal)
+                            identity: derived.identity(running: running), process: pin, hasTerminal: terminal)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
         // read can be trusted. The pidfd answers for the very process: still running means its pid was never
         // reused, so what was read under /proc/PID was its own. Without a pidfd, the start time read again answers
