@@ -74,7 +74,7 @@ def main():
       f"{sh('swift', '--version').splitlines()[0] if sh('swift', '--version') else 'swift ?'}")
     w(f"- **Load average** (1/5/15 min) before the load phases: {loadavg.get('before-load', '?')}; at the end: "
       f"{loadavg.get('end', '?')}. The machine is shared; ratios are taken within the same run, shape by shape.")
-    w(f"- Request `{{\"v\":1,\"id\":1,\"op\":\"token\",\"account\":\"work\"}}` ({reply['request_bytes']} bytes with "
+    w(f"- Request `{reply.get('request', '?')}`, as this build's `authctl token work` writes it ({reply['request_bytes']} bytes with "
       f"the newline); the agent's reply is {reply['value']} bytes, and the floor answers with a line of the same size.")
     if args.agent:
         w(f"- Binaries: auth-agent {fmt(os.path.getsize(args.agent) / 1e6, ' MB', 1)}, authctl "
@@ -83,24 +83,36 @@ def main():
     w("")
 
     # 1 + 2: floor vs agent
+    def socket_table(floor: str, agent: str, client_counts):
+        w("| clients | connection | floor ops/s | agent ops/s | ratio | floor p50/p90/p99 µs | agent p50/p90/p99 µs | "
+          "p99 ratio | floor CPU µs/req | agent CPU µs/req | CPU ratio | errors |")
+        w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for clients in client_counts:
+            for mode in ("new", "persistent"):
+                f, a = load.get((floor, clients, mode)), load.get((agent, clients, mode))
+                if f and a:
+                    socket_row(clients, mode, f, a)
+        w("")
+
+    def socket_row(clients, mode, f, a):
+        w(f"| {clients} | {'new per request' if mode == 'new' else 'persistent'} | {fmt(f['ops_per_s'])} | "
+          f"{fmt(a['ops_per_s'])} | **{fmt(ratio(a['ops_per_s'], f['ops_per_s']), ' x')}** | "
+          f"{fmt(f['p50_us'])} / {fmt(f['p90_us'])} / {fmt(f['p99_us'])} | "
+          f"{fmt(a['p50_us'])} / {fmt(a['p90_us'])} / {fmt(a['p99_us'])} | "
+          f"{fmt(ratio(a['p99_us'], f['p99_us']), ' x')} | {fmt(f['server_cpu_us_per_req'])} | "
+          f"{fmt(a['server_cpu_us_per_req'])} | {fmt(ratio(a['server_cpu_us_per_req'], f['server_cpu_us_per_req']), ' x')} | "
+          f"{f['errors']}/{a['errors']} |")
+
     w("### 1-2. Cached token over the socket vs the C floor (same shapes, interleaved)")
     w("")
-    w("| clients | connection | floor ops/s | agent ops/s | ratio | floor p50/p90/p99 µs | agent p50/p90/p99 µs | "
-      "p99 ratio | floor CPU µs/req | agent CPU µs/req | CPU ratio | errors |")
-    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for clients in (1, 8, 64):
-        for mode in ("new", "persistent"):
-            f, a = load.get(("floor", clients, mode)), load.get(("agent", clients, mode))
-            if not f or not a:
-                continue
-            w(f"| {clients} | {'new per request' if mode == 'new' else 'persistent'} | {fmt(f['ops_per_s'])} | "
-              f"{fmt(a['ops_per_s'])} | **{fmt(ratio(a['ops_per_s'], f['ops_per_s']), ' x')}** | "
-              f"{fmt(f['p50_us'])} / {fmt(f['p90_us'])} / {fmt(f['p99_us'])} | "
-              f"{fmt(a['p50_us'])} / {fmt(a['p90_us'])} / {fmt(a['p99_us'])} | "
-              f"{fmt(ratio(a['p99_us'], f['p99_us']), ' x')} | {fmt(f['server_cpu_us_per_req'])} | "
-              f"{fmt(a['server_cpu_us_per_req'])} | {fmt(ratio(a['server_cpu_us_per_req'], f['server_cpu_us_per_req']), ' x')} | "
-              f"{f['errors']}/{a['errors']} |")
+    w("The clients are threads of one load generator (one pid):")
     w("")
+    socket_table("floor", "agent", (1, 8, 64))
+    if any(key[0] == "agent-processes" for key in load):
+        w("The same, with every client a process of its own (N pids, as when N programs run `authctl token`; "
+          "`loadgen --processes`):")
+        w("")
+        socket_table("floor-processes", "agent-processes", (8, 64))
     f, a = load.get(("floor", 64, "new")), load.get(("agent", 64, "new"))
     if f and a:
         r = ratio(a["ops_per_s"], f["ops_per_s"])

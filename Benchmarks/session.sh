@@ -6,8 +6,16 @@ R=$WORK/results.jsonl
 export XDG_RUNTIME_DIR="$WORK/run" XDG_CONFIG_HOME="$WORK/config"
 export BROWSER="$ROOT/Benchmarks/timed-browser" FAKE_BROWSER_PYTHON="$ROOT/.venv/bin/python"
 export BENCH_CALLBACK_T0_FILE="$WORK/callback_t0"
-TOKEN_REQ='{"v":1,"id":1,"op":"token","account":"work"}'
 say() { printf '== %s\n' "$*" >&2; }
+# Every request line below is the one this build's authctl writes for the command named, recorded from it
+# (Benchmarks/record_request.py), never a hand-written line: the load is what users' programs send.
+recorded() { "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/record_request.py" "$WORK/record.sock" -- "$BIN/authctl" "$@" --socket "$WORK/record.sock"; }
+TOKEN_REQ=$(recorded token work)
+REFRESH_REQ=$(recorded token work --refresh)
+PERSONAL_REQ=$(recorded token personal)
+STATUS_REQ=$(recorded status)
+# loadgen sends authctl's `token work` line unless a later --request names another.
+loadgen() { "$TOOLS/loadgen" --request "$TOKEN_REQ" "$@"; }
 emit() { printf '%s\n' "$1" >>"$R"; }
 loadavg() { emit "{\"kind\":\"loadavg\",\"at\":\"$1\",\"value\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
 kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
@@ -15,9 +23,9 @@ kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 load() {
     local target=$1; shift
     local out
-    out=$("$TOOLS/loadgen" "$@") || true
+    out=$(loadgen "$@") || true
     [ -n "$out" ] || out='{"errors":-1}'
-    emit "{\"kind\":\"load\",\"target\":\"$target\",\"data\":$out}"
+    emit "{\"kind\":\"load\",\"target\":\"$target\",\"round\":${ROUND:-1},\"data\":$out}"
     printf '   %s %s\n' "$target" "$out" >&2
 }
 tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
@@ -47,18 +55,32 @@ emit "{\"kind\":\"memory\",\"at\":\"start\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_
 
 say "signing in (scripted browser)"
 "$BIN/authctl" login work >/dev/null 2>>"$WORK/authctl.log"
+AGENT_B=
+if [ -n "${BIN_B:-}" ]; then
+    # BENCH_BIN_B: a second build, on its own runtime directory, the same keyring and configuration; its first
+    # token request refreshes with the refresh token the sign-in above stored.
+    say "starting the second build ($BIN_B)"
+    mkdir -m 700 "$WORK/run-b"
+    XDG_RUNTIME_DIR="$WORK/run-b" "$BIN_B/auth-agent" 2>>"$WORK/agent-b.log" &
+    AGENT_B=$!
+    trap 'kill $AGENT $AGENT_B $FLOOR 2>/dev/null || true' EXIT
+    SOCK_B=$WORK/run-b/auth-agent/agent.sock
+    for _ in $(seq 1200); do [ -S "$SOCK_B" ] && break; sleep 0.05; done
+    XDG_RUNTIME_DIR="$WORK/run-b" "$BIN_B/authctl" token work >/dev/null 2>>"$WORK/authctl.log"
+    TOKEN_REQ_B=$(BIN=$BIN_B recorded token work)
+fi
 if [ "${ONLY:-}" = instructions ]; then
     # The accept loop's instructions per cached-token request (callgrind counts user space only, the same for the
     # same binary and inputs however busy the machine is): 1 client, a new connection per request, then one
     # persistent connection, INSTRUCTION_REQUESTS each, after a warm-up of both shapes.
     N=${INSTRUCTION_REQUESTS:-4000}
     phase() { callgrind_control --dump="$1" "$AGENT" >/dev/null; }
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode new --count 200 --timeout 120 >/dev/null
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 200 --timeout 120 >/dev/null
+    loadgen --socket "$SOCK" --clients 1 --mode new --count 200 --timeout 120 >/dev/null
+    loadgen --socket "$SOCK" --clients 1 --mode persistent --count 200 --timeout 120 >/dev/null
     phase warm-up
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode new --count "$N" --duration 600 --timeout 120 >/dev/null
+    loadgen --socket "$SOCK" --clients 1 --mode new --count "$N" --duration 600 --timeout 120 >/dev/null
     phase new
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count "$N" --duration 600 --timeout 120 >/dev/null
+    loadgen --socket "$SOCK" --clients 1 --mode persistent --count "$N" --duration 600 --timeout 120 >/dev/null
     phase persistent
     kill "$AGENT"; wait "$AGENT" || true
     for label in new persistent; do
@@ -98,23 +120,23 @@ if [ "${ONLY:-}" = order ]; then
     # names the phases by these labels, in this order).
     phase() { callgrind_control --dump="$1" "$AGENT" >/dev/null; }
     phase start-and-sign-in
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --count 400 --timeout 120 >/dev/null || true
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode persistent --count 400 --timeout 120 >/dev/null || true
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 120 >/dev/null || true
+    loadgen --socket "$SOCK" --clients 8 --mode new --count 400 --timeout 120 >/dev/null || true
+    loadgen --socket "$SOCK" --clients 8 --mode persistent --count 400 --timeout 120 >/dev/null || true
+    loadgen --socket "$SOCK" --clients 1000 --mode once --timeout 120 >/dev/null || true
     for _ in 1 2 3; do "$BIN/authctl" token work >/dev/null; done
     phase cached-token
     sleep 3
     phase idle-release
     for _ in 1 2 3; do "$BIN/authctl" status >/dev/null; done
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 16 --mode once --timeout 120 --request '{"v":1,"id":1,"op":"status"}' >/dev/null || true
+    loadgen --socket "$SOCK" --clients 16 --mode once --timeout 120 --request "$STATUS_REQ" >/dev/null || true
     phase status
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 3 --duration 120 --timeout 60 \
-        --request '{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}' >/dev/null || true
+    loadgen --socket "$SOCK" --clients 1 --mode persistent --count 3 --duration 120 --timeout 60 \
+        --request "$REFRESH_REQ" >/dev/null || true
     phase refresh
     # personal's access tokens live 30 s: wait until the one from its sign-in has expired, then 1,000 callers at once.
     sleep 31
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 120 \
-        --request '{"v":1,"id":1,"op":"token","account":"personal"}' >/dev/null || true
+    loadgen --socket "$SOCK" --clients 1000 --mode once --timeout 120 \
+        --request "$PERSONAL_REQ" >/dev/null || true
     phase single-flight
     "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT" 3 >/dev/null || true
     phase flood
@@ -129,7 +151,7 @@ if [ "${ONLY:-}" = memory ]; then
     smaps() { python3 "$ROOT/Benchmarks/smaps_by_mapping.py" "$AGENT" >"$WORK/smaps-$1.txt"; }
     smaps idle
     echo 5 >"/proc/$AGENT/clear_refs"
-    "$TOOLS/loadgen" --socket "$SOCK" --clients 1000 --mode once --timeout 60 >/dev/null || true
+    loadgen --socket "$SOCK" --clients 1000 --mode once --timeout 60 >/dev/null || true
     emit "{\"kind\":\"memory\",\"at\":\"after-burst\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
     smaps after-burst
     emit "{\"kind\":\"flood\",\"data\":$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT")}"
@@ -149,12 +171,13 @@ if [ "${ONLY:-}" != socket ]; then
 fi
 
 # The floor answers with a line exactly as long as the agent's real token reply.
-"$TOOLS/loadgen" --socket "$SOCK" --clients 1 --mode persistent --count 1 >"$WORK/probe.json"
+loadgen --socket "$SOCK" --clients 1 --mode persistent --count 1 >"$WORK/probe.json"
 REPLY_BYTES=$("$ROOT/.venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["reply_bytes"])' "$WORK/probe.json")
 "$TOOLS/floor_server" "$WORK/floor.sock" "$REPLY_BYTES" &
 FLOOR=$!
 for _ in $(seq 100); do [ -S "$WORK/floor.sock" ] && break; sleep 0.02; done
-emit "{\"kind\":\"reply_bytes\",\"value\":$REPLY_BYTES,\"request_bytes\":$((${#TOKEN_REQ} + 1))}"
+REQ_JSON=$("$ROOT/.venv/bin/python" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$TOKEN_REQ")
+emit "{\"kind\":\"reply_bytes\",\"value\":$REPLY_BYTES,\"request_bytes\":$((${#TOKEN_REQ} + 1)),\"request\":$REQ_JSON}"
 
 # The peak under load covers the load phases: the kernel's high-water mark is reset here (clear_refs 5), so the
 # sign-ins before them do not count; the lifetime peak is reported beside it.
@@ -165,20 +188,39 @@ emit "{\"kind\":\"memory\",\"at\":\"load-start\",\"rss_kb\":$(kb $AGENT VmRSS),\
 
 loadavg before-load
 say "cached token vs floor (${DURATION}s per shape; reply $REPLY_BYTES bytes)"
-"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up
-"$TOOLS/loadgen" --socket "$SOCK" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
+for sock in "$SOCK" ${AGENT_B:+"$SOCK_B"}; do
+    loadgen --socket "$sock" --clients 8 --mode new --duration 0.5 >/dev/null || true          # warm-up
+    loadgen --socket "$sock" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
+done
+# With a second build, each shape measures the floor, then both agents, in an order that alternates shape by shape
+# (what runs second meets a warmer or busier machine), ROUNDS times. The second build gets its own authctl's line.
+# The shapes run twice: the clients threads of one load generator (one pid), then each a process of its own (N
+# pids, as when N programs run authctl: `--processes`, 8 and 64 clients).
+SHAPE=0
+for ROUND in $(seq "${ROUNDS:-1}"); do
+for procs in "" --processes; do
 for clients in 1 8 64; do
+    [ -z "$procs" ] || [ "$clients" != 1 ] || continue
     for mode in new persistent; do
-        load floor --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor
+        SHAPE=$((SHAPE + 1))
+        load "floor${procs:+-processes}" --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor $procs
+        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 0 ]; then
+            load "agent-b${procs:+-processes}" --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b --request "$TOKEN_REQ_B" $procs
+        fi
         PERF=
         if [ -n "${PERF_DIR:-}" ]; then   # BENCH_PERF: a call-graph profile of the agent during this shape
-            perf record -q -g -F 2000 -p "$AGENT" -o "$PERF_DIR/agent-$mode-$clients.data" 2>/dev/null &
+            perf record -q -g -F 2000 -p "$AGENT" -o "$PERF_DIR/agent-$mode-$clients$procs.data" 2>/dev/null &
             PERF=$!
             sleep 0.3
         fi
-        load agent --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent
+        load "agent${procs:+-processes}" --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent $procs
         if [ -n "$PERF" ]; then kill -INT "$PERF" 2>/dev/null || true; wait "$PERF" || true; fi
+        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 1 ]; then
+            load "agent-b${procs:+-processes}" --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b --request "$TOKEN_REQ_B" $procs
+        fi
     done
+done
+done
 done
 load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$FLOOR" --label floor
 emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
@@ -186,6 +228,7 @@ kill "$FLOOR"; wait "$FLOOR" || true
 emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 if [ "${ONLY:-}" = socket ]; then
     loadavg end
+    [ -z "$AGENT_B" ] || { kill "$AGENT_B"; wait "$AGENT_B" || true; }
     kill "$AGENT"; wait "$AGENT" || true
     exit 0
 fi
@@ -197,7 +240,7 @@ emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label authctl "$SPAWN_
 say "refresh overhead: 20 forced refreshes of work, then the keyring alone"
 before=$(wc -l <"$AS1/requests.log")
 load refresh --socket "$SOCK" --clients 1 --mode persistent --count 20 --duration 120 --timeout 60 \
-    --request '{"v":1,"id":1,"op":"token","account":"work","force_refresh":true}'
+    --request "$REFRESH_REQ"
 server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
 others=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '!($1 == "POST" && $2 == "/o/token/")' | wc -l)
 emit "{\"kind\":\"refresh_server\",\"token_ms\":[$server],\"other_requests\":$others}"
@@ -235,7 +278,7 @@ for a in json.load(sys.stdin)["accounts"]:
 done
 before=$(tokens_in "$AS2")
 load singleflight --socket "$SOCK" --clients 1000 --mode once --timeout 60 \
-    --request '{"v":1,"id":1,"op":"token","account":"personal"}'
+    --request "$PERSONAL_REQ"
 sleep 0.5
 emit "{\"kind\":\"singleflight\",\"expired_for_s\":$((-left)),\"token_requests\":$(($(tokens_in "$AS2") - before))}"
 emit "{\"kind\":\"memory\",\"at\":\"after-singleflight\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"

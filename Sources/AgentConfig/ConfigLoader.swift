@@ -17,7 +17,7 @@ public enum ConfigLoader {
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
-        "allowed_clients", "confirm",
+        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -255,6 +255,7 @@ public enum ConfigLoader {
             account.scopedTokens = flag
         }
         account.access = try accessPolicy(table, fail: fail)
+        try signInLifetime(table, into: &account, fail: fail)
         return account
     }
 }
@@ -284,6 +285,49 @@ extension ConfigLoader {
             policy.confirm = confirm
         }
         return policy
+    }
+}
+
+extension ConfigLoader {
+    /// `sign_in_lifetime` ("90d", or seconds), `sign_in_lifetime_kind` ("fixed" from the sign-in, or "idle": starts
+    /// again with each refresh) and `sign_in_warning` (how long before the end to warn; default 3 days).
+    static func signInLifetime(_ table: TOMLTable, into account: inout AccountConfig,
+                               fail: (String?, String) -> ConfigError) throws(ConfigError) {
+        let kindText = table["sign_in_lifetime_kind"]
+        if let value = table["sign_in_lifetime"] {
+            guard let period = duration(value), period > .zero else {
+                throw fail("sign_in_lifetime", "'sign_in_lifetime' must be a duration such as \"90d\", \"12h\" or a number of seconds")
+            }
+            var kind = SignInLifetime.Kind.fixed
+            if let kindText {
+                guard let text = kindText.string, let parsed = SignInLifetime.Kind(rawValue: text) else {
+                    throw fail("sign_in_lifetime_kind", "'sign_in_lifetime_kind' must be \"fixed\" (from the sign-in) or \"idle\" (from the last refresh)")
+                }
+                kind = parsed
+            }
+            account.signInLifetime = SignInLifetime(period: period, kind: kind)
+        } else if kindText != nil {
+            throw fail("sign_in_lifetime_kind", "'sign_in_lifetime_kind' goes with 'sign_in_lifetime'")
+        }
+        if let value = table["sign_in_warning"] {
+            guard let warning = duration(value), warning >= .zero else {
+                throw fail("sign_in_warning", "'sign_in_warning' must be a duration such as \"3d\" or a number of seconds (0: no warning)")
+            }
+            account.signInWarning = warning
+        }
+    }
+
+    /// A number of seconds, or a string of digits followed by s, m, h or d ("90d"). At most ten years.
+    static func duration(_ value: TOMLValueConvertible) -> Duration? {
+        var seconds: Int?
+        if let number = value.int {
+            seconds = number
+        } else if let text = value.string, let unit = text.last, let count = Int(text.dropLast()), count >= 0 {
+            let scale: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+            seconds = scale[unit].map { count * $0 }
+        }
+        guard let seconds, seconds >= 0, seconds <= 10 * 366 * 86400 else { return nil }
+        return .seconds(seconds)
     }
 }
 

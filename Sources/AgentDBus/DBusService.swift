@@ -42,9 +42,10 @@ public struct DBusService: Service {
     public func run() async {
         let loop = BusLoop()
         let object = AgentBusObject(operations: operations, loop: loop, activity: activity, logger: logger)
-        let notifier = notifications ? SignInNotifier(operations: operations, loop: loop, logger: logger) : nil
+        let client = notifications ? NotificationClient(logger: logger) : nil
+        let notifier = client.map { SignInNotifier(operations: operations, client: $0, loop: loop, logger: self.logger) }
         // First-use consent questions become notifications too (authctl approve works without them).
-        let consent = notifications ? ConsentNotifier(access: operations.access, loop: loop, logger: logger) : nil
+        let consent = client.map { ConsentNotifier(access: operations.access, client: $0, loop: loop, logger: self.logger) }
         operations.access.setPrompter(consent)
         defer { operations.access.setPrompter(nil) }
         let events = Task {
@@ -58,7 +59,7 @@ public struct DBusService: Service {
         await withGracefulShutdownHandler {
             let end: String? = await withCheckedContinuation { continuation in
                 DetachedThread.start(name: "auth-agent-dbus") {
-                    continuation.resume(returning: DBusService.serve(object, notifier: notifier, consent: consent, loop: loop, logger: logger))
+                    continuation.resume(returning: DBusService.serve(object, notifications: client, loop: loop, logger: logger))
                 }
             }
             if let end {
@@ -78,7 +79,7 @@ public struct DBusService: Service {
 
     /// The bus thread: connect, register the object, take the name, serve until stopped. Returns why the D-Bus API
     /// is not (or no longer) available, or nil after a requested stop.
-    static func serve(_ object: AgentBusObject, notifier: SignInNotifier?, consent: ConsentNotifier? = nil, loop: BusLoop,
+    static func serve(_ object: AgentBusObject, notifications: NotificationClient?, loop: BusLoop,
                       logger: Logger) -> String? {
         var bus: OpaquePointer?
         var r = sd_bus_open_user_with_description(&bus, "auth-agent")
@@ -95,17 +96,11 @@ public struct DBusService: Service {
         r = sd_bus_match_signal(bus, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                 "NameOwnerChanged", AgentBusObject.nameOwnerChanged, context.toOpaque())
         if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }
-        let notifierContext = notifier.map { Unmanaged.passRetained($0) }
-        defer { notifierContext?.release() }
-        if let notifierContext {
-            r = SignInNotifier.watchActions(bus: bus, context: notifierContext.toOpaque())
+        let notificationsContext = notifications.map { Unmanaged.passRetained($0) }
+        defer { notificationsContext?.release() }
+        if let notificationsContext {
+            r = NotificationClient.watch(bus: bus, context: notificationsContext.toOpaque())
             if r < 0 { logger.notice("cannot watch desktop notification actions", metadata: ["errno": "\(-r)"]) }
-        }
-        let consentContext = consent.map { Unmanaged.passRetained($0) }
-        defer { consentContext?.release() }
-        if let consentContext {
-            r = ConsentNotifier.watchActions(bus: bus, context: consentContext.toOpaque())
-            if r < 0 { logger.notice("cannot watch consent notification actions", metadata: ["errno": "\(-r)"]) }
         }
         // The object is in place before the name is taken, so an activating call finds it.
         r = sd_bus_request_name(bus, busName, 0)

@@ -14,18 +14,24 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var exeDeleted: Bool?
     public var unit: String?
     public var flatpakApp: String?
+    /// Set when the process that connected (`pid`) is the agent's authctl, acting for the program the other fields
+    /// describe: the executables between that program and the agent, nearest to the program first (shells such as
+    /// `/usr/bin/dash`, then authctl's own path).
+    public var relayedBy: [String]?
 
-    public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil) {
+    public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
+                relayedBy: [String]? = nil) {
         self.pid = pid
         self.via = via
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.relayedBy = relayedBy
     }
 
     enum CodingKeys: String, CodingKey {
-        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app"
+        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app", relayedBy = "relayed_by"
     }
 }
 

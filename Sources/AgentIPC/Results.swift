@@ -176,12 +176,16 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var scopedTokens: [ScopedToken]?
         /// Which local programs may get this account's tokens (`allowed_clients`, `confirm`).
         public var access: AccountAccess?
+        /// When the sign-in ends (Unix seconds), when the server or the configuration says; in the past: the
+        /// account needs a new sign-in. Absent when unknown.
+        public var signInValidUntil: Int?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
-                    access: AccountAccess? = nil) {
+                    access: AccountAccess? = nil, signInValidUntil: Int? = nil) {
             self.scopedTokens = scopedTokens
+            self.signInValidUntil = signInValidUntil
             self.name = name
             self.issuer = issuer
             self.clientID = clientID
@@ -200,7 +204,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
-                 scopedTokens = "scoped_tokens", access
+                 scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until"
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -219,6 +223,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encode(loginPending, forKey: .loginPending)
             try container.encodeIfPresent(scopedTokens, forKey: .scopedTokens)
             try container.encodeIfPresent(access, forKey: .access)
+            try container.encodeIfPresent(signInValidUntil, forKey: .signInValidUntil)
         }
     }
 

@@ -103,30 +103,43 @@ public final class AccessGate: @unchecked Sendable {
     /// The verdict for `caller` on `account`, without asking anyone. Under a policy, a caller whose connecting
     /// process has exited (its pid may now be someone else's) is refused.
     public func verdict(_ caller: Caller, account: String) -> AccessPolicy.Verdict {
+        judge(caller, account: account).verdict
+    }
+
+    /// The verdict, and the caller as it was judged: under a policy, the agent's authctl is seen through to the
+    /// program behind it (``Caller/seenThroughRelay(in:)``), and the audit and the consent question name that program.
+    func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
         let policy = self.policy(of: account)
-        if policy.isOpen { return .grant(.open) }
-        guard caller.isStillConnectedProcess else { return .deny(.processExited) }
-        let remembered = caller.identity.consentKey.flatMap { key in
+        if policy.isOpen { return (caller, .grant(.open)) }
+        let judged = caller.seenThroughRelay()
+        // After the walk: this check vouches for what it read under /proc/PID of the caller. If it fails, the walk
+        // may have read a later owner of the pid: the refusal names the caller as it connected.
+        guard caller.isStillConnectedProcess else { return (caller, .deny(.processExited)) }
+        let remembered = judged.identity.consentKey.flatMap { key in
             lock.withLock { _ in decisions[DecisionKey(account: account, client: key)]?.allowed }
         }
-        return policy.decide(caller.identity, remembered: remembered)
+        return (judged, policy.decide(judged.identity, remembered: remembered))
     }
 
     /// The fast path's question: true when the policy serves this caller without asking anyone, in which case the
     /// grant is already in the audit trail; false sends the request down the normal path (which may ask or refuse).
     public func admitsWithoutAsking(_ caller: Caller, account: String, scopes: [String]? = nil, resource: String? = nil) -> Bool {
-        guard case .grant(let reason) = verdict(caller, account: account) else { return false }
+        let (caller, verdict) = judge(caller, account: account)
+        guard case .grant(let reason) = verdict else { return false }
         record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
         return true
     }
 
     /// Decides a request, asking the user if the policy says so; throws `access_denied` (audited) when refused.
-    /// Returns the reason of a grant, which the caller audits once the token is in hand.
+    /// Returns the reason of a grant and the caller as judged (for a relayed request, the program behind authctl),
+    /// which the caller audits once the token is in hand.
     public func authorize(_ caller: Caller, account: String, scopes: [String]?, resource: String?,
-                          announce: @Sendable (WireEvent) async -> Void) async throws(WireError) -> AccessPolicy.Reason {
-        switch verdict(caller, account: account) {
+                          announce: @Sendable (WireEvent) async -> Void) async throws(WireError)
+        -> (reason: AccessPolicy.Reason, caller: Caller) {
+        let (caller, verdict) = judge(caller, account: account)
+        switch verdict {
         case .grant(let reason):
-            return reason
+            return (reason, caller)
         case .deny(let reason):
             throw refuse(caller, account: account, reason: reason, scopes: scopes, resource: resource)
         case .ask:
@@ -137,7 +150,7 @@ public final class AccessGate: @unchecked Sendable {
             await announce(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: Int(consentTimeout.components.seconds),
                                      request: id, client: key))
             switch await wait(id, account: account, client: key) {
-            case .allowed: return .approved
+            case .allowed: return (.approved, caller)
             case .denied: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)
             case .timedOut: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
             case .withdrawn:
@@ -180,6 +193,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' does not serve \(who): you denied it; run `authctl forget --account \(account) --client \(identity.consentKey ?? "")` to be asked again"
         case .consentTimeout:
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
+        case .unidentified where identity.relay != nil && identity.exe == nil:
+            return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
         case .unidentified:
             return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
         case .cancelled:
@@ -200,7 +215,7 @@ extension Caller {
 
     static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
         WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
-                   unit: identity.unit, flatpakApp: identity.flatpakApp)
+                   unit: identity.unit, flatpakApp: identity.flatpakApp, relayedBy: identity.relay?.executables)
     }
 }
 

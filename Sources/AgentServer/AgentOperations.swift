@@ -97,7 +97,7 @@ public struct AgentOperations: Sendable {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
         }
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
-        let reason = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
+        let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
         let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
@@ -114,7 +114,7 @@ public struct AgentOperations: Sendable {
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
                                                 forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
         }
-        access.record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
+        access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
         return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
     }
 
@@ -179,7 +179,8 @@ public struct AgentOperations: Sendable {
                         .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
                               expiresIn: Int($0.expiresIn.components.seconds))
                     },
-                    access: AccountAccess(access.policy(of: account.name)))
+                    access: AccountAccess(access.policy(of: account.name)),
+                    signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) })
             })
     }
 

@@ -84,7 +84,7 @@ public struct Caller: Sendable {
             return caller
         }
         let pidfd = pidfd()
-        let running = FileID(path: "/proc/\(pid)/exe")
+        let running = FileID(runningOf: pid)
         let processID = pidfd?.processID
         var started: UInt64?
         var terminal: Bool
@@ -103,24 +103,14 @@ public struct Caller: Sendable {
             if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
                 (derived, reused) = (known, true)
             } else {
-                let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
-                let unit = readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-                let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
-                    ?? unit.flatMap(ProcFS.flatpakApp(unit:))
-                derived = CallerCache.Derived(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+                derived = .read(pid: pid)
             }
         }
         // Opened before the check below, so the check vouches for it too: it is this process's link.
         let link = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessExecutableLink.open(pid: pid) : nil
-        // The file now at the path is not the one the process runs (replaced by a rename, e.g. an upgrade or an
-        // attacker's copy): the path no longer names the running code.
-        var deleted = derived.exeDeleted
-        if let exe = derived.exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
         let pin = started.map { ProcessPin(pid: pid, startTime: $0) }
         var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
-                            identity: ClientIdentity(exe: derived.exe, exeDeleted: deleted, unit: derived.unit,
-                                                     flatpakApp: derived.flatpakApp),
-                            process: pin, hasTerminal: terminal)
+                            identity: derived.identity(running: running), process: pin, hasTerminal: terminal)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
         // read can be trusted. The pidfd answers for the very process: still running means its pid was never
         // reused, so what was read under /proc/PID was its own. Without a pidfd, the start time read again answers
@@ -173,7 +163,7 @@ public struct Caller: Sendable {
         // The file first (cached attributes of whatever /proc/PID/exe is now), then the held link: still readable,
         // the pinned process ran throughout, so the file was its own. Same name is not same file: in a mount
         // namespace of its own the process may have mounted another binary over its path and run that.
-        let running = FileID(path: "/proc/\(peer.pid)/exe")
+        let running = FileID(runningOf: peer.pid)
         switch pin.held.reads(pin.link) {
         case nil:
             cache.unpin(pid: peer.pid, pin.held)
@@ -242,6 +232,14 @@ struct FileID: Equatable, Sendable {
     init?(path: String) {
         var info = aa_file_info()
         guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
+        device = info.device
+        inode = info.inode
+    }
+
+    /// The file process `pid` runs now (`/proc/PID/exe`, followed), without building the path as a Swift string.
+    init?(runningOf pid: Int32) {
+        var info = aa_file_info()
+        guard aa_proc_exe_info(pid, &info) == 0 else { return nil }
         device = info.device
         inode = info.inode
     }

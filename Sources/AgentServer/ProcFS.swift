@@ -15,6 +15,11 @@ public enum ProcFS {
         field(stat, 22).flatMap { UInt64($0) }
     }
 
+    /// Field 4 of `/proc/PID/stat`, the parent's pid (0 when the parent is outside the reader's pid namespace).
+    public static func parent(stat: String) -> Int32? {
+        field(stat, 4).flatMap { Int32($0) }
+    }
+
     /// Field 7 of `/proc/PID/stat`, the controlling terminal's device number (0: none).
     public static func controllingTerminal(stat: String) -> Int64? {
         field(stat, 7).flatMap { Int64($0) }

@@ -41,7 +41,7 @@ public struct StatusReporter: Service {
                 case .signInStarted(let name): line.apply(.signInStarted, account: name)
                 case .signInFinished(let name): line.apply(.signInFinished, account: name)
                 case .accountChanged: line.signedIn = await StatusReporter.signedIn(broker)
-                case .signInRequired: continue
+                case .signInRequired, .signInExpiring: continue
                 case .configurationChanged:
                     line.configProblem = configProblem()
                     line.accounts = await broker.accountNames.count

@@ -12,11 +12,16 @@ public enum AuditFormat {
         return value * unit
     }
 
-    /// Who, in one cell: the Flatpak app or executable, the unit, the pid and front end.
+    /// Who, in one cell: the Flatpak app or executable, the relay that carried its request (`via dash via authctl`),
+    /// the unit, the pid and front end.
     public static func who(_ caller: WireCaller) -> String {
         var parts: [String] = []
         if let app = caller.flatpakApp { parts.append("flatpak:\(app)") }
         if let exe = caller.exe { parts.append(caller.exeDeleted == true ? "\(exe) (deleted)" : exe) } else { parts.append("?") }
+        // As the agent's own messages put it (AuthCore's ClientIdentity.via; authctl does not link AuthCore).
+        if let relays = caller.relayedBy {
+            parts.append(relays.map { "via \($0.split(separator: "/").last.map(String.init) ?? $0)" }.joined(separator: " "))
+        }
         if let unit = caller.unit { parts.append("unit:\(unit)") }
         parts.append("pid \(caller.pid)" + (caller.via == "socket" ? "" : " via \(caller.via)"))
         return parts.joined(separator: " ")

@@ -25,6 +25,10 @@ public enum ConfigSection {
         if !preset.extraAuthParams.isEmpty {
             lines.append("extra_auth_params = { \(preset.extraAuthParams.map { "\($0.0) = \(quote($0.1))" }.joined(separator: ", ")) }")
         }
+        if let lifetime = preset.signInLifetime {
+            add("sign_in_lifetime", lifetime.period)
+            add("sign_in_lifetime_kind", lifetime.kind)
+        }
         if !gitHosts.isEmpty { lines.append("git_hosts = [\(gitHosts.map(quote).joined(separator: ", "))]") }
         return lines.joined(separator: "\n") + "\n"
     }

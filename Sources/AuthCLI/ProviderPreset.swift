@@ -15,6 +15,9 @@ public struct ProviderPreset: Sendable, Equatable {
     public var needsClientSecret: Bool
     /// Printed after the account is added: what else the user must know.
     public var notes: [String]
+    /// The provider's documented sign-in lifetime (`sign_in_lifetime`, `sign_in_lifetime_kind`), where it documents
+    /// one and does not send `refresh_token_expires_in`; docs/PROVIDERS.md cites the source.
+    public var signInLifetime: (period: String, kind: String)? = nil
 
     public static func == (a: ProviderPreset, b: ProviderPreset) -> Bool {
         a.name == b.name && a.issuer == b.issuer && a.authorizationEndpoint == b.authorizationEndpoint
@@ -22,6 +25,7 @@ public struct ProviderPreset: Sendable, Equatable {
             && a.deviceAuthorizationEndpoint == b.deviceAuthorizationEndpoint && a.scopes == b.scopes
             && a.extraAuthParams.map { [$0.0, $0.1] } == b.extraAuthParams.map { [$0.0, $0.1] }
             && a.needsClientSecret == b.needsClientSecret
+            && a.signInLifetime.map { [$0.period, $0.kind] } == b.signInLifetime.map { [$0.period, $0.kind] }
     }
 
     public static let names = ["google", "microsoft", "github", "gitlab", "oidc"]
@@ -60,7 +64,9 @@ public struct ProviderPreset: Sendable, Equatable {
                 name: name, issuer: "https://accounts.google.com", scopes: ["openid", "email"],
                 extraAuthParams: [("access_type", "offline"), ("prompt", "consent")], needsClientSecret: true,
                 notes: ["Google issues a refresh token only with access_type=offline and prompt=consent (written for you).",
-                        "Add the API scopes you need with --scope, e.g. --scope https://mail.google.com/ for IMAP/SMTP."])
+                        "Add the API scopes you need with --scope, e.g. --scope https://mail.google.com/ for IMAP/SMTP.",
+                        "A sign-in unused for six months ends; while the app's consent screen is in 'Testing' it ends after 7 days: then set sign_in_lifetime = \"7d\" and sign_in_lifetime_kind = \"fixed\"."],
+                signInLifetime: ("180d", "idle"))
         case "microsoft":
             if issuer != nil { throw .issuerNotAllowed(name) }
             return try microsoft(tenant: tenant ?? "common")
@@ -105,19 +111,26 @@ public struct ProviderPreset: Sendable, Equatable {
                 name: "microsoft", issuer: "\(base)/\(tenant)/v2.0",
                 authorizationEndpoint: "\(base)/\(tenant)/oauth2/v2.0/authorize", tokenEndpoint: "\(base)/\(tenant)/oauth2/v2.0/token",
                 scopes: mail, extraAuthParams: [], needsClientSecret: false,
-                notes: notes + ["The '\(tenant)' tenant has no fixed issuer, so no 'openid' scope: use --tenant YOUR-TENANT-ID if you need an ID token (e.g. for kubectl)."])
+                notes: notes + ["The '\(tenant)' tenant has no fixed issuer, so no 'openid' scope: use --tenant YOUR-TENANT-ID if you need an ID token (e.g. for kubectl)."],
+                signInLifetime: microsoftLifetime)
         case "consumers":
             return ProviderPreset(
                 name: "microsoft", issuer: "\(base)/\(microsoftConsumersTenant)/v2.0",
                 authorizationEndpoint: "\(base)/consumers/oauth2/v2.0/authorize", tokenEndpoint: "\(base)/consumers/oauth2/v2.0/token",
                 jwksURI: "\(base)/consumers/discovery/v2.0/keys",
-                scopes: ["openid", "email"] + mail, extraAuthParams: [], needsClientSecret: false, notes: notes)
+                scopes: ["openid", "email"] + mail, extraAuthParams: [], needsClientSecret: false, notes: notes,
+                signInLifetime: microsoftLifetime)
         default:
             guard isGUID(tenant) else { throw .badTenant(tenant) }
             return ProviderPreset(name: "microsoft", issuer: "\(base)/\(tenant.lowercased())/v2.0",
-                                  scopes: ["openid", "email"] + mail, extraAuthParams: [], needsClientSecret: false, notes: notes)
+                                  scopes: ["openid", "email"] + mail, extraAuthParams: [], needsClientSecret: false, notes: notes,
+                signInLifetime: microsoftLifetime)
         }
     }
+
+    /// Refresh tokens live 90 days and each refresh issues a new one: 90 days without use end the sign-in
+    /// (https://learn.microsoft.com/en-us/entra/identity-platform/refresh-tokens).
+    static let microsoftLifetime = (period: "90d", kind: "idle")
 
     static func isGUID(_ text: String) -> Bool {
         let groups = text.split(separator: "-", omittingEmptySubsequences: false)

@@ -1,3 +1,5 @@
+import AgentIPC
+
 /// What `authctl token` was asked for: filled by ArgumentParser's `Token` command, or by ``parse(_:)`` on the fast
 /// path, and run by the same code either way, so both paths print the same bytes and exit with the same codes.
 public struct TokenArguments: Equatable, Sendable {
@@ -28,6 +30,17 @@ public struct TokenArguments: Equatable, Sendable {
         self.scopes = scopes
         self.resource = resource
         self.timeout = timeout
+    }
+
+    /// The request line's content. Options left at their defaults are left out (not sent as `false`), so the line
+    /// of a plain `authctl token NAME [--min-valid N]` is the one the agent's fast path reads without `JSONDecoder`
+    /// (`TokenRequestScanner`); the agent reads an absent option as its default.
+    public func wireRequest(method: LoginMethodName?) -> WireRequest {
+        WireRequest(op: .token, account: account, minValid: minValid,
+                    forceRefresh: refresh ? true : nil, interactive: interactive ? true : nil,
+                    idToken: idToken ? true : nil, method: method,
+                    scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
+                    resource: resource)
     }
 
     private static let scanner = ArgumentScanner(

@@ -39,6 +39,11 @@ public struct AccountConfig: Sendable, Equatable {
     public var scopedTokens = false
     /// `allowed_clients` and `confirm`: which local programs may get this account's tokens. Open by default.
     public var access: AccessPolicy = .open
+    /// `sign_in_lifetime` and `sign_in_lifetime_kind`: how long the provider keeps a sign-in, when it does not say
+    /// (`refresh_token_expires_in`, which wins). nil: unknown.
+    public var signInLifetime: SignInLifetime?
+    /// `sign_in_warning`: how long before the sign-in ends the user is told.
+    public var signInWarning: Duration = SignInLifetime.defaultWarning
 
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],

@@ -16,6 +16,8 @@ public enum BrokerEvent: Sendable, Equatable {
     case refreshFinished(String)
     case signInStarted(String)
     case signInFinished(String)
+    /// The account's sign-in ends at this date, soon (``SignInExpiryWatch``): time to sign in again.
+    case signInExpiring(String, validUntil: Date)
     /// The configuration in force changed (accounts added, removed or changed by a reload), or its problem did.
     case configurationChanged
 
@@ -25,7 +27,8 @@ public enum BrokerEvent: Sendable, Equatable {
         case .configurationChanged:
             return ""
         case .accountChanged(let name), .signInRequired(let name), .refreshStarted(let name),
-             .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name):
+             .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name),
+             .signInExpiring(let name, _):
             return name
         }
     }

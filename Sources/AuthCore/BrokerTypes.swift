@@ -101,6 +101,8 @@ public struct AccountStatus: Sendable {
     public var gitHosts: [String] = []
     /// Access tokens cached for a scope subset and/or resource (`scoped_tokens = true`), in a stable order.
     public var scopedTokens: [ScopedTokenStatus] = []
+    /// When the sign-in ends, if known (TokenBroker+Lifetime.swift); it may have passed.
+    public var signInValidUntil: Date?
 }
 
 /// One scoped access token in `status`: what it is for and when it expires (never the token).

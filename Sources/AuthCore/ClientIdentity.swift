@@ -1,6 +1,10 @@
 /// Who a local client is, as the agent's access policy sees it: facts the agent read from the kernel
 /// (`/proc/PID/exe`, `/proc/PID/cgroup`, the Flatpak sandbox's `.flatpak-info`), never anything the client sent.
 /// Pure value: the front ends derive it (AgentServer's `Caller.identify`), the policy judges it.
+///
+/// For a request relayed by the agent's own `authctl` (mail clients, git and kubectl run authctl; they do not
+/// connect themselves), the facts are those of the program behind authctl, and ``relay`` names authctl and any
+/// shells in between (AgentServer's `RelayChain`).
 public struct ClientIdentity: Sendable, Hashable {
     /// The executable's path as the kernel names it, without the " (deleted)" suffix; nil when unreadable.
     public var exe: String?
@@ -10,29 +14,61 @@ public struct ClientIdentity: Sendable, Hashable {
     public var unit: String?
     /// The Flatpak application id when the caller runs in a Flatpak sandbox.
     public var flatpakApp: String?
+    /// Set when the process that connected is the agent's authctl, acting for the program these facts describe.
+    public var relay: Relay?
 
-    public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil) {
+    /// How a relayed request reached the agent: the authctl that connected (its own identity, as a direct caller's)
+    /// and the shells between the program and it.
+    public struct Relay: Sendable, Hashable {
+        /// The authctl that connected: its path (never deleted or replaced: only the installed one relays) and unit.
+        public var exe: String
+        public var unit: String?
+        /// The shells (`sh -c` of `passwordeval`, git's `!` helpers) between the program and authctl, nearest to the
+        /// program first, by executable path.
+        public var shells: [String]
+
+        public init(exe: String, unit: String? = nil, shells: [String] = []) {
+            self.exe = exe
+            self.unit = unit
+            self.shells = shells
+        }
+
+        /// The relay's executables, nearest to the program first; the last is the authctl that connected.
+        public var executables: [String] { shells + [exe] }
+    }
+
+    public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil,
+                relay: Relay? = nil) {
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.relay = relay
     }
 
     /// The name consent decisions are remembered under (`authctl forget`, the consent file): `flatpak:APP` for a
     /// sandboxed app (its paths are the sandbox's), else the executable's path. Nil when the caller cannot be named
-    /// reliably (unknown or deleted executable): such a caller can be neither listed nor remembered.
+    /// reliably (unknown or deleted executable): such a caller can be neither listed nor remembered. For a relayed
+    /// request it is the program behind authctl: the user is asked about msmtp, not about authctl.
     public var consentKey: String? {
         if let flatpakApp { return "flatpak:\(flatpakApp)" }
         guard let exe, !exeDeleted else { return nil }
         return exe
     }
 
-    /// One line for people: messages, `authctl pending`, the notification.
+    /// One line for people: messages, `authctl pending`, the notification. A relayed request reads
+    /// `/usr/bin/msmtp via dash via authctl` (the relay's executables by their file names).
     public var summary: String {
         var parts: [String] = []
         if let flatpakApp { parts.append("flatpak:\(flatpakApp)") }
         parts.append(exe.map { exeDeleted ? "\($0) (deleted)" : $0 } ?? "unknown executable")
+        if let relay { parts.append(ClientIdentity.via(relay.executables)) }
         if let unit { parts.append("unit:\(unit)") }
         return parts.joined(separator: " ")
+    }
+
+    /// `via dash via authctl`: each relay executable by its file name.
+    public static func via(_ executables: [String]) -> String {
+        executables.map { "via \($0.split(separator: "/").last.map(String.init) ?? $0)" }.joined(separator: " ")
     }
 }

@@ -6,6 +6,11 @@
 ///   the sandbox's own).
 /// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
+///
+/// A request relayed by the agent's authctl (``ClientIdentity/relay``) is judged by the program behind authctl. A path
+/// or unit entry naming the relay itself (the authctl that connected: `/usr/bin/authctl`, or the unit it runs in)
+/// matches too: listing authctl serves whatever runs it (a person typing `authctl token` in a terminal). The shells in
+/// between are never matched: listing `/usr/bin/dash` must not serve everything that runs `sh -c authctl`.
 public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
     case path(String)
     case unit(String)
@@ -61,8 +66,9 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .path(let path):
             return identity.flatpakApp == nil && !identity.exeDeleted && ClientRule.sameBytes(identity.exe, path)
+                || ClientRule.sameBytes(identity.relay?.exe, path)
         case .unit(let unit):
-            return ClientRule.sameBytes(identity.unit, unit)
+            return ClientRule.sameBytes(identity.unit, unit) || ClientRule.sameBytes(identity.relay?.unit, unit)
         case .flatpak(let app):
             return ClientRule.sameBytes(identity.flatpakApp, app)
         }

@@ -41,11 +41,11 @@ final class Doorbell: @unchecked Sendable {
         }
     }
 
-    /// Sleeps for `duration` or until a ring, whichever comes first; false when the task was cancelled.
-    func sleep(for duration: Duration) async -> Bool {
+    /// Sleeps for `duration` on `time` or until a ring, whichever comes first; false when the task was cancelled.
+    func sleep(for duration: Duration, on time: any TimeSource) async -> Bool {
         enum End { case slept, cancelled, rung }
         let end = await withTaskGroup(of: End.self) { group in
-            group.addTask { (try? await Task.sleep(for: duration)) != nil ? .slept : .cancelled }
+            group.addTask { (try? await time.sleep(for: duration)) != nil ? .slept : .cancelled }
             group.addTask {
                 await self.wait()
                 return .rung

@@ -98,15 +98,27 @@ public struct BrowserLocation: Sendable, Equatable {
     }
 }
 
-/// The clock. Production uses `ContinuousClock` (CLOCK_BOOTTIME on Linux: it counts suspended time) so expiry is
-/// right after a laptop sleeps; tests inject a manual clock and never sleep.
+/// The clock, for reading the time and for every timeout and wait of the broker. Production uses `ContinuousClock`
+/// (CLOCK_BOOTTIME on Linux: it counts suspended time) so expiry is right after a laptop sleeps; tests inject a
+/// manual clock and never wait in real time.
 public protocol TimeSource: Sendable {
     func now() -> ContinuousClock.Instant
     func wallClock() -> Date
+    /// Suspends until `deadline` on this clock; throws `CancellationError` when the task is cancelled first.
+    func sleep(until deadline: ContinuousClock.Instant) async throws
+}
+
+extension TimeSource {
+    public func sleep(for duration: Duration) async throws {
+        try await sleep(until: now() + duration)
+    }
 }
 
 public struct SystemTimeSource: TimeSource {
     public init() {}
     public func now() -> ContinuousClock.Instant { ContinuousClock.now }
     public func wallClock() -> Date { Date() }
+    public func sleep(until deadline: ContinuousClock.Instant) async throws {
+        try await ContinuousClock().sleep(until: deadline)
+    }
 }

@@ -32,7 +32,11 @@ public struct RefreshPolicy: Sendable, Equatable {
     /// refresh storm. Never less than ``minimumRemaining``.
     public func isFresh(expiresAt: ContinuousClock.Instant, lifetime: Duration, now: ContinuousClock.Instant,
                         minValid: Duration) -> Bool {
-        now + max(min(minValid, attainable(lifetime: lifetime)), minimumRemaining) <= expiresAt
+        // The cap only ever lowers what `minValid` asks: a token with `minValid` (and ``minimumRemaining``) left is
+        // fresh without it. That is every fast-path hit, and the cap's `Duration * Double` costs more than the rest
+        // of the check (docs/BENCHMARKS.md, instructions per request).
+        if now + max(minValid, minimumRemaining) <= expiresAt { return true }
+        return now + max(min(minValid, attainable(lifetime: lifetime)), minimumRemaining) <= expiresAt
     }
 
     /// What a token of `lifetime` has left when it is due for its early refresh (without jitter): the most any caller

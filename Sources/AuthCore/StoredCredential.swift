@@ -1,3 +1,5 @@
+import Foundation
+
 /// What the keyring holds for an account: its refresh token, or, for a server that issues neither a refresh token
 /// nor an expiry (a GitHub OAuth app), the long-lived access token itself, so it survives a restart like a sign-in.
 /// The access token is stored behind a marker no refresh token can start with (RFC 6749 Appendix A.17: a refresh
@@ -24,5 +26,42 @@ public enum StoredCredential: Equatable, Sendable {
         case .refreshToken(let token): return token
         case .longLivedAccessToken(let token): return Secret(StoredCredential.marker + token.reveal())
         }
+    }
+}
+
+/// The keyring item's secret carries the sign-in's end with the credential, so both are written in one store (a
+/// rotation and its new deadline cannot part) and nothing about the sign-in is in plain text on disk:
+/// `\u{1}valid_until=UNIX-SECONDS\u{1}` before the credential, then, once the user was warned of that end,
+/// `\u{1}warned_at=UNIX-SECONDS\u{1}` (so an agent started again the same day does not warn again). Items written
+/// without them (before this existed, or with no known deadline) read as they always did. An agent older than this
+/// header reads such an item as a refresh token that the server then refuses: a downgrade costs those sign-ins.
+extension StoredCredential {
+    static let validUntilKey = "valid_until"
+    static let warnedAtKey = "warned_at"
+
+    /// The payload to store: `credential` (a ``stored`` value) with `validUntil` (and `warnedAt`) when known.
+    public static func seal(_ credential: Secret, validUntil: Date?, warnedAt: Date? = nil) -> Secret {
+        guard let validUntil else { return credential }
+        func header(_ key: String, _ date: Date) -> String {
+            "\u{1}\(key)=\(Int64(date.timeIntervalSince1970.rounded(.down)))\u{1}"
+        }
+        return Secret(header(validUntilKey, validUntil) + (warnedAt.map { header(warnedAtKey, $0) } ?? "")
+                      + credential.reveal())
+    }
+
+    /// A stored payload split into the credential (what ``init(stored:)`` reads), the deadline and the last warning.
+    public static func unseal(_ payload: Secret) -> (credential: Secret, validUntil: Date?, warnedAt: Date?) {
+        var rest = Substring(payload.reveal())
+        var dates: [String: Date] = [:]
+        for key in [validUntilKey, warnedAtKey] {
+            let prefix = "\u{1}\(key)="
+            guard rest.hasPrefix(prefix) else { break }
+            let value = rest.dropFirst(prefix.count)
+            guard let end = value.firstIndex(of: "\u{1}"), let seconds = Int64(value[..<end]) else { break }
+            dates[key] = Date(timeIntervalSince1970: TimeInterval(seconds))
+            rest = value[value.index(after: end)...]
+        }
+        guard dates[validUntilKey] != nil else { return (payload, nil, nil) }
+        return (Secret(String(rest)), dates[validUntilKey], dates[warnedAtKey])
     }
 }

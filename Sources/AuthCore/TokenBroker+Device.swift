@@ -83,7 +83,7 @@ extension TokenBroker {
         let tokens: TokenSet
         do {
             tokens = try await DevicePolling.run(
-                machine, now: { time.now() }, sleep: { try await Task.sleep(for: $0) },
+                machine, now: { time.now() }, sleep: { try await time.sleep(for: $0) },
                 request: { () async throws(AuthError) -> DevicePolling.Attempt<TokenSet> in
                     let sentAt = time.now()
                     let reply = try await http.postForm(metadata.tokenEndpoint, fields: fields, basicAuth: basic)

@@ -7,7 +7,7 @@ import Synchronization
 
 /// What `authctl doctor` asks the agent: can each account's authorization server be reached, is its metadata valid,
 /// how far apart are our clock and the server's, is there a keyring and a browser. Everything goes through the
-/// same code the agent signs in and refreshes with (``fetchMetadata(_:using:)``, ``signingKeys(_:from:refetch:)``);
+/// same code the agent signs in and refreshes with (``ProviderDirectory``);
 /// only the transport is wrapped, to read the servers' `Date` headers. Nothing here changes a token.
 extension TokenBroker {
     /// One account's checks may take at most this long (a server that does not answer is reported, not waited for).
@@ -22,8 +22,8 @@ extension TokenBroker {
         } else {
             configs = accountOrder.compactMap { accounts[$0]?.config }
         }
-        let store = self.store
-        let keyring = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
+        let store = self.store, time = self.time
+        let keyring = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: .error) { await store.state() }
         var results: [String: AccountDiagnosis] = [:]
         await withTaskGroup(of: AccountDiagnosis.self) { group in
             for config in configs {
@@ -31,7 +31,7 @@ extension TokenBroker {
                     var timedOut = AccountDiagnosis(name: config.name, issuer: config.issuer.absoluteString)
                     timedOut.error = AuthError(.serverUnreachable,
                         "no answer within \(TokenBroker.diagnosisLimit.components.seconds) s: the server is unreachable or too slow")
-                    return await TokenBroker.within(TokenBroker.diagnosisLimit, fallback: timedOut) {
+                    return await TokenBroker.within(TokenBroker.diagnosisLimit, on: time, fallback: timedOut) {
                         await self.diagnose(config)
                     }
                 }
@@ -47,12 +47,12 @@ extension TokenBroker {
         var result = AccountDiagnosis(name: config.name, issuer: config.issuer.absoluteString)
         result.endpointsConfigured = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
         do throws(AuthError) {
-            let metadata = try await fetchMetadata(config, using: recorder)
+            let metadata = try await providers.resolve(config, using: recorder)
             result.metadata = metadata
             if config.wantsOpenID {
                 if let jwks = metadata.jwksURI {
                     do throws(AuthError) {
-                        result.signingKeys = try await signingKeys(config.name, from: jwks, refetch: true).count
+                        result.signingKeys = try await providers.signingKeys(account: config.name, from: jwks, refetch: true).count
                     } catch {
                         result.signingKeysError = error
                     }

@@ -5,11 +5,8 @@ import Foundation
 #endif
 import Logging
 
-/// ID token verification for sign-in and refresh, and the per-account cache of the provider's signing keys.
+/// ID token verification for sign-in and refresh, with the provider's signing keys from ``ProviderDirectory``.
 extension TokenBroker {
-    /// How long a fetched JWKS is trusted before it is fetched again. An unknown `kid` refetches sooner, once.
-    public static let signingKeysMaxAge: Duration = .seconds(3600)
-
     /// Verifies an ID token that came from the token endpoint and returns its claims, or nil when the token was
     /// dropped unread.
     ///
@@ -34,52 +31,11 @@ extension TokenBroker {
         do throws(AuthError) {
             return try await verifier.verify(token, nonce: nonce, original: original, now: time.wallClock()) {
                 (refetch: Bool) async throws(AuthError) -> JSONWebKeySet in
-                try await self.signingKeys(name, from: jwksURI, refetch: refetch)
+                try await self.providers.signingKeys(account: name, from: jwksURI, refetch: refetch)
             }
         } catch {
             logger.warning("rejected an ID token", metadata: ["account": "\(name)", "reason": "\(error.message)"])
             throw error
         }
-    }
-
-    /// The cached JWKS while it is young and from the same URL, or the result of a fetch of it already under way;
-    /// otherwise (or with `refetch`, or when that fetch failed) a fresh one.
-    func signingKeys(_ name: String, from url: URL, refetch: Bool) async throws(AuthError) -> JSONWebKeySet {
-        if !refetch {
-            if let keys = youngSigningKeys(name, from: url) { return keys }
-            if let fetch = accounts[name]?.signingKeysFetch, fetch.source == url, let keys = try? await fetch.task.value {
-                return keys
-            }
-        }
-        return try await fetchSigningKeys(name, from: url)
-    }
-
-    /// Starts fetching the signing keys in the background unless they are cached and young or already on their way.
-    /// A failure is not reported here: the ID token check then fetches again and reports its own.
-    func prefetchSigningKeys(_ name: String, from url: URL) {
-        guard youngSigningKeys(name, from: url) == nil, accounts[name]?.signingKeysFetch?.source != url else { return }
-        let task = Task { () async throws -> JSONWebKeySet in
-            defer { if self.accounts[name]?.signingKeysFetch?.source == url { self.accounts[name]?.signingKeysFetch = nil } }
-            return try await self.fetchSigningKeys(name, from: url)
-        }
-        accounts[name]?.signingKeysFetch = SigningKeysFetch(source: url, task: task)
-    }
-
-    private func youngSigningKeys(_ name: String, from url: URL) -> JSONWebKeySet? {
-        guard let cached = accounts[name]?.signingKeys, cached.source == url,
-              time.now() - cached.fetchedAt < TokenBroker.signingKeysMaxAge else { return nil }
-        return cached.keys
-    }
-
-    private func fetchSigningKeys(_ name: String, from url: URL) async throws(AuthError) -> JSONWebKeySet {
-        let reply = try await http.get(url)
-        guard reply.status == 200 else {
-            let code: AuthError.Code = reply.status >= 500 || reply.status == 429 ? .serverError : .invalidMetadata
-            throw AuthError(code, "the provider's signing keys at \(url.absoluteString) answered HTTP \(reply.status)")
-        }
-        let keys = try JSONWebKeySet.parse(reply.body)
-        accounts[name]?.signingKeys = CachedSigningKeys(source: url, keys: keys, fetchedAt: time.now())
-        logger.debug("fetched the provider's signing keys", metadata: ["account": "\(name)", "keys": "\(keys.count)"])
-        return keys
     }
 }

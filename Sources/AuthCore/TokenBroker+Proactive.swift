@@ -107,7 +107,7 @@ extension TokenBroker {
     public func runProactiveRefresh() async {
         while !Task.isCancelled {
             let wait = nextProactiveCheck()
-            guard await proactiveBell.sleep(for: wait) else { return }
+            guard await proactiveBell.sleep(for: wait, on: time) else { return }
             await refreshDueAccounts()
         }
     }

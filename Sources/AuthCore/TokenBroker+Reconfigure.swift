@@ -33,6 +33,7 @@ extension TokenBroker {
         let newNames = Set(configs.map(\.name))
         for name in accountOrder where !newNames.contains(name) {
             accounts[name] = nil
+            providers.forget(name)
             snapshot.publish(name, nil)
             outcome.removed.append(name)
         }
@@ -58,6 +59,7 @@ extension TokenBroker {
         for name in outcome.added + outcome.removed + outcome.changed { publish(.accountChanged(name)) }
         publish(.configurationChanged)
         proactiveBell.ring()
+        lifetimeBell.ring()
         return outcome
     }
 
@@ -71,6 +73,8 @@ extension TokenBroker {
         old.access = new.access
         old.gitHosts = new.gitHosts
         old.loginTimeout = new.loginTimeout
+        old.signInLifetime = new.signInLifetime
+        old.signInWarning = new.signInWarning
         return old == new
     }
 }

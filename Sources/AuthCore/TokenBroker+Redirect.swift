@@ -53,7 +53,7 @@ extension TokenBroker {
         let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
         box.session = session
         // The ID token will need the provider's keys: fetch them while the person signs in, not after.
-        if config.wantsOpenID, let jwks = metadata.jwksURI { prefetchSigningKeys(config.name, from: jwks) }
+        if config.wantsOpenID, let jwks = metadata.jwksURI { providers.prefetchSigningKeys(account: config.name, from: jwks) }
         var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
                                  redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
                                  loginID: id)
@@ -110,6 +110,7 @@ extension TokenBroker {
         let timeout = begun.ticket.timeout
         let logger = self.logger
         let account = begun.ticket.account
+        let time = self.time
         return try await withThrowingTaskGroup(of: Secret.self) { group in
             group.addTask {
                 for await verdict in begun.verdicts {
@@ -129,7 +130,7 @@ extension TokenBroker {
                 throw CancellationError()
             }
             group.addTask {
-                try await Task.sleep(for: timeout)
+                try await time.sleep(for: timeout)
                 throw AuthError(.loginTimeout, "no sign-in completed within \(timeout.components.seconds) s")
             }
             defer { group.cancelAll() }

@@ -43,8 +43,6 @@ public actor TokenBroker {
         var config: AccountConfig
         /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
         let snapshot: TokenSnapshot
-        var metadata: ProviderMetadata?
-        var metadataFetchedAt: ContinuousClock.Instant?
         /// The default access token. Every change, wherever it is made, is published to ``snapshot``.
         var cache: CachedToken? { didSet { publishSnapshot() } }
         var refresh: Task<CachedToken, Error>?
@@ -73,15 +71,12 @@ public actor TokenBroker {
         /// Per-token jitter for the early-refresh moment, fixed when the token arrives, before ``cache`` is set (so
         /// the snapshot is published with it).
         var refreshJitter = 0.0
-        /// The provider's signing keys (see TokenBroker+IDToken.swift).
-        var signingKeys: CachedSigningKeys?
-        /// A fetch of the signing keys under way (started when a sign-in begins, so the ID token check does not
-        /// wait for it); cleared when it ends.
-        var signingKeysFetch: SigningKeysFetch?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
         /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
         var signInFailures: [ContinuousClock.Instant] = []
+        /// When the sign-in ends (TokenBroker+Lifetime.swift).
+        var lifetime = LifetimeRecord()
 
         init(config: AccountConfig, snapshot: TokenSnapshot) {
             self.config = config
@@ -112,17 +107,6 @@ public actor TokenBroker {
         }
     }
 
-    struct CachedSigningKeys {
-        let source: URL
-        let keys: JSONWebKeySet
-        let fetchedAt: ContinuousClock.Instant
-    }
-
-    struct SigningKeysFetch {
-        let source: URL
-        let task: Task<JSONWebKeySet, any Error>
-    }
-
     let store: any SecretStore
     let http: any HTTPTransport
     let redirects: any RedirectListenerFactory
@@ -132,6 +116,8 @@ public actor TokenBroker {
     let random: @Sendable () -> Double
     let loginLimit: LoginRateLimit
     let logger: Logger
+    /// Each account's provider metadata and signing keys.
+    let providers: ProviderDirectory
     var accounts: [String: AccountState]
     var accountOrder: [String]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
@@ -145,10 +131,10 @@ public actor TokenBroker {
     /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
     /// first use through the socket's fast path wakes it too.
     nonisolated var proactiveBell: Doorbell { snapshot.useBell }
+    /// Wakes the sign-in lifetime watch when a deadline changes (TokenBroker+Lifetime.swift).
+    let lifetimeBell = Doorbell()
     /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
     public nonisolated let snapshot: TokenSnapshot
-
-    public static let metadataMaxAge: Duration = .seconds(3600)
 
     public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
@@ -164,6 +150,7 @@ public actor TokenBroker {
         self.policy = policy
         self.random = random
         self.logger = logger
+        self.providers = ProviderDirectory(http: http, time: time, logger: logger)
         self.accountOrder = accounts.map(\.name)
         let snapshot = TokenSnapshot(policy: policy, time: time)
         self.snapshot = snapshot
@@ -323,6 +310,7 @@ public actor TokenBroker {
                 try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
+            noteRefresh(name, tokens)
             // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 accounts[name]?.unsavedRefreshToken = rotated
@@ -331,6 +319,8 @@ public actor TokenBroker {
             } else if accounts[name]?.unsavedRefreshToken != nil {
                 try await storeRefreshToken(refreshToken, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
+            } else {
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
@@ -368,7 +358,7 @@ public actor TokenBroker {
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
     /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
     private func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        if let stored = try await store.load(key) { return stored }
+        if let stored = try await store.load(key) { return unsealFromKeyring(stored, account: key.account) }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
@@ -381,7 +371,7 @@ public actor TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
-        if let current = try await store.load(key), current == sent {
+        if let current = try await store.load(key), StoredCredential.unseal(current).credential == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
@@ -513,6 +503,7 @@ public actor TokenBroker {
             claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
             if claims == nil { tokens.idToken = nil }
         }
+        noteSignIn(name, tokens)
         if let refresh = tokens.refreshToken {
             try await storeRefreshToken(refresh, for: SecretKey(config))
             accounts[name]?.unsavedRefreshToken = nil
@@ -587,9 +578,10 @@ public actor TokenBroker {
         for state in accounts.values { state.login?.completion.cancel() }
         guard !refreshes.isEmpty else { return }
         logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
+        let time = self.time
         await withTaskGroup(of: Void.self) { group in
             group.addTask { for task in refreshes { _ = try? await task.value } }
-            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { try? await time.sleep(for: timeout) }
             await group.next()
             group.cancelAll()
         }
@@ -621,7 +613,7 @@ public actor TokenBroker {
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
-                scopedTokens: scopedStatus(name)))
+                scopedTokens: scopedStatus(name), signInValidUntil: state.lifetime.watch.validUntil))
         }
         return BrokerStatus(keyring: keyring.state, accounts: list)
     }
@@ -636,11 +628,11 @@ public actor TokenBroker {
     /// The probe under way if there is one, else a new one. Each step is bounded by `keyringProbeLimit`.
     func keyringView() async -> KeyringView {
         if let running = keyringProbe { return await running.value }
-        let store = self.store
+        let store = self.store, time = self.time
         let task = Task {
-            let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: .error) { await store.state() }
+            let state = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: .error) { await store.state() }
             guard state == .available else { return KeyringView(state: state, stored: nil) }
-            let stored = await TokenBroker.within(TokenBroker.keyringProbeLimit, fallback: nil) { () async -> Set<SecretKey>? in
+            let stored = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: nil) { () async -> Set<SecretKey>? in
                 try? await store.storedKeys()
             }
             return KeyringView(state: state, stored: stored)
@@ -654,12 +646,13 @@ public actor TokenBroker {
     /// Every keyring write goes through these two, which retire a shared `status` probe that began before them.
     func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
         defer { keyringProbe = nil }
-        try await store.store(secret, for: key)
+        try await store.store(sealForKeyring(secret, account: key.account), for: key)
     }
 
     @discardableResult
     func deleteRefreshToken(_ key: SecretKey) async throws(AuthError) -> Bool {
         defer { keyringProbe = nil }
+        forgetDeadline(key.account)
         return try await store.delete(key)
     }
 
@@ -667,12 +660,13 @@ public actor TokenBroker {
 
     public static let keyringProbeLimit: Duration = .seconds(2)
 
-    /// `body`'s result, or `fallback` if it takes longer than `limit` (the body is then cancelled).
-    static func within<T: Sendable>(_ limit: Duration, fallback: T, _ body: @escaping @Sendable () async -> T) async -> T {
+    /// `body`'s result, or `fallback` if it takes longer than `limit` on `time` (the body is then cancelled).
+    static func within<T: Sendable>(_ limit: Duration, on time: any TimeSource, fallback: T,
+                                    _ body: @escaping @Sendable () async -> T) async -> T {
         await withTaskGroup(of: T?.self) { group in
             group.addTask { await body() }
             group.addTask {
-                try? await Task.sleep(for: limit)
+                try? await time.sleep(for: limit)
                 return nil
             }
             let first = await group.next() ?? nil
@@ -689,70 +683,7 @@ public actor TokenBroker {
     }
 
     func metadata(for name: String) async throws(AuthError) -> ProviderMetadata {
-        let state = try self.state(name)
-        if let metadata = state.metadata, let at = state.metadataFetchedAt, time.now() - at < TokenBroker.metadataMaxAge {
-            return metadata
-        }
-        let resolved = try await fetchMetadata(state.config, using: http)
-        accounts[name]?.metadata = resolved
-        accounts[name]?.metadataFetchedAt = time.now()
-        return resolved
-    }
-
-    /// Discovery for whatever the account does not configure itself, then the account's overrides on top.
-    func fetchMetadata(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata {
-        var discovered: ProviderMetadata?
-        if config.authorizationEndpoint == nil || config.tokenEndpoint == nil || config.revocationEndpoint == nil
-            || (config.wantsOpenID && config.jwksURI == nil) {
-            discovered = try await discover(config, using: http)
-        }
-        return try ProviderMetadata.resolve(discovered, for: config)
-    }
-
-    /// OIDC discovery, then RFC 8414. With both endpoints configured, a missing document is not an error.
-    /// `http` is the broker's own transport, or a recording wrapper around it (diagnostics).
-    func discover(_ config: AccountConfig, using http: any HTTPTransport) async throws(AuthError) -> ProviderMetadata? {
-        let explicit = config.authorizationEndpoint != nil && config.tokenEndpoint != nil
-        var lastStatus = 0
-        var found: ProviderMetadata?
-        for url in ProviderMetadata.discoveryURLs(for: config.issuer) {
-            let reply: HTTPReply
-            do throws(AuthError) {
-                reply = try await http.get(url)
-            } catch {
-                if explicit || found != nil { return found }
-                throw error
-            }
-            if reply.status == 200 {
-                if var first = found {
-                    // Some servers (Django OAuth Toolkit, others) list revocation only in the RFC 8414 document.
-                    first.revocationEndpoint = (try? ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer))?.revocationEndpoint
-                    return first
-                }
-                let metadata: ProviderMetadata
-                do throws(AuthError) {
-                    metadata = try ProviderMetadata.parse(reply.body, expectedIssuer: config.issuer)
-                } catch {
-                    // With both endpoints configured, discovery only fills gaps; a document we cannot trust is skipped.
-                    if explicit {
-                        logger.notice("ignoring the discovery document", metadata: ["account": "\(config.name)", "reason": "\(error.message)"])
-                        return nil
-                    }
-                    throw error
-                }
-                if metadata.revocationEndpoint != nil { return metadata }
-                found = metadata
-                continue
-            }
-            if found != nil { return found }
-            lastStatus = reply.status
-            if reply.status >= 500 || reply.status == 429, !explicit {
-                throw AuthError(.serverError, "discovery at \(url.absoluteString) answered HTTP \(reply.status)")
-            }
-        }
-        if explicit || found != nil { return found }
-        throw AuthError(.invalidMetadata,
-            "no discovery document at \(config.issuer.absoluteString) (HTTP \(lastStatus)); check 'issuer' or configure the endpoints")
+        try await providers.metadata(for: try state(name).config)
     }
 
     /// Public clients send `client_id` in the body; confidential ones use client_secret_basic unless the server

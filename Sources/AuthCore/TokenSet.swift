@@ -17,6 +17,9 @@ public struct TokenSet: Sendable {
     /// expiry of the agent's invention (``lifetime`` is then ``TokenResponseParser/maximumLifetime``, only so the
     /// cache never thinks it stale).
     public var nonExpiring = false
+    /// `refresh_token_expires_in` (GitHub Apps, some others): how long the refresh token, that is the sign-in, lives.
+    /// ``SignInDeadline`` turns it into an absolute "valid until".
+    public var refreshTokenLifetime: Int?
     public var receivedAt: ContinuousClock.Instant
     public var expiresAt: ContinuousClock.Instant { receivedAt + lifetime }
 
@@ -56,6 +59,8 @@ public enum TokenResponseParser {
     public static let defaultLifetime: Duration = .seconds(3600)
     /// Longer than any real access token; anything above is treated as a broken response.
     public static let maximumLifetime: Int = 366 * 24 * 3600
+    /// Ten years: above, `refresh_token_expires_in` is ignored.
+    public static let maximumRefreshTokenLifetime: Int = 10 * 366 * 24 * 3600
 
     public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant) throws(AuthError) -> TokenSet {
         guard (200..<300).contains(reply.status) else { throw error(from: reply) }
@@ -108,6 +113,10 @@ public enum TokenResponseParser {
             receivedAt: receivedAt
         )
         set.nonExpiring = nonExpiring
+        if let seconds = body.refresh_token_expires_in?.number {
+            // A nonsensical value says nothing about the sign-in; it is dropped rather than failing the tokens.
+            if seconds > 0, seconds <= maximumRefreshTokenLifetime { set.refreshTokenLifetime = seconds }
+        }
         return set
     }
 
@@ -117,6 +126,7 @@ public enum TokenResponseParser {
         var token_type: String?
         var expires_in: LenientInt?
         var refresh_token: String?
+        var refresh_token_expires_in: Advisory?
         var id_token: String?
         var scope: String?
         var error: String?
@@ -146,6 +156,14 @@ public enum TokenResponseParser {
             } else {
                 throw AuthError(.invalidTokenResponse, "the token response has an invalid expires_in")
             }
+        }
+    }
+
+    /// An advisory integer (`refresh_token_expires_in`): read like ``LenientInt``, nil when unreadable, never an error.
+    struct Advisory: Decodable {
+        var number: Int?
+        init(from decoder: Decoder) throws {
+            number = try? LenientInt(from: decoder).value
         }
     }
 

@@ -89,31 +89,19 @@ int aa_bus_notifications_get_capabilities(sd_bus *bus, sd_bus_message_handler_t 
                                     callback, userdata, "");
 }
 
-int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, const char *summary, const char *body,
-                                const char *action_key, const char *action_label,
+int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, uint32_t replaces_id, const char *summary,
+                                const char *body, char **actions, int urgency,
                                 sd_bus_message_handler_t callback, void *userdata) {
     sd_bus_message *m = NULL;
     int r = sd_bus_message_new_method_call(bus, &m, AA_NOTIFY_NAME, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "Notify");
     if (r < 0) return r;
-    r = sd_bus_message_append(m, "susss", app_name, (uint32_t)0, "", summary, body);
-    if (r >= 0) {
-        if (action_key && action_label) r = sd_bus_message_append(m, "as", 2, action_key, action_label);
-        else r = sd_bus_message_append(m, "as", 0);
-    }
-    if (r >= 0) r = sd_bus_message_append(m, "a{sv}i", 0, (int32_t)-1);
-    if (r >= 0) r = sd_bus_call_async(bus, NULL, m, callback, userdata, 0);
-    sd_bus_message_unref(m);
-    return r;
-}
-
-int aa_bus_notifications_notify_actions(sd_bus *bus, const char *app_name, const char *summary, const char *body,
-                                        char **actions, sd_bus_message_handler_t callback, void *userdata) {
-    sd_bus_message *m = NULL;
-    int r = sd_bus_message_new_method_call(bus, &m, AA_NOTIFY_NAME, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "Notify");
-    if (r < 0) return r;
-    r = sd_bus_message_append(m, "susss", app_name, (uint32_t)0, "", summary, body);
+    r = sd_bus_message_append(m, "susss", app_name, replaces_id, "", summary, body);
     if (r >= 0) r = sd_bus_message_append_strv(m, actions);
-    if (r >= 0) r = sd_bus_message_append(m, "a{sv}i", 0, (int32_t)-1);
+    if (r >= 0) {
+        if (urgency >= 0) r = sd_bus_message_append(m, "a{sv}", 1, "urgency", "y", (uint8_t)urgency);
+        else r = sd_bus_message_append(m, "a{sv}", 0);
+    }
+    if (r >= 0) r = sd_bus_message_append(m, "i", (int32_t)-1);
     if (r >= 0) r = sd_bus_call_async(bus, NULL, m, callback, userdata, 0);
     sd_bus_message_unref(m);
     return r;
@@ -126,6 +114,10 @@ int aa_bus_notifications_close(sd_bus *bus, uint32_t id) {
 
 int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
     return sd_bus_match_signal(bus, NULL, NULL, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "ActionInvoked", callback, userdata);
+}
+
+int aa_bus_notifications_match_closed(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+    return sd_bus_match_signal(bus, NULL, NULL, AA_NOTIFY_PATH, AA_NOTIFY_NAME, "NotificationClosed", callback, userdata);
 }
 
 int aa_bus_read_has_string(sd_bus_message *m, const char *capability) {

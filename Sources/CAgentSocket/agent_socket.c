@@ -147,6 +147,21 @@ int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file
     return 0;
 }
 
+int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
+    /* "/proc/" PID "/exe", formatted by hand: this runs for every connection of a pinned caller, and snprintf (or a
+     * Swift string interpolation) costs more than the rest of that path. */
+    char path[32] = "/proc/", digits[12];
+    int count = 0, at = 6;
+    if (pid <= 0) {
+        errno = ESRCH;
+        return -1;
+    }
+    for (uint32_t left = (uint32_t)pid; left > 0; left /= 10) digits[count++] = (char)('0' + left % 10);
+    while (count > 0) path[at++] = digits[--count];
+    memcpy(path + at, "/exe", 5);
+    return aa_file_info_at(AT_FDCWD, path, 0, info);
+}
+
 int aa_open_path_nofollow(const char *path) {
     for (;;) {
         int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);

@@ -163,6 +163,7 @@ struct AuthAgent: AsyncParsableCommand {
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server), .init(service: ProactiveRefreshService(broker: broker)),
+            .init(service: SignInLifetimeService(broker: broker)),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
             .init(service: DBusService(operations: dispatcher.operations, activity: activity,
                                        notifications: configuration.notifications, logger: logger),

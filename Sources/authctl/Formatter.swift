@@ -27,6 +27,25 @@ enum Formatter {
         return at > now ? "in \(duration(at - now))" : "\(duration(now - at)) ago"
     }
 
+    /// `at` in the local time zone, e.g. `2026-02-23 14:05 CET`.
+    static func localTime(_ at: Int) -> String {
+        var seconds = time_t(at)
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "@\(at)" }
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M %Z", &parts)
+        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "@\(at)"
+    }
+
+    /// The `sign-in:` row of `status`: when the sign-in ends, or that it ended and what to run.
+    static func signInEnd(_ until: Int, account: String, now: Int) -> String {
+        guard until > now else {
+            return "ended \(localTime(until)) (\(relative(until, now: now))): run `authctl login \(account)`"
+        }
+        let days = (until - now) / 86400
+        return "valid until \(localTime(until)) (" + (days >= 1 ? "in \(days) day\(days == 1 ? "" : "s"))" : "\(relative(until, now: now)))")
+    }
+
     static func table(_ rows: [[String]]) -> String {
         guard let columns = rows.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)
@@ -68,6 +87,8 @@ enum Formatter {
             let state: String
             switch (account.signedIn, account.loginPending) {
             case (_, true): state = paint("signing in", "33")
+            case (true?, _) where (account.signInValidUntil ?? Int.max) <= now:
+                state = paint("sign-in ended", "33")
             case (true?, _): state = paint("signed in", "32")
             case (false?, _): state = paint("not signed in", "33")
             case (nil, _): state = paint("unknown (keyring \(agent.keyring))", "31")
@@ -85,6 +106,9 @@ enum Formatter {
                 let when = scoped.expiresAt > now ? "expires \(relative(scoped.expiresAt, now: now))"
                     : "expired \(relative(scoped.expiresAt, now: now))"
                 rows.append(["scoped token:", "\(what): \(when)"])
+            }
+            if let until = account.signInValidUntil, account.signedIn != false {
+                rows.append(["sign-in:", signInEnd(until, account: account.name, now: now)])
             }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let access = account.access { rows.append(["tokens for:", access.summary]) }

@@ -55,12 +55,7 @@ enum TokenCommand {
         let method = options.interactive
             ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod
             : nil
-        let scopes = options.scopes
-        let request = WireRequest(op: .token, account: options.account, minValid: options.minValid,
-                                  forceRefresh: options.refresh, interactive: options.interactive,
-                                  idToken: options.idToken, method: method,
-                                  scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                                  resource: options.resource)
+        let request = options.wireRequest(method: method)
         let account = options.account
         var countdown: Countdown?
         let result: TokenResult

@@ -98,6 +98,24 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[agent]\nnotifications = \"no\"\n", line: 2, contains: "notifications must be true or false")
     }
 
+    func testSignInLifetime() throws {
+        let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+        let none = try parse(base).accounts[0]
+        XCTAssertNil(none.signInLifetime, "unknown unless stated")
+        XCTAssertEqual(none.signInWarning, .seconds(3 * 86400), "three days' warning by default")
+        let idle = try parse(base + "sign_in_lifetime = \"90d\"\nsign_in_lifetime_kind = \"idle\"\nsign_in_warning = \"5d\"\n")
+        XCTAssertEqual(idle.accounts[0].signInLifetime, SignInLifetime(period: .seconds(90 * 86400), kind: .idle))
+        XCTAssertEqual(idle.accounts[0].signInWarning, .seconds(5 * 86400))
+        XCTAssertEqual(try parse(base + "sign_in_lifetime = 3600\n").accounts[0].signInLifetime,
+                       SignInLifetime(period: .seconds(3600), kind: .fixed), "seconds, fixed by default")
+        XCTAssertEqual(try parse(base + "sign_in_lifetime = \"12h\"\n").accounts[0].signInLifetime?.period, .seconds(12 * 3600))
+        expectError(base + "sign_in_lifetime = \"90 days\"\n", line: 4, contains: "sign_in_lifetime' must be a duration")
+        expectError(base + "sign_in_lifetime = \"0d\"\n", line: 4, contains: "sign_in_lifetime' must be a duration")
+        expectError(base + "sign_in_lifetime = \"7d\"\nsign_in_lifetime_kind = \"sliding\"\n", line: 5, contains: "\"idle\"")
+        expectError(base + "sign_in_lifetime_kind = \"idle\"\n", line: 4, contains: "goes with 'sign_in_lifetime'")
+        expectError(base + "sign_in_warning = \"soon\"\n", line: 4, contains: "sign_in_warning' must be a duration")
+    }
+
     func testDeviceEndpointAndPrivateUseRedirect() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let device = try parse(base + "device_authorization_endpoint = \"https://x.example/device\"\n")

@@ -40,7 +40,12 @@ final class PresetConfigTests: XCTestCase {
             XCTAssertEqual(account.extraAuthParams, Dictionary(uniqueKeysWithValues: preset.extraAuthParams), name)
             XCTAssertEqual(account.registeredRedirectURI, "http://127.0.0.1/oauth2/callback/\(name)",
                            "authctl accounts add prints this redirect URI")
+            let days = preset.signInLifetime.map { Int($0.period.dropLast())! }
+            XCTAssertEqual(account.signInLifetime?.period, days.map { .seconds($0 * 86400) }, name)
+            XCTAssertEqual(account.signInLifetime?.kind.rawValue, preset.signInLifetime?.kind, name)
         }
+        XCTAssertEqual(config.accounts[1].signInLifetime, SignInLifetime(period: .seconds(90 * 86400), kind: .idle),
+                       "Microsoft documents 90 days of inactivity")
         // Removing each again leaves a file that still loads, down to the original.
         var remaining = text
         for (name, _, _) in cases.reversed() {

@@ -1,5 +1,6 @@
 @testable import AgentDBus
 import AuthCore
+import Foundation
 import XCTest
 
 final class SignInNotificationPolicyTests: XCTestCase {
@@ -18,7 +19,8 @@ final class SignInNotificationPolicyTests: XCTestCase {
     func testOtherEventsNeverNotify() {
         var policy = SignInNotificationPolicy()
         for event: BrokerEvent in [.accountChanged("a"), .refreshStarted("a"), .refreshFinished("a"),
-                                   .signInStarted("a"), .signInFinished("a")] {
+                                   .signInStarted("a"), .signInFinished("a"),
+                                   .signInExpiring("a", validUntil: Date())] {
             XCTAssertNil(policy.account(toNotifyFor: event), "\(event)")
         }
     }
@@ -29,5 +31,18 @@ final class SignInNotificationPolicyTests: XCTestCase {
         XCTAssertTrue(body.contains("'work'"))
         XCTAssertTrue(body.contains("authctl login work"))
         XCTAssertFalse(body.contains("http"))
+    }
+
+    func testTheWarningSaysWhenAndWhatToRun() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let (summary, body) = SignInNotificationPolicy.expiringText(account: "work", validUntil: now + 3 * 86400 + 60,
+                                                                    now: now)
+        XCTAssertEqual(summary, "Sign-in to work ends in 3 days")
+        XCTAssertTrue(body.contains("valid until"), body)
+        XCTAssertTrue(body.contains("authctl login work"), body)
+        XCTAssertEqual(SignInNotificationPolicy.expiringText(account: "work", validUntil: now + 86400, now: now).summary,
+                       "Sign-in to work ends in 1 day")
+        XCTAssertEqual(SignInNotificationPolicy.expiringText(account: "work", validUntil: now + 600, now: now).summary,
+                       "Sign-in to work ends today")
     }
 }

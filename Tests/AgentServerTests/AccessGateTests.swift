@@ -111,7 +111,7 @@ final class AccessGateTests: ChildProcessTestCase {
         background.hasTerminal = false
         XCTAssertThrowsError(try first.answer(pending.id, allow: true, approver: background))
         XCTAssertEqual(try first.answer(pending.id, allow: true, approver: try approver()).allowed, true)
-        let reason = try await waiting.value
+        let reason = try await waiting.value.reason
         XCTAssertEqual(reason, .approved)
         let announced = await events.all
         XCTAssertEqual(announced.map(\.type), [WireEvent.consentRequired])
@@ -174,8 +174,8 @@ final class AccessGateTests: ChildProcessTestCase {
         let pending = try await waitForPending(asking)
         XCTAssertEqual(asking.pendingRequests().count, 1)
         _ = try asking.answer(pending.id, allow: true, approver: try approver())
-        let first = try await a.value
-        let second = try await b.value
+        let first = try await a.value.reason
+        let second = try await b.value.reason
         XCTAssertEqual([first, second], [.approved, .approved])
     }
 
@@ -233,7 +233,7 @@ final class AccessGateTests: ChildProcessTestCase {
         await XCTAssertThrowsAsync(try await a.value)
         XCTAssertEqual(asking.pendingRequests().map(\.id), [pending.id], "b still waits for the answer")
         _ = try asking.answer(pending.id, allow: true, approver: try approver())
-        let reason = try await b.value
+        let reason = try await b.value.reason
         XCTAssertEqual(reason, .approved)
         XCTAssertEqual(asking.audit.entries().map(\.outcome), [AuditEntry.withdrawn])
     }

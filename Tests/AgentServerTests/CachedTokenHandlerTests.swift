@@ -13,19 +13,9 @@ import XCTest
 /// ``TokenBroker`` (in-memory ports, a clock the test moves): what it serves, what it passes on to the connection's
 /// task, and that its pre-encoded replies are byte for byte what the slow path's `JSONEncoder` writes.
 final class CachedTokenHandlerTests: XCTestCase {
-    /// Both paths read the same instants, so their `expires_in`/`expires_at` agree exactly.
-    final class TestClock: TimeSource {
-        private let offset = Mutex<Duration>(.zero)
-        let origin = ContinuousClock.now
-        func now() -> ContinuousClock.Instant { origin + offset.withLock { $0 } }
-        func wallClock() -> Date {
-            let parts = offset.withLock { $0 }.components
-            return Date(timeIntervalSince1970: 1_800_000_000.25 + Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
-        }
-        func advance(_ by: Duration) { offset.withLock { $0 += by } }
-    }
-
-    let clock = TestClock()
+    /// Both paths read the same instants, so their `expires_in`/`expires_at` agree exactly; the wall clock starts a
+    /// quarter second past a whole second, so a rounding difference between the two paths would show.
+    let clock = ManualClock(wallOrigin: Date(timeIntervalSince1970: 1_800_000_000.25))
     let caller = Caller(pid: 4242, uid: 1000, via: "socket", exe: "/usr/bin/git")
 
     func makeDispatcher(accounts: [AccountConfig] = [CachedTokenHandlerTests.account()]) -> RequestDispatcher {

@@ -38,7 +38,7 @@ final class SocketServerTests: XCTestCase {
                whenIdle: IdleHook? = nil, acceptThreads: Int = 2) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [CachedTokenHandlerTests.account()], store: MemorySecretStore(),
                                  http: NoHTTP(), redirects: NoRedirects(),
-                                 browser: NoBrowser(), time: CachedTokenHandlerTests.TestClock(),
+                                 browser: NoBrowser(), time: ManualClock(),
                                  random: { 0 }, logger: Logger(label: "test"))
         if cached { await broker.install("work", access: "at-1", lifetime: .seconds(3600)) }
         let gate = policy.map { AccessGate(policies: ["work": $0], logger: Logger(label: "test")) }

@@ -25,5 +25,10 @@ final class AuditFormatTests: XCTestCase {
         ])
         let app = WireCaller(pid: 7, via: "socket", exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution")
         XCTAssertEqual(AuditFormat.who(app), "flatpak:org.gnome.Evolution /app/bin/evolution pid 7")
+        // A request relayed by authctl: the program behind it, then the relay (as the agent's messages say it).
+        let relayed = WireCaller(pid: 9, via: "socket", exe: "/usr/bin/msmtp", relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
+        XCTAssertEqual(AuditFormat.who(relayed), "/usr/bin/msmtp via dash via authctl pid 9")
+        let unknown = WireCaller(pid: 9, via: "socket", exe: nil, relayedBy: ["/usr/bin/authctl"])
+        XCTAssertEqual(AuditFormat.who(unknown), "? via authctl pid 9")
     }
 }

@@ -19,8 +19,17 @@ final class ConfigSectionTests: XCTestCase {
             client_secret = "GOCSPX-s\\"x"
             scopes = ["openid", "email"]
             extra_auth_params = { access_type = "offline", prompt = "consent" }
+            sign_in_lifetime = "180d"
+            sign_in_lifetime_kind = "idle"
 
             """)
+    }
+
+    func testMicrosoftPresetCarriesItsDocumentedIdleLifetime() throws {
+        let section = ConfigSection.render(name: "mail", preset: try ProviderPreset.named("microsoft"), clientID: "c",
+                                           clientSecret: nil)
+        XCTAssertTrue(section.contains("sign_in_lifetime = \"90d\"\nsign_in_lifetime_kind = \"idle\"\n"), section)
+        XCTAssertNil(try ProviderPreset.named("github").signInLifetime, "GitHub Apps send refresh_token_expires_in")
     }
 
     let existing = """

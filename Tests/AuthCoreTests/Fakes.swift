@@ -5,18 +5,6 @@ import Logging
 import Synchronization
 import XCTest
 
-/// A clock tests move by hand: expiry logic is tested without sleeping.
-final class ManualClock: TimeSource, @unchecked Sendable {
-    private let lock = NSLock()
-    private let origin = ContinuousClock.now
-    private let wallOrigin = Date(timeIntervalSince1970: 1_800_000_000)
-    private var offset: Duration = .zero
-
-    func now() -> ContinuousClock.Instant { lock.withLock { origin + offset } }
-    func wallClock() -> Date { lock.withLock { wallOrigin.addingTimeInterval(Double(offset.components.seconds)) } }
-    func advance(_ by: Duration) { lock.withLock { offset += by } }
-}
-
 /// Scripted token/discovery endpoint that records every request.
 final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     private let lock = NSLock()
@@ -32,9 +20,12 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     var tokenFailures: [AuthError] = []
 
     private(set) var gets: [URL] = []
+    /// Holds GET requests (discovery, JWKS) until the test opens it.
+    var getGate: TokenGate?
 
     func get(_ url: URL) async throws(AuthError) -> HTTPReply {
-        lock.withLock {
+        if let gate = lock.withLock({ getGate }) { await gate.pass() }
+        return lock.withLock {
             gets.append(url)
             return discovery[url.absoluteString]
         } ?? HTTPReply(status: 404, body: [])

@@ -1,4 +1,5 @@
 @testable import AuthCore
+import AuthTestSupport
 import Foundation
 import XCTest
 

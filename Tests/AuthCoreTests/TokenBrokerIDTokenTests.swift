@@ -26,7 +26,7 @@ final class TokenBrokerIDTokenTests: XCTestCase {
         XCTAssertEqual(first.subject, "alice")
         _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
         XCTAssertEqual(http.jwksFetches, 1, "the second sign-in uses the cached keys")
-        clock.advance(TokenBroker.signingKeysMaxAge + .seconds(1))
+        clock.advance(ProviderDirectory.signingKeysMaxAge + .seconds(1))
         _ = try await signIn(broker, http, redirects, browser) { await Fixtures.signedIDToken(nonce: $0) }
         XCTAssertEqual(http.jwksFetches, 2, "keys older than the max age are fetched again")
     }

@@ -185,13 +185,20 @@ final class TokenBrokerTests: XCTestCase {
         let browser = FakeBrowser()
         browser.fails = true
         var account = Fixtures.account()
-        account.loginTimeout = .milliseconds(200)
-        let broker = Fixtures.broker(accounts: [account], browser: browser)
+        account.loginTimeout = .seconds(300)
+        let clock = ManualClock()
+        let broker = Fixtures.broker(accounts: [account], browser: browser, clock: clock)
         let ticket = try await broker.beginLogin(account: "work")
         XCTAssertFalse(ticket.browserOpened)
         XCTAssertNotNil(ticket.browserError)
         XCTAssertTrue(ticket.authorizationURL.absoluteString.hasPrefix("https://issuer.example/authorize?"))
-        await assertThrows(.loginTimeout) { _ = try await broker.awaitLogin(ticket) }
+        let waiting = Task { try await broker.awaitLogin(ticket) }
+        let sleeping = await clock.waitForSleepers(1)
+        XCTAssertTrue(sleeping, "the sign-in's timeout is not on the broker's clock")
+        clock.advance(.seconds(299))
+        XCTAssertEqual(clock.sleepers, 1, "timed out early")
+        clock.advance(.seconds(1))
+        await assertThrows(.loginTimeout) { _ = try await waiting.value }
         let status = await broker.status()
         XCTAssertFalse(status.accounts[0].loginPending)
     }

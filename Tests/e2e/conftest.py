@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 import requests
 
+import keyring_unlock
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "Tests" / "Fixtures"
 SERVE_SH = FIXTURES / "authserver" / "serve.sh"
@@ -441,23 +443,9 @@ class Keyring:
         assert self.collection_locked() is True, "the login collection did not lock"
 
     def unlock(self, password: str = KEYRING_PASSWORD):
-        """Unlocks the login keyring the way the PAM module does: gnome-keyring's control socket, op UNLOCK.
-        (Secret.Service.Unlock would need a prompt, which fails without a display.)"""
-        control = self.runtime / "keyring" / "control"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(10)
-            s.connect(str(control))
-            s.sendall(b"\0")  # credentials byte
-            secret = password.encode()
-            body = (1).to_bytes(4, "big") + len(secret).to_bytes(4, "big") + secret  # GKD_CONTROL_OP_UNLOCK
-            s.sendall((4 + len(body)).to_bytes(4, "big") + body)
-            reply = b""
-            while len(reply) < 8:
-                chunk = s.recv(8 - len(reply))
-                if not chunk:
-                    break
-                reply += chunk
-        assert reply[4:8] == b"\0\0\0\0", f"gnome-keyring refused to unlock: {reply.hex()}"
+        """Unlocks the login keyring the way the PAM module does (keyring_unlock.py)."""
+        reply = keyring_unlock.unlock(str(self.runtime / "keyring" / "control"), password.encode())
+        assert keyring_unlock.succeeded(reply), f"gnome-keyring refused to unlock: {reply.hex()}"
         assert self.collection_locked() is False, "the login collection is still locked"
 
 
@@ -489,6 +477,18 @@ def bus_without_keyring():
 
 # ----------------------------------------------------------------------------------------------------------------
 # auth-agent + authctl
+
+
+def split_stored(payload: str | None) -> tuple[str | None, int | None]:
+    """A keyring item's secret as the agent writes it: the credential, and the sign-in's end (Unix seconds) when the
+    item carries one (`\\x01valid_until=N\\x01`, then maybe `\\x01warned_at=M\\x01`, before the credential;
+    StoredCredential.seal)."""
+    if payload is None or not payload.startswith("\x01valid_until="):
+        return payload, None
+    header, _, rest = payload[1:].partition("\x01")
+    if rest.startswith("\x01warned_at="):
+        rest = rest[1:].partition("\x01")[2]
+    return rest, int(header.removeprefix("valid_until="))
 
 
 def toml_value(value) -> str:

@@ -155,6 +155,19 @@ def github_app_expiring_user_tokens(method, path, headers, body, forward):
     return rewrite_json(answer, lambda obj: {**obj, "expires_in": "28800", "refresh_token_expires_in": "15811200"})
 
 
+def refresh_token_lifetime(seconds: dict):
+    """A server that says how long the sign-in lives: `refresh_token_expires_in` on every token answer (code exchange
+    and refresh), as GitHub Apps send it (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens:
+    "refresh_token_expires_in: The number of seconds until refresh_token expires"). `seconds["value"]` is read at
+    each answer, so a test can change it between requests."""
+    def quirk(method, path, headers, body, forward):
+        answer = forward()
+        if not path.startswith(TOKEN_PATH):
+            return answer
+        return rewrite_json(answer, lambda obj: {**obj, "refresh_token_expires_in": seconds["value"]})
+    return quirk
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Google
 

@@ -195,6 +195,73 @@ def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agen
     assert "refused a request written by another process" in agent.log()
 
 
+# Like HELPER_WRITES, but the connecting process first writes a `ping` itself (its own request, which sends the
+# connection down the slow path) and keeps the socket across its exec (inheritable: on kernels without a pidfd the
+# exec'd program then holds it and the connection is tied to it). The helper says "ready" once its parent runs the
+# allowed program, reads the ping's reply, then writes the token request and prints its reply.
+HELPER_WRITES_AFTER_SLOW_REQUEST = r"""
+import json, os, socket, sys
+sock, allowed = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+os.set_inheritable(s.fileno(), True)
+s.sendall(b'{"v":1,"id":4,"op":"ping"}\n')
+parent = os.getpid()
+if os.fork() == 0:
+    import time
+    deadline = time.monotonic() + 20
+    while os.readlink(f"/proc/{parent}/exe") != allowed:
+        assert time.monotonic() < deadline, "the parent never ran the allowed program"
+        time.sleep(0.01)
+    print("ready", flush=True)
+    reader = s.makefile("rb")
+    assert b'"protocol"' in reader.readline(), "no ping reply"
+    s.sendall(json.dumps({"v": 1, "id": 5, "op": "token", "account": "work"}).encode() + b"\n")
+    print(reader.readline().decode().strip(), flush=True)
+    os._exit(0)
+os.execv(allowed, [allowed, "60"])
+"""
+
+
+# The accept loop checks the sender of every read it makes; a connection whose first request is not a cached token
+# goes to NIO, which reads with read(2) and never sees senders. Closing this needs one owner that reads every
+# connection (the planned socket rewrite, docs/SECURITY.md): until then this test documents the gap, and fails
+# (strict) once it is closed so that the marker goes.
+@pytest.mark.xfail(strict=True, reason="known gap: NIO reads a handed-off connection without the sender check")
+def test_a_request_written_by_a_helper_after_a_slow_request_is_refused(make_agent, keyring, auth_server):
+    """Defect 4 on the slow path: the connecting process writes a `ping` itself (the connection goes to NIO), execs
+    an allowed binary, and its helper writes the token request afterwards."""
+    agent = make_agent(start=False)
+    allowed = agent.base / "allowed" / "sleep"
+    allowed.parent.mkdir(mode=0o700)
+    shutil.copy2(os.path.realpath("/usr/bin/sleep"), allowed)
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+    # Identified only after the exec (the agent is stopped until then), as a busy agent might.
+    stop_process(agent.proc.pid)
+    try:
+        attack = subprocess.Popen(["/usr/bin/python3", "-c", HELPER_WRITES_AFTER_SLOW_REQUEST, str(agent.socket_path),
+                                   str(allowed)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert attack.stdout.readline().strip() == "ready", attack.stderr.read() if attack.poll() is not None else ""
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    try:
+        line = attack.stdout.readline()
+    finally:
+        attack.kill()
+        attack.wait(timeout=10)
+    assert line, "no reply to the helper's request"
+    reply = json.loads(line)
+    agent.remember(*[v for k, v in (reply.get("result") or {}).items() if k.endswith("token") and isinstance(v, str)])
+    served = "result" in reply  # the reply itself is not printed: it may hold a token
+    assert not served, "the helper's request was served as the allowed binary"
+    assert reply["error"]["code"] == "permission_denied", reply
+
+
 def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen:
     """Starts argv as process `pid` (free again), through /proc/sys/kernel/ns_last_pid: the next process created
     gets the number after it. Other processes on the machine may take it first: tried again, bounded."""

@@ -111,8 +111,10 @@ def test_same_binary_at_an_allowed_and_a_not_allowed_path(listed_agent):
     assert refused.stdout == ""
     assert str(agent.other) in refused.stderr, "the message names the refused identity"
     assert "allowed_clients" in refused.stderr and "[accounts.work]" in refused.stderr, "and how to allow it"
-    # authctl itself, at its own path, is an identity like any other: not listed, not served.
-    assert agent.authctl("token", "work").returncode == 7
+    # The agent's own authctl relays: judged is the program that ran it (this test's interpreter), not listed.
+    relayed = agent.authctl("token", "work")
+    assert relayed.returncode == 7
+    assert f"{os.readlink('/proc/self/exe')} via authctl" in relayed.stderr, relayed.stderr
 
     status = agent.account_status("work")
     assert status["access"]["open"] is False
@@ -124,8 +126,9 @@ def test_same_binary_at_an_allowed_and_a_not_allowed_path(listed_agent):
     assert [(e["outcome"], e["reason"], e["caller"]["exe"]) for e in entries] == [
         ("granted", "listed", str(agent.allowed)),
         ("denied", "not_listed", str(agent.other)),
-        ("denied", "not_listed", str(agent.bins.resolve() / "authctl")),
+        ("denied", "not_listed", os.readlink("/proc/self/exe")),
     ]
+    assert [e["caller"].get("relayed_by") for e in entries] == [None, None, [str(agent.bins.resolve() / "authctl")]]
     for entry in entries:
         assert entry["caller"]["via"] == "socket" and entry["caller"]["pid"] > 0 and entry["account"] == "work"
     # The same records in the agent's log, as structured fields (the journal's PEER_EXE, REASON, ... under systemd).
@@ -264,8 +267,11 @@ def test_first_use_is_approved_from_a_terminal_and_remembered(confirming_agent):
     prompt = read_until(waiting.stderr, "in a terminal", 30)
     [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
     assert f"authctl approve {pending['id']}" in prompt
-    assert pending["account"] == "work" and pending["client"] == str(agent.bins.resolve() / "authctl")
+    # The question is about the program that ran authctl (this test's interpreter), and names the chain.
+    assert pending["account"] == "work" and pending["client"] == os.readlink("/proc/self/exe")
     assert pending["caller"]["pid"] == waiting.pid
+    assert pending["caller"]["relayed_by"] == [str(agent.bins.resolve() / "authctl")]
+    assert f"{pending['client']} via authctl pid {waiting.pid}" in agent.authctl("pending").stdout
 
     # A background program (no controlling terminal) cannot answer for the user.
     background = subprocess.run([str(agent.bins / "authctl"), "approve", str(pending["id"])], env=agent.env,
@@ -451,11 +457,12 @@ def test_a_caller_in_a_real_service_cgroup_matches_a_unit_rule(make_agent, keyri
         layouts["legacy"] = [mounts["systemd"]]
 
     agent = make_agent(start=False)
+    # A copy: the agent's own authctl would be judged by the program that ran it (this test), not by its own unit.
+    authctl = copy_authctl(agent, "copy")
     agent.write_config(agent.config_path.read_text() + 'allowed_clients = ["unit:mbsync.service"]\n')
     agent.start()
     agent.login("work")
     agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
-    authctl = agent.bins / "authctl"
 
     expected = []
     for name, roots in layouts.items():

@@ -83,6 +83,31 @@ def test_action_of_an_unknown_notification_starts_nothing(signed_in_agent, keyri
     assert "starting a sign-in from the desktop notification" not in agent.stderr_path.read_text()
 
 
+def test_a_dismissed_notification_no_longer_starts_a_sign_in(signed_in_agent, keyring, auth_server,
+                                                               notification_server):
+    # NotificationClosed (the user dismissed it): the agent forgets the notification, so an ActionInvoked for its id
+    # that arrives afterwards (a stale or forged one) starts nothing.
+    agent = signed_in_agent
+    assert auth_server.revoke(keyring.secret_tool_lookup("work", auth_server.issuer)) == 200
+    assert agent.authctl("token", "work", "--refresh").returncode == 4
+    wait_for(lambda: len(notifications(notification_server)) == 1, 10, "the sign-in notification")
+    [shown] = notifications(notification_server)
+    wait_for(lambda: "sign-in notification shown" in agent.stderr_path.read_text(), 10, "the agent to record it")
+
+    def test_call(method, *args):
+        out = subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
+                              "--object-path", "/org/freedesktop/Notifications", "--method",
+                              f"dev.authagent.Test.{method}", *args], env=notification_server.env,
+                             capture_output=True, text=True, timeout=15)
+        assert out.returncode == 0, out.stderr
+
+    test_call("Dismiss", str(shown["id"]))
+    test_call("Invoke", str(shown["id"]), "sign-in")
+    time.sleep(1)  # give a (wrong) sign-in the chance to start; not a timing assertion
+    assert agent.account_status("work")["login_pending"] is False
+    assert "starting a sign-in from the desktop notification" not in agent.stderr_path.read_text()
+
+
 def test_no_notification_server_is_one_log_line(signed_in_agent, keyring, auth_server):
     agent = signed_in_agent
     assert auth_server.revoke(keyring.secret_tool_lookup("work", auth_server.issuer)) == 200

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import quirkproxy as q
-from conftest import AuthServer
+from conftest import AuthServer, split_stored
 from faultproxy import FaultProxy
 from test_hostile import assert_alive, fault_proxy, proxied_agent  # noqa: F401 (fixture)
 
@@ -16,7 +16,7 @@ def signed_in_with(make_agent, keyring, server, proxy, quirk, **kw):
     proxy.quirk(quirk)
     agent = proxied_agent(make_agent, proxy, server=server, **kw)
     agent.login("work")
-    rt = keyring.secret_tool_lookup("work", server.issuer)
+    rt, _ = split_stored(keyring.secret_tool_lookup("work", server.issuer))
     assert rt, agent.log()[-2000:]
     agent.remember(rt)
     return agent, rt
@@ -155,7 +155,7 @@ def test_github_app_expiring_user_token_and_its_dead_refresh_token(make_agent, k
     assert 28700 < first["expires_in"] <= 28800, first["expires_in"]
     second = token_json(agent, "--refresh")
     assert 28700 < second["expires_in"] <= 28800
-    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    rt, _ = split_stored(keyring.secret_tool_lookup("work", auth_server.issuer))
     agent.remember(rt)
     assert auth_server.revoke(rt) == 200
     result = agent.authctl("token", "work", "--refresh")
@@ -215,3 +215,88 @@ def test_gitlab_rotation_the_agent_never_sends_a_refresh_token_twice(make_agent,
         expected.append(q.digest(stored))
     assert recorder.sent == expected[:-1], "each refresh sent exactly the token the previous one stored"
     assert len(set(recorder.sent)) == len(recorder.sent), "a refresh token was sent twice"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A rotating refresh whose answer never arrives
+
+
+@pytest.fixture
+def reuse_window_server(tmp_path):
+    """The fixture with a 60 s reuse window for a rotated-out refresh token (AS_REFRESH_GRACE_SECONDS)."""
+    server = AuthServer(tmp_path / "authserver-grace", extra_env={"AS_REFRESH_GRACE_SECONDS": "60"})
+    server.start()
+    proxy = FaultProxy(server.base).start()
+    yield server, proxy
+    proxy.stop()
+    server.stop()
+
+
+def lose_one_rotation(agent, proxy, keyring, server, rt):
+    """A forced refresh that the server acts on (it rotates) but whose answer is lost on the way back: the agent
+    must treat it as an outage and keep the refresh token it sent, the only one it has."""
+    proxy.set("hang_after")
+    client = agent.authctl_popen("token", "work", "--refresh")
+    assert proxy.reached.wait(20), "the refresh never reached the proxy"
+    proxy.release.set()  # drop the connection: the rotated pair never reaches the agent
+    out, err = client.communicate(timeout=60)
+    assert client.returncode != 0 and not out.strip(), (client.returncode, out)
+    assert "keeps your sign-in" in err, err
+    assert keyring.secret_tool_lookup("work", server.issuer) == rt, "the unanswered refresh cost the stored token"
+    proxy.set("pass")
+
+
+def test_lost_rotation_answer_is_recovered_inside_the_reuse_window(make_agent, keyring, reuse_window_server):
+    # Servers with a reuse window answer a retry with the rotated-out token instead of revoking the sign-in:
+    # Auth0's "Refresh Token Reuse Interval" (only the generation just before the current one), Atlassian's
+    # 10-minute leeway "to allow multiple retries in case the client doesn't get the new token pair"
+    # (https://community.developer.atlassian.com/t/the-old-access-token-will-be-revoked-during-the-refresh-token-exchange/83103),
+    # and Django OAuth Toolkit's REFRESH_TOKEN_GRACE_PERIOD_SECONDS, which the fixture uses here.
+    server, proxy = reuse_window_server
+    agent = proxied_agent(make_agent, proxy, server=server)
+    agent.login("work")
+    rt = keyring.secret_tool_lookup("work", server.issuer)
+    assert rt
+    agent.remember(rt)
+    lose_one_rotation(agent, proxy, keyring, server, rt)
+
+    posts = proxy.token_posts()
+    retried = token_json(agent, "--refresh")
+    assert proxy.token_posts() - posts == 1
+    assert server.introspect(retried["access_token"])["active"] is True
+    rotated = keyring.secret_tool_lookup("work", server.issuer)
+    assert rotated and rotated != rt, "the retry's answer was not stored"
+    agent.remember(rotated)
+    assert keyring.secret_tool_count("work") == 1
+
+    # The stored successor is the live sign-in from now on (the window only covered the lost answer).
+    again = token_json(agent, "--refresh")
+    assert server.introspect(again["access_token"])["active"] is True
+    assert keyring.secret_tool_lookup("work", server.issuer) not in (rt, rotated)
+    assert_alive(agent)
+
+
+def test_lost_rotation_answer_without_a_reuse_window_asks_for_sign_in_once(make_agent, keyring, auth_server,
+                                                                              fault_proxy):
+    # GitLab: the old refresh token is invalidated by the refresh itself (https://docs.gitlab.com/api/oauth2/), so a
+    # lost answer leaves the agent a dead token. The next refresh learns it (invalid_grant) and says "sign in
+    # again"; it is asked once, not on every request.
+    agent = proxied_agent(make_agent, fault_proxy)
+    agent.login("work")
+    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert rt
+    agent.remember(rt)
+    lose_one_rotation(agent, fault_proxy, keyring, auth_server, rt)
+
+    posts = fault_proxy.token_posts()
+    result = agent.authctl("token", "work", "--refresh")
+    assert result.returncode == 4, (result.returncode, result.stderr)
+    assert "authctl login work" in result.stderr, result.stderr
+    assert fault_proxy.token_posts() - posts == 1
+    for args in (["token", "work"], ["token", "work", "--refresh"]):
+        assert agent.authctl(*args).returncode == 4, args
+    assert fault_proxy.token_posts() - posts == 1, "a dead refresh token was sent again"
+    assert keyring.secret_tool_count("work") == 0
+    agent.login("work")
+    assert agent.authctl("token", "work").returncode == 0
+    assert_alive(agent)

@@ -21,14 +21,13 @@ import pytest
 
 from container import Container
 from e2e_helpers import REPO, AuthServer, default_account, pytest_assertrepr_compare, render_config, short_tmpdir
-from user_session import UserSession
+from user_session import REPO_INSIDE, UserSession
 
 __all__ = ["pytest_assertrepr_compare"]  # token-shaped strings never appear in a failed comparison's output
 
 USER = "aauser"
 KEYRING_PASSWORD = "usermanager-stage-keyring"
 # Where the container sees what the host shares (the repo may live where an ordinary user cannot read, e.g. /root).
-REPO_INSIDE = "/srv/auth-agent"
 BIN_INSIDE = "/srv/aa-bin"
 SHARE_INSIDE = "/srv/aa-share"
 BROWSER_LOG = f"{SHARE_INSIDE}/browser.log"

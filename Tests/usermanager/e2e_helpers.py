@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 _PATH = Path(__file__).resolve().parents[1] / "e2e" / "conftest.py"
+sys.path.append(str(_PATH.parent))  # for the plain modules it imports (keyring_unlock); ours come first
 _spec = importlib.util.spec_from_file_location("_e2e_conftest", _PATH)
 _module = importlib.util.module_from_spec(_spec)
 sys.modules["_e2e_conftest"] = _module

@@ -14,25 +14,7 @@ from pathlib import Path
 
 from e2e_helpers import pid_alive, wait_for
 
-# The request gnome-keyring's PAM module sends at login: GKD_CONTROL_OP_UNLOCK with the password, on the daemon's
-# control socket (socket-activated here). The password comes on stdin, never in argv.
-UNLOCK_SCRIPT = r"""
-import os, socket, sys
-password = sys.stdin.buffer.read()
-with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-    s.settimeout(10)
-    s.connect(os.path.join(os.environ["XDG_RUNTIME_DIR"], "keyring", "control"))
-    s.sendall(b"\0")
-    body = (1).to_bytes(4, "big") + len(password).to_bytes(4, "big") + password
-    s.sendall((4 + len(body)).to_bytes(4, "big") + body)
-    reply = b""
-    while len(reply) < 8:
-        chunk = s.recv(8 - len(reply))
-        if not chunk:
-            break
-        reply += chunk
-sys.exit(0 if reply[4:8] == b"\0\0\0\0" else 1)
-"""
+REPO_INSIDE = "/srv/auth-agent"  # where the container binds the repository (read-only)
 LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
 
 
@@ -176,7 +158,7 @@ class UserSession:
 
     def unlock_keyring(self, password: str):
         """Creates (first login) or unlocks the `login` collection through gnome-keyring's control socket."""
-        self.check(f"python3 -c {shlex.quote(UNLOCK_SCRIPT)}", input=password)
+        self.check(f"python3 {REPO_INSIDE}/Tests/e2e/keyring_unlock.py", input=password)
 
     def keyring_state(self) -> tuple[str, str]:
         """(`default` alias, `Locked` of the login collection) as the Secret Service answers them."""

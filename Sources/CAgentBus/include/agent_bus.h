@@ -41,20 +41,20 @@ int aa_bus_wakeup_fd(void);
  * `callback` gets the reply (or the error) on the bus thread; the slot is floating (freed with the bus). */
 int aa_bus_notifications_get_capabilities(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
 
-/* Notify(app_name, 0, "", summary, body, actions, {}, -1); `action_key`/`action_label` NULL: no action. */
-int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, const char *summary, const char *body,
-                                const char *action_key, const char *action_label,
+/* Notify(app_name, replaces_id, "", summary, body, actions, hints, -1): `actions` a NULL-terminated list of
+ * key/label pairs (NULL: none); `urgency` 0-2 sent as the "urgency" hint, negative: no hint. */
+int aa_bus_notifications_notify(sd_bus *bus, const char *app_name, uint32_t replaces_id, const char *summary,
+                                const char *body, char **actions, int urgency,
                                 sd_bus_message_handler_t callback, void *userdata);
-
-/* Notify with a NULL-terminated list of action key/label pairs (`actions` may be NULL: no action). */
-int aa_bus_notifications_notify_actions(sd_bus *bus, const char *app_name, const char *summary, const char *body,
-                                        char **actions, sd_bus_message_handler_t callback, void *userdata);
 
 /* CloseNotification(id), fire and forget. */
 int aa_bus_notifications_close(sd_bus *bus, uint32_t id);
 
 /* Watches ActionInvoked(u id, s key) from any sender; the handler checks the sender and the id. */
 int aa_bus_notifications_match_action(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
+
+/* Watches NotificationClosed(u id, u reason) from any sender; the handler checks the sender and the id. */
+int aa_bus_notifications_match_closed(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
 
 /* Reads a GetCapabilities reply: 1 when `capability` is listed, 0 when not, negative errno on failure. */
 int aa_bus_read_has_string(sd_bus_message *m, const char *capability);

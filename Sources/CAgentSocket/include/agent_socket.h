@@ -49,6 +49,8 @@ long aa_socket_receive(int fd, void *bytes, unsigned long capacity);
  * the file (AT_EMPTY_PATH; it may be an O_PATH descriptor). `mount_id` is 0 when the kernel does not report it. */
 struct aa_file_info { uint64_t device; uint64_t inode; uint64_t size; uint64_t mount_id; uint32_t mode; };
 int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info);
+/* aa_file_info_at of "/proc/PID/exe", following the link: the file process `pid` runs now. */
+int aa_proc_exe_info(int32_t pid, struct aa_file_info *info);
 /* open(O_PATH | O_NOFOLLOW | O_CLOEXEC): names the file (or the symlink itself) without opening it, so no FIFO,
  * device or filesystem open handler runs. */
 int aa_open_path_nofollow(const char *path);

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """A fake desktop notification server for the e2e tests: owns org.freedesktop.Notifications on the bus in
 $DBUS_SESSION_BUS_ADDRESS, advertises the capabilities in argv[2] (comma separated), appends every Notify call as
-one JSON line to the file argv[1], and emits ActionInvoked(id, key) when the test calls its extra method
-dev.authagent.Test.Invoke(u id, s key) (that is what a click on the notification's button does).
+one JSON line to the file argv[1], emits ActionInvoked(id, key) when the test calls its extra method
+dev.authagent.Test.Invoke(u id, s key) (that is what a click on the notification's button does), and
+NotificationClosed(id, reason) on CloseNotification (reason 3) or dev.authagent.Test.Dismiss(u id) (reason 2).
 Needs Debian's python3-dbus and python3-gi (see scripts/setup)."""
 import json
 import sys
@@ -29,16 +30,26 @@ class Server(dbus.service.Object):
 
     @dbus.service.method(IFACE, in_signature="susssasa{sv}i", out_signature="u")
     def Notify(self, app_name, replaces_id, app_icon, summary, body, actions, hints, expire_timeout):
-        self.next_id += 1
+        if replaces_id:
+            id = int(replaces_id)
+        else:
+            self.next_id += 1
+            id = self.next_id
+        entry = {"id": id, "app_name": str(app_name), "summary": str(summary), "body": str(body),
+                 "actions": [str(a) for a in actions]}
+        if replaces_id:
+            entry["replaces_id"] = int(replaces_id)
+        if "urgency" in hints:
+            entry["urgency"] = int(hints["urgency"])
         with open(self.log_path, "a") as log:
-            log.write(json.dumps({"id": self.next_id, "app_name": str(app_name), "summary": str(summary),
-                                  "body": str(body), "actions": [str(a) for a in actions]}) + "\n")
-        return dbus.UInt32(self.next_id)
+            log.write(json.dumps(entry) + "\n")
+        return dbus.UInt32(id)
 
     @dbus.service.method(IFACE, in_signature="u", out_signature="")
     def CloseNotification(self, id):
         with open(self.log_path, "a") as log:
             log.write(json.dumps({"closed": int(id)}) + "\n")
+        self.NotificationClosed(id, 3)
 
     @dbus.service.method(IFACE, in_signature="", out_signature="ssss")
     def GetServerInformation(self):
@@ -47,6 +58,14 @@ class Server(dbus.service.Object):
     @dbus.service.signal(IFACE, signature="us")
     def ActionInvoked(self, id, key):
         pass
+
+    @dbus.service.signal(IFACE, signature="uu")
+    def NotificationClosed(self, id, reason):
+        pass
+
+    @dbus.service.method("dev.authagent.Test", in_signature="u", out_signature="")
+    def Dismiss(self, id):
+        self.NotificationClosed(id, 2)
 
     @dbus.service.method("dev.authagent.Test", in_signature="us", out_signature="")
     def Invoke(self, id, key):

@@ -6,6 +6,8 @@ Environment:
   AS_ACCESS_TOKEN_LIFETIME  access-token lifetime in seconds (default 60)
   AS_AUTHZ_RESPONSE_ISS     "1" adds RFC 9207 `iss` to authorization responses (default off)
   AS_ROTATE_REFRESH_TOKEN   "0" keeps the refresh token on refresh instead of rotating it (default "1")
+  AS_REFRESH_GRACE_SECONDS  seconds a rotated-out refresh token still answers a retry with the pair it already
+                            issued (default 0: it dies at once, as GitLab's does)
 """
 import os
 from pathlib import Path
@@ -91,7 +93,8 @@ OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
     # AS_ROTATE_REFRESH_TOKEN=0: keep the refresh token on refresh, as Google does (e2e/test_provider_quirks.py).
     "ROTATE_REFRESH_TOKEN": os.environ.get("AS_ROTATE_REFRESH_TOKEN", "1") == "1",
-    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    # AS_REFRESH_GRACE_SECONDS: a reuse window for a rotated refresh token, as Auth0 and Okta offer.
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": int(os.environ.get("AS_REFRESH_GRACE_SECONDS", "0")),
     "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("AS_ACCESS_TOKEN_LIFETIME", "60")),
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
     "OIDC_ENABLED": True,

@@ -1,0 +1,24 @@
+import AuthCore
+
+/// The reads that identify one process, shared by the direct caller (``Caller/identify``) and the programs behind the
+/// agent's authctl (``LiveProcessTable``), so both are identified with the same care.
+extension CallerCache.Derived {
+    /// Process `pid`'s executable (the kernel's name, and whether it said deleted), systemd unit and Flatpak app.
+    /// What it reads is the process's only if something proves afterwards that `pid` was that process throughout.
+    static func read(pid: Int32) -> Self {
+        let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
+        let unit = Caller.readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
+        let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
+            ?? unit.flatMap(ProcFS.flatpakApp(unit:))
+        return Self(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+    }
+
+    /// The identity, given `running`, the device and inode of the file the process runs (`/proc/PID/exe`): when the
+    /// file now at the path is another one (replaced by a rename, e.g. an upgrade or an attacker's copy), the path no
+    /// longer names the running code, and the executable counts as deleted.
+    func identity(running: FileID?) -> ClientIdentity {
+        var deleted = exeDeleted
+        if let exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
+        return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+
+/// Sign-ins that end while nobody is looking: each account's "sign-in valid until" (``SignInDeadline``: the server's
+/// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept with the credential in the keyring
+/// (``StoredCredential/seal(_:validUntil:)``), shown by `status`, and watched (``SignInExpiryWatch``): a warning
+/// (journal line and ``BrokerEvent/signInExpiring(_:validUntil:)``, which the desktop notification follows) when the
+/// end is near, and ``BrokerEvent/signInRequired(_:)`` once it passed.
+///
+/// A passed deadline is advice, not proof: the refresh token stays in the keyring and a token request still tries
+/// it (the server decides; a refused one is forgotten as any dead refresh token is). The user's stated policy may be
+/// wrong, and clocks differ.
+extension TokenBroker {
+    /// One account's sign-in deadline as the broker knows it.
+    struct LifetimeRecord: Sendable {
+        var watch = SignInExpiryWatch()
+        /// The deadline in the keyring item, as last read or written.
+        var stored: Date?
+        /// The keyring item was read (or written) since the agent started: the watch knows what the keyring knows.
+        var known = false
+    }
+
+    /// A sign-in just finished: its deadline, to be written with the refresh token that follows.
+    func noteSignIn(_ name: String, _ tokens: TokenSet) {
+        guard let config = accounts[name]?.config else { return }
+        let deadline = SignInDeadline.afterSignIn(now: time.wallClock(), serverSeconds: tokens.refreshTokenLifetime,
+                                                  policy: config.signInLifetime)
+        setDeadline(name, deadline)
+    }
+
+    /// A refresh succeeded: the deadline moves if the server said so or the period is idle.
+    func noteRefresh(_ name: String, _ tokens: TokenSet) {
+        guard let state = accounts[name] else { return }
+        let deadline = SignInDeadline.afterRefresh(now: time.wallClock(), serverSeconds: tokens.refreshTokenLifetime,
+                                                   policy: state.config.signInLifetime,
+                                                   previous: state.lifetime.watch.validUntil)
+        setDeadline(name, deadline)
+    }
+
+    private func setDeadline(_ name: String, _ deadline: Date?) {
+        guard let config = accounts[name]?.config else { return }
+        accounts[name]?.lifetime.watch.update(deadline, now: time.wallClock(), warnBefore: config.signInWarning)
+        accounts[name]?.lifetime.known = true
+        lifetimeBell.ring()
+    }
+
+    /// The payload to write for `credential`: sealed with the account's current deadline and last warning
+    /// (the deadline remembered as stored).
+    func sealForKeyring(_ credential: Secret, account name: String) -> Secret {
+        let watch = accounts[name]?.lifetime.watch
+        accounts[name]?.lifetime.stored = watch?.validUntil
+        return StoredCredential.seal(credential, validUntil: watch?.validUntil, warnedAt: watch?.lastWarned)
+    }
+
+    /// A payload read from the keyring: the credential, after learning the deadline it carries (unless this run
+    /// already knows a newer one from a sign-in or refresh).
+    func unsealFromKeyring(_ payload: Secret, account name: String) -> Secret {
+        let (credential, deadline, warnedAt) = StoredCredential.unseal(payload)
+        if let config = accounts[name]?.config, accounts[name]?.lifetime.known == false {
+            accounts[name]?.lifetime.watch.update(deadline, now: time.wallClock(), warnBefore: config.signInWarning)
+            accounts[name]?.lifetime.watch.restoreWarning(warnedAt)
+            accounts[name]?.lifetime.stored = deadline
+            accounts[name]?.lifetime.known = true
+            lifetimeBell.ring()
+        }
+        return credential
+    }
+
+    /// After a refresh that kept its refresh token: writes the moved deadline when ``SignInDeadline/needsWrite(_:stored:)``
+    /// says so. A failure only costs the stored deadline's accuracy, never the sign-in.
+    func storeMovedDeadline(_ name: String, credential: Secret, key: SecretKey) async {
+        guard let record = accounts[name]?.lifetime,
+              SignInDeadline.needsWrite(record.watch.validUntil, stored: record.stored) else { return }
+        do throws(AuthError) {
+            try await storeRefreshToken(credential, for: key)
+        } catch {
+            logger.notice("cannot store the sign-in's new end in the keyring", metadata: [
+                "account": "\(name)", "error_code": "\(error.code.rawValue)"])
+        }
+    }
+
+    /// Writes that the user was warned into the keyring item, so a restarted agent (socket activation, idle exit)
+    /// does not warn again the same day. The item is read and written back under the account's redemption turn, so
+    /// a refresh cannot rotate the token in between; skipped while a sign-in is pending (its own write wins).
+    func storeWarning(_ name: String) async {
+        guard let config = accounts[name]?.config else { return }
+        let key = SecretKey(config)
+        await acquireRedemption(name)
+        defer { releaseRedemption(name) }
+        guard accounts[name]?.login == nil, accounts[name]?.unsavedRefreshToken == nil,
+              let payload = try? await store.load(key), accounts[name]?.login == nil else { return }
+        do throws(AuthError) {
+            try await storeRefreshToken(StoredCredential.unseal(payload).credential, for: key)
+        } catch {
+            logger.debug("cannot note the warning in the keyring", metadata: ["account": "\(name)",
+                                                                             "error_code": "\(error.code.rawValue)"])
+        }
+    }
+
+    /// The sign-in ended on our side (sign-out, a dead refresh token): no deadline any more.
+    func forgetDeadline(_ name: String) {
+        accounts[name]?.lifetime = LifetimeRecord(known: true)
+    }
+
+    /// Reads the deadline of every account whose keyring item was not read in this run (after a restart), so
+    /// `status` and the warnings know it before the account is used. One search of the attributes, then one load per
+    /// such item; with the keyring locked or absent, nothing is read and the next check tries again.
+    func readStoredDeadlines() async {
+        let unread = accountOrder.filter { accounts[$0]?.lifetime.known == false }
+        guard !unread.isEmpty, await store.state() == .available,
+              let stored = try? await store.storedKeys() else { return }
+        for name in unread {
+            guard let config = accounts[name]?.config, accounts[name]?.lifetime.known == false else { continue }
+            let key = SecretKey(config)
+            guard stored.contains(key) else {
+                accounts[name]?.lifetime.known = true
+                continue
+            }
+            guard let payload = try? await store.load(key) else { continue }
+            _ = unsealFromKeyring(payload, account: name)
+        }
+    }
+
+    /// One pass of the watch: reads unknown deadlines, logs and publishes what is due. Returns how long until the
+    /// next pass may have something to do (at most `ceiling`: the wall clock may jump or the machine sleep).
+    @discardableResult
+    public func checkSignInLifetimes(ceiling: Duration = .seconds(3600)) async -> Duration {
+        await readStoredDeadlines()
+        let now = time.wallClock()
+        var next = ceiling
+        for name in accountOrder {
+            guard let state = accounts[name] else { continue }
+            let warnBefore = state.config.signInWarning
+            switch accounts[name]?.lifetime.watch.step(now: now, warnBefore: warnBefore) ?? .none {
+            case .none:
+                break
+            case .warn(let until):
+                let days = Int(until.timeIntervalSince(now) / 86400)
+                logger.notice("the sign-in ends soon; sign in again when it suits you (authctl login)", metadata: [
+                    "account": "\(name)", "valid_until": "\(until.formatted(.iso8601))", "days_left": "\(days)"])
+                publish(.signInExpiring(name, validUntil: until))
+                await storeWarning(name)
+            case .ended(let until):
+                logger.notice("the sign-in has reached its end; the account needs a new sign-in (authctl login)", metadata: [
+                    "account": "\(name)", "valid_until": "\(until.formatted(.iso8601))"])
+                publish(.signInRequired(name))
+            }
+            if let at = accounts[name]?.lifetime.watch.nextStep(after: now, warnBefore: warnBefore) {
+                next = min(next, .milliseconds(Int64(max(at.timeIntervalSince(now), 0) * 1000)))
+            }
+        }
+        return max(next, .milliseconds(200))
+    }
+
+    /// Runs until cancelled: the sign-in lifetime watch (warnings and ends), woken early when a deadline changes.
+    public func runSignInLifetimeWatch() async {
+        while !Task.isCancelled {
+            let wait = await checkSignInLifetimes()
+            guard await lifetimeBell.sleep(for: wait, on: time) else { return }
+        }
+    }
+}

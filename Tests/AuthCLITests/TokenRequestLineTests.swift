@@ -1,0 +1,53 @@
+@testable import AgentIPC
+@testable import AuthCLI
+import XCTest
+
+/// The line `authctl token` sends is the one the agent's fast path reads: every plain form (what scripts, curl
+/// recipes and `git-credential` run on every use) passes `TokenRequestScanner`, so a cached token is answered without
+/// a `JSONDecoder` pass; the others are read by `JSONDecoder` the same way as ever.
+final class TokenRequestLineTests: XCTestCase {
+    private func line(_ arguments: [String]) throws -> [UInt8] {
+        try encoded(try XCTUnwrap(TokenArguments.parse(arguments), "\(arguments)"))
+    }
+
+    /// What `AgentClient.token` writes: the request with the connection's first id.
+    private func encoded(_ arguments: TokenArguments) -> [UInt8] {
+        var request = arguments.wireRequest(method: nil)
+        request.id = 1
+        return Array(TokenWire.encode(request).utf8)
+    }
+
+    private func scanned(_ line: [UInt8]) -> WireRequest? {
+        line.withUnsafeBytes { TokenRequestScanner.scan($0) }
+    }
+
+    func testPlainFormsAreReadByTheFastPathScanner() throws {
+        for arguments in [["work"], ["work", "--min-valid", "300"], ["work", "--header"], ["work", "--json"]] {
+            let bytes = try line(arguments)
+            let request = try XCTUnwrap(scanned(bytes), "authctl token \(arguments) sends a line the fast path cannot read: "
+                                          + String(decoding: bytes, as: UTF8.self))
+            XCTAssertEqual(request.account, "work")
+            XCTAssertNil(request.forceRefresh)
+            XCTAssertNil(request.interactive)
+            XCTAssertNil(request.idToken)
+        }
+        XCTAssertEqual(String(decoding: try line(["work"]), as: UTF8.self),
+                       #"{"v":1,"id":1,"op":"token","account":"work","min_valid":0}"#)
+    }
+
+    func testOptionsThatChangeTheAnswerAreSentAndReadTheSame() throws {
+        for (arguments, check) in [
+            (["work", "--refresh"], { (r: WireRequest) in r.forceRefresh == true }),
+            (["work", "--interactive"], { (r: WireRequest) in r.interactive == true }),
+            (["work", "--id-token"], { (r: WireRequest) in r.idToken == true }),
+            (["work", "--scope", "read"], { (r: WireRequest) in r.scopes == ["read"] }),
+        ] {
+            let bytes = try line(arguments)
+            XCTAssertNil(scanned(bytes), "\(arguments) must not be answered from the plain cache")
+            guard case .request(let decoded) = WireRequest.decode(line: bytes) else {
+                return XCTFail("\(arguments): the agent cannot read \(String(decoding: bytes, as: UTF8.self))")
+            }
+            XCTAssertTrue(check(decoded), "\(arguments)")
+        }
+    }
+}
