@@ -13,7 +13,7 @@ import PackageDescription
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
 //   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
-//                  the config path, SSH/headless (FoundationEssentials-free, so authctl stays light).
+//                  the config path, SSH/headless, local time (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 // The modules a cached-token request runs through, release only: no run-time exclusivity checks (swift_beginAccess
 // on every access to a class's stored var; measured in docs/BENCHMARKS.md, "The socket path"). Their shared state
@@ -101,7 +101,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthCore", "CAgentBus",
+                "AgentServer", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

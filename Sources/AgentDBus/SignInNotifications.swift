@@ -8,6 +8,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import SessionEnvironment
 
 /// When to show the "sign in" desktop notification: once per account when the broker says it must sign in, and
 /// again only after a sign-in of that account finished (so a failing background caller does not spam the desktop).
@@ -42,7 +43,7 @@ public struct SignInNotificationPolicy: Sendable, Equatable {
         let when = days >= 1 ? "in \(days) day\(days == 1 ? "" : "s")" : "today"
         return ("Sign-in to \(account) ends \(when)",
                 "The sign-in of the account '\(account)' is valid until "
-                    + "\(validUntil.formatted(date: .abbreviated, time: .shortened)). "
+                    + "\(LocalTime.text(Int(validUntil.timeIntervalSince1970))). "
                     + "Sign in again when it suits you: authctl login \(account)")
     }
 }

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Logging
 
 /// Sign-ins that end while nobody is looking: each account's "sign-in valid until" (``SignInDeadline``: the server's
 /// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept with the credential in the keyring

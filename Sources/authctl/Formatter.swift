@@ -5,6 +5,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SessionEnvironment
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,14 +29,7 @@ enum Formatter {
     }
 
     /// `at` in the local time zone, e.g. `2026-02-23 14:05 CET`.
-    static func localTime(_ at: Int) -> String {
-        var seconds = time_t(at)
-        var parts = tm()
-        guard localtime_r(&seconds, &parts) != nil else { return "@\(at)" }
-        var buffer = [CChar](repeating: 0, count: 64)
-        let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M %Z", &parts)
-        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "@\(at)"
-    }
+    static func localTime(_ at: Int) -> String { LocalTime.text(at) }
 
     /// The `sign-in:` row of `status`: when the sign-in ends, or that it ended and what to run.
     static func signInEnd(_ until: Int, account: String, now: Int) -> String {
