@@ -111,7 +111,16 @@ def submit(driver, element, button):
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    button.click()
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        button.click()
+    except WebDriverException as error:
+        # Chromium may answer the click command after the form's navigation replaced the document ("Node with given
+        # id does not belong to the document", a stale element): the click happened. Had it not, the same page comes
+        # back and sign_in fails on it; any other error is a failure now.
+        if "does not belong to the document" not in str(error) and "stale element" not in str(error).lower():
+            raise
     WebDriverWait(driver, STEP_TIMEOUT).until(expected_conditions.staleness_of(element))
 
 
