@@ -100,7 +100,7 @@ final class FoundationParityTests: XCTestCase {
             XCTAssertEqual(new?["a"]?.string, old?["a"] as? String, odd)
         }
         // The one difference: of a duplicated member JSONDecoder keeps the first, JSONSerialization kept the last.
-        // JSONValue reads neither: it refuses the document (JSONValueDuplicateTests).
+        // JSONValue reads neither: it refuses the document (DuplicateMemberTests).
         XCTAssertThrowsError(try JSONValue.object(Array(#"{"a": "first", "a": "last"}"#.utf8)))
     }
 }
