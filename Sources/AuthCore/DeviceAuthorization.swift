@@ -43,7 +43,12 @@ public struct DeviceAuthorization: Sendable {
         func fail(_ detail: String) -> AuthError {
             AuthError(.invalidTokenResponse, "the device authorization response \(detail)")
         }
-        guard let body = try? JSONDecoder().decode(Body.self, from: Data(reply.body)) else {
+        let body: Body
+        do {
+            body = try JSONValue.decode(Body.self, from: reply.body)
+        } catch let duplicate as DuplicateJSONMember {
+            throw fail("names the member '\(duplicate.name)' more than once")
+        } catch {
             throw fail("is not a JSON object with the fields of RFC 8628 §3.2")
         }
         guard let deviceCode = body.device_code, !deviceCode.isEmpty else { throw fail("has no device_code") }

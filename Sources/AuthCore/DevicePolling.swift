@@ -92,7 +92,8 @@ public struct DevicePolling: Sendable, Equatable {
 
     /// Classifies a token endpoint reply that is not a success (RFC 8628 §3.5).
     public static func classify(_ reply: HTTPReply) -> Reply {
-        let code = JSONValue.object(reply.body)?["error"]?.string
+        // A body naming a member twice has no code here; TokenResponseParser.error(from:) says what is wrong with it.
+        let code = (try? JSONValue.object(reply.body))??["error"]?.string
         if reply.status == 429 || reply.status >= 500 { return .transient(TokenResponseParser.error(from: reply)) }
         switch code {
         case "authorization_pending": return .pending

@@ -25,10 +25,13 @@ public struct IDTokenClaims: Sendable, Equatable {
     public static func validate(_ token: Secret, issuer: URL, clientID: String, nonce: Secret?, now: Date,
                                 original: IDTokenClaims? = nil) throws(AuthError) -> IDTokenClaims {
         let parts = token.reveal().split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3,
-              let payloadData = Base64URL.decode(String(parts[1])),
-              let claims = JSONValue.object(payloadData)
-        else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
+        let object: [String: JSONValue]?
+        do {
+            object = try parts.count == 3 ? Base64URL.decode(String(parts[1])).flatMap(JSONValue.object) : nil
+        } catch {
+            throw error.authError(.invalidIDToken, "the ID token's claims")
+        }
+        guard let claims = object else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
         _ = try IDTokenVerifier.Header(token)
         func trimmed(_ s: String) -> String { s.hasSuffix("/") ? String(s.dropLast()) : s }
         guard let iss = claims["iss"]?.string, trimmed(iss) == trimmed(issuer.absoluteString) else {

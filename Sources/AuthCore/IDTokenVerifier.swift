@@ -26,9 +26,13 @@ public struct IDTokenVerifier: Sendable {
 
         public init(_ token: Secret) throws(AuthError) {
             let parts = token.reveal().split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3, let data = Base64URL.decode(String(parts[0])),
-                  let object = JSONValue.object(data)
-            else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
+            let object: [String: JSONValue]?
+            do {
+                object = try parts.count == 3 ? Base64URL.decode(String(parts[0])).flatMap(JSONValue.object) : nil
+            } catch {
+                throw error.authError(.invalidIDToken, "the ID token's header")
+            }
+            guard let object else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
             guard let alg = object["alg"]?.string, alg.lowercased() != "none", !parts[2].isEmpty else {
                 throw AuthError(.invalidIDToken, "the ID token is unsigned (alg none)")
             }

@@ -25,7 +25,12 @@ public struct JSONWebKeySet: Sendable {
     public var count: Int { keys.count }
 
     public static func parse(_ body: [UInt8]) throws(AuthError) -> JSONWebKeySet {
-        guard let document = try? JSONDecoder().decode(Document.self, from: Data(body)) else {
+        let document: Document
+        do {
+            document = try JSONValue.decode(Document.self, from: body)
+        } catch let duplicate as DuplicateJSONMember {
+            throw duplicate.authError(.invalidMetadata, "the provider's JWKS")
+        } catch {
             throw AuthError(.invalidMetadata, "the provider's JWKS is not a JSON object with a 'keys' array")
         }
         var keys: [Key] = []

@@ -52,7 +52,9 @@ public struct ProviderMetadata: Sendable, Equatable {
     /// Parses and checks a discovery document: `issuer` must equal the configured one exactly, endpoints must pass
     /// ``EndpointPolicy``, and S256 must be advertised when the server lists its PKCE methods.
     public static func parse(_ body: [UInt8], expectedIssuer: URL) throws(AuthError) -> ProviderMetadata {
-        guard let object = JSONValue.object(body) else {
+        let document: [String: JSONValue]?
+        do { document = try JSONValue.object(body) } catch { throw error.authError(.invalidMetadata, "the discovery document") }
+        guard let object = document else {
             throw AuthError(.invalidMetadata, "the discovery document from \(expectedIssuer.absoluteString) is not a JSON object")
         }
         guard let issuer = object["issuer"]?.string else {

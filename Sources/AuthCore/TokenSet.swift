@@ -70,9 +70,11 @@ public enum TokenResponseParser {
         let json = jsonBody(reply.body)
         let body: Body
         do {
-            body = try JSONDecoder().decode(Body.self, from: Data(json))
+            body = try JSONValue.decode(Body.self, from: json)
         } catch let failure as AuthError {
             throw failure
+        } catch let duplicate as DuplicateJSONMember {
+            throw duplicate.authError(.invalidTokenResponse, "the token response")
         } catch {
             throw AuthError(.invalidTokenResponse,
                 "the token endpoint answered HTTP \(reply.status) with a body that is not a valid token response")
@@ -190,7 +192,10 @@ public enum TokenResponseParser {
         if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
             return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
         }
-        let object = JSONValue.object(jsonBody(reply.body))
+        let object: [String: JSONValue]?
+        do { object = try JSONValue.object(jsonBody(reply.body)) } catch {
+            return error.authError(.invalidTokenResponse, "the token endpoint's HTTP \(reply.status) reply")
+        }
         let code = object?["error"]?.string.map(LoginSession.printable)
         let description = object?["error_description"]?.string.map(LoginSession.printable)
         let detail = [code, description].compactMap { $0 }.joined(separator: ": ")

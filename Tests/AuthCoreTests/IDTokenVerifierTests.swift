@@ -126,4 +126,28 @@ final class IDTokenVerifierTests: XCTestCase {
         await assertRejected(await TestKeys.sign(.init(nonce: "other")), nonce: nil, original: original, "nonce")
         await assertRejected(await TestKeys.sign(.init(), rsaKey: TestKeys.otherRSA), nonce: nil, original: original, "signature")
     }
+
+    /// RFC 7519 §4: a claim set (or header) naming a member twice is refused, even properly signed: which value counts
+    /// differs between parsers. The message names the member, never a value.
+    func testRepeatedMembersAreRejected() async throws {
+        let header = #"{"alg":"RS256","kid":"rsa-1","typ":"JWT"}"#
+        let claims = #""iss":"https://issuer.example","aud":"client-1","exp":1800003600,"iat":1800000000,"nonce":"n-1""#
+        // The raw signer is sound: the same claims without a repeat verify.
+        let plain = try await verify(TestKeys.signRaw(header: header, payload: #"{"sub":"alice","#+claims+"}"))
+        XCTAssertEqual(plain.subject, "alice")
+        await assertRejected(TestKeys.signRaw(header: header, payload: #"{"sub":"alice","sub":"mallory","#+claims+"}"),
+                             "claims names the member 'sub' more than once")
+        await assertRejected(TestKeys.signRaw(header: header, payload: #"{"sub":"alice","aud":"someone-else","#+claims+"}"),
+                             "member 'aud'")
+        // An escaped spelling is the same name to JSONDecoder.
+        await assertRejected(TestKeys.signRaw(header: header, payload: #"{"sub":"alice","s\u0075b":"mallory","#+claims+"}"),
+                             "member 'sub'")
+        await assertRejected(TestKeys.signRaw(header: #"{"alg":"RS256","kid":"rsa-1","kid":"ec-1"}"#, payload: #"{"sub":"alice","#+claims+"}"),
+                             "header names the member 'kid'")
+        do {
+            _ = try await verify(TestKeys.signRaw(header: header, payload: #"{"sub":"alice","sub":"mallory","#+claims+"}"))
+        } catch {
+            XCTAssertFalse("\(error)".contains("mallory"), "\(error)")
+        }
+    }
 }

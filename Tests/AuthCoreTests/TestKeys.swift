@@ -5,7 +5,8 @@ import JWTKit
 
 /// Keys made for this test run (never checked in), and ID tokens signed with them by jwt-kit.
 enum TestKeys {
-    static let rsa = try! JWTKit.Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
+    static let rsaBacking = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+    static let rsa = try! JWTKit.Insecure.RSA.PrivateKey(backing: rsaBacking)
     /// Another RSA key: a token it signs under `rsa`'s kid has a bad signature.
     static let otherRSA = try! JWTKit.Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
     static let ec = ES256PrivateKey()
@@ -65,6 +66,14 @@ enum TestKeys {
         var header = JWTHeader()
         header.kid = kid
         return try! await keys.sign(claims, header: header)
+    }
+
+    /// A token whose header and payload are exactly the JSON texts given (jwt-kit only signs what it encodes, which
+    /// never repeats a member), RS256-signed with the published RSA key under kid "rsa-1" when `header` says so.
+    static func signRaw(header: String, payload: String) -> String {
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(payload.utf8))
+        let signature = try! rsaBacking.signature(for: Array(input.utf8), padding: .insecurePKCS1v1_5)
+        return input + "." + Base64URL.encode(Array(signature.rawRepresentation))
     }
 
     /// `alg: none` with an empty signature, and the same with a junk signature.

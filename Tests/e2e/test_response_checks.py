@@ -1,6 +1,7 @@
 """What the agent refuses, end to end with the real server (SECURITY.md 3, 4, 8, 9, 11): an `error=` response without
 state, RFC 9207 `iss` mix-ups against a server that advertises the parameter, forged ID tokens (bad signature, wrong
-audience, wrong nonce; re-signed with the fixture server's own key, so only the claim is wrong), and discovery
+audience, wrong nonce; re-signed with the fixture server's own key, so only the claim is wrong), a token reply naming
+`access_token` twice, and discovery
 documents that fail validation, each with its own error code. The fault proxy sits in front of the token endpoint or
 serves the discovery document."""
 import base64
@@ -114,6 +115,25 @@ def test_forged_id_tokens_are_rejected(make_agent, keyring, auth_server, proxy, 
     expected = {"signature": "signature", "audience": "(aud)", "nonce": "nonce"}[how]
     assert expected in result.stderr.lower(), result.stderr
     assert keyring.secret_tool_count("work") == 0, "a refresh token was stored although the ID token was forged"
+
+
+def test_token_reply_naming_access_token_twice_is_refused(make_agent, keyring, proxy):
+    """SECURITY.md 12: the real server's token reply with a second `access_token` member in front (parsers differ on
+    which one counts) fails the sign-in with `invalid_token_response`, names the member but neither value, and stores
+    nothing."""
+    agent = make_agent(work={"token_endpoint": proxy.base + "/o/token/"})
+
+    def duplicate(body: bytes) -> bytes:
+        assert body.startswith(b"{") and b'"access_token"' in body, body[:40]
+        return b'{"access_token": "second-access-token", ' + body[1:]
+
+    proxy.rewrite("/o/token/", duplicate)
+    result = agent.authctl("login", "work")
+    assert result.returncode == 6, (result.returncode, result.stderr)
+    assert "'access_token' more than once" in result.stderr, result.stderr
+    assert "second-access-token" not in result.stderr + result.stdout
+    assert agent.account_status("work")["last_error"]["code"] == "invalid_token_response"
+    assert keyring.secret_tool_count("work") == 0, "a refresh token was stored from an ambiguous token reply"
 
 
 def _discovery(proxy, **overrides) -> bytes:
