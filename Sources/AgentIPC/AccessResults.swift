@@ -48,9 +48,12 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     public var scopes: [String]?
     public var resource: String?
     public var caller: WireCaller
+    /// True when the record was too long for a reply page and its strings and lists were shortened
+    /// (``AuditResult/clipped(_:)``); the journal has it in full.
+    public var clipped: Bool?
 
     public init(time: Int, account: String, outcome: String, reason: String, scopes: [String]? = nil,
-                resource: String? = nil, caller: WireCaller) {
+                resource: String? = nil, caller: WireCaller, clipped: Bool? = nil) {
         self.time = time
         self.account = account
         self.outcome = outcome
@@ -58,6 +61,7 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         self.scopes = scopes
         self.resource = resource
         self.caller = caller
+        self.clipped = clipped
     }
 
     public static let granted = "granted"
@@ -66,14 +70,60 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     public static let withdrawn = "withdrawn"
 }
 
-/// The `audit` operation's result: the agent's in-memory records, oldest first.
+/// The `audit` operation's result: one page of the agent's in-memory records, oldest first. A full ring of long
+/// records does not fit one reply line (``WireProtocol/maxMessageBytes``), so the agent sends the newest records that
+/// fit ``pageBytes`` and, when older ones remain, ``next``: the `before` of the request for the page before it.
 public struct AuditResult: Codable, Sendable, Equatable {
     public var entries: [AuditEntry]
     /// How many records the agent keeps; older ones are only in the journal.
     public var capacity: Int
-    public init(entries: [AuditEntry], capacity: Int) {
+    /// Present when older matching records remain: ask again with `before` set to it.
+    public var next: Int?
+
+    public init(entries: [AuditEntry], capacity: Int, next: Int? = nil) {
         self.entries = entries
         self.capacity = capacity
+        self.next = next
+    }
+
+    /// The encoded records of one page add up to at most this many bytes, leaving room under
+    /// ``WireProtocol/maxMessageBytes`` for the reply's envelope.
+    public static let pageBytes = 48 * 1024
+    /// A record longer than ``pageBytes`` on its own is sent ``clipped(_:)``: each string cut to this many UTF-8
+    /// bytes, at most ``clippedListCount`` scopes and relays. Escaped as `\u001f` at worst (6 bytes a byte), its 8
+    /// strings and 2 × 8 list items take at most 24 × (128 × 6 + 2) bytes plus its keys, under 20 KiB, so every page
+    /// holds at least one record.
+    public static let clippedStringBytes = 128
+    public static let clippedListCount = 8
+
+    /// `entry` shortened to fit a page, marked `clipped`.
+    public static func clipped(_ entry: AuditEntry) -> AuditEntry {
+        func cut(_ text: String) -> String {
+            guard text.utf8.count > clippedStringBytes else { return text }
+            var bytes = 0
+            var kept = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
+                bytes += String(scalar).utf8.count
+                if bytes > clippedStringBytes - 3 { break }
+                kept.append(scalar)
+            }
+            return String(kept) + "…"
+        }
+        func cut(_ list: [String]?) -> [String]? { list.map { $0.prefix(clippedListCount).map(cut) } }
+        var caller = entry.caller
+        caller.via = cut(caller.via)
+        caller.exe = caller.exe.map(cut)
+        caller.unit = caller.unit.map(cut)
+        caller.flatpakApp = caller.flatpakApp.map(cut)
+        caller.relayedBy = cut(caller.relayedBy)
+        return AuditEntry(time: entry.time, account: cut(entry.account), outcome: cut(entry.outcome),
+                          reason: cut(entry.reason), scopes: cut(entry.scopes), resource: entry.resource.map(cut),
+                          caller: caller, clipped: true)
+    }
+
+    /// Pages put together, oldest first (`pages` newest page first, as they are asked for).
+    public static func joined(_ pages: [AuditResult]) -> AuditResult {
+        AuditResult(entries: pages.reversed().flatMap(\.entries), capacity: pages.first?.capacity ?? 0)
     }
 }
 

@@ -63,6 +63,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var resource: String?
     /// `audit`: only records at or after this Unix time.
     public var since: Int?
+    /// `audit`: only records older than this cursor (a previous page's ``AuditResult/next``).
+    public var before: Int?
     /// `approve`, `deny`: the pending request's id (``PendingConsent/id``).
     public var request: Int?
     /// `forget`: only decisions for this client (an executable path or `flatpak:APP`).
@@ -72,7 +74,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
                 browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
                 scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
-                client: String? = nil) {
+                client: String? = nil, before: Int? = nil) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -89,11 +91,12 @@ public struct WireRequest: Codable, Sendable, Equatable {
         self.since = since
         self.request = request
         self.client = client
+        self.before = before
     }
 
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url, method, scopes, resource, since, request, client
+             browser, url, method, scopes, resource, since, request, client, before
     }
 }
 

@@ -17,9 +17,9 @@ extension AgentOperations {
         account.map { access.policy(of: $0).mayAsk } ?? false
     }
 
-    /// `audit`: the in-memory records, oldest first.
-    public func audit(account: String?, since: Int?) -> AuditResult {
-        AuditResult(entries: access.audit.entries(account: account, since: since), capacity: access.audit.capacity)
+    /// `audit`: one page of the in-memory records, oldest first (``AuditLog/page(account:since:before:)``).
+    public func audit(account: String?, since: Int?, before: Int? = nil) -> AuditResult {
+        access.audit.page(account: account, since: since, before: before)
     }
 
     /// `pending`: the requests waiting for the user's answer.

@@ -20,10 +20,13 @@ public final class AuditLog: @unchecked Sendable {
     private var ring: [Record] = []
     /// Index of the oldest record once the ring is full.
     private var head = 0
+    /// The next record's sequence number: the cursor of paged `audit` replies (``page(account:since:before:)``).
+    private var nextSeq = 0
 
     /// An ``AuditEntry`` as the ring keeps it: the caller is shared with the other records of the same caller (a
     /// cached-token hit on the socket appends one of these per token handed out).
     private struct Record {
+        let seq: Int
         let time: Int
         let account: String
         let outcome: String
@@ -54,9 +57,10 @@ public final class AuditLog: @unchecked Sendable {
     /// ``append(_:)`` with the caller as ``Caller/audited`` made it.
     func append(time: Int, account: String, outcome: String, reason: String, scopes: [String]?, resource: String?,
                 caller: AuditedCaller) {
-        let record = Record(time: time, account: account, outcome: outcome, reason: reason, scopes: scopes,
-                            resource: resource, caller: caller)
         lock.withLock { _ in
+            let record = Record(seq: nextSeq, time: time, account: account, outcome: outcome, reason: reason,
+                                scopes: scopes, resource: resource, caller: caller)
+            nextSeq += 1
             if ring.count < capacity {
                 ring.append(record)
             } else {
@@ -92,9 +96,42 @@ public final class AuditLog: @unchecked Sendable {
 
     /// The records, oldest first, optionally only one account's and those at or after `since` (Unix time).
     public func entries(account: String? = nil, since: Int? = nil) -> [AuditEntry] {
+        matching(account: account, since: since, before: nil).map(\.entry)
+    }
+
+    /// One `audit` reply: the newest matching records older than the cursor `before` whose encodings add up to at
+    /// most ``AuditResult/pageBytes`` (so the reply line stays under ``WireProtocol/maxMessageBytes`` whatever the
+    /// ring holds), oldest first, with ``AuditResult/next`` when older matching records remain. A record too long for
+    /// a page on its own is sent clipped. The cursor is a sequence number, so records appended between two pages do
+    /// not shift the pages before them.
+    public func page(account: String? = nil, since: Int? = nil, before: Int? = nil) -> AuditResult {
+        let records = matching(account: account, since: since, before: before)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]  // as the reply line is encoded
+        var page: [AuditEntry] = []
+        var bytes = 0
+        for record in records.reversed() {
+            var entry = record.entry
+            var size = (try? encoder.encode(entry).count) ?? Int.max
+            if size > AuditResult.pageBytes {
+                entry = AuditResult.clipped(entry)
+                size = (try? encoder.encode(entry).count) ?? Int.max
+            }
+            // +1: the comma between records.
+            guard bytes + size + 1 <= AuditResult.pageBytes else {
+                return AuditResult(entries: page.reversed(), capacity: capacity, next: page.isEmpty ? nil : record.seq + 1)
+            }
+            bytes += size + 1
+            page.append(entry)
+        }
+        return AuditResult(entries: page.reversed(), capacity: capacity)
+    }
+
+    private func matching(account: String?, since: Int?, before: Int?) -> [Record] {
         let all = lock.withLock { _ in Array(ring[head...] + ring[..<head]) }
         return all.filter { record in
             (account == nil || record.account == account) && (since == nil || record.time >= since!)
-        }.map(\.entry)
+                && (before == nil || record.seq < before!)
+        }
     }
 }

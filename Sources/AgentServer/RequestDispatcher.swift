@@ -84,7 +84,7 @@ public struct RequestDispatcher: Sendable {
                 case .diagnose:
                     return encode(id, try await ops.diagnose(account: request.account))
                 case .audit:
-                    return encode(id, ops.audit(account: request.account, since: request.since))
+                    return encode(id, ops.audit(account: request.account, since: request.since, before: request.before))
                 case .pending:
                     return encode(id, ops.pending())
                 case .approve, .deny:

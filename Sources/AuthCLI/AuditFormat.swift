@@ -32,6 +32,8 @@ public enum AuditFormat {
         var what: [String] = []
         if let scopes = entry.scopes { what.append("scopes=\(scopes.joined(separator: ","))") }
         if let resource = entry.resource { what.append("resource=\(resource)") }
+        // Shortened by the agent to fit a reply page (docs/PROTOCOL.md, `audit`); the journal has it whole.
+        if entry.clipped == true { what.append("(clipped)") }
         return [RFC3339.utc(unixSeconds: entry.time), entry.account, "\(entry.outcome) (\(entry.reason))",
                 what.isEmpty ? "-" : what.joined(separator: " "), who(entry.caller)]
     }

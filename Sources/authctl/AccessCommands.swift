@@ -29,8 +29,21 @@ struct Audit: ParsableCommand {
     func run() throws {
         let client = try global.connect()
         let from = since.flatMap(AuditFormat.seconds).map { Int(Date().timeIntervalSince1970) - $0 }
-        let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .audit, account: account, since: from), as: AuditResult.self)
+        // The agent sends the newest records first, a page a line; each page's `next` asks for the one before it.
+        // Cursors must fall, and the ring holds at most `capacity` records, so a misbehaving agent cannot loop us.
+        let result = try CLIFailure.wrap { () throws(ClientError) -> AuditResult in
+            var pages: [AuditResult] = []
+            var cursor: Int?
+            while true {
+                let page = try client.call(WireRequest(op: .audit, account: account, since: from, before: cursor),
+                                           as: AuditResult.self)
+                pages.append(page)
+                guard let next = page.next else { return AuditResult.joined(pages) }
+                guard cursor.map({ next < $0 }) ?? true, pages.count <= max(page.capacity, 1) else {
+                    throw .protocolViolation("the agent's audit pages do not end")
+                }
+                cursor = next
+            }
         }
         if json { return printJSON(result) }
         guard !result.entries.isEmpty else { return print("No audit records\(account.map { " for '\($0)'" } ?? "") yet.") }

@@ -72,4 +72,20 @@ final class AccessWireTests: XCTestCase {
         let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: 60, request: 3, client: "/usr/bin/git"))
         XCTAssertEqual(String(decoding: event, as: UTF8.self).contains(#""type":"consent_required""#), true)
     }
+
+    func testAuditPagesUseTheDocumentedNamesAndJoinOldestFirst() throws {
+        let request = try JSONEncoder().encode(WireRequest(op: .audit, since: 5, before: 1200))
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: request) as? [String: Any])
+        XCTAssertEqual(object["before"] as? Int, 1200)
+        let caller = WireCaller(pid: 1, via: "socket", exe: "/usr/bin/git")
+        let page = { (times: [Int], next: Int?) in
+            AuditResult(entries: times.map { AuditEntry(time: $0, account: "work", outcome: "granted", reason: "open", caller: caller) },
+                        capacity: 1000, next: next)
+        }
+        let line = #"{"capacity":1000,"entries":[],"next":17}"#
+        XCTAssertEqual(try JSONDecoder().decode(AuditResult.self, from: Data(line.utf8)).next, 17)
+        let joined = AuditResult.joined([page([5, 6], 4), page([3, 4], 2), page([1, 2], nil)])
+        XCTAssertEqual(joined.entries.map(\.time), [1, 2, 3, 4, 5, 6])
+        XCTAssertNil(joined.next)
+    }
 }

@@ -31,4 +31,13 @@ final class AuditFormatTests: XCTestCase {
         let unknown = WireCaller(pid: 9, via: "socket", exe: nil, relayedBy: ["/usr/bin/authctl"])
         XCTAssertEqual(AuditFormat.who(unknown), "? via authctl pid 9")
     }
+
+    func testAClippedRecordSaysSo() {
+        let caller = WireCaller(pid: 3, via: "socket", exe: "/usr/bin/curl")
+        let entry = AuditEntry(time: 1_700_000_000, account: "work", outcome: "denied", reason: "not_listed",
+                               scopes: ["aaa…"], caller: caller, clipped: true)
+        XCTAssertEqual(AuditFormat.row(entry)[3], "scopes=aaa… (clipped)")
+        XCTAssertEqual(AuditFormat.row(AuditEntry(time: 0, account: "w", outcome: "granted", reason: "open", caller: caller,
+                                                  clipped: true))[3], "(clipped)")
+    }
 }

@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import termios
 import time
 from pathlib import Path
@@ -152,6 +153,70 @@ while not line.endswith(b"\\n"):
     line += s.recv(65536)
 print(line.decode().strip())
 """
+
+
+# A client that fills the ring: sends COUNT token requests on one connection (answered from the cache, each one
+# audited), then runs the agent's authctl RELAYED times (audited with relayed_by). Prints counts, never a token.
+RING_FILLER = """
+import json, os, socket, subprocess, sys
+path, count, authctl, relayed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(path)
+s.sendall(b"".join(b'{"v":1,"id":%d,"op":"token","account":"work"}\\n' % n for n in range(count)))
+buffer, served = b"", 0
+while served < count:
+    chunk = s.recv(1 << 20)
+    if not chunk:
+        break
+    buffer += chunk
+    *lines, buffer = buffer.split(b"\\n")
+    served += sum(1 for line in lines if "result" in json.loads(line))
+runs = [subprocess.run([authctl, "token", "work"], capture_output=True).returncode for _ in range(relayed)]
+print(served, runs.count(0))
+"""
+
+
+def test_audit_reads_a_full_ring_of_long_records(make_agent, keyring, auth_server):
+    """1000 records whose caller has a long executable path (and the newest a relay chain) are far more than one
+    64 KiB reply line: `authctl audit` still shows all of them, newest last, in text and JSON."""
+    agent = make_agent(start=False)
+    # A copy of this interpreter under a 2.4 KB path (the kernel names the copy's path, not the original's).
+    directory = agent.base.joinpath(*[f"{n:02d}-" + "long-directory-name-" * 10 for n in range(12)])
+    directory.mkdir(parents=True, mode=0o700)
+    client = directory / "ring-filler"
+    shutil.copy2(os.path.realpath(sys.executable), client)
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{client}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent.remember(*auth_server.issued_secrets())
+
+    relay = str(agent.bins.resolve() / "authctl")
+    filled = subprocess.run([str(client), "-c", RING_FILLER, str(agent.socket_path), "1000", relay, "3"],
+                            env=dict(agent.env, PYTHONHOME=sys.base_prefix), capture_output=True, text=True,
+                            timeout=60, stdin=subprocess.DEVNULL)
+    assert filled.returncode == 0, filled.stderr[-2000:]
+    assert filled.stdout.split() == ["1000", "3"], "every request served"
+
+    result = agent.authctl("audit", "--json")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout) > 10 * 65536, "far more than one reply line may hold"
+    document = json.loads(result.stdout)
+    entries = document["entries"]
+    assert document["capacity"] == 1000 and "next" not in document
+    assert len(entries) == 1000, "the ring is full: the 3 oldest of 1003 records are gone"
+    assert {(e["outcome"], e["reason"], e["caller"]["exe"]) for e in entries} == {("granted", "listed", str(client))}
+    assert [e["caller"].get("relayed_by") for e in entries[-4:]] == [None, [relay], [relay], [relay]], "newest last"
+    assert len({e["caller"]["pid"] for e in entries[-3:]}) == 3
+    assert [e["time"] for e in entries] == sorted(e["time"] for e in entries)
+
+    human = agent.authctl("audit")
+    assert human.returncode == 0, human.stderr
+    rows = human.stdout.splitlines()
+    assert rows[0].startswith("TIME") and len(rows) == 1001
+    assert rows[-1].rstrip().endswith(f"pid {entries[-1]['caller']['pid']}") and f"{client} via authctl" in rows[-1]
+    assert_no_token_in(agent, result.stdout, human.stdout)
 
 
 def test_a_binary_replaced_while_it_runs_no_longer_matches(make_agent, keyring, auth_server):
