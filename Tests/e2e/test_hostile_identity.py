@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -142,17 +143,32 @@ os.execv(allowed, [allowed, "60"])
 """
 
 
+def copy_of(program: str, where: Path) -> Path:
+    """A copy of `program` in a directory of its own under `where` (an allowed binary no other test process runs)."""
+    copy = where / Path(program).name
+    copy.parent.mkdir(mode=0o700)
+    shutil.copy2(os.path.realpath(program), copy)
+    return copy
+
+
+def signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server):
+    """An agent whose `work` allows only a copy of sleep, signed in; returns (agent, the copy's path)."""
+    agent = make_agent(start=False)
+    allowed = copy_of("/usr/bin/sleep", agent.base / "allowed")
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    return agent, allowed
+
+
 def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agent, keyring, auth_server):
     """Defect 4: a program connects, forks a helper that keeps the socket, and execs an allowed binary; the helper
     writes the request. The writer is not the process the connection was identified as: `permission_denied`, and
     the audit says so (`other_sender`) instead of granting the allowed binary. The allowed binary itself is served."""
     agent = make_agent(start=False)
-    allowed = agent.base / "allowed" / "sleep"
-    allowed.parent.mkdir(mode=0o700)
-    shutil.copy2(os.path.realpath("/usr/bin/sleep"), allowed)
-    listed = agent.base / "listed" / "python3"
-    listed.parent.mkdir(mode=0o700)
-    shutil.copy2(os.path.realpath("/usr/bin/python3"), listed)
+    allowed = copy_of("/usr/bin/sleep", agent.base / "allowed")
+    listed = copy_of("/usr/bin/python3", agent.base / "listed")
     agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}", "{listed}"]\n')
     agent.start()
     agent.login("work")
@@ -231,14 +247,7 @@ os.execv(allowed, [allowed, "60"])
 def test_a_request_written_by_a_helper_after_a_slow_request_is_refused(make_agent, keyring, auth_server):
     """Defect 4 on the slow path: the connecting process writes a `ping` itself (the connection goes to NIO), execs
     an allowed binary, and its helper writes the token request afterwards."""
-    agent = make_agent(start=False)
-    allowed = agent.base / "allowed" / "sleep"
-    allowed.parent.mkdir(mode=0o700)
-    shutil.copy2(os.path.realpath("/usr/bin/sleep"), allowed)
-    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
-    agent.start()
-    agent.login("work")
-    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
 
     # Identified only after the exec (the agent is stopped until then), as a busy agent might.
     stop_process(agent.proc.pid)
@@ -285,14 +294,7 @@ def test_a_connection_whose_pid_was_recycled_by_an_allowed_program_is_refused(ma
         open("/proc/sys/kernel/ns_last_pid", "w").close()
     except OSError as e:
         pytest.skip(f"pids cannot be chosen here (needs root and a writable /proc/sys): {e}")
-    agent = make_agent(start=False)
-    allowed = agent.base / "allowed" / "sleep"
-    allowed.parent.mkdir(mode=0o700)
-    shutil.copy2(os.path.realpath("/usr/bin/sleep"), allowed)
-    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
-    agent.start()
-    agent.login("work")
-    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
 
     stop_process(agent.proc.pid)
     try:

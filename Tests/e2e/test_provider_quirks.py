@@ -13,6 +13,7 @@ from test_hostile import assert_alive, fault_proxy, proxied_agent  # noqa: F401 
 
 
 def signed_in_with(make_agent, keyring, server, proxy, quirk, **kw):
+    """`work` signed in through `proxy` in front of `server`, the proxy playing `quirk` (None: plain forwarding)."""
     proxy.quirk(quirk)
     agent = proxied_agent(make_agent, proxy, server=server, **kw)
     agent.login("work")
@@ -253,11 +254,7 @@ def test_lost_rotation_answer_is_recovered_inside_the_reuse_window(make_agent, k
     # (https://community.developer.atlassian.com/t/the-old-access-token-will-be-revoked-during-the-refresh-token-exchange/83103),
     # and Django OAuth Toolkit's REFRESH_TOKEN_GRACE_PERIOD_SECONDS, which the fixture uses here.
     server, proxy = reuse_window_server
-    agent = proxied_agent(make_agent, proxy, server=server)
-    agent.login("work")
-    rt = keyring.secret_tool_lookup("work", server.issuer)
-    assert rt
-    agent.remember(rt)
+    agent, rt = signed_in_with(make_agent, keyring, server, proxy, None)
     lose_one_rotation(agent, proxy, keyring, server, rt)
 
     posts = proxy.token_posts()
@@ -281,11 +278,7 @@ def test_lost_rotation_answer_without_a_reuse_window_asks_for_sign_in_once(make_
     # GitLab: the old refresh token is invalidated by the refresh itself (https://docs.gitlab.com/api/oauth2/), so a
     # lost answer leaves the agent a dead token. The next refresh learns it (invalid_grant) and says "sign in
     # again"; it is asked once, not on every request.
-    agent = proxied_agent(make_agent, fault_proxy)
-    agent.login("work")
-    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
-    assert rt
-    agent.remember(rt)
+    agent, rt = signed_in_with(make_agent, keyring, auth_server, fault_proxy, None)
     lose_one_rotation(agent, fault_proxy, keyring, auth_server, rt)
 
     posts = fault_proxy.token_posts()
