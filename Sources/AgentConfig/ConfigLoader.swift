@@ -317,14 +317,14 @@ extension ConfigLoader {
         }
     }
 
-    /// A number of seconds, or a string of digits followed by s, m, h or d ("90d"). At most ten years.
+    /// A number of seconds, or a string of digits followed by s, m, h or d ("90d", read by ``DurationText``; a string
+    /// must name its unit). At most ten years.
     static func duration(_ value: TOMLValueConvertible) -> Duration? {
         var seconds: Int?
         if let number = value.int {
             seconds = number
-        } else if let text = value.string, let unit = text.last, let count = Int(text.dropLast()), count >= 0 {
-            let scale: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-            seconds = scale[unit].map { count * $0 }
+        } else if let text = value.string, text.last?.isLetter == true {
+            seconds = DurationText.seconds(text)
         }
         guard let seconds, seconds >= 0, seconds <= 10 * 366 * 86400 else { return nil }
         return .seconds(seconds)

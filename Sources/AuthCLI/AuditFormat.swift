@@ -2,16 +2,6 @@ import AgentIPC
 
 /// `authctl audit` and `authctl pending`'s text: pure, so the tests pin it down.
 public enum AuditFormat {
-    /// `--since`: `90s`, `15m`, `1h`, `2d` (seconds before now), or a bare number of seconds. Nil if malformed.
-    public static func seconds(_ text: String) -> Int? {
-        guard let last = text.last else { return nil }
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        let (digits, unit) = units[last].map { (text.dropLast(), $0) } ?? (Substring(text), 1)
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int(digits), value >= 0,
-              value <= Int.max / unit / 2 else { return nil }
-        return value * unit
-    }
-
     /// Who, in one cell: the Flatpak app or executable, the relay that carried its request (`via dash via authctl`),
     /// the unit, the pid and front end.
     public static func who(_ caller: WireCaller) -> String {

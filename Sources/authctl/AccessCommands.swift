@@ -1,6 +1,7 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
+import SessionEnvironment
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -23,12 +24,12 @@ struct Audit: ParsableCommand {
     @Flag(help: "Print JSON (the protocol's audit result).") var json = false
 
     func validate() throws {
-        if let since, AuditFormat.seconds(since) == nil { throw ValidationError("--since takes a duration like 90s, 15m, 1h or 2d") }
+        if let since, DurationText.seconds(since) == nil { throw ValidationError("--since takes a duration like 90s, 15m, 1h or 2d") }
     }
 
     func run() throws {
         let client = try global.connect()
-        let from = since.flatMap(AuditFormat.seconds).map { Int(Date().timeIntervalSince1970) - $0 }
+        let from = since.flatMap(DurationText.seconds).map { Int(Date().timeIntervalSince1970) - $0 }
         // The agent sends the newest records first, a page a line; each page's `next` asks for the one before it.
         // Cursors must fall, and the ring holds at most `capacity` records, so a misbehaving agent cannot loop us.
         let result = try CLIFailure.wrap { () throws(ClientError) -> AuditResult in

@@ -111,6 +111,9 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(try parse(base + "sign_in_lifetime = \"12h\"\n").accounts[0].signInLifetime?.period, .seconds(12 * 3600))
         expectError(base + "sign_in_lifetime = \"90 days\"\n", line: 4, contains: "sign_in_lifetime' must be a duration")
         expectError(base + "sign_in_lifetime = \"0d\"\n", line: 4, contains: "sign_in_lifetime' must be a duration")
+        // A count whose seconds overflow Int is a bad value, not a crash.
+        expectError(base + "sign_in_lifetime = \"99999999999999999d\"\n", line: 4, contains: "sign_in_lifetime' must be a duration")
+        expectError(base + "sign_in_warning = \"99999999999999999h\"\n", line: 4, contains: "sign_in_warning' must be a duration")
         expectError(base + "sign_in_lifetime = \"7d\"\nsign_in_lifetime_kind = \"sliding\"\n", line: 5, contains: "\"idle\"")
         expectError(base + "sign_in_lifetime_kind = \"idle\"\n", line: 4, contains: "goes with 'sign_in_lifetime'")
         expectError(base + "sign_in_warning = \"soon\"\n", line: 4, contains: "sign_in_warning' must be a duration")

@@ -1,16 +1,17 @@
 import AgentIPC
 import AuthCLI
+import SessionEnvironment
 import XCTest
 
 final class AuditFormatTests: XCTestCase {
     func testSinceDurations() {
-        XCTAssertEqual(AuditFormat.seconds("90s"), 90)
-        XCTAssertEqual(AuditFormat.seconds("15m"), 900)
-        XCTAssertEqual(AuditFormat.seconds("1h"), 3600)
-        XCTAssertEqual(AuditFormat.seconds("2d"), 172_800)
-        XCTAssertEqual(AuditFormat.seconds("42"), 42)
+        XCTAssertEqual(DurationText.seconds("90s"), 90)
+        XCTAssertEqual(DurationText.seconds("15m"), 900)
+        XCTAssertEqual(DurationText.seconds("1h"), 3600)
+        XCTAssertEqual(DurationText.seconds("2d"), 172_800)
+        XCTAssertEqual(DurationText.seconds("42"), 42)
         for bad in ["", "h", "-1h", "1.5h", "1w", "one", "1h30m", "99999999999999999999d"] {
-            XCTAssertNil(AuditFormat.seconds(bad), bad)
+            XCTAssertNil(DurationText.seconds(bad), bad)
         }
     }
 
