@@ -56,7 +56,7 @@ enum RelayChain {
         let identity = caller.identity
         guard let relayPath, identity.relay == nil, identity.flatpakApp == nil, !identity.exeDeleted,
               ClientRule.sameBytes(identity.exe, relayPath), let relay = FileID(path: relayPath) else { return false }
-        return FileID(path: "/proc/\(caller.pid)/exe") == relay
+        return FileID(runningOf: caller.pid) == relay
     }
 
     /// The identity of the program behind relay process `pid`, whose own identity is `relay`: the first ancestor
@@ -102,7 +102,7 @@ struct LiveProcessTable: ProcessTable {
     }
 
     func identity(of pid: Int32) -> ClientIdentity {
-        CallerCache.Derived.read(pid: pid).identity(running: FileID(path: "/proc/\(pid)/exe"))
+        CallerCache.Derived.read(pid: pid).identity(running: FileID(runningOf: pid))
     }
 }
 
