@@ -13,53 +13,59 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// The socket server's front door: a thread with an epoll set of its own (one per core, sharing the
-/// ``ListeningSocket``) that accepts connections, checks
-/// the peer (`SO_PEERCRED`, the caller's identity through ``CallerCache``), and answers cached tokens itself, the
-/// way the C floor of the benchmark serves its lines: no channel, pipeline, task or future per connection. A
-/// connection stays here for as long as every line it sends is a fast-path hit (``CachedTokenHandler/answer``);
-/// its first other request (a miss, any other operation, a bad line, a reply the socket cannot take at once, or a
-/// partial line over ``maxPartialLine``) hands it to NIO by descriptor, together with the bytes read and not yet
-/// answered (``ConnectionAcceptor/adopt(_:)``), where the slow path serves it for the rest of its life.
+/// The socket server's connection owner: a thread with an epoll set of its own (one per two cores, sharing the
+/// ``ListeningSocket``) that accepts connections, checks the peer (`SO_PEERCRED`, the caller's identity through
+/// ``CallerCache``), and then serves each connection for its whole life, the way the C floor of the benchmark serves
+/// its lines: no channel, pipeline or future per connection. It reads request lines, answers cached tokens itself
+/// (``CachedTokenAnswer``), hands every other request (the request, not the connection) to the async side as a task
+/// (``RequestDispatcher/execute(_:caller:emit:)``) whose reply lines come back to this thread as commands, and
+/// writes every reply, keeping what the socket does not take until it has room. Each connection's lifecycle (lines,
+/// the in-flight cap, back-pressure, half-close, draining) is a pure ``ConnectionStateMachine``; this type does its
+/// I/O.
 ///
-/// Shared state lives elsewhere, as for NIO's connections: the ``ConnectionRegistry`` (cap and eviction; its
-/// ``ConnectionRegistry/Holder/loop(_:fd:)`` closes through ``close(_:registration:)``), the ``AcceptGate`` (open
-/// descriptors), and the ``ConnectionAcceptor`` (activity, the idle hook, shutdown's drain). Other threads reach the
-/// loop only through ``close(_:registration:)``, ``stopAccepting()``, ``resumeAccepting()`` and a parked request's
-/// wake-up, which queue a command and wake it.
-final class AcceptLoop: @unchecked Sendable {
-    /// A partial request line longer than this is not buffered here: NIO's line decoder takes the connection (and
-    /// enforces the 64 KiB cap).
-    static let maxPartialLine = 4096
+/// Shared state lives elsewhere: the ``ConnectionRegistry`` (cap and eviction; its holders close through
+/// ``close(_:registration:)``), the ``AcceptGate`` (open descriptors), and the ``ConnectionAcceptor`` (activity, the
+/// idle hook, shutdown's drain). Other threads reach the loop only through commands (``close(_:registration:)``,
+/// ``closeInput(_:registration:)``, ``stopAccepting()``, ``resumeAccepting()`` and the replies of requests on the
+/// async side), which queue a command and wake it.
+final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
     /// The longest line ``decode(_:)`` remembers (a plain `token` request is ~50 bytes).
     static let rememberedLine = 256
     /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
     static let acceptBatch = 64
+    /// Reply bytes kept for a client that does not read them before its socket is no longer read either.
+    static let outputLimit = 64 * 1024
+
+    private static let readable = UInt32(AA_SOCKET_READABLE)
+    private static let writable = UInt32(AA_SOCKET_WRITABLE)
+    private static let hangup = UInt32(AA_SOCKET_HANGUP)
 
     private enum Command {
         case close(fd: Int32, registration: Int)
+        case closeInput(fd: Int32, registration: Int)
         case stopAccepting
         case resumeAccepting
-        case retryParked(String)
+        /// A line written by a request running on the async side; `finished` (its serial) with its final reply.
+        case reply(fd: Int32, registration: Int, line: [UInt8], finished: Int?)
     }
 
-    /// A class, so the loop reads and updates its connections in place (the caller's identity is not copied out
-    /// and back for every line).
+    /// A connection this loop owns. A class, so the loop updates it in place.
     private final class Connection {
         let registration: Int
         let caller: Caller
-        /// The start of a request line whose newline has not arrived yet (while parked: all that arrived since).
-        var partial: [UInt8] = []
-        /// A plain `token` request (without its newline) waiting for its account's refresh (``TokenSnapshot/park``).
-        var parked: [UInt8]?
+        var machine = ConnectionStateMachine(maxLine: WireProtocol.maxMessageBytes,
+                                             maxInFlight: SocketServer.maxInFlightPerConnection,
+                                             outputLimit: AcceptLoop.outputLimit)
+        /// What epoll watches the socket for now (`AA_SOCKET_READABLE`/`WRITABLE` bits).
+        var watching = AcceptLoop.readable
+        var nextSerial = 0
+        /// Requests that wait for a person, by serial: cancelled when the client goes away or half-closes.
+        var personTasks: [Int: Task<Void, Never>] = [:]
 
         init(registration: Int, caller: Caller) {
             self.registration = registration
             self.caller = caller
         }
-
-        /// What was read and not answered: the parked request's line, if any, then the partial input.
-        var unanswered: [UInt8] { parked.map { $0 + [0x0A] + partial } ?? partial }
     }
 
     private let listener: ListeningSocket
@@ -74,8 +80,6 @@ final class AcceptLoop: @unchecked Sendable {
 
     // Touched by the loop's thread only.
     private var connections: [Int32: Connection] = [:]
-    /// Connections with a parked request, by account.
-    private var parked: [String: [Int32]] = [:]
     private var accepting = true
     private var stopped = false
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
@@ -85,6 +89,7 @@ final class AcceptLoop: @unchecked Sendable {
     /// The last line this loop decoded as a request, and that request (``decode(_:)``).
     private var lastLine: [UInt8] = []
     private var lastRequest: WireRequest?
+    private let dispatcher: RequestDispatcher
     private let operations: AgentOperations
     private let snapshot: TokenSnapshot
 
@@ -107,6 +112,7 @@ final class AcceptLoop: @unchecked Sendable {
         self.acceptor = acceptor
         self.gate = gate
         self.logger = logger
+        self.dispatcher = acceptor.dispatcher
         self.operations = acceptor.dispatcher.operations
         self.snapshot = acceptor.dispatcher.operations.broker.snapshot
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
@@ -120,9 +126,12 @@ final class AcceptLoop: @unchecked Sendable {
 
     // MARK: - Other threads
 
-    /// Closes the loop's connection `registration` on `fd` (eviction, shutdown); ignored once it is closed or handed
-    /// off (the descriptor's number may belong to another connection by then).
+    /// Closes the loop's connection `registration` on `fd` (eviction); ignored once it is closed (the descriptor's
+    /// number may belong to another connection by then).
     func close(_ fd: Int32, registration: Int) { post(.close(fd: fd, registration: registration)) }
+
+    /// Reads nothing more from the connection (shutdown): what it sent is still answered, then it closes.
+    func closeInput(_ fd: Int32, registration: Int) { post(.closeInput(fd: fd, registration: registration)) }
 
     /// Stops watching the listening socket (the last loop to stop closes it). The loop's thread ends once its last
     /// connection is closed.
@@ -140,9 +149,10 @@ final class AcceptLoop: @unchecked Sendable {
 
     private func run() {
         var fds = [Int32](repeating: 0, count: 64)
+        var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
             let timeout = acceptRetry.map { max(0, Int32(($0 - .now) / .milliseconds(1))) } ?? -1
-            let count = aa_socket_epoll_wait(epollFD, &fds, 64, timeout)
+            let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
             if count < 0 {
                 logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
                                 metadata: ["error": "\(AcceptLoop.errorText())"])
@@ -156,13 +166,11 @@ final class AcceptLoop: @unchecked Sendable {
                 switch fds[index] {
                 case wakeFD: runCommands()
                 case listenFD: if accepting { acceptReady() }
-                // Decided by what the descriptor reads, not by the event's flags: a closed descriptor's number may
-                // already belong to a connection accepted in this same batch.
-                case let fd: if connections[fd] != nil { serve(fd) }
+                case let fd: if let connection = connections[fd] { ready(fd, connection, events[index]) }
                 }
             }
         }
-        for fd in connections.keys { closeConnection(fd) }
+        for fd in Array(connections.keys) { gone(fd) }
         if !stopped { stop() }
     }
 
@@ -172,17 +180,33 @@ final class AcceptLoop: @unchecked Sendable {
             defer { commands.removeAll(keepingCapacity: true) }
             return commands
         }
+        var written: [Int32: Connection] = [:]
         for command in pending {
             switch command {
             case .close(let fd, let registration):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
-                // A parked request still gets its answer (shutdown closes input only): NIO takes it.
-                if connection.parked != nil { handOff(fd) } else { closeConnection(fd) }
+                gone(fd)
+            case .closeInput(let fd, let registration):
+                guard let connection = connections[fd], connection.registration == registration else { continue }
+                connection.machine.inputEnded()
+                cancelPersonTasks(connection)
+                drive(fd, connection)
             case .stopAccepting: if !stopped { stop() }
             case .resumeAccepting: resume()
-            case .retryParked(let account): retryParked(account)
+            case .reply(let fd, let registration, var line, let finished):
+                guard let connection = connections[fd], connection.registration == registration else { continue }
+                if let serial = finished {
+                    connection.personTasks[serial] = nil
+                    connection.machine.finished()
+                    acceptor.connections.end(registration)
+                }
+                line.append(0x0A)
+                line.withUnsafeBytes { write(fd, connection, $0) }
+                written[fd] = connection
             }
         }
+        // After the batch: a connection whose replies all arrived at once is driven (and written) once.
+        for (fd, connection) in written where connections[fd] === connection { drive(fd, connection) }
     }
 
     private func stop() {
@@ -247,13 +271,11 @@ final class AcceptLoop: @unchecked Sendable {
         guard peer.uid == myUID else {
             logger.warning("refused a connection from another user",
                            metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
-            var line = acceptor.dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only"))
-            line.append(0x0A)
-            _ = line.withUnsafeBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+            sendLine(fd, dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only")))
             release(fd)
             return
         }
-        guard let registration = acceptor.connections.add(.loop(self, fd: fd)) else {
+        guard let registration = acceptor.connections.add(.init(owner: self, fd: fd)) else {
             logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
             release(fd)
             return
@@ -264,54 +286,146 @@ final class AcceptLoop: @unchecked Sendable {
         // (Caller.identifyPinned).
         let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
                                      cache: acceptor.callers, accepted: accepted, connection: fd)
-        connections[fd] = Connection(registration: registration, caller: caller)
+        let connection = Connection(registration: registration, caller: caller)
+        connections[fd] = connection
         if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
             logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
-            closeConnection(fd)
+            gone(fd)
             return
         }
         // A client writes its request right after connecting, so by now (the identification took a few system
         // calls) it is usually there: read it at once instead of on epoll's next report (docs/BENCHMARKS.md).
-        serve(fd)
+        ready(fd, connection, AcceptLoop.readable)
     }
 
-    /// Reads what the client sent and answers each complete line from the snapshot, or hands the connection to NIO.
-    private func serve(_ fd: Int32) {
-        guard let connection = connections[fd] else { return }
-        // One read never joins two writers' bytes (SO_PASSCRED, set on the listening socket): `sender` wrote all.
-        // 0: the bytes carry no sender. They were queued before the agent set SO_PASSCRED (a socket-activated agent
-        // starting), so they were written before the agent could look at the connection at all: taken as the
-        // connecting process's, which gives a writer nothing it could not get by writing before its own exec
-        // (docs/SECURITY.md). (A writer in a pid namespace the agent cannot see also reads as 0.)
+    /// epoll reported the connection (or `admit` guesses it is readable): read, serve, write, watch or close.
+    /// `events` may be stale (a descriptor closed and reused in the same batch), so each is checked by what the
+    /// socket does, not trusted.
+    private func ready(_ fd: Int32, _ connection: Connection, _ events: UInt32) {
+        if events & (AcceptLoop.readable | AcceptLoop.hangup) != 0, connection.machine.wantsRead {
+            // A hang-up with input still queued: that input is read and served first (a client may write a request
+            // and close without waiting for the reply); the end of input comes with a later read.
+            read(fd, connection)
+        } else if events & AcceptLoop.hangup != 0, aa_socket_hung_up(fd) == 1 {
+            // The client is gone (not merely half-closed) and nothing more is read: its replies have nowhere to go.
+            return gone(fd)
+        }
+        if connection.machine.state == .closed { return }
+        drive(fd, connection)
+    }
+
+    /// One read. One read never joins two writers' bytes (SO_PASSCRED, set on the listening socket): `sender` wrote
+    /// all. 0: the bytes carry no sender. They were queued before the agent set SO_PASSCRED (a socket-activated agent
+    /// starting), so they were written before the agent could look at the connection at all: taken as the
+    /// connecting process's, which gives a writer nothing it could not get by writing before its own exec
+    /// (docs/SECURITY.md). (A writer in a pid namespace the agent cannot see also reads as 0.)
+    private func read(_ fd: Int32, _ connection: Connection) {
         var sender: Int32 = 0
         let count = aa_socket_receive_from(fd, scratch.baseAddress, UInt(scratch.count), &sender)
         if count > 0, sender != 0, sender != connection.caller.pid {
             refuseOtherSender(fd, connection, sender: sender, UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)]))
+        } else if count > 0 {
+            connection.machine.received(UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)]))
+        } else if count == 0 {
+            // The client is done sending: requests that only answer still get their reply; those that wait for a
+            // person are withdrawn.
+            connection.machine.inputEnded()
+            cancelPersonTasks(connection)
+        } else if errno != EAGAIN, errno != EWOULDBLOCK {
+            gone(fd)
+        }
+    }
+
+    /// Serves the complete lines the machine gives out, writes what is pending, then closes the connection if it is
+    /// finished or sets what epoll watches it for.
+    private func drive(_ fd: Int32, _ connection: Connection) {
+        // Writing can make room for lines held back by unread output: serve those too, until neither moves.
+        repeat {
+            serveLines(fd, connection)
+            if connection.machine.state == .closed { return }
+            flush(fd, connection)
+            if connection.machine.state == .closed { return }
+        } while connection.machine.canServe
+        if connection.machine.isFinished {
+            closeConnection(fd)
             return
         }
-        if count < 0 {
-            if errno != EAGAIN, errno != EWOULDBLOCK { closeConnection(fd) }
+        let wanted = (connection.machine.wantsRead ? AcceptLoop.readable : 0)
+            | (connection.machine.wantsWrite ? AcceptLoop.writable : 0)
+        guard wanted != connection.watching else { return }
+        guard aa_socket_epoll_watch(epollFD, fd, wanted) == 0 else {
+            logger.error("cannot watch a connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
+            gone(fd)
             return
         }
-        if count == 0 {
-            // End of input. A last line without a newline is a request (`printf '{...}' | socat`), and a parked
-            // request still wants its reply after a half-close: NIO serves them, and reads the end of input again.
-            if connection.parked == nil, connection.partial.isEmpty { closeConnection(fd) } else { handOff(fd) }
+        connection.watching = wanted
+    }
+
+    private func serveLines(_ fd: Int32, _ connection: Connection) {
+        while connection.machine.state != .closed {
+            switch connection.machine.nextLine() {
+            case .none:
+                return
+            case .tooLong:
+                let error = WireError(.messageTooLarge,
+                                      "a request line exceeded \(WireProtocol.maxMessageBytes) bytes; closing the connection")
+                writeLine(fd, connection, dispatcher.encodeError(nil, error))
+            case .line(let line):
+                serve(fd, connection, line)
+            }
+        }
+    }
+
+    /// One request line: answered here from the snapshot, answered here as an error, or started on the async side.
+    private func serve(_ fd: Int32, _ connection: Connection, _ line: [UInt8]) {
+        let decoded = line.withUnsafeBytes { decode($0) }
+        guard case .request(let request) = decoded else {
+            if case .invalid(let id, let error) = decoded { writeLine(fd, connection, dispatcher.encodeError(id, error)) }
             return
         }
-        let received = UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)])
-        if connection.parked != nil {
-            // Kept, unread, until the refresh the parked request waits for has ended.
-            connection.partial.append(contentsOf: received)
-            if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
+        reply.clear()
+        guard CachedTokenAnswer.answer(request, caller: connection.caller, operations: operations, snapshot: snapshot,
+                                       into: &reply) else {
+            start(request, fd, connection)
             return
         }
-        if connection.partial.isEmpty {
-            consume(fd, connection, received)
-        } else {
-            let joined = connection.partial + received
-            joined.withUnsafeBytes { consume(fd, connection, $0) }
+        // Before the reply leaves: a client that reads it and connects again must find this connection already
+        // more recently used than the new one's neighbours (the eviction order).
+        acceptor.connections.touch(connection.registration)
+        reply.withUnsafeReadableBytes { write(fd, connection, $0) }
+    }
+
+    /// Runs `request` as a task of its own; its event lines and its reply come back as commands.
+    private func start(_ request: WireRequest, _ fd: Int32, _ connection: Connection) {
+        acceptor.slowRequests.add(1, ordering: .relaxed)
+        connection.machine.started()
+        acceptor.connections.begin(connection.registration)
+        connection.nextSerial += 1
+        let (serial, registration, caller, dispatcher) = (connection.nextSerial, connection.registration,
+                                                          connection.caller, self.dispatcher)
+        let task = Task { [self] in
+            let reply = await dispatcher.execute(request, caller: caller) { line in
+                self.post(.reply(fd: fd, registration: registration, line: line, finished: nil))
+            }
+            post(.reply(fd: fd, registration: registration, line: reply, finished: serial))
         }
+        if dispatcher.waitsForPerson(request) { connection.personTasks[serial] = task }
+    }
+
+    /// The request on `line`, decoded. Clients send the same bytes again and again (`authctl token work`, a mail
+    /// client's token command, a script in a loop): a line equal to the last request decoded here gives that request
+    /// again without decoding (the decoder is a pure function of the bytes).
+    private func decode(_ line: UnsafeRawBufferPointer) -> WireRequest.Decoded {
+        if let last = lastRequest, line.count == lastLine.count, line.count > 0,
+           lastLine.withUnsafeBytes({ memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }) {
+            return .request(last)
+        }
+        let decoded = WireRequest.decode(bytes: line)
+        if case .request(let request) = decoded, line.count <= AcceptLoop.rememberedLine {
+            lastLine = Array(line)
+            lastRequest = request
+        }
+        return decoded
     }
 
     /// Bytes on this connection were written by another process than the one that connected (which passed the
@@ -321,8 +435,8 @@ final class AcceptLoop: @unchecked Sendable {
     /// any), and the connection is closed.
     private func refuseOtherSender(_ fd: Int32, _ connection: Connection, sender: Int32, _ bytes: UnsafeRawBufferPointer) {
         var request: WireRequest?
-        if let end = AcceptLoop.newline(in: bytes, from: 0),
-           case .request(let decoded) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[..<end])) {
+        if let newline = bytes.firstIndex(of: 0x0A),
+           case .request(let decoded) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[..<newline])) {
             request = decoded
         }
         var metadata = AgentOperations.requestMetadata(.token, account: request?.account, caller: connection.caller)
@@ -333,112 +447,65 @@ final class AcceptLoop: @unchecked Sendable {
             operations.access.record(connection.caller, account: account, granted: false, reason: .otherSender,
                                      scopes: request?.scopes, resource: request?.resource)
         }
-        var line = acceptor.dispatcher.encodeError(request?.id, WireError(.permissionDenied,
-            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected"))
+        sendLine(fd, dispatcher.encodeError(request?.id, WireError(.permissionDenied,
+            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected")))
+        gone(fd)
+    }
+
+    // MARK: - Writing and closing
+
+    private func writeLine(_ fd: Int32, _ connection: Connection, _ line: [UInt8]) {
+        var line = line
+        line.append(0x0A)
+        line.withUnsafeBytes { write(fd, connection, $0) }
+    }
+
+    /// Sends `bytes` now if nothing is waiting before them, and keeps what the socket does not take.
+    private func write(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+        guard connection.machine.state != .closed else { return }
+        guard connection.machine.pendingOutputCount == 0 else {
+            connection.machine.queue(bytes)
+            return
+        }
+        let sent = aa_socket_send(fd, bytes.baseAddress, UInt(bytes.count))
+        if sent < 0 {
+            guard errno == EAGAIN || errno == EWOULDBLOCK else { return gone(fd) }
+            connection.machine.queue(bytes)
+        } else if sent < bytes.count {
+            connection.machine.queue(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+        }
+    }
+
+    /// Sends what is pending, as much as the socket takes.
+    private func flush(_ fd: Int32, _ connection: Connection) {
+        guard connection.machine.pendingOutputCount > 0 else { return }
+        let sent = connection.machine.withPendingOutput { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+        if sent < 0 {
+            if errno != EAGAIN, errno != EWOULDBLOCK { gone(fd) }
+            return
+        }
+        connection.machine.wrote(sent)
+    }
+
+    /// A line to a descriptor that is not (or no longer) a served connection: best effort, never waits.
+    private func sendLine(_ fd: Int32, _ bytes: [UInt8]) {
+        var line = bytes
         line.append(0x0A)
         _ = line.withUnsafeBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
+    }
+
+    private func cancelPersonTasks(_ connection: Connection) {
+        for task in connection.personTasks.values { task.cancel() }
+        connection.personTasks = [:]
+    }
+
+    /// The client hung up, the socket failed, or the connection is evicted: closed now. Requests in flight finish
+    /// (a refresh's result is cached) and their replies are dropped; those waiting for a person are withdrawn.
+    private func gone(_ fd: Int32) {
+        guard let connection = connections[fd] else { return }
+        connection.machine.hungUp()
+        cancelPersonTasks(connection)
         closeConnection(fd)
-    }
-
-    /// Answers the complete lines in `bytes` and keeps the rest as the connection's partial line, unless a line
-    /// parks the connection or hands it to NIO (or it was closed). `retried`: the first line is a parked request asked
-    /// again, already logged, and not parked a second time.
-    private func consume(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer, retried: Bool = false) {
-        var retried = retried
-        var start = 0
-        while let newline = AcceptLoop.newline(in: bytes, from: start) {
-            var end = newline
-            if end > start, bytes[end - 1] == 0x0D { end -= 1 }
-            reply.clear()
-            guard let request = decode(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
-                handOff(fd, input: Array(bytes[start...]))
-                return
-            }
-            guard CachedTokenHandler.answer(request, caller: connection.caller, operations: operations,
-                                            snapshot: snapshot, log: !retried, into: &reply) else {
-                // Only requests without `min_valid`: the broker judges a joined refresh's token against the caller's
-                // `min_valid` (min_valid_unsatisfiable), where asking again after it would start another refresh.
-                if request.minValid == nil, !retried, let account = CachedTokenHandler.plainTokenAccount(request),
-                   snapshot.park(account: account, minValid: .zero, reader: ObjectIdentifier(self),
-                                 wake: { [self] in post(.retryParked(account)) }) {
-                    // The account is being refreshed and has no token to serve meanwhile: wait here for it, like the
-                    // slow path's single flight, but without a channel and a task per waiting request. Logged now,
-                    // when it arrived (the slow path logs at arrival too), not again when it is answered.
-                    operations.logRequest(.token, account: account, caller: connection.caller)
-                    connection.parked = Array(bytes[start..<newline])
-                    connection.partial = Array(bytes[(newline + 1)...])
-                    parked[account, default: []].append(fd)
-                    acceptor.connections.begin(connection.registration)
-                    return
-                }
-                handOff(fd, input: Array(bytes[start...]))
-                return
-            }
-            retried = false
-            // Before the reply leaves: a client that reads it and connects again must find this connection already
-            // more recently used than the new one's neighbours (the eviction order).
-            acceptor.connections.touch(connection.registration)
-            let sent = reply.withUnsafeReadableBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
-            if sent < 0, errno != EAGAIN, errno != EWOULDBLOCK {
-                closeConnection(fd)
-                return
-            }
-            if sent < reply.readableBytes {
-                // The client is not reading: NIO writes the rest and has the backpressure for what follows.
-                reply.moveReaderIndex(forwardBy: max(0, sent))
-                handOff(fd, input: Array(bytes[(newline + 1)...]), output: reply)
-                return
-            }
-            start = newline + 1
-        }
-        if start == bytes.count {
-            if !connection.partial.isEmpty { connection.partial = [] }
-        } else {
-            connection.partial = Array(bytes[start...])
-        }
-        if connection.partial.count > AcceptLoop.maxPartialLine { handOff(fd) }
-    }
-
-    /// The request on `line`, or nil when it is not one (the slow path then answers it). Clients send the same
-    /// bytes again and again (`authctl token work`, a mail client's token command, a script in a loop): a line equal
-    /// to the last one decoded here gives that request again without decoding (the decoder is a pure function of
-    /// the bytes).
-    private func decode(_ line: UnsafeRawBufferPointer) -> WireRequest? {
-        if let last = lastRequest, line.count == lastLine.count, line.count > 0,
-           lastLine.withUnsafeBytes({ memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }) {
-            return last
-        }
-        guard case .request(let request) = WireRequest.decode(bytes: line) else { return nil }
-        if line.count <= AcceptLoop.rememberedLine {
-            lastLine = Array(line)
-            lastRequest = request
-        }
-        return request
-    }
-
-    /// The refresh `account`'s parked requests waited for has ended: each is decoded and answered again (from the
-    /// new token, or by NIO's slow path, which reports a failed refresh), followed by what its client sent meanwhile.
-    private func retryParked(_ account: String) {
-        for fd in parked.removeValue(forKey: account) ?? [] {
-            guard let connection = connections[fd], connection.parked != nil else { continue }
-            let input = connection.unanswered
-            connection.parked = nil
-            connection.partial = []
-            acceptor.connections.end(connection.registration)
-            input.withUnsafeBytes { consume(fd, connection, $0, retried: true) }
-        }
-    }
-
-    /// Hands the connection to NIO with its parked request and partial line (or `input`, when given).
-    private func handOff(_ fd: Int32, input: [UInt8]? = nil, output: ByteBuffer? = nil) {
-        guard let connection = connections.removeValue(forKey: fd) else { return }
-        _ = aa_socket_epoll_remove(epollFD, fd)
-        // No longer parked: busy again from the hand-off instead. (`input` is given only for unparked connections.)
-        if connection.parked != nil { acceptor.connections.end(connection.registration) }
-        let bytes = input ?? connection.unanswered
-        acceptor.connections.handOff(connection.registration)
-        acceptor.adopt(.init(fd: fd, registration: connection.registration, caller: connection.caller,
-                             input: bytes, output: output) { [self] in released() })
     }
 
     private func closeConnection(_ fd: Int32) {
@@ -456,81 +523,15 @@ final class AcceptLoop: @unchecked Sendable {
         released()
     }
 
-    /// An accepted descriptor was closed, here or by NIO (any thread).
+    /// An accepted descriptor was closed.
     private func released() {
         if gate.closed() { listener.resumeAccepting() }
     }
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
 
-    /// The index of the first newline in `bytes` at or after `start` (memchr).
-    private static func newline(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
-        guard start < bytes.count, let base = bytes.baseAddress,
-              let found = memchr(base + start, 0x0A, bytes.count - start) else { return nil }
-        return base.distance(to: UnsafeRawPointer(found))
-    }
-
     private static func peerPidfd(_ fd: Int32) -> ProcessFD? {
         let pidfd = aa_socket_peer_pidfd(fd)
         return pidfd >= 0 ? ProcessFD(fd: pidfd) : nil
-    }
-}
-
-/// The listening socket the ``AcceptLoop``s share. Each loop watches it with `EPOLLEXCLUSIVE` (a new connection wakes
-/// one loop, not all); it is closed once the last loop has stopped watching it, and then the acceptor learns that
-/// accepting has ended.
-final class ListeningSocket: Sendable {
-    let fd: Int32
-    private let watching: Atomic<Int>
-    /// The number of the last accepted connection (``accept()``).
-    private let acceptOrder = Mutex<UInt64>(0)
-    /// Until every loop has stopped (then dropped, which ends the loops' references back to this).
-    private let loops = Mutex<[AcceptLoop]>([])
-    private let whenClosed: @Sendable () -> Void
-
-    /// Takes ownership of `fd` (bound and listening; made non-blocking here), for `loops` accept loops.
-    init(fd: Int32, loops: Int, whenClosed: @escaping @Sendable () -> Void) throws(ServerError) {
-        let flags = fcntl(fd, F_GETFL)
-        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
-            throw ServerError(.socket, "cannot make the listening socket non-blocking: \(String(cString: strerror(errno)))")
-        }
-        // Every message then carries its sender's pid, checked against the connecting process (AcceptLoop.serve).
-        guard aa_socket_pass_credentials(fd) == 0 else {
-            throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(String(cString: strerror(errno)))")
-        }
-        self.fd = fd
-        self.watching = Atomic(loops)
-        self.whenClosed = whenClosed
-    }
-
-    func add(_ loop: AcceptLoop) { loops.withLock { $0.append(loop) } }
-
-    /// Accepts one connection and numbers it in the order the kernel's queue gave it out, across all loops (the
-    /// number is taken under the same lock as the `accept4`). The queue is first in, first out, so a connection
-    /// with a lower number was made no later than one with a higher number: ``CallerCache`` relies on it.
-    /// Returns the descriptor (or -1), the number, and `errno` of a failed accept.
-    func accept() -> (fd: Int32, accepted: UInt64, error: Int32) {
-        acceptOrder.withLock { last in
-            let accepted = aa_socket_accept(fd)
-            guard accepted >= 0 else { return (accepted, 0, errno) }
-            last += 1
-            return (accepted, last, 0)
-        }
-    }
-
-    private var all: [AcceptLoop] { loops.withLock { $0 } }
-
-    /// Every loop stops accepting; the socket closes once all have.
-    func stopAccepting() { for loop in all { loop.stopAccepting() } }
-
-    /// The gate's count fell under its ceiling: every paused loop may accept again.
-    func resumeAccepting() { for loop in all { loop.resumeAccepting() } }
-
-    /// Called by each loop, on its thread, once it no longer watches the socket.
-    func loopStopped() {
-        guard watching.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        close(fd)
-        loops.withLock { $0.removeAll() }
-        whenClosed()
     }
 }

@@ -1,42 +1,17 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
-import NIOCore
 
 /// The open client connections: so shutdown can reach them, and so their number stays bounded (SECURITY.md 22).
 /// When a new connection would exceed `limit`, the connection that has been idle longest (no request in flight)
 /// is closed to make room; only when every connection is busy is the new one refused. Idle clients, however many,
 /// therefore cannot keep a real client from being served, and the agent's open files stay below its limit.
 final class ConnectionRegistry: @unchecked Sendable {
-    /// Who holds a connection, and so how to close it.
-    enum Holder {
-        /// The ``AcceptLoop`` (every request so far was answered at once); it closes the descriptor on its thread.
-        case loop(AcceptLoop, fd: Int32)
-        /// Passed from the accept loop to NIO with a slow request: busy until ``adopt(_:channel:)``.
-        case handingOff
-        /// A NIO channel (``ConnectionAcceptor/adopt(_:)``).
-        case channel(any Channel)
+    /// The connection's owner (its ``AcceptLoop``) and its descriptor there.
+    struct Holder {
+        let owner: any ConnectionOwner
+        let fd: Int32
 
-        /// Closes connection `id`.
-        func close(_ id: Int) {
-            switch self {
-            case .loop(let loop, let fd): loop.close(fd, registration: id)
-            case .handingOff: break
-            case .channel(let channel): channel.close(promise: nil)
-            }
-        }
-
-        /// Stops reading: a channel still answers what it has in flight; the accept loop's connections never have
-        /// anything in flight, so they close.
-        func closeInput(_ id: Int) {
-            switch self {
-            case .loop, .handingOff: close(id)
-            case .channel(let channel): channel.close(mode: .input).whenFailure { _ in channel.close(promise: nil) }
-            }
-        }
+        func close(_ id: Int) { owner.close(fd, registration: id) }
+        func closeInput(_ id: Int) { owner.closeInput(fd, registration: id) }
     }
 
     private struct Entry {
@@ -79,27 +54,6 @@ final class ConnectionRegistry: @unchecked Sendable {
 
     func remove(_ id: Int) { lock.withLock { _ in _ = entries.removeValue(forKey: id) } }
 
-    /// The accept loop passes the connection to NIO: busy (never evicted) until NIO ``adopt(_:channel:)``s it.
-    func handOff(_ id: Int) {
-        update(id) {
-            $0.holder = .handingOff
-            $0.busy += 1
-        }
-    }
-
-    /// NIO holds the connection now. Once shutdown has begun, its input is closed (after the requests it brought
-    /// along have started).
-    func adopt(_ id: Int, channel: any Channel) {
-        let closing = lock.withLock { _ -> Bool in
-            guard var entry = entries[id] else { return false }
-            entry.holder = .channel(channel)
-            entry.busy -= 1
-            entries[id] = entry
-            return self.closing
-        }
-        if closing { Holder.channel(channel).closeInput(id) }
-    }
-
     /// A request started on the connection: it is not idle until the matching ``end(_:)``.
     func begin(_ id: Int) { update(id) { $0.busy += 1 } }
     func end(_ id: Int) { update(id) { $0.busy -= 1 } }
@@ -123,4 +77,12 @@ final class ConnectionRegistry: @unchecked Sendable {
         }
         for (id, holder) in all { holder.closeInput(id) }
     }
+}
+
+/// Who owns registered connections: the registry closes through it (eviction, shutdown), from any thread.
+protocol ConnectionOwner: AnyObject, Sendable {
+    /// Closes connection `registration` on `fd` now; ignored once it is closed.
+    func close(_ fd: Int32, registration: Int)
+    /// Reads nothing more from it: what the client sent is still answered, then it closes.
+    func closeInput(_ fd: Int32, registration: Int)
 }

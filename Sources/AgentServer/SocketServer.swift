@@ -17,11 +17,9 @@ import Synchronization
 /// but a cached-token hit) ran since the hook last ran, and the first time.
 public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
 
-/// The agent's Unix socket server. The ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
-/// peer and answers cached tokens itself; a connection's first other request hands it to NIO
-/// (``ConnectionAcceptor/adopt(_:)``), where cached tokens are answered on its event loop (``CachedTokenHandler``)
-/// and every other request runs as a task of its own (``SlowRequestHandler``). A bad or slow client affects only
-/// itself.
+/// The agent's Unix socket server. ``AcceptLoop``s (threads of their own) accept every connection, check the peer,
+/// and own it until it closes: they answer cached tokens themselves and run every other request as a task of its
+/// own, whose replies they write. A bad or slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -59,7 +57,7 @@ public final class SocketServer: Service {
     /// client has been connected for a second (the agent returns freed heap to the kernel), and says whether any
     /// slow request ran since it last ran (then the agent also unmaps the code that work paged in).
     ///
-    /// Connections the accept loop hands over are spread over `group` (NIO's shared group: one event loop per core).
+    /// The idle hook is scheduled on `group` (NIO's shared group).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
                               activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
                               group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {

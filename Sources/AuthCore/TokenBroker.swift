@@ -236,7 +236,6 @@ public actor TokenBroker {
         } else {
             task = Task { try await self.performRefresh(name) }
             accounts[name]?.refresh = task
-            snapshot.refreshStarted(name)
             publish(.refreshStarted(name))
         }
         do {
@@ -252,7 +251,6 @@ public actor TokenBroker {
     private func clearRefresh(_ name: String, _ task: Task<CachedToken, Error>) {
         if accounts[name]?.refresh == task {
             accounts[name]?.refresh = nil
-            snapshot.refreshEnded(name)
             publish(.refreshFinished(name))
         }
     }

@@ -73,10 +73,6 @@ public final class TokenSnapshot: Sendable {
     private struct State {
         var accounts: [String: Slot] = [:]
         var generation: UInt64 = 0
-        /// Accounts whose default token the broker is refreshing.
-        var refreshing: Set<String> = []
-        /// Readers parked on an account's running refresh, one wake-up per reader.
-        var parked: [String: [ObjectIdentifier: @Sendable () -> Void]] = [:]
     }
 
     let policy: RefreshPolicy
@@ -142,39 +138,6 @@ public final class TokenSnapshot: Sendable {
             entry.attachment = nil
             slot.stored = Stored(entry)
         }
-    }
-
-    /// Parks a reader that found no token valid for `minValid` on the account's running refresh: `wake` runs once,
-    /// when that refresh has ended (its token, if any, already published), and the reader asks again. False, with
-    /// nothing parked, when no refresh runs or the cached token is still valid for `minValid` (inside the early-refresh
-    /// margin the broker serves it at once, so nobody should wait). One wake-up per `reader` and account, however
-    /// many requests it parked (the socket's accept loop parks all of its requests with one).
-    public func park(account: String, minValid: Duration, reader: ObjectIdentifier,
-                     wake: @escaping @Sendable () -> Void) -> Bool {
-        let now = time.now()
-        return state.withLock { state in
-            guard state.refreshing.contains(account) else { return false }
-            if let entry = state.accounts[account]?.stored?.entry,
-               policy.isFresh(expiresAt: entry.expiresAt, lifetime: entry.lifetime, now: now, minValid: minValid) {
-                return false
-            }
-            state.parked[account, default: [:]][reader] = wake
-            return true
-        }
-    }
-
-    /// The broker started refreshing the account's default token.
-    func refreshStarted(_ account: String) {
-        state.withLock { _ = $0.refreshing.insert(account) }
-    }
-
-    /// The account's refresh ended, however it ended: wakes every parked reader.
-    func refreshEnded(_ account: String) {
-        let wakes = state.withLock { state -> [@Sendable () -> Void] in
-            state.refreshing.remove(account)
-            return state.parked.removeValue(forKey: account).map { Array($0.values) } ?? []
-        }
-        for wake in wakes { wake() }
     }
 
     /// The current entry, for tests and `status`-like readers.

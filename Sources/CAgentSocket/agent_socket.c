@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -21,19 +22,39 @@ int aa_socket_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive) {
     /* EPOLLEXCLUSIVE allows no event bits but EPOLLIN, EPOLLOUT, EPOLLET and EPOLLWAKEUP. */
-    struct epoll_event event = { .events = exclusive ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+    struct epoll_event event = { .events = exclusive ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN, .data.fd = fd };
     return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event);
+}
+
+int aa_socket_epoll_watch(int epoll_fd, int fd, uint32_t interest) {
+    struct epoll_event event = {
+        .events = ((interest & AA_SOCKET_READABLE) ? EPOLLIN : 0) | ((interest & AA_SOCKET_WRITABLE) ? EPOLLOUT : 0),
+        .data.fd = fd,
+    };
+    return epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &event);
 }
 
 int aa_socket_epoll_remove(int epoll_fd, int fd) { return epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, NULL); }
 
-int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, int max, int timeout_ms) {
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms) {
     struct epoll_event ready[64];
     if (max > 64) max = 64;
     int n = epoll_wait(epoll_fd, ready, max, timeout_ms);
     if (n < 0) return errno == EINTR ? 0 : -1;
-    for (int i = 0; i < n; i++) fds[i] = ready[i].data.fd;
+    for (int i = 0; i < n; i++) {
+        uint32_t got = ready[i].events;
+        fds[i] = ready[i].data.fd;
+        events[i] = ((got & (EPOLLIN | EPOLLRDHUP)) ? AA_SOCKET_READABLE : 0) | ((got & EPOLLOUT) ? AA_SOCKET_WRITABLE : 0) |
+                    ((got & (EPOLLHUP | EPOLLERR)) ? AA_SOCKET_HANGUP : 0);
+    }
     return n;
+}
+
+int aa_socket_hung_up(int fd) {
+    struct pollfd one = { .fd = fd, .events = 0 };
+    int n = poll(&one, 1, 0);
+    if (n < 0) return -1;
+    return (one.revents & (POLLHUP | POLLERR)) ? 1 : 0;
 }
 
 int aa_socket_wakeup_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

@@ -7,7 +7,7 @@ import XCTest
 /// a `JSONDecoder` pass; the others are read by `JSONDecoder` the same way as ever.
 final class TokenRequestLineTests: XCTestCase {
     private func line(_ arguments: [String]) throws -> [UInt8] {
-        try encoded(try XCTUnwrap(TokenArguments.parse(arguments), "\(arguments)"))
+        encoded(try XCTUnwrap(TokenArguments.parse(arguments), "\(arguments)"))
     }
 
     /// What `AgentClient.token` writes: the request with the connection's first id.

@@ -1,16 +1,15 @@
 @testable import AgentIPC
 @testable import AgentServer
 import Foundation
-import NIOCore
-import NIOEmbedded
 import XCTest
 
-/// The socket request decoder under mutation fuzzing: bytes → `LineFrameDecoder` (fed in uneven chunks, through
-/// NIO's real ByteToMessageHandler) → `RequestDispatcher.decode` → the error reply line.
+/// The socket request decoder under mutation fuzzing: bytes → the connection's ``ConnectionStateMachine`` (fed in
+/// uneven chunks, as the accept loop's reads give them, then the end of input) → `RequestDispatcher.decode` → the
+/// error reply line.
 ///
 /// Properties, checked on every input: the lines that come out are exactly the input's newline-separated lines
 /// (one trailing CR removed), in order, none longer than the cap; a line over the cap stops the connection with
-/// `LineTooLong` at exactly that line and nothing after it is delivered; a decoded request always has `v == 1` and
+/// `tooLong` at exactly that line and nothing after it is delivered; a decoded request always has `v == 1` and
 /// a known operation; every refusal is `bad_request`, `unsupported_version` or `unknown_op`, and its reply encodes
 /// to one line of valid JSON (so a hostile request can never inject a second reply line).
 final class SocketRequestFuzzTests: XCTestCase {
@@ -31,29 +30,28 @@ final class SocketRequestFuzzTests: XCTestCase {
     static func check(_ input: [UInt8]) -> String? {
         // The input decides how it is cut into chunks, so a failing input replays exactly.
         var chunkSeed = SplitMix64(seed: UInt64(input.count) &* 31 &+ UInt64(input.first ?? 7))
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(LineFrameDecoder(maxLength: cap)))
-        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        var machine = ConnectionStateMachine(maxLine: cap, maxInFlight: 1, outputLimit: 0)
         var lines: [[UInt8]] = []
         var tooLong = false
-        func drain() throws {
-            while let line = try channel.readInbound(as: ByteBuffer.self) { lines.append(Array(buffer: line)) }
-        }
-        do {
-            var rest = input[...]
-            while !rest.isEmpty {
-                let n = 1 + chunkSeed.next(min(rest.count, 97))
-                try channel.writeInbound(ByteBuffer(bytes: rest.prefix(n)))
-                rest = rest.dropFirst(n)
-                try drain()
+        func drain() {
+            while true {
+                switch machine.nextLine() {
+                case .none: return
+                case .tooLong: tooLong = true
+                case .line(let line): lines.append(line)
+                }
             }
-            channel.pipeline.fireChannelInactive()
-            try drain()
-        } catch is LineFrameDecoder.LineTooLong {
-            tooLong = true
-        } catch {
-            return "unexpected decoder error \(error)"
         }
-        try? drain()
+        var rest = input[...]
+        while !rest.isEmpty {
+            let n = 1 + chunkSeed.next(min(rest.count, 97))
+            Array(rest.prefix(n)).withUnsafeBytes { machine.received($0) }
+            rest = rest.dropFirst(n)
+            drain()
+        }
+        machine.inputEnded()
+        drain()
+        guard machine.isFinished else { return "not finished after every line was served" }
 
         // The oracle: split by hand.
         var expected: [[UInt8]] = []
@@ -65,7 +63,7 @@ final class SocketRequestFuzzTests: XCTestCase {
             if complete {
                 expected.append(segment.last == 0x0D ? Array(segment.dropLast()) : segment)
             } else if !segment.isEmpty {
-                expected.append(segment)
+                expected.append(segment.last == 0x0D ? Array(segment.dropLast()) : segment)
             }
         }
         guard tooLong == expectTooLong else { return "LineTooLong \(tooLong), expected \(expectTooLong)" }

@@ -1,6 +1,6 @@
 // libFuzzer target: the socket request decoder (`WireRequest.decode(line:)`, AgentIPC), compiled with the AgentIPC
 // wire sources only (no NIO), coverage-guided. Built and run by `scripts/fuzz --libfuzzer`; seeds in
-// Tests/Fuzz/corpus/socket_request. The framing (LineFrameDecoder, NIO) stays with the XCTest mutation fuzzer.
+// Tests/Fuzz/corpus/socket_request. The framing (ConnectionStateMachine) stays with the XCTest mutation fuzzer.
 //
 // Properties, checked on every input (a violation aborts, so libFuzzer saves the input as a crash):
 // - a decoded request has `v == 1` and a known operation;

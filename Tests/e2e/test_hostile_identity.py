@@ -239,14 +239,10 @@ os.execv(allowed, [allowed, "60"])
 """
 
 
-# The accept loop checks the sender of every read it makes; a connection whose first request is not a cached token
-# goes to NIO, which reads with read(2) and never sees senders. Closing this needs one owner that reads every
-# connection (the planned socket rewrite, docs/SECURITY.md): until then this test documents the gap, and fails
-# (strict) once it is closed so that the marker goes.
-@pytest.mark.xfail(strict=True, reason="known gap: NIO reads a handed-off connection without the sender check")
 def test_a_request_written_by_a_helper_after_a_slow_request_is_refused(make_agent, keyring, auth_server):
-    """Defect 4 on the slow path: the connecting process writes a `ping` itself (the connection goes to NIO), execs
-    an allowed binary, and its helper writes the token request afterwards."""
+    """Defect 4 after a slow request: the connecting process writes a `ping` itself (answered by a task), execs an
+    allowed binary, and its helper writes the token request afterwards. Every read of the connection, before and
+    after a slow request, checks the sender."""
     agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
 
     # Identified only after the exec (the agent is stopped until then), as a busy agent might.

@@ -7,13 +7,22 @@
 
 /* An epoll instance (close-on-exec). */
 int aa_socket_epoll_create(void);
+/* What a connection is watched for, and what epoll reports for it. */
+enum { AA_SOCKET_READABLE = 1, AA_SOCKET_WRITABLE = 2, AA_SOCKET_HANGUP = 4 };
 /* Adds fd for readability (level-triggered; hang-ups and errors are always reported). `exclusive` sets
  * EPOLLEXCLUSIVE (for a listening socket watched by several loops). */
 int aa_socket_epoll_add(int epoll_fd, int fd, int exclusive);
+/* Changes what an added fd is watched for: AA_SOCKET_READABLE and/or AA_SOCKET_WRITABLE, or neither (hang-ups and
+ * errors are still reported). */
+int aa_socket_epoll_watch(int epoll_fd, int fd, uint32_t interest);
 int aa_socket_epoll_remove(int epoll_fd, int fd);
-/* Waits up to timeout_ms (-1: forever) and fills fds[i] for up to max ready descriptors (readable, hung up or in
- * error: the caller reads each to learn which). Returns how many; 0 on timeout or EINTR. */
-int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, int max, int timeout_ms);
+/* Waits up to timeout_ms (-1: forever) and fills fds[i] and events[i] (AA_SOCKET_* bits; end of input reads as
+ * readable) for up to max ready descriptors. Returns how many; 0 on timeout or EINTR. */
+int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, int timeout_ms);
+
+/* Whether the connection's peer is gone (poll reports POLLHUP or POLLERR now): 1 yes, 0 no (a half-close is not a
+ * hang-up), -1 on error. epoll's report may be stale by the time it is handled; this asks the socket itself. */
+int aa_socket_hung_up(int fd);
 
 /* A non-blocking eventfd (close-on-exec) to wake a loop from another thread; signal adds 1, drain reads it to 0. */
 int aa_socket_wakeup_create(void);
