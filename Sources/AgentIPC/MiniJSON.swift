@@ -1,7 +1,9 @@
-/// A small strict JSON reader and writer for `authctl token`'s one request and reply. Codable's generic paths cost
-/// more at start-up (run-time generic metadata and protocol conformance scans) than the whole socket round trip.
-/// Reading is all-or-nothing: anything unusual (invalid UTF-8, non-integer numbers, duplicate keys, trailing bytes)
-/// gives nil, and the caller decodes the line with JSONDecoder instead, so behaviour on odd input is Codable's.
+/// The socket protocol's strict JSON reader: every request the agent reads (``WireRequest/decode(line:)``) and the
+/// `token` reply `authctl` reads (``TokenWire``), plus the writer of `authctl token`'s request line. Codable's
+/// generic paths cost more at `authctl` start-up (run-time generic metadata and protocol conformance scans) than the
+/// whole socket round trip. Reading is all-or-nothing: anything unusual (invalid UTF-8, control characters in
+/// strings, non-integer numbers, duplicate keys, nesting over 16, trailing bytes) gives nil. The protocol has no
+/// fractional numbers, so none is read.
 enum MiniJSON: Equatable {
     case object([(key: String, value: MiniJSON)])
     case array([MiniJSON])
@@ -26,6 +28,46 @@ enum MiniJSON: Equatable {
     subscript(key: String) -> MiniJSON? {
         guard case .object(let members) = self else { return nil }
         return members.first { $0.key == key }?.value
+    }
+
+    /// Member `key` as the type asked for: `.some(nil)` when absent or null, `.some(value)` when of that type, nil
+    /// when of another type.
+    func int(_ key: String) -> Int?? {
+        switch self[key] {
+        case nil, .null?: return .some(nil)
+        case .integer(let value)?: return value
+        default: return nil
+        }
+    }
+
+    func string(_ key: String) -> String?? {
+        switch self[key] {
+        case nil, .null?: return .some(nil)
+        case .string(let value)?: return value
+        default: return nil
+        }
+    }
+
+    func bool(_ key: String) -> Bool?? {
+        switch self[key] {
+        case nil, .null?: return .some(nil)
+        case .bool(let value)?: return value
+        default: return nil
+        }
+    }
+
+    func strings(_ key: String) -> [String]?? {
+        switch self[key] {
+        case nil, .null?: return .some(nil)
+        case .array(let elements)?:
+            var strings: [String] = []
+            for element in elements {
+                guard case .string(let value) = element else { return nil }
+                strings.append(value)
+            }
+            return strings
+        default: return nil
+        }
     }
 
     static func parse(_ bytes: [UInt8]) -> MiniJSON? {
@@ -103,7 +145,7 @@ enum MiniJSON: Equatable {
             }
         }
 
-        /// Only `-?[0-9]+` that fits an Int; fractions and exponents are left to JSONDecoder.
+        /// Only `-?[0-9]+` that fits an Int (no fraction, no exponent, no leading zero).
         mutating func integer() -> MiniJSON? {
             let start = index
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }

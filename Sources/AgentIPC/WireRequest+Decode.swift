@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 extension WireRequest {
     /// One request line, decoded: a request with a supported version and a known operation, or the error to reply.
     public enum Decoded: Sendable {
@@ -11,66 +5,50 @@ extension WireRequest {
         case invalid(id: Int?, WireError)
     }
 
-    /// Parses one request line (without its newline). Malformed JSON, a missing or unknown version and unknown
-    /// operations become errors that still carry the request's `id` when it could be read. Pure and free of NIO, so
-    /// it is fuzzed on its own both inside XCTest (Tests/FuzzTests) and under libFuzzer (Tests/LibFuzzer).
-    /// A plain `token` request is read in place by ``TokenRequestScanner``; any other line is parsed once by
-    /// `JSONDecoder`: the envelope (`v`, `id`, `op`) and the request's fields from the same parsed value.
+    /// Parses one request line (without its newline) with the protocol's one strict JSON reader (``MiniJSON``: UTF-8
+    /// only, integers without fraction or exponent, no duplicate members, nothing after the object). Malformed
+    /// JSON, a missing or unknown version, unknown operations and members of the wrong type become errors that
+    /// still carry the request's `id` when it could be read; unknown members are ignored, and `null` reads as
+    /// absent. Pure, so it is fuzzed on its own both inside XCTest (Tests/FuzzTests) and under libFuzzer
+    /// (Tests/LibFuzzer).
     public static func decode(line: [UInt8]) -> Decoded {
-        if let request = line.withUnsafeBytes(TokenRequestScanner.scan) { return .request(request) }
-        return decodeWithJSONDecoder(line: line)
-    }
-
-    /// ``decode(line:)`` for bytes in someone else's buffer (the socket's read buffer): copied only when the
-    /// scanner cannot read them.
-    public static func decode(bytes: UnsafeRawBufferPointer) -> Decoded {
-        if let request = TokenRequestScanner.scan(bytes) { return .request(request) }
-        return decodeWithJSONDecoder(line: Array(bytes))
-    }
-
-    /// The full decoder, without the scanner's shortcut (the fuzz tests' oracle for the scanner).
-    static func decodeWithJSONDecoder(line: [UInt8]) -> Decoded {
-        guard let envelope = try? requestDecoder.decode(Envelope.self, from: Data(line)) else {
+        guard let json = MiniJSON.parse(line), case .object = json,
+              let v = json.int("v"), let id = json.int("id"), let op = json.string("op") else {
             return .invalid(id: nil, WireError(.badRequest, "the request is not a JSON object with integer 'v' and 'id' and string 'op'"))
         }
-        guard let version = envelope.v else {
-            return .invalid(id: envelope.id, WireError(.badRequest, "the request has no protocol version 'v'"))
+        guard let version = v else {
+            return .invalid(id: id, WireError(.badRequest, "the request has no protocol version 'v'"))
         }
         guard version == WireProtocol.version else {
-            return .invalid(id: envelope.id, WireError(.unsupportedVersion,
+            return .invalid(id: id, WireError(.unsupportedVersion,
                 "protocol version \(version) is not supported; this agent speaks version \(WireProtocol.version)"))
         }
-        guard let op = envelope.op else { return .invalid(id: envelope.id, WireError(.badRequest, "the request has no 'op'")) }
-        guard Operation(rawValue: op) != nil else {
-            return .invalid(id: envelope.id, WireError(.unknownOp,
+        guard let op else { return .invalid(id: id, WireError(.badRequest, "the request has no 'op'")) }
+        guard let operation = Operation(rawValue: op) else {
+            return .invalid(id: id, WireError(.unknownOp,
                 "unknown operation '\(String(op.prefix(64)))'; known: \(Operation.allCases.map(\.rawValue).joined(separator: ", "))"))
         }
-        guard let request = envelope.request else {
-            return .invalid(id: envelope.id, WireError(.badRequest, "a field of the '\(op)' request has the wrong type"))
+        guard let request = WireRequest(operation, id: id, members: json) else {
+            return .invalid(id: id, WireError(.badRequest, "a field of the '\(op)' request has the wrong type"))
         }
         return .request(request)
     }
 
-    /// Shared: it has no per-request options, and JSONDecoder may be used from several threads at once.
-    private static let requestDecoder = JSONDecoder()
+    /// ``decode(line:)`` for bytes in someone else's buffer.
+    public static func decode(bytes: UnsafeRawBufferPointer) -> Decoded { decode(line: Array(bytes)) }
 
-    /// A request line read in one pass: the envelope must decode (an object with integer `v`/`id` and string `op`
-    /// when present, else the line is not a request at all); the full ``WireRequest`` is nil when another field
-    /// has the wrong type (or `v`/`op` is missing), which ``decode(line:)`` reports after the envelope's own checks.
-    struct Envelope: Decodable {
-        var v: Int?
-        var id: Int?
-        var op: String?
-        var request: WireRequest?
-
-        enum Keys: String, CodingKey { case v, id, op }
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: Keys.self)
-            v = try container.decodeIfPresent(Int.self, forKey: .v)
-            id = try container.decodeIfPresent(Int.self, forKey: .id)
-            op = try container.decodeIfPresent(String.self, forKey: .op)
-            request = try? WireRequest(from: decoder)
-        }
+    /// The request's optional members from `json`; nil when one has the wrong type.
+    private init?(_ operation: Operation, id: Int?, members json: MiniJSON) {
+        guard let account = json.string("account"), let minValid = json.int("min_valid"),
+              let forceRefresh = json.bool("force_refresh"), let interactive = json.bool("interactive"),
+              let idToken = json.bool("id_token"), let browser = json.bool("browser"), let url = json.string("url"),
+              let method = json.string("method"), let scopes = json.strings("scopes"),
+              let resource = json.string("resource"), let since = json.int("since"), let before = json.int("before"),
+              let request = json.int("request"), let client = json.string("client") else { return nil }
+        self.init(op: operation, id: id, account: account, minValid: minValid, forceRefresh: forceRefresh,
+                  interactive: interactive, idToken: idToken, browser: browser, url: url, scopes: scopes,
+                  resource: resource, since: since, request: request, client: client, before: before)
+        // Kept as sent: an unknown method is the operation's error to report, with the list of known ones.
+        self.method = method
     }
 }

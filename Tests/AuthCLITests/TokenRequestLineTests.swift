@@ -2,9 +2,9 @@
 @testable import AuthCLI
 import XCTest
 
-/// The line `authctl token` sends is the one the agent's fast path reads: every plain form (what scripts, curl
-/// recipes and `git-credential` run on every use) passes `TokenRequestScanner`, so a cached token is answered without
-/// a `JSONDecoder` pass; the others are read by `JSONDecoder` the same way as ever.
+/// The line `authctl token` sends is read by the agent as the request authctl meant, and every plain form (what
+/// scripts, curl recipes and `git-credential` run on every use) leaves out the options the agent's fast path does
+/// not serve (so a cached token is answered from the loop), while the others carry them.
 final class TokenRequestLineTests: XCTestCase {
     private func line(_ arguments: [String]) throws -> [UInt8] {
         encoded(try XCTUnwrap(TokenArguments.parse(arguments), "\(arguments)"))
@@ -17,19 +17,23 @@ final class TokenRequestLineTests: XCTestCase {
         return Array(TokenWire.encode(request).utf8)
     }
 
-    private func scanned(_ line: [UInt8]) -> WireRequest? {
-        line.withUnsafeBytes { TokenRequestScanner.scan($0) }
+    private func decoded(_ line: [UInt8]) -> WireRequest? {
+        guard case .request(let request) = WireRequest.decode(line: line) else { return nil }
+        return request
     }
 
-    func testPlainFormsAreReadByTheFastPathScanner() throws {
+    func testPlainFormsCarryNoOptionTheFastPathRefuses() throws {
         for arguments in [["work"], ["work", "--min-valid", "300"], ["work", "--header"], ["work", "--json"]] {
             let bytes = try line(arguments)
-            let request = try XCTUnwrap(scanned(bytes), "authctl token \(arguments) sends a line the fast path cannot read: "
+            let request = try XCTUnwrap(decoded(bytes), "authctl token \(arguments) sends a line the agent cannot read: "
                                           + String(decoding: bytes, as: UTF8.self))
             XCTAssertEqual(request.account, "work")
             XCTAssertNil(request.forceRefresh)
             XCTAssertNil(request.interactive)
             XCTAssertNil(request.idToken)
+            XCTAssertNil(request.scopes)
+            XCTAssertNil(request.resource)
+            XCTAssertNil(request.method)
         }
         XCTAssertEqual(String(decoding: try line(["work"]), as: UTF8.self),
                        #"{"v":1,"id":1,"op":"token","account":"work","min_valid":0}"#)
@@ -43,11 +47,8 @@ final class TokenRequestLineTests: XCTestCase {
             (["work", "--scope", "read"], { (r: WireRequest) in r.scopes == ["read"] }),
         ] {
             let bytes = try line(arguments)
-            XCTAssertNil(scanned(bytes), "\(arguments) must not be answered from the plain cache")
-            guard case .request(let decoded) = WireRequest.decode(line: bytes) else {
-                return XCTFail("\(arguments): the agent cannot read \(String(decoding: bytes, as: UTF8.self))")
-            }
-            XCTAssertTrue(check(decoded), "\(arguments)")
+            let request = try XCTUnwrap(decoded(bytes), "\(arguments): the agent cannot read \(String(decoding: bytes, as: UTF8.self))")
+            XCTAssertTrue(check(request), "\(arguments)")
         }
     }
 }

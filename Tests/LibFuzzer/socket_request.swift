@@ -6,7 +6,8 @@
 // - a decoded request has `v == 1` and a known operation;
 // - a refusal is `bad_request`, `unsupported_version` or `unknown_op`, and its reply encodes to one line of JSON
 //   that decodes back with the same code and id (a hostile request can never inject a second reply line);
-// - whatever `TokenRequestScanner` reads, `JSONDecoder` reads as the same request.
+// - whatever the strict reader (MiniJSON) decodes as a request, `JSONDecoder` decodes as the same request, and the
+//   request encoded again (as authctl's JSONEncoder does) decodes to itself.
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -24,15 +25,15 @@ func violated(_ what: String) -> Never {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSocketRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let line = Array(UnsafeBufferPointer(start: data, count: size))
-    if let scanned = line.withUnsafeBytes(TokenRequestScanner.scan) {
-        guard case .request(let decoded) = WireRequest.decodeWithJSONDecoder(line: line), decoded == scanned else {
-            violated("the scanner read a request JSONDecoder reads differently")
-        }
-    }
     switch WireRequest.decode(line: line) {
     case .request(let request):
         guard request.v == WireProtocol.version else { violated("decoded a request with v \(request.v)") }
         guard Operation(rawValue: request.op) != nil else { violated("decoded unknown op \(request.op.debugDescription)") }
+        guard let codable = try? JSONDecoder().decode(WireRequest.self, from: Data(line)), codable == request else {
+            violated("the strict reader read a request JSONDecoder reads differently")
+        }
+        guard let again = try? JSONEncoder().encode(request), case .request(let back) = WireRequest.decode(line: Array(again)),
+              back == request else { violated("a decoded request does not survive encoding and decoding again") }
     case .invalid(let id, let error):
         guard let code = error.knownCode, [.badRequest, .unsupportedVersion, .unknownOp].contains(code) else {
             violated("refused with code \(error.code)")
