@@ -6,6 +6,7 @@ live sockets: test_errors.py::test_stale_socket_and_second_agent.)
 import json
 import os
 import resource
+import select
 import socket
 import statistics
 import threading
@@ -179,3 +180,60 @@ def test_bytes_that_are_not_the_protocol(signed_in_agent, keyring):
     assert rss_after - rss_before < 5 * 1024, (rss_before, rss_after)
     assert_alive(agent)
     assert keyring.secret_tool_count("work") == 1
+
+
+def test_a_client_that_never_reads_its_replies_costs_the_agent_a_bounded_buffer(signed_in_agent, keyring):
+    """A client writes 100,000 requests (cached tokens, and a `ping` every tenth, which runs as a task) and reads no
+    reply: the agent answers until the socket stops taking its replies, keeps at most its output limit (64 KiB) plus
+    the replies of the requests in flight, and then stops reading that client, whose writes wait in the kernel.
+    Meanwhile `authctl token` is served, and the agent's memory does not grow with what the client sent. Once the
+    client reads, every reply arrives exactly once."""
+    agent = signed_in_agent
+    pid = agent.proc.pid
+    token = agent.token("work")
+    count = 100_000
+    requests = b"".join(b'{"v":1,"id":%d,"op":"ping"}\n' % i if i % 10 == 0
+                        else b'{"v":1,"id":%d,"op":"token","account":"work"}\n' % i for i in range(1, count + 1))
+    rss_before = vm_rss_kib(pid)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(agent.socket_path))
+    s.setblocking(False)
+    sent = 0
+    # Write until the socket has taken nothing for a second: the agent has stopped reading this client.
+    while sent < len(requests):
+        _, writable, _ = select.select([], [s], [], 1.0)
+        if not writable:
+            break
+        try:
+            sent += s.send(requests[sent:sent + 65536])
+        except BlockingIOError:
+            continue
+    assert sent < len(requests), "the agent read all 4.5 MB without the client reading a reply: no back-pressure"
+    rss_held = vm_rss_kib(pid)
+
+    result = agent.authctl("token", "work", timeout=10)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert result.stdout.strip() == token, "another client is not served while one does not read"
+
+    # Now read everything, while the rest of the requests is written.
+    s.setblocking(True)
+    writer = threading.Thread(target=lambda: s.sendall(requests[sent:]), daemon=True)
+    writer.start()
+    received, ids = b"", []
+    s.settimeout(60)
+    while len(ids) < count:
+        chunk = s.recv(1 << 20)
+        assert chunk, f"the agent closed the connection after {len(ids)} replies"
+        received += chunk
+        *lines, received = received.split(b"\n")
+        ids.extend(json.loads(line)["id"] for line in lines)
+    writer.join(10)
+    s.close()
+    print(f"not-reading client: the agent took {sent:,} of {len(requests):,} request bytes before it stopped reading; "
+          f"VmRSS {rss_before} -> {rss_held} kB while held")
+    assert sorted(ids) == list(range(1, count + 1)), "a reply was lost or repeated"
+    # What the agent holds for the client: its output limit and 16 replies in flight (the socket buffers are the
+    # kernel's). 4 MB leaves room for the allocator and is a fifth of the 18 MB of replies it would have kept
+    # without back-pressure.
+    assert rss_held - rss_before < 4 * 1024, f"the agent's memory grew by {rss_held - rss_before} kB for one client"
+    assert_alive(agent)
