@@ -8,7 +8,8 @@ import PackageDescription
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
-//   AgentServer    socket server, peer credentials, AgentOperations (shared by both front ends), dispatch.
+//   AgentService   what both front ends share: AgentOperations, the access gate, consent, audit, caller identity.
+//   AgentServer    the socket front end: accept loops, connection lifecycle, dispatch; and the agent's services.
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
@@ -85,9 +86,17 @@ let package = Package(
             dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .target(
+            name: "AgentService",
+            dependencies: [
+                "AuthCore", "AgentIPC", "CAgentSocket",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: hotPathSettings
+        ),
+        .target(
             name: "AgentServer",
             dependencies: [
-                "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
+                "AgentService", "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -101,7 +110,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
+                "AgentService", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -109,7 +118,8 @@ let package = Package(
         .executableTarget(
             name: "auth-agent",
             dependencies: [
-                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentServer", "AgentDBus",
+                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentService", "AgentServer",
+                "AgentDBus",
                 "CAgentProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -176,7 +186,7 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentServer", "AgentIPC", "AuthCore", "AuthTestSupport"]),
+        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio"),
@@ -185,7 +195,7 @@ let package = Package(
         .testTarget(
             name: "AgentServerTests",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
+                "AgentServer", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -194,7 +204,7 @@ let package = Package(
         .testTarget(
             name: "FuzzTests",
             dependencies: [
-                "AgentServer", "AgentIPC", "AuthTransport", "AuthCore",
+                "AgentServer", "AgentService", "AgentIPC", "AuthTransport", "AuthCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -208,7 +218,7 @@ let package = Package(
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
-                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentServer", "AgentDBus",
+                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentService", "AgentServer", "AgentDBus",
                                      "authctl"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentServer
+import AgentService
 
 /// One method call of `dev.authagent.Agent1`, with its arguments (already type-checked by sd-bus against the
 /// vtable in CAgentBus).

@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentServer
+import AgentService
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)

@@ -1,4 +1,4 @@
-import AgentServer
+import AgentService
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)

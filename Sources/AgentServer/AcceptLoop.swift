@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import AgentService
 import AuthCore
 import CAgentSocket
 #if canImport(FoundationEssentials)

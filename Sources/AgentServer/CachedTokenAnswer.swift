@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentService
 import AuthCore
 import NIOCore
 

@@ -1,3 +1,4 @@
+import AgentService
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentService
 import Logging
 import ServiceLifecycle
 import UnixSignals

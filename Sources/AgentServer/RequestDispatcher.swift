@@ -1,4 +1,5 @@
 import AgentIPC
+import AgentService
 import AuthCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -6,21 +7,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-
-/// Facts about the running agent that `status` reports.
-public struct AgentInfo: Sendable {
-    public var version: String
-    public var pid: Int
-    public var startedAt: ContinuousClock.Instant
-    public var socketPath: String
-
-    public init(version: String, pid: Int, startedAt: ContinuousClock.Instant, socketPath: String) {
-        self.version = version
-        self.pid = pid
-        self.startedAt = startedAt
-        self.socketPath = socketPath
-    }
-}
 
 /// The socket protocol's front end: decodes a request line, runs it as one of the shared ``AgentOperations`` (which
 /// the D-Bus object calls too) and encodes the result, event or error as reply lines.

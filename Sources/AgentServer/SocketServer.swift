@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
+import AgentService
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -4,6 +4,7 @@ import AgentConfig
 import AgentDBus
 import AgentIPC
 import AgentServer
+import AgentService
 import ArgumentParser
 import AuthCore
 import AuthTransport

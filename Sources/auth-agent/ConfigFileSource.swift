@@ -1,6 +1,7 @@
 import AgentConfig
 import AgentIPC
 import AgentServer
+import AgentService
 import AuthCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials

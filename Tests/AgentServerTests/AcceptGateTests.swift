@@ -1,4 +1,5 @@
 @testable import AgentServer
+@testable import AgentService
 import XCTest
 
 /// ``AcceptGate``'s count, as the accept loops and the connections' closes drive it: a slot is taken before each

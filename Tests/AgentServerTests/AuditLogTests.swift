@@ -1,5 +1,6 @@
 import AgentIPC
 @testable import AgentServer
+@testable import AgentService
 import Foundation
 import Logging
 import XCTest

@@ -1,5 +1,6 @@
 import AgentIPC
 @testable import AgentServer
+@testable import AgentService
 import Synchronization
 import XCTest
 

@@ -1,4 +1,5 @@
 @testable import AgentServer
+@testable import AgentService
 import Synchronization
 import XCTest
 

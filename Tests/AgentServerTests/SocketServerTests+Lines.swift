@@ -2,6 +2,7 @@
 import Glibc
 #endif
 @testable import AgentServer
+@testable import AgentService
 @testable import AuthCore
 import Foundation
 import XCTest

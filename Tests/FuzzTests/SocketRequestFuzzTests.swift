@@ -1,5 +1,6 @@
 @testable import AgentIPC
 @testable import AgentServer
+@testable import AgentService
 import Foundation
 import XCTest
 
