@@ -16,8 +16,8 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, bin_dir, default_account, wait_for
 from mailserver import USER
-from test_integrations import (SHA, CheckingServer, git_server, kubectl_with_v1_exec, parse_basic, run_kubectl,
-                               self_signed_tls, write_kubeconfig)
+from test_integrations import (SHA, git_server, kube_api_taking_access_tokens, kubectl_with_v1_exec, parse_basic,
+                               run_kubectl)
 from test_mail import (ACCOUNT, explain, mail_auth_server, mail_server, message, recipe,  # noqa: F401 (fixtures)
                        run, write_msmtprc)
 
@@ -266,14 +266,7 @@ def test_kubectl_exec_plugin_is_served_when_allowed_clients_names_kubectl(make_a
     kubectl = kubectl_with_v1_exec()
     binary = os.path.realpath(kubectl)  # the path as the kernel names it (symlinks resolved)
     agent = listed_agent(make_agent, keyring, auth_server, "work", [binary])
-
-    def active(header):
-        return header.startswith("Bearer ") and auth_server.introspect(header[7:]).get("active") is True
-
-    cert, key, ca_data = self_signed_tls(agent.base)
-    with CheckingServer(active, {"/api/hello": ("application/json", b'{"kind":"Status"}')},
-                        'Bearer realm="kube"', tls=(cert, key)) as server:
-        kubeconfig = write_kubeconfig(agent, server.base, ca_data, ["--access-token"])
+    with kube_api_taking_access_tokens(agent, auth_server) as (server, kubeconfig):
         result = run_kubectl(agent, kubectl, kubeconfig, "get", "--raw", "/api/hello")
         assert result.returncode == 0, result.stderr
         agent.remember(server.authorizations()[-1][7:])
