@@ -22,11 +22,11 @@ def readable(screen: bytes) -> str:
 
 
 def drive(argv: list[str], env: dict, cwd, steps: list[tuple], timeout: float = 30,
-          context: Callable[[], str] = lambda: "") -> str:
+          context: Callable[[], str] = lambda: "", status: int = 0) -> str:
     """Runs `argv` on a pseudo-terminal (80x24) that is its controlling terminal (aerc opens /dev/tty). For each
     (event, keys) of `steps` in turn: waits for the event (a text the program writes after the previous step, or a
     callable that turns true), then types `keys` (bytes, or a callable that may act first and returns them). Then
-    waits for the program to exit with status 0. Returns all it wrote; failures show the screen and `context()`."""
+    waits for the program to exit with `status`. Returns all it wrote; failures show the screen and `context()`."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen(argv, env=dict(env, TERM="xterm"), cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
@@ -57,8 +57,8 @@ def drive(argv: list[str], env: dict, cwd, steps: list[tuple], timeout: float = 
                     pending.pop(0)
                     os.write(master, keys() if callable(keys) else keys)
                     mark = len(screen)
-        status = proc.wait(timeout=max(1, deadline - time.monotonic()))
-        assert not pending and status == 0, failure(f"exited with {status}, waiting for {pending[:1]}")
+        exited = proc.wait(timeout=max(1, deadline - time.monotonic()))
+        assert not pending and exited == status, failure(f"exited with {exited}, waiting for {pending[:1]}")
         return screen.decode(errors="replace")
     finally:
         if proc.poll() is None:

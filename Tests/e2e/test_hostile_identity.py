@@ -162,6 +162,33 @@ def signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server):
     return agent, allowed
 
 
+def assert_helper_request_refused(agent, helper: str, allowed: Path, first_line: str) -> int:
+    """Runs `helper` (HELPER_WRITES...: a program that connects, forks a helper and execs `allowed`) with the agent
+    stopped until the helper prints `first_line`: the agent identifies a connection when it accepts it, so it accepts
+    this one only after the exec, as a busy agent might. Asserts that the helper's token request was refused with
+    `permission_denied` (the reply itself is never printed: it may hold a token); returns the attacker's pid."""
+    stop_process(agent.proc.pid)
+    try:
+        attack = subprocess.Popen(["/usr/bin/python3", "-c", helper, str(agent.socket_path), str(allowed)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert attack.stdout.readline().strip() == first_line, \
+            attack.stderr.read() if attack.poll() is not None else ""
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    try:
+        line = attack.stdout.readline()
+    finally:
+        attack.kill()
+        attack.wait(timeout=10)
+    assert line, "no reply to the helper's request"
+    reply = json.loads(line)
+    agent.remember(*[v for k, v in (reply.get("result") or {}).items() if k.endswith("token") and isinstance(v, str)])
+    served = "result" in reply
+    assert not served, "the helper's request was served as the allowed binary"
+    assert reply["error"]["code"] == "permission_denied", reply
+    return attack.pid
+
+
 def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agent, keyring, auth_server):
     """Defect 4: a program connects, forks a helper that keeps the socket, and execs an allowed binary; the helper
     writes the request. The writer is not the process the connection was identified as: `permission_denied`, and
@@ -183,30 +210,13 @@ def test_a_request_written_by_a_helper_that_kept_the_socket_is_refused(make_agen
     token = json.loads(honest.stdout)["result"]["access_token"]
     agent.remember(token)
 
-    # The agent identifies a connection when it accepts it: stopped meanwhile, it accepts this one only after the
-    # exec, as a busy agent might. (Identified before the exec, the caller is python and refused as not listed.)
-    stop_process(agent.proc.pid)
-    try:
-        attack = subprocess.Popen(["/usr/bin/python3", "-c", HELPER_WRITES, str(agent.socket_path), str(allowed)],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert attack.stdout.readline().strip() == "written", attack.stderr.read() if attack.poll() is not None else ""
-    finally:
-        os.kill(agent.proc.pid, signal.SIGCONT)
-    try:
-        line = attack.stdout.readline()
-    finally:
-        attack.kill()
-        attack.wait(timeout=10)
-    reply = json.loads(line)
-    agent.remember(*[v for v in (reply.get("result") or {}).values() if isinstance(v, str)])
-    served = "result" in reply  # the reply itself is not printed: it may hold a token
-    assert not served, "the helper's request was served as the allowed binary"
-    assert reply["error"]["code"] == "permission_denied", reply
+    # (Identified before the exec, the caller is python and refused as not listed.)
+    attacker = assert_helper_request_refused(agent, HELPER_WRITES, allowed, "written")
     entries = audit(agent)
     assert [(e["outcome"], e["reason"]) for e in entries] == [("granted", "listed"), ("denied", "other_sender")]
     # Identified as the allowed binary where a pidfd vouches for the read; without one, the exec'd process does not
     # hold the socket (close-on-exec), so the connection cannot be tied to it and nothing is named.
-    assert entries[-1]["caller"]["pid"] == attack.pid
+    assert entries[-1]["caller"]["pid"] == attacker
     assert entries[-1]["caller"].get("exe") in (str(allowed), None)
     assert "refused a request written by another process" in agent.log()
 
@@ -244,27 +254,7 @@ def test_a_request_written_by_a_helper_after_a_slow_request_is_refused(make_agen
     allowed binary, and its helper writes the token request afterwards. Every read of the connection, before and
     after a slow request, checks the sender."""
     agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
-
-    # Identified only after the exec (the agent is stopped until then), as a busy agent might.
-    stop_process(agent.proc.pid)
-    try:
-        attack = subprocess.Popen(["/usr/bin/python3", "-c", HELPER_WRITES_AFTER_SLOW_REQUEST, str(agent.socket_path),
-                                   str(allowed)],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert attack.stdout.readline().strip() == "ready", attack.stderr.read() if attack.poll() is not None else ""
-    finally:
-        os.kill(agent.proc.pid, signal.SIGCONT)
-    try:
-        line = attack.stdout.readline()
-    finally:
-        attack.kill()
-        attack.wait(timeout=10)
-    assert line, "no reply to the helper's request"
-    reply = json.loads(line)
-    agent.remember(*[v for k, v in (reply.get("result") or {}).items() if k.endswith("token") and isinstance(v, str)])
-    served = "result" in reply  # the reply itself is not printed: it may hold a token
-    assert not served, "the helper's request was served as the allowed binary"
-    assert reply["error"]["code"] == "permission_denied", reply
+    assert_helper_request_refused(agent, HELPER_WRITES_AFTER_SLOW_REQUEST, allowed, "ready")
 
 
 def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen:

@@ -424,16 +424,23 @@ def test_real_kubectl_sends_the_id_token_from_the_exec_plugin(signed_in_agent, a
         assert server.authorizations() and set(server.authorizations()) == {f"Bearer {id_token}"}
 
 
-def test_real_kubectl_with_access_token_and_when_sign_in_is_required(agent, auth_server):
-    kubectl = kubectl_with_v1_exec()
-
+@contextlib.contextmanager
+def kube_api_taking_access_tokens(agent, auth_server):
+    """A kube-apiserver stand-in over TLS whose /api/hello takes a bearer token only if the authorization server
+    calls it active, and a kubeconfig whose exec plugin is `authctl kube-credential work --access-token`.
+    Yields (server, kubeconfig)."""
     def active(header):
         return header.startswith("Bearer ") and auth_server.introspect(header[7:]).get("active") is True
 
     cert, key, ca_data = self_signed_tls(agent.base)
     with CheckingServer(active, {"/api/hello": ("application/json", b'{"kind":"Status"}')},
                         'Bearer realm="kube"', tls=(cert, key)) as server:
-        kubeconfig = write_kubeconfig(agent, server.base, ca_data, ["--access-token"])
+        yield server, write_kubeconfig(agent, server.base, ca_data, ["--access-token"])
+
+
+def test_real_kubectl_with_access_token_and_when_sign_in_is_required(agent, auth_server):
+    kubectl = kubectl_with_v1_exec()
+    with kube_api_taking_access_tokens(agent, auth_server) as (server, kubeconfig):
         result = run_kubectl(agent, kubectl, kubeconfig, "get", "--raw", "/api/hello")
         assert result.returncode != 0
         assert "authctl: account 'work' needs to sign in" in result.stderr, "the plugin's stderr reaches the user"

@@ -14,6 +14,7 @@ import email
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -180,10 +181,20 @@ def test_msmtp_fails_when_dovecot_refuses_the_token(mail_agent, mail_server, mai
 # mbsync (isync) with Debian's Cyrus SASL XOAUTH2 plugin
 
 
+def write_mbsyncrc(agent, mail_server) -> Path:
+    """The recipe's ~/.mbsyncrc and the folder it says to make; returns the local INBOX that `mbsync gmail` fills."""
+    (agent.home / ".mbsyncrc").write_text(recipe("**mbsync / isync**", mail_server))
+    (agent.home / "Mail" / ACCOUNT).mkdir(parents=True)  # docs/INTEGRATIONS.md: mkdir -p ~/Mail/gmail
+    return agent.home / "Mail" / ACCOUNT / "INBOX"
+
+
+def synced_subjects(inbox: Path) -> list[str]:
+    return subjects([path.read_bytes() for sub in ("new", "cur") if (inbox / sub).is_dir()
+                     for path in (inbox / sub).iterdir()])
+
+
 def test_mbsync_recipe_syncs_the_inbox(mail_agent, mail_server):
-    (mail_agent.home / ".mbsyncrc").write_text(recipe("**mbsync / isync**", mail_server))
-    (mail_agent.home / "Mail" / ACCOUNT).mkdir(parents=True)  # docs/INTEGRATIONS.md: mkdir -p ~/Mail/gmail
-    local = mail_agent.home / "Mail" / ACCOUNT / "INBOX"
+    local = write_mbsyncrc(mail_agent, mail_server)
 
     def attempt(round):
         mail_server.maildir.deliver(message(f"mbsync round {round}"), (mail_server.uid, mail_server.gid))
@@ -191,8 +202,7 @@ def test_mbsync_recipe_syncs_the_inbox(mail_agent, mail_server):
         result = run(mail_agent, mail_server, ["mbsync", ACCOUNT])
         assert result.returncode == 0, explain(result, mail_server)
         logged(lambda: mail_server.logins("imap", "XOAUTH2") == logins + 1)
-        synced = [p.read_bytes() for sub in ("new", "cur") for p in (local / sub).iterdir()]
-        assert f"mbsync round {round}" in subjects(synced)
+        assert f"mbsync round {round}" in synced_subjects(local)
 
     twice(mail_agent, mail_server, attempt)
 
@@ -220,13 +230,17 @@ def test_curl_recipe_fetches_a_message_over_imap(mail_agent, mail_server):
 # neomutt: sending in batch mode (no terminal), reading the inbox on a pseudo-terminal
 
 
+def write_neomuttrc(agent, mail_server):
+    (agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+
+
 def neomutt_args(mail_server) -> list[str]:
     # neomutt uses GnuTLS, which reads no environment variable for trust; -n: no system-wide neomuttrc.
     return ["neomutt", "-n", "-e", f"set ssl_ca_certificates_file = '{mail_server.cafile}'"]
 
 
 def test_neomutt_recipe_sends_in_batch_mode(mail_agent, mail_server):
-    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+    write_neomuttrc(mail_agent, mail_server)
 
     def attempt(round):
         logins = mail_server.logins("submission", "XOAUTH2")
@@ -240,7 +254,7 @@ def test_neomutt_recipe_sends_in_batch_mode(mail_agent, mail_server):
 
 
 def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
-    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+    write_neomuttrc(mail_agent, mail_server)
 
     def attempt(round):
         subject = f"neomutt imap round {round}"
@@ -254,22 +268,26 @@ def test_neomutt_recipe_opens_the_imap_inbox(mail_agent, mail_server):
 
 
 def on_terminal(agent, mail_server, args: list[str], steps: list[tuple], timeout: float = 30,
-                env: dict | None = None) -> str:
+                env: dict | None = None, status: int = 0) -> str:
     """terminal.drive with the client environment; a failure shows Dovecot's log too."""
     installed(args[0])
     return drive(args, dict(client_env(agent, mail_server), **(env or {})), agent.home, steps, timeout,
-                 context=lambda: f"dovecot.log:\n{mail_server.log()[-2000:]}")
+                 context=lambda: f"dovecot.log:\n{mail_server.log()[-2000:]}", status=status)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # aerc (a terminal program: on a pseudo-terminal)
 
 
-def test_aerc_recipe_opens_the_imap_inbox(mail_agent, mail_server):
-    config = mail_agent.config_home / "aerc"  # ~/.config/aerc: the agent's environment sets XDG_CONFIG_HOME
+def write_aerc_config(agent, mail_server):
+    config = agent.config_home / "aerc"  # ~/.config/aerc: the agent's environment sets XDG_CONFIG_HOME
     config.mkdir()
     (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
     (config / "accounts.conf").chmod(0o600)  # aerc refuses a readable accounts.conf
+
+
+def test_aerc_recipe_opens_the_imap_inbox(mail_agent, mail_server):
+    write_aerc_config(mail_agent, mail_server)
     subject = "aerc imap"
     mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
     logins = mail_server.logins("imap", "XOAUTH2")
@@ -280,10 +298,7 @@ def test_aerc_recipe_opens_the_imap_inbox(mail_agent, mail_server):
 def test_aerc_recipe_sends_over_submission(mail_agent, mail_server):
     """aerc 0.14 runs outgoing-cred-cmd when it sends (here: after every token issued while it started expired);
     the recipe's smtp-starttls line is what makes port 587 work."""
-    config = mail_agent.config_home / "aerc"
-    config.mkdir()
-    (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
-    (config / "accounts.conf").chmod(0o600)
+    write_aerc_config(mail_agent, mail_server)
     logins = mail_server.logins("submission", "XOAUTH2")
     # mailto: opens the composer; EDITOR=true leaves the body as given and goes straight to the review screen.
     on_terminal(mail_agent, mail_server, ["aerc", "mailto:bob@example.test?subject=aerc%20send&body=hi"],
@@ -304,9 +319,8 @@ def test_signed_out_account_shows_one_desktop_notification_when_mail_clients_ask
         ACCOUNT: default_account(server.issuer, redirect_path="/oauth2/callback/work"),
         "other": default_account(server.issuer)})
     write_msmtprc(agent, mail_server, recipe("**msmtp**", mail_server))
-    (agent.home / ".mbsyncrc").write_text(recipe("**mbsync / isync**", mail_server))
-    (agent.home / "Mail" / ACCOUNT).mkdir(parents=True)
-    (agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+    write_mbsyncrc(agent, mail_server)
+    write_neomuttrc(agent, mail_server)
     # neomutt shows authctl's message for a moment, then "Unable to open mailbox" over it.
     on_terminal(agent, mail_server, neomutt_args(mail_server), [("Unable to open mailbox", b"q")])
     # Background requests, the way mail clients make them: no terminal, authctl's stderr unseen by the user.
@@ -331,10 +345,7 @@ def test_signed_out_account_shows_one_desktop_notification_when_mail_clients_ask
 def test_aerc_cannot_log_in_again_after_its_token_expired(mail_agent, mail_server):
     """Documented: aerc 0.14 runs source-cred-cmd once, at start-up. After the token expired and the server dropped the
     connection, aerc logs in again with the token it kept, and Dovecot refuses it."""
-    config = mail_agent.config_home / "aerc"
-    config.mkdir()
-    (config / "accounts.conf").write_text(recipe("**aerc**", mail_server))
-    (config / "accounts.conf").chmod(0o600)
+    write_aerc_config(mail_agent, mail_server)
     mail_server.maildir.deliver(message("aerc before"), (mail_server.uid, mail_server.gid))
 
     def expire_and_kick():
@@ -352,7 +363,7 @@ def test_aerc_cannot_log_in_again_after_its_token_expired(mail_agent, mail_serve
 def test_neomutt_logs_in_again_with_a_fresh_token_after_the_server_dropped_it(mail_agent, mail_server):
     """Documented: neomutt runs its refresh command at every login. The running neomutt, its token expired and its
     connection dropped by the server, logs in again with a new token from the agent."""
-    (mail_agent.home / ".neomuttrc").write_text(recipe("**neomutt**", mail_server))
+    write_neomuttrc(mail_agent, mail_server)
     mail_server.maildir.deliver(message("neomutt before"), (mail_server.uid, mail_server.gid))
 
     def expire_and_kick():

@@ -1,9 +1,10 @@
 """Who is behind authctl (issue 20): git, msmtp and kubectl do not connect to the agent, they run authctl, so the
 agent judges an account's allowed_clients by the program that ran its own authctl, read from the kernel. The real
-clients run the recipes of docs/INTEGRATIONS.md (git's credential helper, msmtp's passwordeval against the real
-Dovecot of test_mail.py, kubectl's exec plugin) against an account whose allowed_clients names only that client's
-binary, and are served; other programs running the same authctl, and a copy of authctl elsewhere (also one found
-first on PATH), are refused; the audit, the refusal and the consent question name the chain."""
+clients run the recipes of docs/INTEGRATIONS.md (git's credential helper; msmtp's passwordeval, mbsync's PassCmd,
+neomutt's and aerc's credential commands against the real Dovecot of test_mail.py; kubectl's exec plugin) against an
+account whose allowed_clients names only that client's binary, and are served; the mail clients are refused by an
+account that names another program; other programs running the same authctl, and a copy of authctl elsewhere (also
+one found first on PATH), are refused; the audit, the refusal and the consent question name the chain."""
 from __future__ import annotations
 
 import json
@@ -16,10 +17,11 @@ import pytest
 
 from conftest import REPO, SYSTEM_PATH, bin_dir, default_account, wait_for
 from mailserver import USER
-from test_integrations import (SHA, CheckingServer, git_server, kubectl_with_v1_exec, parse_basic, run_kubectl,
-                               self_signed_tls, write_kubeconfig)
-from test_mail import (ACCOUNT, explain, mail_auth_server, mail_server, message, recipe,  # noqa: F401 (fixtures)
-                       run, write_msmtprc)
+from test_integrations import (SHA, git_server, kube_api_taking_access_tokens, kubectl_with_v1_exec, parse_basic,
+                               run_kubectl)
+from test_mail import (ACCOUNT, explain, mail_auth_server, mail_server,  # noqa: F401 (fixtures)
+                       message, neomutt_args, on_terminal, recipe, run, subjects, synced_subjects,
+                       write_aerc_config, write_mbsyncrc, write_msmtprc, write_neomuttrc)
 
 # On both identity paths (with SO_PEERPIDFD and as kernels without it), and against the installed package.
 pytestmark = [pytest.mark.usefixtures("kernel_paths"), pytest.mark.release]
@@ -259,6 +261,85 @@ def test_first_use_asks_about_the_program_behind_authctl(make_agent, keyring, au
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# mbsync (PassCmd), neomutt (its oauth refresh commands) and aerc (its cred-cmds), against the real Dovecot: each
+# runs the recipe's `authctl token gmail` with `sh -c`
+
+MAIL_CLIENTS = ["mbsync", "neomutt", "aerc"]
+
+
+def use_mail_client(client: str, agent, mail_server, subject: str) -> str:
+    """Runs `client`, set up with its recipe as printed, for something that needs a token: mbsync syncs the inbox,
+    neomutt sends in batch mode, aerc opens the inbox on a terminal. Asserts that it did; returns its output."""
+    if client == "mbsync":
+        inbox = write_mbsyncrc(agent, mail_server)
+        mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
+        result = run(agent, mail_server, ["mbsync", ACCOUNT])
+        assert result.returncode == 0, explain(result, mail_server)
+        assert subject in synced_subjects(inbox)
+        return (result.stdout + result.stderr).decode(errors="replace")
+    if client == "neomutt":
+        write_neomuttrc(agent, mail_server)
+        result = run(agent, mail_server, [*neomutt_args(mail_server), "-s", subject, "bob@example.test"],
+                     input=b"sent by neomutt through the relay\n")
+        assert result.returncode == 0, explain(result, mail_server)
+        assert subject in subjects(mail_server.maildir.messages())
+        return (result.stdout + result.stderr).decode(errors="replace")
+    write_aerc_config(agent, mail_server)
+    mail_server.maildir.deliver(message(subject), (mail_server.uid, mail_server.gid))
+    return on_terminal(agent, mail_server, ["aerc"], [(subject, b":quit\r")])
+
+
+@pytest.mark.parametrize("client", MAIL_CLIENTS)
+def test_mail_client_is_served_when_allowed_clients_names_it(make_agent, keyring, mail_auth_server, mail_server,
+                                                             client):
+    binary = f"/usr/bin/{client}"
+    agent = listed_agent(make_agent, keyring, mail_auth_server, ACCOUNT, [binary])
+    use_mail_client(client, agent, mail_server, f"{client} relayed")  # short: aerc cuts subjects
+    entries = audit(agent, ACCOUNT)
+    assert entries and all((e["outcome"], e["reason"], e["caller"]["exe"]) == ("granted", "listed", binary)
+                           for e in entries), entries
+    for entry in entries:
+        assert entry["caller"]["relayed_by"][-1] == relay()
+        # `sh -c`: dash may exec authctl in its place, so the shell may or may not be there.
+        assert set(entry["caller"]["relayed_by"][:-1]) <= {"/usr/bin/dash"}, entry
+    human = agent.authctl("audit").stdout
+    print(human)  # the report quotes a real run
+    assert f"{binary} via " in human and " via authctl pid " in human
+
+
+def refused_mail_client(client: str, agent, mail_server) -> str:
+    """Runs `client` as use_mail_client does; asserts that it failed; returns what its user saw: its output, or for
+    aerc (which fails to start) its terminal."""
+    if client == "aerc":
+        write_aerc_config(agent, mail_server)
+        return on_terminal(agent, mail_server, ["aerc"], [], status=1)
+    if client == "mbsync":
+        write_mbsyncrc(agent, mail_server)
+        result = run(agent, mail_server, ["mbsync", ACCOUNT])
+    else:
+        write_neomuttrc(agent, mail_server)
+        result = run(agent, mail_server, [*neomutt_args(mail_server), "-s", "not relayed", "bob@example.test"],
+                     input=b"refused\n")
+    assert result.returncode != 0, explain(result, mail_server)
+    return (result.stdout + result.stderr).decode(errors="replace")
+
+
+@pytest.mark.parametrize("client", MAIL_CLIENTS)
+def test_mail_client_is_refused_when_allowed_clients_names_another_program(make_agent, keyring, mail_auth_server,
+                                                                           mail_server, client):
+    """The same recipe, an account listing only msmtp: refused, and the user reads why and what to add (aerc shows
+    authctl's message only through the recipe's `2>/dev/tty`: it keeps a command's stderr to itself)."""
+    binary = f"/usr/bin/{client}"
+    agent = listed_agent(make_agent, keyring, mail_auth_server, ACCOUNT, ["/usr/bin/msmtp"])
+    seen = refused_mail_client(client, agent, mail_server)
+    assert f"account '{ACCOUNT}' does not serve {binary} via " in seen and f'add "{binary}"' in seen, seen
+    assert "Login:" not in mail_server.log() and not mail_server.sink.messages
+    entries = audit(agent, ACCOUNT)
+    assert entries and all((e["outcome"], e["reason"], e["caller"]["exe"], e["caller"]["relayed_by"][-1]) ==
+                           ("denied", "not_listed", binary, relay()) for e in entries), entries
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # kubectl (exec credential plugin)
 
 
@@ -266,17 +347,11 @@ def test_kubectl_exec_plugin_is_served_when_allowed_clients_names_kubectl(make_a
     kubectl = kubectl_with_v1_exec()
     binary = os.path.realpath(kubectl)  # the path as the kernel names it (symlinks resolved)
     agent = listed_agent(make_agent, keyring, auth_server, "work", [binary])
-
-    def active(header):
-        return header.startswith("Bearer ") and auth_server.introspect(header[7:]).get("active") is True
-
-    cert, key, ca_data = self_signed_tls(agent.base)
-    with CheckingServer(active, {"/api/hello": ("application/json", b'{"kind":"Status"}')},
-                        'Bearer realm="kube"', tls=(cert, key)) as server:
-        kubeconfig = write_kubeconfig(agent, server.base, ca_data, ["--access-token"])
+    with kube_api_taking_access_tokens(agent, auth_server) as (server, kubeconfig):
         result = run_kubectl(agent, kubectl, kubeconfig, "get", "--raw", "/api/hello")
         assert result.returncode == 0, result.stderr
         agent.remember(server.authorizations()[-1][7:])
     [entry] = audit(agent, "work")
     assert (entry["outcome"], entry["reason"], entry["caller"]["exe"], entry["caller"]["relayed_by"]) == \
         ("granted", "listed", binary, [relay()]), "kubectl runs the plugin itself, without a shell"
+
