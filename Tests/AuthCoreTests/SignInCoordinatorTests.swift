@@ -162,4 +162,20 @@ final class SignInCoordinatorTests: XCTestCase {
         XCTAssertEqual(machine.failures.count, Machine.failureMemory, "only the most recent failures are kept")
         XCTAssertEqual(machine.failures.last, clock.now() - .seconds(1))
     }
+
+    func testTheRouteFollowsTheMethodAndWhatTheServerOffers() {
+        for browser in [true, false] {
+            XCTAssertEqual(SignInRoute.choose(.device, offersDevice: true, openBrowser: browser), .device)
+            XCTAssertEqual(SignInRoute.choose(.device, offersDevice: false, openBrowser: browser), .deviceUnsupported)
+            XCTAssertEqual(SignInRoute.choose(.preferDevice, offersDevice: true, openBrowser: browser), .device)
+            XCTAssertEqual(SignInRoute.choose(.preferDevice, offersDevice: false, openBrowser: browser),
+                           .redirect(deviceFallback: false), "no device grant: the redirect, without a fallback")
+            XCTAssertEqual(SignInRoute.choose(.redirect, offersDevice: false, openBrowser: browser),
+                           .redirect(deviceFallback: false))
+        }
+        XCTAssertEqual(SignInRoute.choose(.redirect, offersDevice: true, openBrowser: true), .redirect(deviceFallback: true),
+                       "a browser that cannot start gives way to a device code")
+        XCTAssertEqual(SignInRoute.choose(.redirect, offersDevice: true, openBrowser: false), .redirect(deviceFallback: false),
+                       "a paste sign-in never turns into a device sign-in")
+    }
 }
