@@ -17,31 +17,24 @@ extension TokenBroker {
 
     static let deviceGrantType = "urn:ietf:params:oauth:grant-type:device_code"
 
-    /// Starts the sign-in the method asks for. The redirect flow falls back to the device grant when the browser
-    /// could not be started and the server offers the grant (a person who sees no browser can still use a phone).
+    /// Starts the sign-in the method asks for (``SignInRoute``): the redirect flow falls back to the device grant when
+    /// the browser could not be started and the server offers the grant.
     func startSignIn(_ config: AccountConfig, id: UUID, openBrowser: Bool, method: LoginMethod) async throws -> LoginStart {
         let metadata = try await metadata(for: config.name)
-        let offersDevice = metadata.deviceAuthorizationEndpoint != nil
-        switch method {
+        switch SignInRoute.choose(method, offersDevice: metadata.deviceAuthorizationEndpoint != nil, openBrowser: openBrowser) {
+        case .deviceUnsupported:
+            throw AuthError(.deviceGrantUnsupported,
+                "the authorization server of '\(config.name)' does not offer the device authorization grant (no device_authorization_endpoint)")
         case .device:
-            guard offersDevice else {
-                throw AuthError(.deviceGrantUnsupported,
-                    "the authorization server of '\(config.name)' does not offer the device authorization grant (no device_authorization_endpoint)")
-            }
             return .device(try await startDeviceLogin(config, metadata: metadata, id: id))
-        case .preferDevice where offersDevice:
-            return .device(try await startDeviceLogin(config, metadata: metadata, id: id))
-        case .preferDevice, .redirect:
-            break
-        }
-        let redirect = try await startLogin(config, metadata: metadata, id: id, openBrowser: openBrowser)
-        if openBrowser, !redirect.ticket.browserOpened, offersDevice {
+        case .redirect(let deviceFallback):
+            let redirect = try await startLogin(config, metadata: metadata, id: id, openBrowser: openBrowser)
+            guard deviceFallback, !redirect.ticket.browserOpened else { return .redirect(redirect) }
             await redirect.listener.close()
             logger.notice("no browser could be started; signing in with a device code instead",
                           metadata: ["account": "\(config.name)"])
             return .device(try await startDeviceLogin(config, metadata: metadata, id: id))
         }
-        return .redirect(redirect)
     }
 
     /// RFC 8628 §3.1-3.2: asks the device authorization endpoint for a device code and a user code.

@@ -81,7 +81,7 @@ extension TokenBroker {
     /// waiting. The URL is never logged (it carries the code).
     public func submitRedirect(account name: String, url: String) async throws(AuthError) {
         _ = try state(name)
-        guard let pending = accounts[name]?.login else {
+        guard let pending = accounts[name]?.signIn.pending?.flow else {
             throw AuthError(.loginFailed, "no sign-in is pending for '\(name)'; start one with `authctl login --no-browser \(name)`")
         }
         let begun: RedirectStart

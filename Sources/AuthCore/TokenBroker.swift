@@ -19,26 +19,6 @@ public actor TokenBroker {
         var stale = false
     }
 
-    struct PendingLogin {
-        let id: UUID
-        let start: Task<LoginStart, Error>
-        let completion: Task<LoginOutcome, Error>
-        var waiters: Int
-    }
-
-    /// How a pending sign-in reaches its result: a redirect (loopback or pasted) or device polling.
-    enum LoginStart: Sendable {
-        case redirect(RedirectStart)
-        case device(DeviceStart)
-
-        var ticket: LoginTicket {
-            switch self {
-            case .redirect(let start): return start.ticket
-            case .device(let start): return start.ticket
-            }
-        }
-    }
-
     struct AccountState {
         var config: AccountConfig
         /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
@@ -52,10 +32,8 @@ public actor TokenBroker {
         /// One refresh-token redemption at a time per account, so a rotated token is stored before the next use.
         var redeeming = false
         var redeemWaiters: [CheckedContinuation<Void, Never>] = []
-        var login: PendingLogin?
-        /// The last sign-in that ended, so a caller whose ticket came from it still gets its result (it may end
-        /// between `beginLogin` and `awaitLogin` when the browser is fast).
-        var finishedLogin: (id: UUID, completion: Task<LoginOutcome, Error>)?
+        /// The account's sign-in: pending, joined, ended, rate-limited (TokenBroker+SignIn.swift).
+        var signIn: SignInCoordinator<SignInFlow>
         var lastRefresh: Date?
         var lastError: RecordedError?
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
@@ -73,15 +51,17 @@ public actor TokenBroker {
         var refreshJitter = 0.0
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
-        /// When recent sign-ins of this account failed (see TokenBroker+Governor.swift); cleared by a success.
-        var signInFailures: [ContinuousClock.Instant] = []
         /// When the sign-in ends (TokenBroker+Lifetime.swift).
         var lifetime = LifetimeRecord()
 
-        init(config: AccountConfig, snapshot: TokenSnapshot) {
+        init(config: AccountConfig, snapshot: TokenSnapshot, loginLimit: LoginRateLimit) {
             self.config = config
             self.snapshot = snapshot
+            self.signIn = SignInCoordinator(limit: loginLimit)
         }
+
+        /// The pending sign-in's flow, if one is pending (TokenBroker+Lifetime.swift asks).
+        var login: SignInFlow? { signIn.pending?.flow }
 
         /// The one publish point: the snapshot always holds what ``cache`` holds.
         private func publishSnapshot() {
@@ -154,7 +134,7 @@ public actor TokenBroker {
         self.accountOrder = accounts.map(\.name)
         let snapshot = TokenSnapshot(policy: policy, time: time)
         self.snapshot = snapshot
-        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot)) })
+        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot, loginLimit: loginLimit)) })
     }
 
     // MARK: Tokens
@@ -355,7 +335,7 @@ public actor TokenBroker {
     /// The stored refresh token, or nil when there truly is none. A locked collection hides its items (a lookup
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
     /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
-    private func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
+    func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
         if let stored = try await store.load(key) { return unsealFromKeyring(stored, account: key.account) }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
@@ -376,196 +356,7 @@ public actor TokenBroker {
         }
     }
 
-    // MARK: Sign-in
-
-    /// Starts a sign-in for the account, or joins the one already pending. Each caller must later call
-    /// ``awaitLogin(_:)``; a caller that goes away (task cancelled) releases its interest, and the sign-in is
-    /// cancelled when nobody waits for it any more.
-    /// With `openBrowser` false the browser is not started (manual paste); it only matters to the caller that
-    /// starts the sign-in, a caller that joins gets the pending one as it is.
-    /// `method` picks the redirect or the device grant (``LoginMethod``).
-    public func beginLogin(account name: String, openBrowser: Bool = true,
-                           method: LoginMethod = .redirect) async throws(AuthError) -> LoginTicket {
-        let config = try state(name).config
-        if accounts[name]?.login == nil {
-            try checkLoginRateLimit(name)
-            let id = UUID()
-            let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }
-            let completion = Task { try await self.completeLogin(name, id: id, start: start) }
-            accounts[name]?.login = PendingLogin(id: id, start: start, completion: completion, waiters: 0)
-            publish(.signInStarted(name))
-        }
-        accounts[name]?.login?.waiters += 1
-        guard let pending = accounts[name]?.login else { throw AuthError.internalError("sign-in vanished") }
-        do {
-            return try await pending.start.value.ticket
-        } catch {
-            releaseWaiter(name, id: pending.id)
-            throw TokenBroker.authError(error)
-        }
-    }
-
-    /// Waits for the pending sign-in that `ticket` came from.
-    public func awaitLogin(_ ticket: LoginTicket) async throws(AuthError) -> LoginOutcome {
-        let name = ticket.account
-        guard let pending = accounts[name]?.login, pending.id == ticket.loginID else {
-            // The sign-in this ticket came from has ended already: report its own result.
-            if let done = accounts[name]?.finishedLogin, done.id == ticket.loginID {
-                do { return try await done.completion.value } catch { throw TokenBroker.authError(error) }
-            }
-            throw AuthError(.loginCancelled, "the sign-in this request waited for is no longer pending")
-        }
-        let id = pending.id
-        do {
-            return try await withTaskCancellationHandler {
-                try await pending.completion.value
-            } onCancel: {
-                Task { await self.releaseWaiter(name, id: id) }
-            }
-        } catch {
-            throw TokenBroker.authError(error)
-        }
-    }
-
-    private func releaseWaiter(_ name: String, id: UUID) {
-        guard var pending = accounts[name]?.login, pending.id == id else { return }
-        pending.waiters -= 1
-        accounts[name]?.login = pending
-        if pending.waiters <= 0 {
-            logger.info("sign-in cancelled: nobody is waiting for it", metadata: ["account": "\(name)"])
-            pending.completion.cancel()
-        }
-    }
-
-    private func completeLogin(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
-        defer { finishLogin(name, id: id) }
-        let started: LoginStart
-        do {
-            started = try await withTaskCancellationHandler { try await start.value } onCancel: { start.cancel() }
-        } catch {
-            throw signInFailed(name, error)
-        }
-        let begun: RedirectStart
-        switch started {
-        case .device(let device):
-            do { return try await completeDeviceLogin(name, device) } catch { throw signInFailed(name, error) }
-        case .redirect(let redirect):
-            begun = redirect
-        }
-        let code: Secret
-        do {
-            code = try await waitForCode(begun)
-        } catch {
-            await begun.listener.close()
-            throw signInFailed(name, error)
-        }
-        // The one response was taken (any later one is refused), so the listener closes while the code is
-        // exchanged instead of before: closing waits for its reply page and its connections to end.
-        let listener = begun.listener
-        let closing = Task { await listener.close() }
-        do {
-            let outcome = try await exchange(name, code: code, begun: begun)
-            await closing.value
-            return outcome
-        } catch {
-            await closing.value
-            throw signInFailed(name, error)
-        }
-    }
-
-    /// Records a failed sign-in (for `status` and the rate limit) and returns the error to report.
-    private func signInFailed(_ name: String, _ error: any Error) -> AuthError {
-        let failure = TokenBroker.authError(error)
-        record(name, failure)
-        noteSignInFailure(name, failure)
-        logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
-        return failure
-    }
-
-    private func finishLogin(_ name: String, id: UUID) {
-        if let pending = accounts[name]?.login, pending.id == id {
-            accounts[name]?.finishedLogin = (id, pending.completion)
-            accounts[name]?.login = nil
-            publish(.signInFinished(name))
-        }
-    }
-
-    /// The end of every sign-in (redirect or device): verifies an ID token if there is one, stores the refresh token
-    /// in the keyring and caches the rest.
-    func signedIn(_ name: String, tokens: TokenSet, metadata: ProviderMetadata,
-                  nonce: Secret?) async throws(AuthError) -> LoginOutcome {
-        let config = try state(name).config
-        var tokens = tokens
-        var claims: IDTokenClaims?
-        if let idToken = tokens.idToken {
-            claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
-            if claims == nil { tokens.idToken = nil }
-        }
-        noteSignIn(name, tokens)
-        if let refresh = tokens.refreshToken {
-            try await storeRefreshToken(refresh, for: SecretKey(config))
-            accounts[name]?.unsavedRefreshToken = nil
-        } else if tokens.nonExpiring {
-            // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
-            try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
-        } else {
-            logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
-                           metadata: ["account": "\(name)"])
-        }
-        accounts[name]?.idClaims = claims
-        accounts[name]?.signInFailures = []
-        let cached = cacheFreshTokens(name, tokens)
-        logger.info("signed in", metadata: ["account": "\(name)"])
-        publish(.accountChanged(name))
-        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)
-        result.subject = claims?.subject
-        result.email = claims?.email
-        result.name = claims?.name
-        return result
-    }
-
-    // MARK: Sign-out
-
-    /// Revokes the refresh token (RFC 7009) when the server has an endpoint, then always deletes it locally and
-    /// drops cached access tokens. Revocation failure is reported, not fatal.
-    public func logout(account name: String) async throws(AuthError) -> LogoutOutcome {
-        let config = try state(name).config
-        accounts[name]?.login?.completion.cancel()
-        accounts[name]?.cache = nil
-        accounts[name]?.scoped = [:]
-        accounts[name]?.idClaims = nil
-        let key = SecretKey(config)
-        let unsaved = accounts[name]?.unsavedRefreshToken
-        accounts[name]?.unsavedRefreshToken = nil
-        let stored = try await loadRefreshToken(key)
-        var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
-        if let token = unsaved ?? stored {
-            let (revoked, hint) = switch StoredCredential(stored: token) {
-            case .refreshToken(let refresh): (refresh, "refresh_token")
-            case .longLivedAccessToken(let access): (access, "access_token")
-            }
-            do throws(AuthError) {
-                let metadata = try await metadata(for: name)
-                if let endpoint = metadata.revocationEndpoint {
-                    var fields = [("token", revoked.reveal()), ("token_type_hint", hint)]
-                    let basic = clientAuthentication(config, metadata, into: &fields)
-                    let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
-                    result.revoked = reply.status == 200
-                    if reply.status != 200 { result.revocationError = "the revocation endpoint answered HTTP \(reply.status)" }
-                }
-            } catch {
-                result.revoked = false
-                result.revocationError = error.message
-            }
-        }
-        if stored != nil { try await deleteRefreshToken(key) }
-        accounts[name]?.lastError = nil
-        accounts[name]?.failures = 0
-        accounts[name]?.retryNotBefore = nil
-        logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
-        publish(.accountChanged(name))
-        return result
-    }
+    // MARK: Sign-in: TokenBroker+SignIn.swift (over SignInCoordinator); sign-out: TokenBroker+SignOut.swift
 
     // MARK: Shutdown
 
@@ -573,7 +364,7 @@ public actor TokenBroker {
     /// the server already issued is in the keyring before the process exits.
     public func drain(timeout: Duration = .seconds(10)) async {
         let refreshes = accounts.values.compactMap(\.refresh) + accounts.values.flatMap { $0.scopedRefresh.values }
-        for state in accounts.values { state.login?.completion.cancel() }
+        for state in accounts.values { state.signIn.pending?.flow.completion.cancel() }
         guard !refreshes.isEmpty else { return }
         logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
         let time = self.time
@@ -610,7 +401,7 @@ public actor TokenBroker {
                 accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
                 accessTokenExpiresIn: remaining,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
-                loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
+                loginPending: state.signIn.isPending, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(name), signInValidUntil: state.lifetime.watch.validUntil))
         }
         return BrokerStatus(keyring: keyring.state, accounts: list)
@@ -714,7 +505,7 @@ public actor TokenBroker {
 
     /// Caches newly issued tokens (without the refresh token, which lives only in the keyring) and clears the
     /// account's failure state. Shared by sign-in and refresh.
-    private func cacheFreshTokens(_ name: String, _ tokens: TokenSet) -> CachedToken {
+    func cacheFreshTokens(_ name: String, _ tokens: TokenSet) -> CachedToken {
         var tokens = tokens
         tokens.refreshToken = nil
         let cached = CachedToken(tokens: tokens)
@@ -728,13 +519,6 @@ public actor TokenBroker {
         accounts[name]?.failedEntry = nil
         proactiveBell.ring()
         return cached
-    }
-
-    private func outcome(_ name: String, _ tokens: TokenSet, hasRefreshToken: Bool) -> LoginOutcome {
-        let remaining = tokens.expiresAt - time.now()
-        return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
-                            hasRefreshToken: hasRefreshToken,
-                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
     }
 
     /// `now + remaining` with the sub-second part kept, so the wall-clock expiry of one token is the same instant on

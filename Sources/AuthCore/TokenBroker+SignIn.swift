@@ -1,0 +1,190 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// The sign-in lifecycle, from the broker's side: it asks each account's ``SignInCoordinator`` what to do (start,
+/// join, refuse, cancel, collect a result, announce the end) and does it. The methods themselves live beside:
+/// browser, paste and private-use scheme in TokenBroker+Redirect.swift, the device grant and the choice between the
+/// two in TokenBroker+Device.swift.
+extension TokenBroker {
+    /// One running sign-in: the task that starts it (its ticket), and the task that waits for its result.
+    struct SignInFlow: Sendable {
+        let start: Task<LoginStart, Error>
+        let completion: Task<LoginOutcome, Error>
+    }
+
+    /// How a pending sign-in reaches its result: a redirect (loopback or pasted) or device polling.
+    enum LoginStart: Sendable {
+        case redirect(RedirectStart)
+        case device(DeviceStart)
+
+        var ticket: LoginTicket {
+            switch self {
+            case .redirect(let start): return start.ticket
+            case .device(let start): return start.ticket
+            }
+        }
+    }
+
+    /// Starts a sign-in for the account, or joins the one already pending. Each caller must later call
+    /// ``awaitLogin(_:)``; a caller that goes away (task cancelled) releases its interest, and the sign-in is
+    /// cancelled when nobody waits for it any more.
+    /// With `openBrowser` false the browser is not started (manual paste); it only matters to the caller that
+    /// starts the sign-in, a caller that joins gets the pending one as it is.
+    /// `method` picks the redirect or the device grant (``LoginMethod``).
+    public func beginLogin(account name: String, openBrowser: Bool = true,
+                           method: LoginMethod = .redirect) async throws(AuthError) -> LoginTicket {
+        let config = try state(name).config
+        let id = UUID()
+        let action = accounts[name]?.signIn.begin(id: id, method: method, now: time.now()) {
+            let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }
+            return SignInFlow(start: start, completion: Task { try await self.runSignIn(name, id: id, start: start) })
+        }
+        let pending: SignInCoordinator<SignInFlow>.Pending
+        switch action {
+        case .start(let started)?:
+            publish(.signInStarted(name))
+            pending = started
+        case .join(let joined)?:
+            pending = joined
+        case .refuse(let failures, let wait)?:
+            var seconds = Int(wait.components.seconds)
+            if wait.components.attoseconds > 0 { seconds += 1 }
+            logger.notice("sign-in refused: too many recent failures", metadata: ["account": "\(name)", "retry_in_s": "\(seconds)"])
+            throw AuthError(.loginRateLimited,
+                "\(failures) sign-ins of '\(name)' failed recently; the next one may start in \(seconds) s",
+                retryAfter: seconds)
+        case nil:
+            throw AuthError.unknownAccount(name)
+        }
+        do {
+            return try await pending.flow.start.value.ticket
+        } catch {
+            leaveSignIn(name, id: pending.id)
+            throw TokenBroker.authError(error)
+        }
+    }
+
+    /// Waits for the pending sign-in that `ticket` came from.
+    public func awaitLogin(_ ticket: LoginTicket) async throws(AuthError) -> LoginOutcome {
+        let name = ticket.account
+        let id = ticket.loginID
+        do {
+            switch accounts[name]?.signIn.wait(for: id) ?? .gone {
+            case .wait(let flow):
+                return try await withTaskCancellationHandler {
+                    try await flow.completion.value
+                } onCancel: {
+                    Task { await self.leaveSignIn(name, id: id) }
+                }
+            case .collect(let flow):
+                // The sign-in this ticket came from has ended already: report its own result.
+                return try await flow.completion.value
+            case .gone:
+                throw AuthError(.loginCancelled, "the sign-in this request waited for is no longer pending")
+            }
+        } catch {
+            throw TokenBroker.authError(error)
+        }
+    }
+
+    private func leaveSignIn(_ name: String, id: UUID) {
+        guard case .cancel(let flow)? = accounts[name]?.signIn.leave(id: id) else { return }
+        logger.info("sign-in cancelled: nobody is waiting for it", metadata: ["account": "\(name)"])
+        flow.completion.cancel()
+    }
+
+    /// The completion task of sign-in `id`: runs it to its end, records a failure (for `status` and the rate limit),
+    /// and tells the coordinator how it ended.
+    private func runSignIn(_ name: String, id: UUID, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
+        do {
+            let outcome = try await completeSignIn(name, start: start)
+            endSignIn(name, id: id, .signedIn)
+            return outcome
+        } catch {
+            let failure = TokenBroker.authError(error)
+            record(name, failure)
+            logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
+            endSignIn(name, id: id, .init(failure.code))
+            throw failure
+        }
+    }
+
+    private func endSignIn(_ name: String, id: UUID, _ result: SignInCoordinator<SignInFlow>.Result) {
+        if case .announce? = accounts[name]?.signIn.end(id: id, result: result, now: time.now()) {
+            publish(.signInFinished(name))
+        }
+    }
+
+    /// Waits for the start, then for the device grant's tokens or the redirect's code and its exchange.
+    private func completeSignIn(_ name: String, start: Task<LoginStart, Error>) async throws -> LoginOutcome {
+        let started = try await withTaskCancellationHandler { try await start.value } onCancel: { start.cancel() }
+        let begun: RedirectStart
+        switch started {
+        case .device(let device): return try await completeDeviceLogin(name, device)
+        case .redirect(let redirect): begun = redirect
+        }
+        let code: Secret
+        do {
+            code = try await waitForCode(begun)
+        } catch {
+            await begun.listener.close()
+            throw error
+        }
+        // The one response was taken (any later one is refused), so the listener closes while the code is
+        // exchanged instead of before: closing waits for its reply page and its connections to end.
+        let listener = begun.listener
+        let closing = Task { await listener.close() }
+        do {
+            let outcome = try await exchange(name, code: code, begun: begun)
+            await closing.value
+            return outcome
+        } catch {
+            await closing.value
+            throw error
+        }
+    }
+
+    /// The end of every sign-in (redirect or device): verifies an ID token if there is one, stores the refresh token
+    /// in the keyring and caches the rest.
+    func signedIn(_ name: String, tokens: TokenSet, metadata: ProviderMetadata,
+                  nonce: Secret?) async throws(AuthError) -> LoginOutcome {
+        let config = try state(name).config
+        var tokens = tokens
+        var claims: IDTokenClaims?
+        if let idToken = tokens.idToken {
+            claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
+            if claims == nil { tokens.idToken = nil }
+        }
+        noteSignIn(name, tokens)
+        if let refresh = tokens.refreshToken {
+            try await storeRefreshToken(refresh, for: SecretKey(config))
+            accounts[name]?.unsavedRefreshToken = nil
+        } else if tokens.nonExpiring {
+            // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
+            try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
+        } else {
+            logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
+                           metadata: ["account": "\(name)"])
+        }
+        accounts[name]?.idClaims = claims
+        let cached = cacheFreshTokens(name, tokens)
+        logger.info("signed in", metadata: ["account": "\(name)"])
+        publish(.accountChanged(name))
+        var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)
+        result.subject = claims?.subject
+        result.email = claims?.email
+        result.name = claims?.name
+        return result
+    }
+
+    private func outcome(_ name: String, _ tokens: TokenSet, hasRefreshToken: Bool) -> LoginOutcome {
+        let remaining = tokens.expiresAt - time.now()
+        return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
+                            hasRefreshToken: hasRefreshToken,
+                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
+    }
+}

@@ -1,0 +1,45 @@
+import Logging
+
+/// Sign-out: the refresh token revoked at the server when it can be, and forgotten here in any case.
+extension TokenBroker {
+    /// Revokes the refresh token (RFC 7009) when the server has an endpoint, then always deletes it locally and
+    /// drops cached access tokens. Revocation failure is reported, not fatal.
+    public func logout(account name: String) async throws(AuthError) -> LogoutOutcome {
+        let config = try state(name).config
+        accounts[name]?.signIn.pending?.flow.completion.cancel()
+        accounts[name]?.cache = nil
+        accounts[name]?.scoped = [:]
+        accounts[name]?.idClaims = nil
+        let key = SecretKey(config)
+        let unsaved = accounts[name]?.unsavedRefreshToken
+        accounts[name]?.unsavedRefreshToken = nil
+        let stored = try await loadRefreshToken(key)
+        var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
+        if let token = unsaved ?? stored {
+            let (revoked, hint) = switch StoredCredential(stored: token) {
+            case .refreshToken(let refresh): (refresh, "refresh_token")
+            case .longLivedAccessToken(let access): (access, "access_token")
+            }
+            do throws(AuthError) {
+                let metadata = try await metadata(for: name)
+                if let endpoint = metadata.revocationEndpoint {
+                    var fields = [("token", revoked.reveal()), ("token_type_hint", hint)]
+                    let basic = clientAuthentication(config, metadata, into: &fields)
+                    let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
+                    result.revoked = reply.status == 200
+                    if reply.status != 200 { result.revocationError = "the revocation endpoint answered HTTP \(reply.status)" }
+                }
+            } catch {
+                result.revoked = false
+                result.revocationError = error.message
+            }
+        }
+        if stored != nil { try await deleteRefreshToken(key) }
+        accounts[name]?.lastError = nil
+        accounts[name]?.failures = 0
+        accounts[name]?.retryNotBefore = nil
+        logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
+        publish(.accountChanged(name))
+        return result
+    }
+}
