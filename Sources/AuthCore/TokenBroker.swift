@@ -91,7 +91,7 @@ public actor TokenBroker {
                 return TokenSnapshot.Entry(
                     accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
                     scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
-                    lifetime: cached.tokens.lifetime,
+                    lifetime: cached.tokens.lifetime, doesNotExpire: cached.tokens.nonExpiring,
                     refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
                                                          lifetime: cached.tokens.lifetime, jitter: refreshJitter),
                     generation: 0, attachment: nil)
@@ -610,7 +610,7 @@ public actor TokenBroker {
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
                 hasRefreshToken: hasRefresh,
                 accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
-                accessTokenExpiresIn: remaining,
+                accessTokenExpiresIn: remaining, accessTokenDoesNotExpire: cache?.tokens.nonExpiring ?? false,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: accounts[name]?.login != nil, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(name), signInValidUntil: state.lifetime.watch.validUntil))
@@ -711,7 +711,8 @@ public actor TokenBroker {
         return AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
             expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining),
-            scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
+            scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken,
+            doesNotExpire: cached.tokens.nonExpiring)
     }
 
     /// Caches newly issued tokens (without the refresh token, which lives only in the keyring) and clears the
@@ -736,7 +737,8 @@ public actor TokenBroker {
         let remaining = tokens.expiresAt - time.now()
         return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
                             hasRefreshToken: hasRefreshToken,
-                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
+                            accessTokenExpiresAt: tokens.nonExpiring
+                                ? nil : TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
     }
 
     /// `now + remaining` with the sub-second part kept, so the wall-clock expiry of one token is the same instant on

@@ -89,7 +89,9 @@ enum Formatter {
             }
             var rows = [["account:", "\(account.name) — \(state)"], ["issuer:", account.issuer],
                         ["redirect URI:", "\(account.redirectURI)  (register this at the provider)"]]
-            if let expires = account.accessTokenExpiresAt {
+            if account.accessTokenDoesNotExpire == true {
+                rows.append(["access token:", "does not expire"])
+            } else if let expires = account.accessTokenExpiresAt {
                 rows.append(["access token:", expires > now ? "expires \(relative(expires, now: now))" : "expired \(relative(expires, now: now))"])
             } else {
                 rows.append(["access token:", "none cached"])
