@@ -358,7 +358,7 @@ public actor TokenBroker {
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
     /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
     private func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        if let stored = try await store.load(key) { return unsealFromKeyring(stored, account: key.account) }
+        if let item = try await store.loadItem(key) { return credentialFromKeyring(item, account: key.account) }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
@@ -371,7 +371,7 @@ public actor TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
-        if let current = try await store.load(key), StoredCredential.unseal(current).credential == sent {
+        if let current = try await store.loadItem(key), StoredCredential.unseal(current.secret).credential == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
@@ -646,7 +646,7 @@ public actor TokenBroker {
     /// Every keyring write goes through these two, which retire a shared `status` probe that began before them.
     func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
         defer { keyringProbe = nil }
-        try await store.store(sealForKeyring(secret, account: key.account), for: key)
+        try await store.store(itemForKeyring(secret, account: key.account), for: key)
     }
 
     @discardableResult
