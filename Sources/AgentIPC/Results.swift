@@ -329,18 +329,22 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// Absent: the account's granted scopes.
         public var scopes: [String]?
         public var resource: String?
-        public var expiresAt: Int
-        public var expiresIn: Int
+        /// Both absent for a token that does not expire (``doesNotExpire``).
+        public var expiresAt: Int?
+        public var expiresIn: Int?
+        /// true: the token has no expiry; absent otherwise.
+        public var doesNotExpire: Bool?
 
-        public init(scopes: [String]?, resource: String?, expiresAt: Int, expiresIn: Int) {
+        public init(scopes: [String]?, resource: String?, expiresAt: Int?, expiresIn: Int?, doesNotExpire: Bool? = nil) {
             self.scopes = scopes
             self.resource = resource
             self.expiresAt = expiresAt
             self.expiresIn = expiresIn
+            self.doesNotExpire = doesNotExpire
         }
 
         enum CodingKeys: String, CodingKey {
-            case scopes, resource, expiresAt = "expires_at", expiresIn = "expires_in"
+            case scopes, resource, expiresAt = "expires_at", expiresIn = "expires_in", doesNotExpire = "does_not_expire"
         }
     }
 

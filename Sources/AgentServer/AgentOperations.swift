@@ -178,8 +178,10 @@ public struct AgentOperations: Sendable {
                     },
                     loginPending: account.loginPending,
                     scopedTokens: account.scopedTokens.isEmpty ? nil : account.scopedTokens.map {
-                        .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
-                              expiresIn: Int($0.expiresIn.components.seconds))
+                        $0.doesNotExpire
+                            ? .init(scopes: $0.scopes, resource: $0.resource, expiresAt: nil, expiresIn: nil, doesNotExpire: true)
+                            : .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
+                                    expiresIn: Int($0.expiresIn.components.seconds))
                     },
                     access: AccountAccess(access.policy(of: account.name)),
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },

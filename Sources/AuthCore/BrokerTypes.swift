@@ -118,8 +118,11 @@ public struct ScopedTokenStatus: Sendable, Equatable {
     /// nil: the account's granted scopes.
     public var scopes: [String]?
     public var resource: String?
+    /// Not to be shown when ``doesNotExpire``: the cache's own horizon, not the token's.
     public var expiresAt: Date
     public var expiresIn: Duration
+    /// The token has no expiry (``TokenSet/nonExpiring``).
+    public var doesNotExpire = false
 }
 
 public struct BrokerStatus: Sendable {

@@ -99,8 +99,8 @@ enum Formatter {
             for scoped in account.scopedTokens ?? [] {
                 let what = "scope " + (scoped.scopes?.joined(separator: " ") ?? "(granted)")
                     + (scoped.resource.map { ", resource \($0)" } ?? "")
-                let when = scoped.expiresAt > now ? "expires \(relative(scoped.expiresAt, now: now))"
-                    : "expired \(relative(scoped.expiresAt, now: now))"
+                let when = scoped.expiresAt.map { $0 > now ? "expires \(relative($0, now: now))" : "expired \(relative($0, now: now))" }
+                    ?? "does not expire"
                 rows.append(["scoped token:", "\(what): \(when)"])
             }
             if let until = account.signInValidUntil, account.signedIn != false {

@@ -16,7 +16,8 @@ final class NonExpiringTokenReplyTests: XCTestCase {
     let caller = Caller(pid: 4242, uid: 1000, via: "socket", exe: "/usr/bin/git")
     let account = AccountConfig(name: "gh", issuer: URL(string: "https://github.com")!, clientID: "client", scopes: ["repo"])
 
-    func makeDispatcher() -> RequestDispatcher {
+    func makeDispatcher(account: AccountConfig? = nil) -> RequestDispatcher {
+        let account = account ?? self.account
         let store = MemorySecretStore(items: [SecretKey(account): StoredCredential.longLivedAccessToken(Secret("gho_x")).stored])
         let broker = TokenBroker(accounts: [account], store: store, http: NoHTTP(), redirects: NoRedirects(),
                                  browser: NoBrowser(), time: clock, random: { 0 }, logger: Logger(label: "test"))
@@ -89,5 +90,18 @@ final class NonExpiringTokenReplyTests: XCTestCase {
         XCTAssertEqual(account.accessTokenDoesNotExpire, true)
         XCTAssertNil(account.accessTokenExpiresAt)
         XCTAssertNil(account.accessTokenExpiresIn)
+    }
+
+    func testAScopedTokenOfTheLongLivedCredentialDoesNotExpireEither() async throws {
+        var scoped = AccountConfig(name: "gh", issuer: URL(string: "https://github.com")!, clientID: "client",
+                                   scopes: ["repo", "gist"])
+        scoped.scopedTokens = true
+        let dispatcher = makeDispatcher(account: scoped)
+        try assertNoExpiry(try await slowReply(#"{"v":1,"id":4,"op":"token","account":"gh","scopes":["repo"]}"#, dispatcher))
+        let status = await dispatcher.operations.status()
+        let entry = try XCTUnwrap(status.accounts.first?.scopedTokens?.first)
+        XCTAssertEqual(entry.doesNotExpire, true)
+        XCTAssertNil(entry.expiresAt)
+        XCTAssertNil(entry.expiresIn)
     }
 }
