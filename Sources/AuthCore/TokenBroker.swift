@@ -290,10 +290,12 @@ public actor TokenBroker {
                 throw AuthError.loginRequired(name)
             }
             if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
-                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring). An item whose
+                // dates are still inside the secret is written again in the new form here, as a refresh would.
                 var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
                                       receivedAt: time.now())
                 tokens.nonExpiring = true
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
                 return entry.isDefault ? cacheFreshTokens(name, tokens) : cacheScoped(name, entry, tokens)
             }
             let metadata = try await metadata(for: name)

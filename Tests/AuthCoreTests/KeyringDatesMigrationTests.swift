@@ -105,5 +105,8 @@ final class KeyringDatesMigrationTests: XCTestCase {
         let grant = try await broker.accessToken(account: "work")
         XCTAssertEqual(grant.accessToken, Secret("gho_x"))
         XCTAssertTrue(grant.doesNotExpire)
+        let entry = await store.entries[key]
+        XCTAssertEqual(entry, KeyringItem(secret: Secret(stored), validUntil: t0 + 5 * day),
+                       "rewritten in the new form, though nothing was redeemed")
     }
 }
