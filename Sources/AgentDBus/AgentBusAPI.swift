@@ -38,7 +38,8 @@ public enum AgentBusAPI {
                 let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
                     try await ops.token(account: account, caller: caller, minValid: Int(minValid))
                 }
-                return .values([.string(token.accessToken), .int64(Int64(token.expiresAt))])
+                // `x expires_at` cannot be absent: 0 says the token does not expire (docs/DBUS.md).
+                return .values([.string(token.accessToken), .int64(Int64(token.expiresAt ?? 0))])
             case .listAccounts:
                 let list = try await ops.perform(.accounts, account: nil, caller: caller) { await ops.accounts() }
                 return .values([.dictArray(list.accounts.map { BusValue.dictionary(encoding: $0) })])

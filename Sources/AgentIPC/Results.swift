@@ -16,29 +16,88 @@ public struct PingResult: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey { case agentVersion = "agent_version", protocolVersion = "protocol" }
 }
 
+/// When a token stops being valid, as the `token` reply says it.
+public enum TokenExpiry: Sendable, Equatable {
+    /// Valid for `seconds` more, until Unix time `unixTime` (`expires_in`, `expires_at`).
+    case after(seconds: Int, unixTime: Int)
+    /// The server gave the token no expiry and no refresh token (a GitHub OAuth app's): it is valid until revoked.
+    /// On the wire `does_not_expire: true`, with `expires_in` and `expires_at` absent.
+    case never
+}
+
 public struct TokenResult: Codable, Sendable, Equatable {
     public var account: String
     public var accessToken: String
     public var tokenType: String
-    public var expiresIn: Int
-    public var expiresAt: Int
+    public var expiry: TokenExpiry
     public var scopes: [String]?
     public var idToken: String?
 
-    public init(account: String, accessToken: String, tokenType: String, expiresIn: Int, expiresAt: Int,
+    public init(account: String, accessToken: String, tokenType: String, expiry: TokenExpiry,
                 scopes: [String]?, idToken: String?) {
         self.account = account
         self.accessToken = accessToken
         self.tokenType = tokenType
-        self.expiresIn = expiresIn
-        self.expiresAt = expiresAt
+        self.expiry = expiry
         self.scopes = scopes
         self.idToken = idToken
     }
 
+    /// A token that expires.
+    public init(account: String, accessToken: String, tokenType: String, expiresIn: Int, expiresAt: Int,
+                scopes: [String]?, idToken: String?) {
+        self.init(account: account, accessToken: accessToken, tokenType: tokenType,
+                  expiry: .after(seconds: expiresIn, unixTime: expiresAt), scopes: scopes, idToken: idToken)
+    }
+
+    /// Seconds the token stays valid; nil when it does not expire.
+    public var expiresIn: Int? {
+        if case .after(let seconds, _) = expiry { return seconds }
+        return nil
+    }
+
+    /// Unix time the token expires at; nil when it does not expire.
+    public var expiresAt: Int? {
+        if case .after(_, let unixTime) = expiry { return unixTime }
+        return nil
+    }
+
     enum CodingKeys: String, CodingKey {
         case account, accessToken = "access_token", tokenType = "token_type", expiresIn = "expires_in",
-             expiresAt = "expires_at", scopes, idToken = "id_token"
+             expiresAt = "expires_at", doesNotExpire = "does_not_expire", scopes, idToken = "id_token"
+    }
+
+    /// A reply must say when the token expires or that it does not: `expires_in` and `expires_at`, or
+    /// `does_not_expire: true` (then any `expires_*` member is ignored).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        account = try container.decode(String.self, forKey: .account)
+        accessToken = try container.decode(String.self, forKey: .accessToken)
+        tokenType = try container.decode(String.self, forKey: .tokenType)
+        if try container.decodeIfPresent(Bool.self, forKey: .doesNotExpire) == true {
+            expiry = .never
+        } else {
+            expiry = .after(seconds: try container.decode(Int.self, forKey: .expiresIn),
+                            unixTime: try container.decode(Int.self, forKey: .expiresAt))
+        }
+        scopes = try container.decodeIfPresent([String].self, forKey: .scopes)
+        idToken = try container.decodeIfPresent(String.self, forKey: .idToken)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(account, forKey: .account)
+        try container.encode(accessToken, forKey: .accessToken)
+        try container.encode(tokenType, forKey: .tokenType)
+        switch expiry {
+        case .after(let seconds, let unixTime):
+            try container.encode(seconds, forKey: .expiresIn)
+            try container.encode(unixTime, forKey: .expiresAt)
+        case .never:
+            try container.encode(true, forKey: .doesNotExpire)
+        }
+        try container.encodeIfPresent(scopes, forKey: .scopes)
+        try container.encodeIfPresent(idToken, forKey: .idToken)
     }
 }
 
@@ -49,10 +108,13 @@ public struct LoginResult: Codable, Sendable, Equatable {
     public var name: String?
     public var scopes: [String]?
     public var hasRefreshToken: Bool
-    public var accessTokenExpiresAt: Int
+    /// Nil when the access token does not expire (``accessTokenDoesNotExpire``).
+    public var accessTokenExpiresAt: Int?
+    /// The access token has no expiry (``TokenExpiry/never``): `access_token_expires_at` is then absent.
+    public var accessTokenDoesNotExpire: Bool
 
     public init(account: String, subject: String?, email: String?, name: String?, scopes: [String]?,
-                hasRefreshToken: Bool, accessTokenExpiresAt: Int) {
+                hasRefreshToken: Bool, accessTokenExpiresAt: Int?) {
         self.account = account
         self.subject = subject
         self.email = email
@@ -60,11 +122,41 @@ public struct LoginResult: Codable, Sendable, Equatable {
         self.scopes = scopes
         self.hasRefreshToken = hasRefreshToken
         self.accessTokenExpiresAt = accessTokenExpiresAt
+        self.accessTokenDoesNotExpire = accessTokenExpiresAt == nil
     }
 
     enum CodingKeys: String, CodingKey {
         case account, subject, email, name, scopes, hasRefreshToken = "has_refresh_token",
-             accessTokenExpiresAt = "access_token_expires_at"
+             accessTokenExpiresAt = "access_token_expires_at", accessTokenDoesNotExpire = "access_token_does_not_expire"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        account = try container.decode(String.self, forKey: .account)
+        subject = try container.decodeIfPresent(String.self, forKey: .subject)
+        email = try container.decodeIfPresent(String.self, forKey: .email)
+        name = try container.decodeIfPresent(String.self, forKey: .name)
+        scopes = try container.decodeIfPresent([String].self, forKey: .scopes)
+        hasRefreshToken = try container.decode(Bool.self, forKey: .hasRefreshToken)
+        accessTokenDoesNotExpire = try container.decodeIfPresent(Bool.self, forKey: .accessTokenDoesNotExpire) ?? false
+        accessTokenExpiresAt = accessTokenDoesNotExpire
+            ? nil : try container.decode(Int.self, forKey: .accessTokenExpiresAt)
+    }
+
+    /// `access_token_does_not_expire` only when true, so a reply about an expiring token is what it always was.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(account, forKey: .account)
+        try container.encodeIfPresent(subject, forKey: .subject)
+        try container.encodeIfPresent(email, forKey: .email)
+        try container.encodeIfPresent(name, forKey: .name)
+        try container.encodeIfPresent(scopes, forKey: .scopes)
+        try container.encode(hasRefreshToken, forKey: .hasRefreshToken)
+        if accessTokenDoesNotExpire {
+            try container.encode(true, forKey: .accessTokenDoesNotExpire)
+        } else {
+            try container.encodeIfPresent(accessTokenExpiresAt, forKey: .accessTokenExpiresAt)
+        }
     }
 }
 
@@ -169,6 +261,9 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var signedIn: Bool?
         public var accessTokenExpiresAt: Int?
         public var accessTokenExpiresIn: Int?
+        /// true: the cached access token does not expire (the two `access_token_expires_*` are then absent); absent
+        /// otherwise.
+        public var accessTokenDoesNotExpire: Bool?
         public var lastRefresh: Int?
         public var lastError: LastError?
         public var loginPending: Bool
@@ -183,7 +278,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
-                    access: AccountAccess? = nil, signInValidUntil: Int? = nil) {
+                    access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil) {
+            self.accessTokenDoesNotExpire = accessTokenDoesNotExpire
             self.scopedTokens = scopedTokens
             self.signInValidUntil = signInValidUntil
             self.name = name
@@ -203,7 +299,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
-                 lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
+                 accessTokenDoesNotExpire = "access_token_does_not_expire", lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
                  scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until"
         }
 
@@ -218,6 +314,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encode(signedIn, forKey: .signedIn)
             try container.encodeIfPresent(accessTokenExpiresAt, forKey: .accessTokenExpiresAt)
             try container.encodeIfPresent(accessTokenExpiresIn, forKey: .accessTokenExpiresIn)
+            try container.encodeIfPresent(accessTokenDoesNotExpire, forKey: .accessTokenDoesNotExpire)
             try container.encodeIfPresent(lastRefresh, forKey: .lastRefresh)
             try container.encodeIfPresent(lastError, forKey: .lastError)
             try container.encode(loginPending, forKey: .loginPending)
@@ -232,18 +329,22 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// Absent: the account's granted scopes.
         public var scopes: [String]?
         public var resource: String?
-        public var expiresAt: Int
-        public var expiresIn: Int
+        /// Both absent for a token that does not expire (``doesNotExpire``).
+        public var expiresAt: Int?
+        public var expiresIn: Int?
+        /// true: the token has no expiry; absent otherwise.
+        public var doesNotExpire: Bool?
 
-        public init(scopes: [String]?, resource: String?, expiresAt: Int, expiresIn: Int) {
+        public init(scopes: [String]?, resource: String?, expiresAt: Int?, expiresIn: Int?, doesNotExpire: Bool? = nil) {
             self.scopes = scopes
             self.resource = resource
             self.expiresAt = expiresAt
             self.expiresIn = expiresIn
+            self.doesNotExpire = doesNotExpire
         }
 
         enum CodingKeys: String, CodingKey {
-            case scopes, resource, expiresAt = "expires_at", expiresIn = "expires_in"
+            case scopes, resource, expiresAt = "expires_at", expiresIn = "expires_in", doesNotExpire = "does_not_expire"
         }
     }
 

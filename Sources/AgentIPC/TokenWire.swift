@@ -53,11 +53,23 @@ enum TokenWire {
         }
         guard let result = reply["result"], case .object = result,
               case .string(let account)? = result["account"], case .string(let accessToken)? = result["access_token"],
-              case .string(let tokenType)? = result["token_type"], case .integer(let expiresIn)? = result["expires_in"],
-              case .integer(let expiresAt)? = result["expires_at"],
+              case .string(let tokenType)? = result["token_type"], let expiry = expiry(result),
               let scopes = optionalStrings(result["scopes"]), let idToken = optionalString(result["id_token"]) else { return nil }
-        return .result(TokenResult(account: account, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-                                   expiresAt: expiresAt, scopes: scopes.value, idToken: idToken.value))
+        return .result(TokenResult(account: account, accessToken: accessToken, tokenType: tokenType, expiry: expiry,
+                                   scopes: scopes.value, idToken: idToken.value))
+    }
+
+    /// `does_not_expire: true`, or else `expires_in` and `expires_at`, as ``TokenResult``'s decoder reads them.
+    private static func expiry(_ result: MiniJSON) -> TokenExpiry? {
+        switch result["does_not_expire"] {
+        case .bool(true)?: return .never
+        case nil, .null?, .bool(false)?: break
+        default: return nil
+        }
+        guard case .integer(let expiresIn)? = result["expires_in"], case .integer(let expiresAt)? = result["expires_at"] else {
+            return nil
+        }
+        return .after(seconds: expiresIn, unixTime: expiresAt)
     }
 
     private static func isAbsent(_ value: MiniJSON?) -> Bool { value == nil || value == .null }

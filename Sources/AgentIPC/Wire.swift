@@ -11,9 +11,6 @@ public enum WireProtocol {
     public static let version = 1
     /// No line, in either direction, may exceed this many bytes (newline excluded).
     public static let maxMessageBytes = 64 * 1024
-    /// An access token the server gave no expiry (and no refresh token: a GitHub OAuth app's) is reported as
-    /// expiring this many seconds (366 days) after it was issued; `status` shows no expiry for it.
-    public static let nonExpiringSeconds = 366 * 24 * 3600
     /// `token`'s `min_valid`, in seconds: anything else is `bad_request` (the fast path leaves it to the slow path,
     /// which says so).
     public static let minValidRange = 0...(366 * 24 * 3600)

@@ -34,6 +34,15 @@ final class TokenReplies: Sendable {
             replies = TokenReplies(withID: withID, withoutID: withoutID)
             snapshot.attach(replies, account: hit.account, generation: hit.generation)
         }
+        if replies.withoutID.holes == 0 {
+            // A token that does not expire: no expiry to fill in (TokenReplyTemplate.make).
+            if let id {
+                replies.withID.write(id: id, into: &buffer)
+            } else {
+                replies.withoutID.write(id: nil, into: &buffer)
+            }
+            return true
+        }
         let expiresAt = Int(hit.expiresAt.timeIntervalSince1970)
         let expiresIn = Int(hit.expiresIn.components.seconds)
         if let id {

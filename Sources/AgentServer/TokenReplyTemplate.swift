@@ -2,7 +2,8 @@ import AgentIPC
 import NIOCore
 
 /// A reply line encoded once, with holes for the integers that change per request (`id`, `expires_at`,
-/// `expires_in`), so the socket's fast path answers a cached `token` request without `JSONEncoder`.
+/// `expires_in`), so the socket's fast path answers a cached `token` request without `JSONEncoder`. A token that does
+/// not expire (``TokenExpiry/never``) has no expiry holes: its line carries `does_not_expire` instead.
 ///
 /// The bytes come from the slow path's own encoder (``RequestDispatcher/encodeLine(_:)``) run with a sentinel in
 /// each hole, so key order, escaping and formatting are identical by construction; AgentServerTests compare the two
@@ -34,13 +35,35 @@ struct TokenReplyTemplate: Sendable {
     }
 
     /// The reply to a cached token for `id` (with the key left out when nil, as `JSONEncoder` does), without the
-    /// token's varying integers.
+    /// token's varying integers (none but `id` for a token that does not expire).
     static func make(_ result: TokenResult, id: Bool) -> TokenReplyTemplate? {
         var result = result
-        result.expiresAt = sentinel
-        result.expiresIn = sentinel
+        var holes = id ? ["id"] : []
+        if case .after = result.expiry {
+            result.expiry = .after(seconds: sentinel, unixTime: sentinel)
+            holes += ["expires_at", "expires_in"]
+        }
         let line = RequestDispatcher.encodeLine(WireResponse(id: id ? sentinel : nil, result: result))
-        return TokenReplyTemplate(encoded: line, holes: (id ? ["id"] : []) + ["expires_at", "expires_in"])
+        return TokenReplyTemplate(encoded: line, holes: holes)
+    }
+
+    /// The number of holes the template has (``write(_:_:_:into:)`` fills two or three, ``write(id:into:)`` zero or one).
+    var holes: Int { segments.count - 1 }
+
+    /// Appends the line of a token that does not expire, with `id` in its one hole (none when `id` is nil), and the
+    /// newline.
+    func write(id: Int?, into buffer: inout ByteBuffer) {
+        precondition(segments.count == (id == nil ? 1 : 2), "one value per hole")
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: segmentBytes + TokenReplyTemplate.maxDecimalBytes + 1) { out in
+            var at = 0
+            TokenReplyTemplate.copy(segments[0], to: out, at: &at)
+            if let id {
+                TokenReplyTemplate.copyDecimal(id, to: out, at: &at)
+                TokenReplyTemplate.copy(segments[1], to: out, at: &at)
+            }
+            out[at] = 0x0A
+            return at + 1
+        }
     }
 
     /// Appends the line with the values in the holes, in order, and the newline (two or three holes; fixed

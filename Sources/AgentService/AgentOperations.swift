@@ -122,7 +122,9 @@ public struct AgentOperations: Sendable {
     static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
         TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
-            expiresIn: Int(grant.expiresIn.components.seconds), expiresAt: Int(grant.expiresAt.timeIntervalSince1970),
+            expiry: grant.doesNotExpire
+                ? .never
+                : .after(seconds: Int(grant.expiresIn.components.seconds), unixTime: Int(grant.expiresAt.timeIntervalSince1970)),
             scopes: grant.scopes, idToken: includeIDToken ? grant.idToken?.reveal() : nil)
     }
 
@@ -137,7 +139,7 @@ public struct AgentOperations: Sendable {
         return LoginResult(
             account: outcome.account, subject: outcome.subject, email: outcome.email, name: outcome.name,
             scopes: outcome.scopes, hasRefreshToken: outcome.hasRefreshToken,
-            accessTokenExpiresAt: Int(outcome.accessTokenExpiresAt.timeIntervalSince1970))
+            accessTokenExpiresAt: outcome.accessTokenExpiresAt.map { Int($0.timeIntervalSince1970) })
     }
 
     /// Manual paste or a private-use scheme handler: hands the final redirect URL to the account's pending sign-in.
@@ -176,11 +178,14 @@ public struct AgentOperations: Sendable {
                     },
                     loginPending: account.loginPending,
                     scopedTokens: account.scopedTokens.isEmpty ? nil : account.scopedTokens.map {
-                        .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
-                              expiresIn: Int($0.expiresIn.components.seconds))
+                        $0.doesNotExpire
+                            ? .init(scopes: $0.scopes, resource: $0.resource, expiresAt: nil, expiresIn: nil, doesNotExpire: true)
+                            : .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
+                                    expiresIn: Int($0.expiresIn.components.seconds))
                     },
                     access: AccountAccess(access.policy(of: account.name)),
-                    signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) })
+                    signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
+                    accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil)
             })
     }
 

@@ -11,18 +11,20 @@ public struct ExecCredential: Codable, Sendable, Equatable {
 
     public struct Status: Codable, Sendable, Equatable {
         public var token: String
-        /// RFC 3339, UTC. kubectl reuses the token until then and runs the plugin again after.
-        public var expirationTimestamp: String
+        /// RFC 3339, UTC. kubectl reuses the token until then and runs the plugin again after. Absent for a token
+        /// that does not expire: kubectl then keeps it until the cluster answers 401 (client-go's exec plugin docs).
+        public var expirationTimestamp: String?
     }
 
     public var apiVersion: String
     public var kind: String
     public var status: Status
 
-    public init(token: String, expiresAt unixSeconds: Int) {
+    /// `expiresAt` nil: the token does not expire, and the credential says no expiry.
+    public init(token: String, expiresAt unixSeconds: Int?) {
         self.apiVersion = Self.apiVersion
         self.kind = "ExecCredential"
-        self.status = Status(token: token, expirationTimestamp: RFC3339.utc(unixSeconds: unixSeconds))
+        self.status = Status(token: token, expirationTimestamp: unixSeconds.map { RFC3339.utc(unixSeconds: $0) })
     }
 
     /// One line of JSON with sorted keys (stable output for people and tests).

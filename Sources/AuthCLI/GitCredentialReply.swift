@@ -1,3 +1,5 @@
+import AgentIPC
+
 /// authctl's answer to git's `get`: `username`, `password` (the access token) and `password_expiry_utc`, then a
 /// blank line. git 2.41 and later use the expiry to drop the credential before it lapses; older gits ignore it.
 public struct GitCredentialReply: Sendable, Equatable {
@@ -10,6 +12,12 @@ public struct GitCredentialReply: Sendable, Equatable {
         self.username = username
         self.password = password
         self.passwordExpiryUTC = passwordExpiryUTC
+    }
+
+    /// The agent's access token for git: no `password_expiry_utc` for a token that does not expire, so git keeps
+    /// using it instead of dropping it at a made-up time.
+    public init(username: String, token: TokenResult) {
+        self.init(username: username, password: token.accessToken, passwordExpiryUTC: token.expiresAt)
     }
 
     /// The lines to write to stdout. Values with a newline or NUL would break (or inject into) git's line format,

@@ -9,10 +9,14 @@ public struct AccessTokenGrant: Sendable {
     public var account: String
     public var accessToken: Secret
     public var tokenType: String
+    /// For a token that does not expire, what the cache counts with (``TokenResponseParser/maximumLifetime`` from
+    /// when it was issued or loaded), never to be shown: see ``doesNotExpire``.
     public var expiresIn: Duration
     public var expiresAt: Date
     public var scopes: [String]?
     public var idToken: Secret?
+    /// The server gave the token no expiry (``TokenSet/nonExpiring``): callers are told it does not expire.
+    public var doesNotExpire = false
 }
 
 /// What a caller needs to follow a pending sign-in: the URL (always shown, even when a browser opened) and
@@ -66,7 +70,8 @@ public struct LoginOutcome: Sendable {
     public var name: String?
     public var scopes: [String]?
     public var hasRefreshToken: Bool
-    public var accessTokenExpiresAt: Date
+    /// Nil when the access token does not expire (``TokenSet/nonExpiring``).
+    public var accessTokenExpiresAt: Date?
 }
 
 public struct LogoutOutcome: Sendable {
@@ -92,8 +97,11 @@ public struct AccountStatus: Sendable {
     public var scopes: [String]
     /// nil when the keyring could not be asked (locked or absent).
     public var hasRefreshToken: Bool?
+    /// Both nil when no token is cached or the cached one does not expire (``accessTokenDoesNotExpire``).
     public var accessTokenExpiresAt: Date?
     public var accessTokenExpiresIn: Duration?
+    /// The cached access token has no expiry (``TokenSet/nonExpiring``).
+    public var accessTokenDoesNotExpire = false
     public var lastRefresh: Date?
     public var lastError: RecordedError?
     public var loginPending: Bool
@@ -110,8 +118,11 @@ public struct ScopedTokenStatus: Sendable, Equatable {
     /// nil: the account's granted scopes.
     public var scopes: [String]?
     public var resource: String?
+    /// Not to be shown when ``doesNotExpire``: the cache's own horizon, not the token's.
     public var expiresAt: Date
     public var expiresIn: Duration
+    /// The token has no expiry (``TokenSet/nonExpiring``).
+    public var doesNotExpire = false
 }
 
 public struct BrokerStatus: Sendable {

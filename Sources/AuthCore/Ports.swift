@@ -8,14 +8,29 @@ import Foundation
 /// Secret Service); tests of broker logic use `MemorySecretStore` (Tests/AuthTestSupport). Implementations throw ``AuthError`` with
 /// `keyringLocked`, `keyringUnavailable` or `keyringError`, never a silent "not found" for a locked keyring.
 public protocol SecretStore: Sendable {
-    func load(_ key: SecretKey) async throws(AuthError) -> Secret?
+    /// The key's item: its secret and its dates (nil: no item, or a locked keyring that hides it).
+    func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem?
     /// The keys that have an item, read without loading any secret. Only meaningful when ``state()`` is
     /// `available`: what a locked collection shows varies.
     func storedKeys() async throws(AuthError) -> Set<SecretKey>
-    func store(_ secret: Secret, for key: SecretKey) async throws(AuthError)
+    /// Writes the key's one item: replaces the secret of an existing item in one step (a rotation is never half
+    /// done), and its dates (those not given are removed).
+    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError)
     /// Deletes the item; returns whether one existed.
     @discardableResult func delete(_ key: SecretKey) async throws(AuthError) -> Bool
     func state() async -> KeyringState
+}
+
+extension SecretStore {
+    /// The key's secret alone.
+    public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
+        try await loadItem(key)?.secret
+    }
+
+    /// An item of `secret` without dates.
+    public func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
+        try await store(KeyringItem(secret: secret), for: key)
+    }
 }
 
 /// Identifies one account's refresh token: the account name, issuer and client, so a changed issuer or client

@@ -33,27 +33,15 @@ public enum StoredCredential: Equatable, Sendable {
     }
 }
 
-/// The keyring item's secret carries the sign-in's end with the credential, so both are written in one store (a
-/// rotation and its new deadline cannot part) and nothing about the sign-in is in plain text on disk:
-/// `\u{1}valid_until=UNIX-SECONDS\u{1}` before the credential, then, once the user was warned of that end,
-/// `\u{1}warned_at=UNIX-SECONDS\u{1}` (so an agent started again the same day does not warn again). Items written
-/// without them (before this existed, or with no known deadline) read as they always did. An agent older than this
-/// header reads such an item as a refresh token that the server then refuses: a downgrade costs those sign-ins.
+/// The form in which agents before ``KeyringItem`` kept the sign-in's dates: a header inside the secret,
+/// `\u{1}valid_until=UNIX-SECONDS\u{1}` and maybe `\u{1}warned_at=UNIX-SECONDS\u{1}`, before the credential. Only
+/// read now (an item in this form is rewritten with the dates as attributes at its next write); a secret without the
+/// header reads as it is.
 extension StoredCredential {
     static let validUntilKey = "valid_until"
     static let warnedAtKey = "warned_at"
 
-    /// The payload to store: `credential` (a ``stored`` value) with `validUntil` (and `warnedAt`) when known.
-    public static func seal(_ credential: Secret, validUntil: Date?, warnedAt: Date? = nil) -> Secret {
-        guard let validUntil else { return credential }
-        func header(_ key: String, _ date: Date) -> String {
-            "\u{1}\(key)=\(Int64(date.timeIntervalSince1970.rounded(.down)))\u{1}"
-        }
-        return Secret(header(validUntilKey, validUntil) + (warnedAt.map { header(warnedAtKey, $0) } ?? "")
-                      + credential.reveal())
-    }
-
-    /// A stored payload split into the credential (what ``init(stored:)`` reads), the deadline and the last warning.
+    /// A stored secret split into the credential (what ``init(stored:)`` reads) and the dates of its header, if any.
     public static func unseal(_ payload: Secret) -> (credential: Secret, validUntil: Date?, warnedAt: Date?) {
         var rest = Substring(payload.reveal())
         var dates: [String: Date] = [:]

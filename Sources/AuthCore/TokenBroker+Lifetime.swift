@@ -6,8 +6,8 @@ import Foundation
 import Logging
 
 /// Sign-ins that end while nobody is looking: each account's "sign-in valid until" (``SignInDeadline``: the server's
-/// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept with the credential in the keyring
-/// (``StoredCredential/seal(_:validUntil:)``), shown by `status`, and watched (``SignInExpiryWatch``): a warning
+/// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept in the credential's keyring item beside
+/// the secret (``KeyringItem``: libsecret attributes, never inside the secret), shown by `status`, and watched (``SignInExpiryWatch``): a warning
 /// (journal line and ``BrokerEvent/signInExpiring(_:validUntil:)``, which the desktop notification follows) when the
 /// end is near, and ``BrokerEvent/signInRequired(_:)`` once it passed.
 ///
@@ -18,7 +18,8 @@ extension TokenBroker {
     /// One account's sign-in deadline as the broker knows it.
     struct LifetimeRecord: Sendable {
         var watch = SignInExpiryWatch()
-        /// The deadline in the keyring item, as last read or written.
+        /// The deadline in the keyring item's attributes, as last read or written (nil for an item that still carries
+        /// it in a header inside the secret, ``StoredCredential/unseal(_:)``, so the next refresh rewrites it).
         var stored: Date?
         /// The keyring item was read (or written) since the agent started: the watch knows what the keyring knows.
         var known = false
@@ -48,30 +49,36 @@ extension TokenBroker {
         lifetimeBell.ring()
     }
 
-    /// The payload to write for `credential`: sealed with the account's current deadline and last warning
-    /// (the deadline remembered as stored).
-    func sealForKeyring(_ credential: Secret, account name: String) -> Secret {
+    /// The item to write for `credential` (the bare secret): the account's current deadline and last warning beside
+    /// it (the deadline remembered as stored).
+    func itemForKeyring(_ credential: Secret, account name: String) -> KeyringItem {
         let watch = accounts[name]?.lifetime.watch
         accounts[name]?.lifetime.stored = watch?.validUntil
-        return StoredCredential.seal(credential, validUntil: watch?.validUntil, warnedAt: watch?.lastWarned)
+        return KeyringItem(secret: credential, validUntil: watch?.validUntil, warnedAt: watch?.lastWarned)
     }
 
-    /// A payload read from the keyring: the credential, after learning the deadline it carries (unless this run
-    /// already knows a newer one from a sign-in or refresh).
-    func unsealFromKeyring(_ payload: Secret, account name: String) -> Secret {
-        let (credential, deadline, warnedAt) = StoredCredential.unseal(payload)
+    /// An item read from the keyring: the credential, after learning the deadline it carries (unless this run
+    /// already knows a newer one from a sign-in or refresh). An item written before the dates moved to attributes
+    /// carries them in a header inside the secret: read from there, and remembered as not stored, so the next
+    /// refresh writes the item again in the new form (``storeMovedDeadline(_:credential:key:)``).
+    func credentialFromKeyring(_ item: KeyringItem, account name: String) -> Secret {
+        let legacy = StoredCredential.unseal(item.secret)
+        let fromHeader = legacy.validUntil != nil && item.validUntil == nil
+        let deadline = fromHeader ? legacy.validUntil : item.validUntil
+        let warnedAt = fromHeader ? legacy.warnedAt : item.warnedAt
         if let config = accounts[name]?.config, accounts[name]?.lifetime.known == false {
             accounts[name]?.lifetime.watch.update(deadline, now: time.wallClock(), warnBefore: config.signInWarning)
             accounts[name]?.lifetime.watch.restoreWarning(warnedAt)
-            accounts[name]?.lifetime.stored = deadline
+            accounts[name]?.lifetime.stored = fromHeader ? nil : deadline
             accounts[name]?.lifetime.known = true
             lifetimeBell.ring()
         }
-        return credential
+        return legacy.credential
     }
 
     /// After a refresh that kept its refresh token: writes the moved deadline when ``SignInDeadline/needsWrite(_:stored:)``
-    /// says so. A failure only costs the stored deadline's accuracy, never the sign-in.
+    /// says so (also for an item whose dates are still in the secret's header: it is rewritten as the bare credential
+    /// with the dates as attributes). A failure only costs the stored deadline's accuracy, never the sign-in.
     func storeMovedDeadline(_ name: String, credential: Secret, key: SecretKey) async {
         guard let record = accounts[name]?.lifetime,
               SignInDeadline.needsWrite(record.watch.validUntil, stored: record.stored) else { return }
@@ -92,9 +99,9 @@ extension TokenBroker {
         await acquireRedemption(name)
         defer { releaseRedemption(name) }
         guard accounts[name]?.login == nil, accounts[name]?.unsavedRefreshToken == nil,
-              let payload = try? await store.load(key), accounts[name]?.login == nil else { return }
+              let item = try? await store.loadItem(key), accounts[name]?.login == nil else { return }
         do throws(AuthError) {
-            try await storeRefreshToken(StoredCredential.unseal(payload).credential, for: key)
+            try await storeRefreshToken(StoredCredential.unseal(item.secret).credential, for: key)
         } catch {
             logger.debug("cannot note the warning in the keyring", metadata: ["account": "\(name)",
                                                                              "error_code": "\(error.code.rawValue)"])
@@ -120,8 +127,8 @@ extension TokenBroker {
                 accounts[name]?.lifetime.known = true
                 continue
             }
-            guard let payload = try? await store.load(key) else { continue }
-            _ = unsealFromKeyring(payload, account: name)
+            guard let item = try? await store.loadItem(key) else { continue }
+            _ = credentialFromKeyring(item, account: name)
         }
     }
 

@@ -95,7 +95,8 @@ extension TokenBroker {
         return (accounts[name]?.scoped ?? [:]).sorted { $0.key.description < $1.key.description }.map { key, cached in
             let remaining = cached.tokens.expiresAt - now
             return ScopedTokenStatus(scopes: key.scopes, resource: key.resource,
-                                     expiresAt: TokenBroker.wallClockInstant(wall, plus: remaining), expiresIn: remaining)
+                                     expiresAt: TokenBroker.wallClockInstant(wall, plus: remaining), expiresIn: remaining,
+                                     doesNotExpire: cached.tokens.nonExpiring)
         }
     }
 

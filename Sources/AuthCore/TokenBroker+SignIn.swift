@@ -185,6 +185,7 @@ extension TokenBroker {
         let remaining = tokens.expiresAt - time.now()
         return LoginOutcome(account: name, scopes: tokens.scopes ?? accounts[name]?.config.scopes,
                             hasRefreshToken: hasRefreshToken,
-                            accessTokenExpiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
+                            accessTokenExpiresAt: tokens.nonExpiring
+                                ? nil : TokenBroker.wallClockInstant(time.wallClock(), plus: remaining))
     }
 }

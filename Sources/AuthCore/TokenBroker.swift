@@ -71,7 +71,7 @@ public actor TokenBroker {
                 return TokenSnapshot.Entry(
                     accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
                     scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
-                    lifetime: cached.tokens.lifetime,
+                    lifetime: cached.tokens.lifetime, doesNotExpire: cached.tokens.nonExpiring,
                     refreshAt: snapshot.policy.refreshAt(receivedAt: cached.tokens.receivedAt,
                                                          lifetime: cached.tokens.lifetime, jitter: refreshJitter),
                     generation: 0, attachment: nil)
@@ -268,10 +268,12 @@ public actor TokenBroker {
                 throw AuthError.loginRequired(name)
             }
             if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
-                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring). An item whose
+                // dates are still inside the secret is written again in the new form here, as a refresh would.
                 var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
                                       receivedAt: time.now())
                 tokens.nonExpiring = true
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
                 return entry.isDefault ? cacheFreshTokens(name, tokens) : cacheScoped(name, entry, tokens)
             }
             let metadata = try await metadata(for: name)
@@ -336,7 +338,7 @@ public actor TokenBroker {
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
     /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
     func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        if let stored = try await store.load(key) { return unsealFromKeyring(stored, account: key.account) }
+        if let item = try await store.loadItem(key) { return credentialFromKeyring(item, account: key.account) }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
@@ -349,7 +351,7 @@ public actor TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
-        if let current = try await store.load(key), StoredCredential.unseal(current).credential == sent {
+        if let current = try await store.loadItem(key), StoredCredential.unseal(current.secret).credential == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
@@ -399,7 +401,7 @@ public actor TokenBroker {
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
                 hasRefreshToken: hasRefresh,
                 accessTokenExpiresAt: remaining.map { TokenBroker.wallClockInstant(time.wallClock(), plus: $0) },
-                accessTokenExpiresIn: remaining,
+                accessTokenExpiresIn: remaining, accessTokenDoesNotExpire: cache?.tokens.nonExpiring ?? false,
                 lastRefresh: accounts[name]?.lastRefresh, lastError: accounts[name]?.lastError,
                 loginPending: state.signIn.isPending, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(name), signInValidUntil: state.lifetime.watch.validUntil))
@@ -435,7 +437,7 @@ public actor TokenBroker {
     /// Every keyring write goes through these two, which retire a shared `status` probe that began before them.
     func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
         defer { keyringProbe = nil }
-        try await store.store(sealForKeyring(secret, account: key.account), for: key)
+        try await store.store(itemForKeyring(secret, account: key.account), for: key)
     }
 
     @discardableResult
@@ -500,7 +502,8 @@ public actor TokenBroker {
         return AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
             expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining),
-            scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken)
+            scopes: cached.tokens.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken,
+            doesNotExpire: cached.tokens.nonExpiring)
     }
 
     /// Caches newly issued tokens (without the refresh token, which lives only in the keyring) and clears the

@@ -28,6 +28,8 @@ public final class TokenSnapshot: Sendable {
         public var expiresAt: ContinuousClock.Instant
         /// The lifetime the server gave the token (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``).
         public var lifetime: Duration
+        /// The server gave the token no expiry (``TokenSet/nonExpiring``); ``expiresAt`` is then only the cache's.
+        public var doesNotExpire: Bool
         /// The early-refresh moment (``RefreshPolicy/refreshAt(receivedAt:lifetime:jitter:)`` with the token's jitter).
         public var refreshAt: ContinuousClock.Instant
         /// Changes on every publish.
@@ -52,7 +54,8 @@ public final class TokenSnapshot: Sendable {
 
         public var grant: AccessTokenGrant {
             AccessTokenGrant(account: account, accessToken: entry.accessToken, tokenType: entry.tokenType,
-                             expiresIn: expiresIn, expiresAt: expiresAt, scopes: entry.scopes, idToken: nil)
+                             expiresIn: expiresIn, expiresAt: expiresAt, scopes: entry.scopes, idToken: nil,
+                             doesNotExpire: entry.doesNotExpire)
         }
     }
 

@@ -8,7 +8,15 @@
 #include <gio/gio.h>
 #include <string.h>
 
-/* The schema of our items. Attribute names are part of the on-disk contract: do not rename. */
+/* Beside the key (account, issuer, client_id), an item may carry two dates as decimal Unix seconds: when the
+ * sign-in ends and when the user was last warned of that. Attributes are not secret, and neither are these dates;
+ * keeping them out of the secret means that every agent, older ones included, reads the secret as the bare
+ * credential. An item without them reads as "not known". */
+#define AA_SECRET_VALID_UNTIL "valid_until"
+#define AA_SECRET_WARNED_AT "warned_at"
+
+/* The schema of our items. Attribute names are part of the on-disk contract: do not rename. The key's three find
+ * an item whatever else it carries (a search matches the attributes it names). */
 static inline const SecretSchema *aa_secret_schema(void) {
     static const SecretSchema schema = {
         "dev.auth-agent.RefreshToken", SECRET_SCHEMA_NONE,
@@ -16,6 +24,8 @@ static inline const SecretSchema *aa_secret_schema(void) {
             { "account", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "issuer", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "client_id", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { AA_SECRET_VALID_UNTIL, SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { AA_SECRET_WARNED_AT, SECRET_SCHEMA_ATTRIBUTE_STRING },
             { NULL, 0 },
         },
         0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
@@ -31,14 +41,52 @@ static inline GHashTable *aa_secret_attributes(const char *account, const char *
     return attributes;
 }
 
-/* Returns 1 on success, 0 with *error set on failure. Stores into the default collection; an item with the same
- * attributes is replaced in place, which is what makes refresh-token rotation atomic. */
-static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
-                                  const char *secret, GCancellable *cancellable, GError **error) {
+/* The key's attributes plus the dates that are given (NULL: left out). */
+static inline GHashTable *aa_secret_item_attributes(const char *account, const char *issuer, const char *client_id,
+                                                    const char *valid_until, const char *warned_at) {
     GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
-    gboolean ok = secret_password_storev_sync(aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label,
-                                              secret, cancellable, error);
+    if (valid_until) g_hash_table_insert(attributes, (gpointer)AA_SECRET_VALID_UNTIL, (gpointer)valid_until);
+    if (warned_at) g_hash_table_insert(attributes, (gpointer)AA_SECRET_WARNED_AT, (gpointer)warned_at);
+    return attributes;
+}
+
+/* Returns 1 on success, 0 with *error set on failure. The key's item, if there is one, is updated in place: first
+ * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then its attributes to the
+ * key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A failure between the
+ * two leaves the new secret with the old dates: the dates are advice, the secret is what must not be lost. Without
+ * an item, one is created in the default collection with secret and attributes together.
+ * (Creating with "replace" cannot update: the Secret Service replaces only an item that has every attribute of the
+ * new one, and a changed date is a different attribute.) */
+static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
+                                  const char *secret, const char *valid_until, const char *warned_at,
+                                  GCancellable *cancellable, GError **error) {
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    if (service == NULL) return 0;
+    GHashTable *key = aa_secret_attributes(account, issuer, client_id);
+    GList *items = secret_service_search_sync(service, aa_secret_schema(), key, SECRET_SEARCH_ALL, cancellable, error);
+    g_hash_table_unref(key);
+    if (items == NULL && error && *error) {
+        g_object_unref(service);
+        return 0;
+    }
+    GHashTable *attributes = aa_secret_item_attributes(account, issuer, client_id, valid_until, warned_at);
+    /* Copied into libsecret's non-pageable memory, wiped when freed. */
+    SecretValue *value = secret_value_new(secret, -1, "text/plain");
+    gboolean ok = TRUE;
+    if (items == NULL) {
+        ok = secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label,
+                                       value, cancellable, error);
+    }
+    /* Every item of the key (there is one; were there more, all keep the same answer). */
+    for (GList *l = items; l != NULL && ok; l = l->next) {
+        SecretItem *item = SECRET_ITEM(l->data);
+        ok = secret_item_set_secret_sync(item, value, cancellable, error)
+             && secret_item_set_attributes_sync(item, aa_secret_schema(), attributes, cancellable, error);
+    }
+    secret_value_unref(value);
     g_hash_table_unref(attributes);
+    g_list_free_full(items, g_object_unref);
+    g_object_unref(service);
     return ok ? 1 : 0;
 }
 
@@ -51,6 +99,39 @@ static inline char *aa_secret_lookup(const char *account, const char *issuer, co
     g_hash_table_unref(attributes);
     return secret;
 }
+
+/* aa_secret_lookup, and the item's dates: *valid_until and *warned_at are the attributes' values (free with g_free),
+ * NULL when the item has none or there is no item. NULL with *error set if the attributes could not be read. */
+static inline char *aa_secret_lookup_item(const char *account, const char *issuer, const char *client_id,
+                                          gchar **valid_until, gchar **warned_at, GCancellable *cancellable,
+                                          GError **error) {
+    *valid_until = NULL;
+    *warned_at = NULL;
+    char *secret = aa_secret_lookup(account, issuer, client_id, cancellable, error);
+    if (secret == NULL) return NULL;
+    /* Attributes only: no second copy of the secret crosses the bus. */
+    GHashTable *key = aa_secret_attributes(account, issuer, client_id);
+    GList *items = secret_password_searchv_sync(aa_secret_schema(), key, SECRET_SEARCH_NONE, cancellable, error);
+    g_hash_table_unref(key);
+    if (items == NULL && error && *error) {
+        secret_password_free(secret);
+        return NULL;
+    }
+    if (items != NULL) {
+        GHashTable *found = secret_retrievable_get_attributes(SECRET_RETRIEVABLE(items->data));
+        if (found) {
+            const char *until = g_hash_table_lookup(found, AA_SECRET_VALID_UNTIL);
+            const char *warned = g_hash_table_lookup(found, AA_SECRET_WARNED_AT);
+            *valid_until = until ? g_strdup(until) : NULL;
+            *warned_at = warned ? g_strdup(warned) : NULL;
+            g_hash_table_unref(found);
+        }
+    }
+    g_list_free_full(items, g_object_unref);
+    return secret;
+}
+
+static inline void aa_secret_string_free(gchar *string) { g_free(string); }
 
 /* Returns 1 if an item was deleted, 0 if none or on error (*error set). */
 static inline int aa_secret_clear(const char *account, const char *issuer, const char *client_id,

@@ -1,9 +1,15 @@
 import AuthCore
 import CLibsecret
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// A ``SecretStore`` over libsecret: refresh tokens live in the Secret Service's default collection (the GNOME
 /// login keyring), one item per ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes
-/// `account`, `issuer` and `client_id`.
+/// `account`, `issuer` and `client_id`, and, when known, `valid_until` and `warned_at` (``KeyringItem``'s dates, as
+/// decimal Unix seconds: not secret, so never in the secret, which is the bare credential).
 ///
 /// Every call runs off the Swift concurrency pool on one serial queue and gives up after `timeout` (a stopped
 /// daemon, or an unlock prompt nobody answers, would otherwise block for ~50 s). Errors map to
@@ -35,23 +41,40 @@ public final class LibsecretStore: SecretStore {
         "auth-agent refresh token for \(key.account) (\(key.issuer))"
     }
 
-    public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        let outcome = await caller.call { cancellable, error -> Secret? in
+    public func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
+        let outcome = await caller.call { cancellable, error -> KeyringItem? in
             key.account.withCString { account in
                 key.issuer.withCString { issuer in
                     key.clientID.withCString { clientID in
-                        guard let found = aa_secret_lookup(account, issuer, clientID, cancellable, error) else {
-                            return nil
+                        var validUntil: UnsafeMutablePointer<gchar>?
+                        var warnedAt: UnsafeMutablePointer<gchar>?
+                        defer {
+                            aa_secret_string_free(validUntil)
+                            aa_secret_string_free(warnedAt)
                         }
+                        guard let found = aa_secret_lookup_item(account, issuer, clientID, &validUntil, &warnedAt,
+                                                                cancellable, error) else { return nil }
                         // Copy into Swift, then let libsecret wipe and free its copy.
                         defer { aa_secret_free(found) }
-                        return Secret(String(cString: found))
+                        return KeyringItem(secret: Secret(String(cString: found)),
+                                           validUntil: LibsecretStore.date(validUntil), warnedAt: LibsecretStore.date(warnedAt))
                     }
                 }
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
         return outcome.value ?? nil
+    }
+
+    /// An attribute's Unix seconds; nil when absent or not a decimal integer (someone else's edit: not known).
+    private static func date(_ attribute: UnsafeMutablePointer<gchar>?) -> Date? {
+        guard let attribute, let seconds = Int64(String(cString: attribute)) else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// A date as its attribute value: whole Unix seconds, rounded down.
+    private static func attribute(_ date: Date?) -> String? {
+        date.map { String(Int64($0.timeIntervalSince1970.rounded(.down))) }
     }
 
     /// One search over the schema's items, reading their attributes only: which accounts have a token, without a
@@ -74,15 +97,21 @@ public final class LibsecretStore: SecretStore {
         return keys
     }
 
-    public func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
+    public func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) {
         let itemLabel = label(key)
+        let validUntil = LibsecretStore.attribute(item.validUntil), warnedAt = LibsecretStore.attribute(item.warnedAt)
         let outcome = await caller.call { cancellable, error -> Bool in
             key.account.withCString { account in
                 key.issuer.withCString { issuer in
                     key.clientID.withCString { clientID in
                         itemLabel.withCString { itemLabel in
-                            secret.reveal().withCString { value in
-                                aa_secret_store(account, issuer, clientID, itemLabel, value, cancellable, error) == 1
+                            LibsecretStore.withOptionalCString(validUntil) { validUntil in
+                                LibsecretStore.withOptionalCString(warnedAt) { warnedAt in
+                                    item.secret.reveal().withCString { value in
+                                        aa_secret_store(account, issuer, clientID, itemLabel, value, validUntil, warnedAt,
+                                                        cancellable, error) == 1
+                                    }
+                                }
                             }
                         }
                     }
@@ -92,6 +121,11 @@ public final class LibsecretStore: SecretStore {
         if let failure = outcome.failure { throw authError(failure) }
         // libsecret documents FALSE with an error; be safe if it ever returns FALSE without one.
         guard outcome.value == true else { throw AuthError(.keyringError, "the keyring refused to store the token") }
+    }
+
+    private static func withOptionalCString<T>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
+        guard let text else { return body(nil) }
+        return text.withCString { body($0) }
     }
 
     @discardableResult

@@ -149,12 +149,11 @@ struct Login: ParsableCommand {
         if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
         let scopes = result.scopes.map { " (scopes: \($0.joined(separator: " ")))" } ?? ""
         print("Signed in to '\(account)'\(who)\(scopes).")
-        let now = Int(Date().timeIntervalSince1970)
-        if result.accessTokenExpiresAt - now > WireProtocol.nonExpiringSeconds - 3600 {
+        guard let expiresAt = result.accessTokenExpiresAt else {
             print("The access token does not expire; the agent keeps it in the keyring.")
             return
         }
-        print("The access token expires \(Formatter.relative(result.accessTokenExpiresAt, now: now)); the agent refreshes it as needed.")
+        print("The access token expires \(Formatter.relative(expiresAt, now: Int(Date().timeIntervalSince1970))); the agent refreshes it as needed.")
         if !result.hasRefreshToken {
             print("Note: the server issued no refresh token; you will need to sign in again when the access token expires.")
         }

@@ -89,7 +89,9 @@ enum Formatter {
             }
             var rows = [["account:", "\(account.name) — \(state)"], ["issuer:", account.issuer],
                         ["redirect URI:", "\(account.redirectURI)  (register this at the provider)"]]
-            if let expires = account.accessTokenExpiresAt {
+            if account.accessTokenDoesNotExpire == true {
+                rows.append(["access token:", "does not expire"])
+            } else if let expires = account.accessTokenExpiresAt {
                 rows.append(["access token:", expires > now ? "expires \(relative(expires, now: now))" : "expired \(relative(expires, now: now))"])
             } else {
                 rows.append(["access token:", "none cached"])
@@ -97,8 +99,8 @@ enum Formatter {
             for scoped in account.scopedTokens ?? [] {
                 let what = "scope " + (scoped.scopes?.joined(separator: " ") ?? "(granted)")
                     + (scoped.resource.map { ", resource \($0)" } ?? "")
-                let when = scoped.expiresAt > now ? "expires \(relative(scoped.expiresAt, now: now))"
-                    : "expired \(relative(scoped.expiresAt, now: now))"
+                let when = scoped.expiresAt.map { $0 > now ? "expires \(relative($0, now: now))" : "expired \(relative($0, now: now))" }
+                    ?? "does not expire"
                 rows.append(["scoped token:", "\(what): \(when)"])
             }
             if let until = account.signInValidUntil, account.signedIn != false {

@@ -85,8 +85,7 @@ struct GitCredentialCommand: ParsableCommand {
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.token(WireRequest(op: .token, account: account, minValid: options.minValid))
         }
-        let reply = GitCredentialReply(username: options.username, password: result.accessToken,
-                                       passwordExpiryUTC: result.expiresAt)
+        let reply = GitCredentialReply(username: options.username, token: result)
         do {
             print(try reply.encoded(), terminator: "")
         } catch {

@@ -71,7 +71,6 @@ struct KubeCredentialCommand: ParsableCommand {
         let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: forceRefresh,
                                   idToken: kind == .idToken)
         let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(request, as: TokenResult.self) }
-        return KubeCredential.decide(kind: kind, accessToken: result.accessToken, accessTokenExpiresAt: result.expiresAt,
-                                     idToken: result.idToken, now: Int(Date().timeIntervalSince1970), minValid: minValid)
+        return KubeCredential.decide(kind: kind, token: result, now: Int(Date().timeIntervalSince1970), minValid: minValid)
     }
 }

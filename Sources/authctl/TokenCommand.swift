@@ -72,8 +72,9 @@ enum TokenCommand {
             }
         }
         // min_valid means "fresh enough, or the freshest the server gives" (docs/PROTOCOL.md): say when it is the latter.
-        if options.minValid > 0, !options.idToken, result.expiresIn < options.minValid {
-            writeStderr("authctl: note: this token is valid for \(result.expiresIn) s, less than --min-valid \(options.minValid): "
+        // A token that does not expire satisfies any --min-valid.
+        if options.minValid > 0, !options.idToken, let expiresIn = result.expiresIn, expiresIn < options.minValid {
+            writeStderr("authctl: note: this token is valid for \(expiresIn) s, less than --min-valid \(options.minValid): "
                         + "the server issues shorter-lived tokens, and this is the freshest it gives\n")
         }
         if options.json { return printJSON(result) }

@@ -164,9 +164,9 @@ final class RefreshLifecycleTests: XCTestCase {
 /// A keyring that never answers (until cancelled): a stopped daemon, an unanswered unlock prompt.
 struct HungStore: SecretStore {
     func hang() async { try? await Task.sleep(for: .seconds(3600)) }
-    func load(_ key: SecretKey) async throws(AuthError) -> Secret? { await hang(); throw AuthError(.keyringError, "cancelled") }
+    func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem? { await hang(); throw AuthError(.keyringError, "cancelled") }
     func storedKeys() async throws(AuthError) -> Set<SecretKey> { await hang(); throw AuthError(.keyringError, "cancelled") }
-    func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) { await hang() }
+    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) { await hang() }
     func delete(_ key: SecretKey) async throws(AuthError) -> Bool { await hang(); return false }
     func state() async -> KeyringState { await hang(); return .error }
 }

@@ -86,20 +86,24 @@ final class SignInLifetimeTests: XCTestCase {
 
     // MARK: The keyring payload and the token reply
 
-    func testThePayloadCarriesTheDeadlineAndOldItemsReadAsBefore() {
-        let sealed = StoredCredential.seal(Secret("rt-1"), validUntil: t0)
-        XCTAssertNotEqual(sealed.reveal(), "rt-1")
+    /// A secret as agents before ``KeyringItem`` wrote it: the dates in a header before the credential.
+    func legacy(_ credential: Secret, validUntil: Date, warnedAt: Date? = nil) -> Secret {
+        func header(_ key: String, _ date: Date) -> String { "\u{1}\(key)=\(Int64(date.timeIntervalSince1970))\u{1}" }
+        return Secret(header("valid_until", validUntil) + (warnedAt.map { header("warned_at", $0) } ?? "") + credential.reveal())
+    }
+
+    func testTheOldHeaderIsStillReadAndASecretWithoutItReadsAsItIs() {
+        let sealed = legacy(Secret("rt-1"), validUntil: t0)
         XCTAssertEqual(StoredCredential.unseal(sealed).credential, Secret("rt-1"))
         XCTAssertEqual(StoredCredential.unseal(sealed).validUntil, t0)
         XCTAssertEqual(StoredCredential.unseal(Secret("rt-old")).credential, Secret("rt-old"), "written before deadlines")
         XCTAssertNil(StoredCredential.unseal(Secret("rt-old")).validUntil)
-        XCTAssertEqual(StoredCredential.seal(Secret("rt-1"), validUntil: nil), Secret("rt-1"), "nothing known, nothing added")
-        let warned = StoredCredential.unseal(StoredCredential.seal(Secret("rt-1"), validUntil: t0, warnedAt: t0 - day))
+        let warned = StoredCredential.unseal(legacy(Secret("rt-1"), validUntil: t0, warnedAt: t0 - day))
         XCTAssertEqual(warned.credential, Secret("rt-1"))
         XCTAssertEqual(warned.validUntil, t0)
         XCTAssertEqual(warned.warnedAt, t0 - day)
         let longLived = StoredCredential.longLivedAccessToken(Secret("gho_x")).stored
-        let unsealed = StoredCredential.unseal(StoredCredential.seal(longLived, validUntil: t0)).credential
+        let unsealed = StoredCredential.unseal(legacy(longLived, validUntil: t0)).credential
         XCTAssertEqual(StoredCredential(stored: unsealed), .longLivedAccessToken(Secret("gho_x")))
     }
 
@@ -138,10 +142,10 @@ final class SignInLifetimeTests: XCTestCase {
         let until = clock.wallClock() + 1000
         let shown = await broker.status()
         XCTAssertEqual(shown.accounts[0].signInValidUntil, until)
-        let item = await store.items[key]
+        let item = await store.entries[key]
         let stored = try XCTUnwrap(item)
-        XCTAssertEqual(StoredCredential.unseal(stored).credential, Secret("rt-2"))
-        XCTAssertEqual(StoredCredential.unseal(stored).validUntil, until, "written with the rotated token")
+        XCTAssertEqual(stored.secret, Secret("rt-2"), "the bare token: the date is not in the secret")
+        XCTAssertEqual(stored.validUntil, until, "written with the rotated token")
 
         // A restart: a new broker over the same keyring knows the deadline before any use.
         let restarted = Fixtures.broker(accounts: [account], store: store, http: FakeHTTP(), clock: clock)
@@ -186,25 +190,25 @@ final class SignInLifetimeTests: XCTestCase {
         let broker = Fixtures.broker(accounts: [account], store: store, http: http, clock: clock)
         _ = try await broker.accessToken(account: "work")
         let first = clock.wallClock() + 90 * day
-        var stored = await store.items[key]
-        XCTAssertEqual(stored.map(StoredCredential.unseal)?.validUntil, first, "an old item learns its deadline")
-        XCTAssertEqual(stored.map(StoredCredential.unseal)?.credential, Secret("rt-1"))
+        var stored = await store.entries[key]
+        XCTAssertEqual(stored?.validUntil, first, "an old item learns its deadline")
+        XCTAssertEqual(stored?.secret, Secret("rt-1"))
 
         clock.advance(.seconds(7200))
         _ = try await broker.accessToken(account: "work", forceRefresh: true)
         let slid = await broker.status()
         XCTAssertEqual(slid.accounts[0].signInValidUntil, first + 7200, "status shows the slide at once")
-        stored = await store.items[key]
-        XCTAssertEqual(stored.map(StoredCredential.unseal)?.validUntil, first, "two hours' slide: not written yet")
+        stored = await store.entries[key]
+        XCTAssertEqual(stored?.validUntil, first, "two hours' slide: not written yet")
 
         clock.advance(.seconds(86400))
         _ = try await broker.accessToken(account: "work", forceRefresh: true)
-        stored = await store.items[key]
-        XCTAssertEqual(stored.map(StoredCredential.unseal)?.validUntil, first + 7200 + 86400)
+        stored = await store.entries[key]
+        XCTAssertEqual(stored?.validUntil, first + 7200 + 86400)
     }
 
     func testARestartedAgentDoesNotRepeatTheDaysWarning() async throws {
-        let store = MemorySecretStore(items: [key: StoredCredential.seal(Secret("rt-1"), validUntil: t0 + 2 * day)])
+        let store = MemorySecretStore(entries: [key: KeyringItem(secret: Secret("rt-1"), validUntil: t0 + 2 * day)])
         let clock = ManualClock()
         let first = Fixtures.broker(store: store, clock: clock)
         let firstEvents = first.events()
@@ -217,9 +221,9 @@ final class SignInLifetimeTests: XCTestCase {
             return false
         }
         XCTAssertTrue(warned)
-        var item = await store.items[key]
-        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0, "the warning is noted in the item")
-        XCTAssertEqual(item.map(StoredCredential.unseal)?.credential, Secret("rt-1"), "the token is untouched")
+        var item = await store.entries[key]
+        XCTAssertEqual(item?.warnedAt, t0, "the warning is noted in the item")
+        XCTAssertEqual(item?.secret, Secret("rt-1"), "the token is untouched")
 
         // Started again an hour later (socket activation after an idle exit): no second warning that day.
         clock.advance(.seconds(3600))
@@ -227,17 +231,17 @@ final class SignInLifetimeTests: XCTestCase {
         _ = await second.checkSignInLifetimes()
         clock.advance(.seconds(86400 - 3600 - 1))
         _ = await second.checkSignInLifetimes()
-        item = await store.items[key]
-        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0, "nothing warned, nothing written")
+        item = await store.entries[key]
+        XCTAssertEqual(item?.warnedAt, t0, "nothing warned, nothing written")
         // A day after the first warning, the next one.
         clock.advance(.seconds(1))
         _ = await second.checkSignInLifetimes()
-        item = await store.items[key]
-        XCTAssertEqual(item.map(StoredCredential.unseal)?.warnedAt, t0 + day)
+        item = await store.entries[key]
+        XCTAssertEqual(item?.warnedAt, t0 + day)
     }
 
     func testSignOutForgetsTheDeadline() async throws {
-        let store = MemorySecretStore(items: [key: StoredCredential.seal(Secret("rt-1"), validUntil: t0 + day)])
+        let store = MemorySecretStore(entries: [key: KeyringItem(secret: Secret("rt-1"), validUntil: t0 + day)])
         let broker = Fixtures.broker(store: store)
         _ = await broker.checkSignInLifetimes()
         let before = await broker.status()

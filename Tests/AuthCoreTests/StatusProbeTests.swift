@@ -107,8 +107,8 @@ actor GatedStore: SecretStore {
         if failing { throw AuthError(.keyringError, "test search failure") }
         return try await inner.storedKeys()
     }
-    func load(_ key: SecretKey) async throws(AuthError) -> Secret? { try await inner.load(key) }
-    func store(_ secret: Secret, for key: SecretKey) async throws(AuthError) { try await inner.store(secret, for: key) }
+    func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem? { try await inner.loadItem(key) }
+    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) { try await inner.store(item, for: key) }
     func delete(_ key: SecretKey) async throws(AuthError) -> Bool { try await inner.delete(key) }
     func state() async -> KeyringState { await inner.state() }
 }

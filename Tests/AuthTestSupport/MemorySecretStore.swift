@@ -3,39 +3,43 @@ import AuthCore
 /// An in-memory ``SecretStore`` for unit tests of broker logic, mimicking libsecret's behaviour when the keyring is
 /// locked or absent. Never used by the agent itself.
 public actor MemorySecretStore: SecretStore {
-    public private(set) var items: [SecretKey: Secret] = [:]
+    /// Each key's item, its secret and its dates, as the keyring would keep them.
+    public private(set) var entries: [SecretKey: KeyringItem] = [:]
+    /// Each key's secret alone.
+    public var items: [SecretKey: Secret] { entries.mapValues(\.secret) }
     public var forcedState: KeyringState = .available
     public private(set) var writes = 0
     /// How many times ``load(_:)`` and ``storedKeys()`` were asked.
     public private(set) var loads = 0
     public private(set) var searches = 0
 
-    public init(items: [SecretKey: Secret] = [:]) { self.items = items }
+    public init(items: [SecretKey: Secret] = [:]) { self.entries = items.mapValues { KeyringItem(secret: $0) } }
+    public init(entries: [SecretKey: KeyringItem]) { self.entries = entries }
 
     public func setState(_ state: KeyringState) { forcedState = state }
 
     /// Like libsecret: a locked collection hides its items, so a lookup returns nothing rather than failing.
-    public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
+    public func loadItem(_ key: SecretKey) throws(AuthError) -> KeyringItem? {
         loads += 1
         if forcedState == .locked { return nil }
         try check()
-        return items[key]
+        return entries[key]
     }
     public func storedKeys() throws(AuthError) -> Set<SecretKey> {
         searches += 1
         if forcedState == .locked { return [] }
         try check()
-        return Set(items.keys)
+        return Set(entries.keys)
     }
-    public func store(_ secret: Secret, for key: SecretKey) throws(AuthError) {
+    public func store(_ item: KeyringItem, for key: SecretKey) throws(AuthError) {
         try check()
-        items[key] = secret
+        entries[key] = item
         writes += 1
     }
     public func delete(_ key: SecretKey) throws(AuthError) -> Bool {
         if forcedState == .locked { return false }
         try check()
-        return items.removeValue(forKey: key) != nil
+        return entries.removeValue(forKey: key) != nil
     }
     public func state() -> KeyringState { forcedState }
 

@@ -143,6 +143,63 @@ def test_github_oauth_app_token_is_kept_like_a_sign_in(make_agent, keyring, auth
     assert agent.account_status("work")["signed_in"] is True
 
 
+def without_tokens(reply: dict) -> dict:
+    """`reply` fit to show in a failed assertion: no token in test output."""
+    return {k: v for k, v in reply.items() if k not in ("access_token", "id_token")}
+
+
+def assert_said_not_to_expire(agent, token: str):
+    """Every way the agent hands out a token that does not expire says so, and none carries an expiry."""
+    most = 366 * 24 * 3600
+    for request in ({"v": 1, "id": 1, "op": "token", "account": "work"},
+                    {"v": 1, "id": 2, "op": "token", "account": "work"},  # the fast path's pre-encoded reply
+                    {"v": 1, "op": "token", "account": "work", "min_valid": most}):
+        [reply] = agent.raw((json.dumps(request) + "\n").encode())
+        result = reply["result"]
+        same = result.get("access_token") == token
+        assert same, "the long-lived token"
+        assert result.get("does_not_expire") is True, without_tokens(result)
+        assert "expires_in" not in result and "expires_at" not in result, without_tokens(result)
+    reply = token_json(agent, "--min-valid", str(most))
+    assert reply.get("does_not_expire") is True and "expires_in" not in reply and "expires_at" not in reply, \
+        without_tokens(reply)
+    result = agent.authctl("token", "work", "--min-valid", str(most))
+    assert result.returncode == 0 and "note" not in result.stderr, (result.returncode, result.stderr)
+    same = result.stdout.strip() == token
+    assert same, "the long-lived token"
+    kube = agent.authctl("kube-credential", "work", "--access-token")
+    assert kube.returncode == 0, kube.stderr
+    credential = json.loads(kube.stdout)
+    same = credential["status"].get("token") == token
+    assert same, "the long-lived token"
+    assert sorted(credential["status"]) == ["token"], "no expirationTimestamp: kubectl keeps it until a 401"
+    git = agent.authctl("git-credential", "--account", "work", "get", input="protocol=https\nhost=git.example.com\n\n")
+    assert git.returncode == 0, git.stderr
+    lines = git.stdout.split("\n")
+    same = lines[:2] == ["username=oauth2", f"password={token}"]
+    assert same, "the long-lived token"
+    assert lines[2:] == ["", ""], "no password_expiry_utc"
+    account = agent.account_status("work")
+    assert account.get("access_token_does_not_expire") is True, account
+    assert "does not expire" in agent.authctl("status").stdout
+
+
+def test_github_oauth_app_token_is_said_not_to_expire_everywhere(make_agent, keyring, auth_server, fault_proxy):
+    # https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/differences-between-github-apps-and-oauth-apps:
+    # an OAuth app's token does not expire (its answer has no expires_in), so no consumer is given a date for it.
+    fault_proxy.quirk(q.github_oauth_app_token)
+    agent = proxied_agent(make_agent, fault_proxy)
+    login = agent.authctl("login", "work", "--json", timeout=60)
+    assert login.returncode == 0, login.stderr
+    signed_in = json.loads(login.stdout)
+    assert signed_in.get("access_token_does_not_expire") is True and "access_token_expires_at" not in signed_in, signed_in
+    token = agent.token("work")
+    agent.remember(token)
+    assert_said_not_to_expire(agent, token)
+    agent.restart()
+    assert_said_not_to_expire(agent, token)
+
+
 def test_github_app_expiring_user_token_and_its_dead_refresh_token(make_agent, keyring, auth_server, fault_proxy):
     # https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens:
     # "The user access token expires after eight hours, and the refresh token expires after six months." The

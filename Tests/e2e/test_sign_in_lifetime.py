@@ -17,7 +17,13 @@ SIX_MONTHS = 15811200  # GitHub's example value
 
 
 def stored(keyring, auth_server):
-    return split_stored(keyring.secret_tool_lookup("work", auth_server.issuer))
+    """The item's secret, which must be the bare refresh token, and its `valid_until` attribute (Unix seconds)."""
+    secret = keyring.secret_tool_lookup("work", auth_server.issuer)
+    date_inside = secret is not None and secret.startswith("\x01")
+    assert not date_inside, "no date inside the secret"  # (a bool: a failure must not print the token)
+    [item] = keyring.secret_tool_attributes("work")
+    until = item.get("attribute.valid_until")
+    return secret, int(until) if until is not None else None
 
 
 def test_server_lifetime_is_shown_kept_in_the_keyring_read_back_after_a_restart_and_moved_by_a_refresh(
@@ -96,8 +102,9 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
 
     # The warning is noted in the keyring item, so an agent started again (socket activation after an idle exit)
     # does not repeat it that day.
-    wait_for(lambda: "\x01warned_at=" in (keyring.secret_tool_lookup("work", auth_server.issuer) or ""), 10,
+    wait_for(lambda: "attribute.warned_at" in keyring.secret_tool_attributes("work")[0], 10,
              "the warning noted in the keyring item")
+    assert stored(keyring, auth_server)[0] == rt
     agent.restart()
 
     # The end: the account reads as needing a sign-in (status, the usual sign-in notification), once.
@@ -109,4 +116,36 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     assert len(ending()) == 1, "one warning per day at most"
     # Never deleted on a guess: the refresh token is still in the keyring.
     assert stored(keyring, auth_server)[0] == rt
+    assert_alive(agent)
+
+
+def test_an_item_with_the_date_inside_the_secret_is_read_and_rewritten_in_the_new_form(make_agent, keyring, auth_server):
+    """An item as earlier agents wrote it (the date in a header before the token, no date attribute) keeps its sign-in
+    and its date, and the next refresh writes the bare token with the date as an attribute."""
+    agent = make_agent(work={"sign_in_lifetime": "90d", "sign_in_lifetime_kind": "fixed"})
+    agent.login("work")
+    rt, kept = stored(keyring, auth_server)
+    agent.remember(rt)
+    agent.stop()
+    [item] = keyring.secret_tool_attributes("work")
+    attributes = ["xdg:schema", item["schema"], "account", "work", "issuer", auth_server.issuer,
+                  "client_id", item["attribute.client_id"]]
+    env = keyring._tool_env()
+    cleared = subprocess.run(["secret-tool", "clear", *attributes[2:]], env=env, capture_output=True, text=True, timeout=15)
+    assert cleared.returncode == 0, cleared.stderr
+    header = f"\x01valid_until={kept - 86400}\x01"
+    written = subprocess.run(["secret-tool", "store", "--label=auth-agent refresh token", *attributes],
+                             input=header + rt, env=env, capture_output=True, text=True, timeout=15)
+    assert written.returncode == 0, written.stderr
+    assert keyring.secret_tool_lookup("work", auth_server.issuer) == header + rt
+
+    agent.start()
+    wait_for(lambda: agent.account_status("work").get("sign_in_valid_until") == kept - 86400, 15, "the header's date")
+    assert agent.authctl("token", "work", "--refresh").returncode == 0, "the token inside the header works"
+    new_rt, until = stored(keyring, auth_server)
+    agent.remember(new_rt)
+    assert new_rt != rt, "rotated"
+    assert until == kept - 86400, "the fixed date moved from the header to the attribute"
+    assert keyring.secret_tool_count("work") == 1
+    assert agent.account_status("work")["sign_in_valid_until"] == until
     assert_alive(agent)
