@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "AgentService",
             dependencies: [
-                "AuthCore", "AgentIPC", "CAgentSocket",
+                "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: hotPathSettings

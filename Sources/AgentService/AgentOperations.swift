@@ -51,12 +51,12 @@ public struct AgentOperations: Sendable {
     }
 
     /// The request log's debug line, shared by ``perform(_:account:caller:_:)`` and the socket's fast path.
-    func logRequest(_ op: AgentIPC.Operation, account: String?, caller: Caller) {
+    package func logRequest(_ op: AgentIPC.Operation, account: String?, caller: Caller) {
         guard logger.logLevel <= .debug else { return }
         logger.debug("request", metadata: AgentOperations.requestMetadata(op, account: account, caller: caller))
     }
 
-    static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
+    package static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
         var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
         if caller.via != "socket" { meta["via"] = "\(caller.via)" }
         if let exe = caller.exe { meta["peer_exe"] = "\(exe)" }
@@ -119,7 +119,7 @@ public struct AgentOperations: Sendable {
     }
 
     /// A grant as the versioned result; the fast path's pre-encoded replies use the same mapping.
-    static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
+    package static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
         TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
             expiry: grant.doesNotExpire

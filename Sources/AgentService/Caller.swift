@@ -410,7 +410,7 @@ public final class CallerCache: Sendable {
 
     /// Forgets the pinned processes that have exited, closing their descriptors. Returns how many went.
     @discardableResult
-    func sweep() -> Int {
+    package func sweep() -> Int {
         let pinned = state.withLock { state in state.entries.compactMap { pid, entry in entry.pin.map { (pid, $0.held) } } }
         // Asked outside the lock: one `readlinkat` each.
         let gone = pinned.filter { !$0.1.isRunning }

@@ -1,7 +1,7 @@
 import AuthTestSupport
 @testable import AgentDBus
 import AgentIPC
-import AgentServer
+import AgentService
 import AuthCore
 import Foundation
 import Logging

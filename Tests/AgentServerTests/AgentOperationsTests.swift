@@ -1,5 +1,6 @@
 import AgentIPC
 import AgentServer
+@testable import AgentService
 import AuthCore
 import XCTest
 

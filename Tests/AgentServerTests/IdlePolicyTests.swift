@@ -1,4 +1,5 @@
 import AgentServer
+@testable import AgentService
 import XCTest
 
 final class IdlePolicyTests: XCTestCase {

@@ -1,6 +1,7 @@
 import AuthTestSupport
 @testable import AgentIPC
 @testable import AgentServer
+@testable import AgentService
 @testable import AuthCore
 import Foundation
 import Logging

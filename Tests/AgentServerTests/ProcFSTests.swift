@@ -1,4 +1,5 @@
 import AgentServer
+@testable import AgentService
 import XCTest
 
 /// The `/proc` parsers against recorded contents (this test machine has no systemd as PID 1, so callers in real
