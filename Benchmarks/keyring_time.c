@@ -23,7 +23,7 @@ static int timed_store(const char *account, const char *issuer, const char *clie
     GError *error = NULL;
     GCancellable *c = g_cancellable_new();
     uint64_t t0 = now_ns();
-    int ok = aa_secret_store(account, issuer, client, "auth-agent benchmark probe", secret, c, &error);
+    int ok = aa_secret_store(account, issuer, client, "auth-agent benchmark probe", secret, NULL, NULL, c, &error);
     *out = now_ns() - t0;
     g_object_unref(c);
     if (!ok) fprintf(stderr, "keyring_time: store failed: %s\n", error ? error->message : "?");
