@@ -96,7 +96,7 @@ extension AcceptLoop {
     }
 
     /// One request line: answered here from the snapshot, answered here as an error, or started on the async side.
-    func serve(_ fd: Int32, _ connection: Connection, _ line: [UInt8]) {
+    func serve(_ fd: Int32, _ connection: Connection, _ line: ArraySlice<UInt8>) {
         let decoded = line.withUnsafeBytes { decode($0) }
         guard case .request(let request) = decoded else {
             if case .invalid(let id, let error) = decoded { writeLine(fd, connection, dispatcher.encodeError(id, error)) }

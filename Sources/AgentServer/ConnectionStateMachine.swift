@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One client connection's life on the agent's socket, as a pure state machine: no I/O, no clock, no threads. The
 /// ``AcceptLoop`` owns each connection from accept to close; it feeds this machine what the socket reports (bytes
 /// read, the end of input, bytes written, a hang-up) and what the async side reports (a request answered), and asks
@@ -26,8 +30,9 @@ struct ConnectionStateMachine {
 
     /// What the owner serves next (``nextLine()``).
     enum Next: Equatable {
-        /// A complete request line, without its newline (and without a `\r` before it).
-        case line([UInt8])
+        /// A complete request line, without its newline (and without a `\r` before it): a view of the machine's
+        /// input buffer, valid until the next event.
+        case line(ArraySlice<UInt8>)
         /// A line passed ``maxLine``: the owner answers `message_too_large`; the machine reads nothing more.
         case tooLong
         /// Nothing to serve now: no complete line, at the in-flight cap, or too much output unread by the client.
@@ -118,15 +123,14 @@ struct ConnectionStateMachine {
         guard state != .closed, inFlight < maxInFlight, pendingOutputCount <= outputLimit else { return .none }
         let available = input.count - inputStart
         guard available > 0 else { return .none }
-        let from = inputStart + scanned
-        guard let newline = input[from...].firstIndex(of: 0x0A) else {
+        guard let newline = newline(from: inputStart + scanned) else {
             scanned = available
             return available > maxLine ? overLong() : .none
         }
         guard newline - inputStart <= maxLine else { return overLong() }
         var end = newline
         if end > inputStart, input[end - 1] == 0x0D { end -= 1 }
-        let line = Array(input[inputStart..<end])
+        let line = input[inputStart..<end]
         inputStart = newline + 1
         scanned = 0
         return .line(line)
@@ -171,8 +175,15 @@ struct ConnectionStateMachine {
         output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputStart...])) }
     }
 
-    private var hasCompleteLine: Bool {
-        inputStart + scanned < input.count && input[(inputStart + scanned)...].contains(0x0A)
+    private var hasCompleteLine: Bool { newline(from: inputStart + scanned) != nil }
+
+    /// The index of the first newline in the input at or after `start` (memchr: this runs for every request).
+    private func newline(from start: Int) -> Int? {
+        guard start < input.count else { return nil }
+        return input.withUnsafeBytes { bytes in
+            guard let found = memchr(bytes.baseAddress! + start, 0x0A, bytes.count - start) else { return nil }
+            return bytes.baseAddress!.distance(to: UnsafeRawPointer(found))
+        }
     }
 
     /// Drops the served lines' bytes before more arrive (the buffer is reused, not regrown).

@@ -17,7 +17,7 @@ final class ConnectionStateMachineTests: XCTestCase {
         [UInt8](repeating: 0x41, count: count).withUnsafeBytes { machine.queue($0) }
     }
 
-    func line(_ text: String) -> ConnectionStateMachine.Next { .line(Array(text.utf8)) }
+    func line(_ text: String) -> ConnectionStateMachine.Next { .line(ArraySlice(text.utf8)) }
 
     func testLinesAreServedAsTheyCompleteAcrossReads() {
         var m = machine()
@@ -156,6 +156,6 @@ final class ConnectionStateMachineTests: XCTestCase {
             XCTAssertEqual(m.nextLine(), .none)
         }
         receive("\n", into: &m)
-        XCTAssertEqual(m.nextLine(), .line([UInt8](repeating: 0x78, count: 4000)))
+        XCTAssertEqual(m.nextLine(), .line(ArraySlice(repeating: 0x78, count: 4000)))
     }
 }

@@ -39,7 +39,7 @@ final class SocketRequestFuzzTests: XCTestCase {
                 switch machine.nextLine() {
                 case .none: return
                 case .tooLong: tooLong = true
-                case .line(let line): lines.append(line)
+                case .line(let line): lines.append(Array(line))
                 }
             }
         }
