@@ -90,22 +90,26 @@ struct ConnectionStateMachine {
     /// Keeps reply bytes the socket did not take. Dropped once closed.
     mutating func queue(_ bytes: UnsafeRawBufferPointer) {
         guard state != .closed, bytes.count > 0 else { return }
-        if outputStart == output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 4096)
-            outputStart = 0
-        }
         output.append(contentsOf: bytes)
     }
 
-    /// The socket took `count` bytes of the pending output (``pendingOutput``).
+    /// The socket took `count` bytes of the pending output (``pendingOutput``). The written bytes are dropped once
+    /// they are all written, or once they are most of the buffer: a client that always leaves some output unread
+    /// must not make the buffer grow with everything it ever read.
     mutating func wrote(_ count: Int) {
         precondition(count >= 0 && outputStart + count <= output.count, "wrote more than was pending")
         outputStart += count
         if outputStart == output.count {
             output.removeAll(keepingCapacity: output.capacity <= 4096)
             outputStart = 0
+        } else if outputStart >= 4096, outputStart * 2 >= output.count {
+            output.removeFirst(outputStart)
+            outputStart = 0
         }
     }
+
+    /// The buffer's size, written bytes not yet dropped included (tests check it stays bounded).
+    var outputBufferCount: Int { output.count }
 
     /// The client hung up or the socket failed: nothing more is served or written.
     mutating func hungUp() {

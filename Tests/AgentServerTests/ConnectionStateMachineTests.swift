@@ -158,4 +158,16 @@ final class ConnectionStateMachineTests: XCTestCase {
         receive("\n", into: &m)
         XCTAssertEqual(m.nextLine(), .line(ArraySlice(repeating: 0x78, count: 4000)))
     }
+
+    /// A client that reads its replies but always leaves some unread: the written part of the buffer is dropped as
+    /// it goes, so the buffer stays near what is pending instead of growing with everything ever written.
+    func testWrittenOutputIsDroppedWhileSomeIsStillPending() {
+        var m = machine(outputLimit: 64 * 1024)
+        for _ in 0..<1000 {
+            queue(1000, into: &m)
+            m.wrote(m.pendingOutputCount - 10)
+        }
+        XCTAssertEqual(m.pendingOutputCount, 10)
+        XCTAssertLessThan(m.outputBufferCount, 16 * 1024, "1 MB written, 10 bytes pending")
+    }
 }
