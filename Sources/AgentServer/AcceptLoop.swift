@@ -194,15 +194,14 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
                 drive(fd, connection)
             case .stopAccepting: if !stopped { stop() }
             case .resumeAccepting: resume()
-            case .reply(let fd, let registration, var line, let finished):
+            case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
                     connection.personTasks[serial] = nil
                     connection.machine.finished()
                     acceptor.connections.end(registration)
                 }
-                line.append(0x0A)
-                line.withUnsafeBytes { write(fd, connection, $0) }
+                writeLine(fd, connection, line)
                 written[fd] = connection
             }
         }
