@@ -48,24 +48,21 @@ enum TokenWire {
             // Codable reads `result` as NoResult here, which only an object (or nothing) satisfies.
             if !isAbsent(reply["result"]), case .object? = reply["result"] {} else if !isAbsent(reply["result"]) { return nil }
             guard let error = reply["error"], case .string(let code)? = error["code"], case .string(let message)? = error["message"],
-                  let retryAfter = optionalInt(error["retry_after"]) else { return nil }
-            return .error(WireError(code: code, message: message, retryAfter: retryAfter.value))
+                  let retryAfter = error.int("retry_after") else { return nil }
+            return .error(WireError(code: code, message: message, retryAfter: retryAfter))
         }
         guard let result = reply["result"], case .object = result,
               case .string(let account)? = result["account"], case .string(let accessToken)? = result["access_token"],
               case .string(let tokenType)? = result["token_type"], let expiry = expiry(result),
-              let scopes = optionalStrings(result["scopes"]), let idToken = optionalString(result["id_token"]) else { return nil }
+              let scopes = result.strings("scopes"), let idToken = result.string("id_token") else { return nil }
         return .result(TokenResult(account: account, accessToken: accessToken, tokenType: tokenType, expiry: expiry,
-                                   scopes: scopes.value, idToken: idToken.value))
+                                   scopes: scopes, idToken: idToken))
     }
 
     /// `does_not_expire: true`, or else `expires_in` and `expires_at`, as ``TokenResult``'s decoder reads them.
     private static func expiry(_ result: MiniJSON) -> TokenExpiry? {
-        switch result["does_not_expire"] {
-        case .bool(true)?: return .never
-        case nil, .null?, .bool(false)?: break
-        default: return nil
-        }
+        guard let doesNotExpire = result.bool("does_not_expire") else { return nil }
+        if doesNotExpire == true { return .never }
         guard case .integer(let expiresIn)? = result["expires_in"], case .integer(let expiresAt)? = result["expires_at"] else {
             return nil
         }
@@ -73,30 +70,6 @@ enum TokenWire {
     }
 
     private static func isAbsent(_ value: MiniJSON?) -> Bool { value == nil || value == .null }
-
-    /// Outer nil: the wrong type (leave it to Codable); inner: absent or null.
-    private static func optionalInt(_ value: MiniJSON?) -> (value: Int?, Void)? {
-        if isAbsent(value) { return (nil, ()) }
-        if case .integer(let n)? = value { return (n, ()) }
-        return nil
-    }
-
-    private static func optionalString(_ value: MiniJSON?) -> (value: String?, Void)? {
-        if isAbsent(value) { return (nil, ()) }
-        if case .string(let s)? = value { return (s, ()) }
-        return nil
-    }
-
-    private static func optionalStrings(_ value: MiniJSON?) -> (value: [String]?, Void)? {
-        if isAbsent(value) { return (nil, ()) }
-        guard case .array(let elements)? = value else { return nil }
-        var strings: [String] = []
-        for element in elements {
-            guard case .string(let s) = element else { return nil }
-            strings.append(s)
-        }
-        return (strings, ())
-    }
 }
 
 extension WireError {
