@@ -50,6 +50,18 @@ static inline GHashTable *aa_secret_item_attributes(const char *account, const c
     return attributes;
 }
 
+/* Whether `item` (found by the key's three attributes) already carries exactly these dates (NULL: none), read from
+ * the proxy's cached attributes: no round trip. A refresh that does not move the dates then costs no attribute
+ * write. */
+static inline int aa_secret_item_has_dates(SecretItem *item, const char *valid_until, const char *warned_at) {
+    GHashTable *current = secret_item_get_attributes(item);
+    if (current == NULL) return 0;
+    int same = g_strcmp0(g_hash_table_lookup(current, AA_SECRET_VALID_UNTIL), valid_until) == 0
+               && g_strcmp0(g_hash_table_lookup(current, AA_SECRET_WARNED_AT), warned_at) == 0;
+    g_hash_table_unref(current);
+    return same;
+}
+
 /* Returns 1 on success, 0 with *error set on failure. The key's item, if there is one, is updated in place: first
  * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then its attributes to the
  * key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A failure between the
@@ -81,7 +93,8 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     for (GList *l = items; l != NULL && ok; l = l->next) {
         SecretItem *item = SECRET_ITEM(l->data);
         ok = secret_item_set_secret_sync(item, value, cancellable, error)
-             && secret_item_set_attributes_sync(item, aa_secret_schema(), attributes, cancellable, error);
+             && (aa_secret_item_has_dates(item, valid_until, warned_at)
+                 || secret_item_set_attributes_sync(item, aa_secret_schema(), attributes, cancellable, error));
     }
     secret_value_unref(value);
     g_hash_table_unref(attributes);
