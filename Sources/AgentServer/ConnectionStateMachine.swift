@@ -124,7 +124,7 @@ struct ConnectionStateMachine {
 
     /// The next line to serve, ``Next/tooLong`` once for an over-long line, or ``Next/none``.
     mutating func nextLine() -> Next {
-        guard state != .closed, inFlight < maxInFlight, pendingOutputCount <= outputLimit else { return .none }
+        guard state != .closed, underLimits else { return .none }
         let available = input.count - inputStart
         guard available > 0 else { return .none }
         guard let newline = newline(from: inputStart + scanned) else {
@@ -151,12 +151,12 @@ struct ConnectionStateMachine {
     /// Whether the owner should watch the socket for input: open, under the in-flight cap, not holding more unread
     /// output than ``outputLimit``, and no complete line waiting to be served.
     var wantsRead: Bool {
-        state == .open && inFlight < maxInFlight && pendingOutputCount <= outputLimit && !hasCompleteLine
+        state == .open && underLimits && !hasCompleteLine
     }
 
     /// Whether ``nextLine()`` has a line to give now (the owner serves again after writing made room).
     var canServe: Bool {
-        state != .closed && inFlight < maxInFlight && pendingOutputCount <= outputLimit && hasCompleteLine
+        state != .closed && underLimits && hasCompleteLine
     }
 
     /// Whether the owner should watch the socket for room to write.
@@ -178,6 +178,9 @@ struct ConnectionStateMachine {
     func withPendingOutput<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         output.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[outputStart...])) }
     }
+
+    /// Under the in-flight cap and not holding more unread output than ``outputLimit``: another line may be served.
+    private var underLimits: Bool { inFlight < maxInFlight && pendingOutputCount <= outputLimit }
 
     private var hasCompleteLine: Bool { newline(from: inputStart + scanned) != nil }
 
