@@ -127,6 +127,20 @@ extension TimeSource {
     public func sleep(for duration: Duration) async throws {
         try await sleep(until: now() + duration)
     }
+
+    /// `body`'s result, or `fallback` if it takes longer than `limit` on this clock (the body is then cancelled).
+    public func within<T: Sendable>(_ limit: Duration, fallback: T, _ body: @escaping @Sendable () async -> T) async -> T {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask {
+                try? await self.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? fallback
+        }
+    }
 }
 
 public struct SystemTimeSource: TimeSource {

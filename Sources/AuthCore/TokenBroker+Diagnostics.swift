@@ -22,8 +22,8 @@ extension TokenBroker {
         } else {
             configs = accountOrder.compactMap { accounts[$0]?.config }
         }
-        let store = self.store, time = self.time
-        let keyring = await TokenBroker.within(TokenBroker.keyringProbeLimit, on: time, fallback: .error) { await store.state() }
+        let time = self.time
+        let keyring = await self.keyring.state()
         var results: [String: AccountDiagnosis] = [:]
         await withTaskGroup(of: AccountDiagnosis.self) { group in
             for config in configs {
@@ -31,7 +31,7 @@ extension TokenBroker {
                     var timedOut = AccountDiagnosis(name: config.name, issuer: config.issuer.absoluteString)
                     timedOut.error = AuthError(.serverUnreachable,
                         "no answer within \(TokenBroker.diagnosisLimit.components.seconds) s: the server is unreachable or too slow")
-                    return await TokenBroker.within(TokenBroker.diagnosisLimit, on: time, fallback: timedOut) {
+                    return await time.within(TokenBroker.diagnosisLimit, fallback: timedOut) {
                         await self.diagnose(config)
                     }
                 }

@@ -5,7 +5,7 @@ extension TokenBroker {
     public nonisolated func events() -> AsyncStream<BrokerEvent> { eventHub.subscribe() }
 
     /// True while any account has a refresh in flight or a sign-in pending: the agent must not exit idle then.
-    public var isBusy: Bool { accounts.values.contains { $0.refresh != nil || $0.signIn.isPending } }
+    public var isBusy: Bool { accounts.values.contains { !$0.refreshes.isEmpty || $0.signIn.isPending } }
 
     nonisolated func publish(_ event: BrokerEvent) { eventHub.publish(event) }
 }

@@ -98,8 +98,8 @@ extension TokenBroker {
         let key = SecretKey(config)
         await acquireRedemption(name)
         defer { releaseRedemption(name) }
-        guard accounts[name]?.login == nil, accounts[name]?.unsavedRefreshToken == nil,
-              let item = try? await store.loadItem(key), accounts[name]?.login == nil else { return }
+        guard accounts[name]?.signIn.isPending == false, accounts[name]?.unsavedRefreshToken == nil,
+              let item = try? await keyring.item(key), accounts[name]?.signIn.isPending == false else { return }
         do throws(AuthError) {
             try await storeRefreshToken(StoredCredential.unseal(item.secret).credential, for: key)
         } catch {
@@ -118,8 +118,7 @@ extension TokenBroker {
     /// such item; with the keyring locked or absent, nothing is read and the next check tries again.
     func readStoredDeadlines() async {
         let unread = accountOrder.filter { accounts[$0]?.lifetime.known == false }
-        guard !unread.isEmpty, await store.state() == .available,
-              let stored = try? await store.storedKeys() else { return }
+        guard !unread.isEmpty, let stored = await keyring.storedKeysIfAvailable() else { return }
         for name in unread {
             guard let config = accounts[name]?.config, accounts[name]?.lifetime.known == false else { continue }
             let key = SecretKey(config)
@@ -127,7 +126,7 @@ extension TokenBroker {
                 accounts[name]?.lifetime.known = true
                 continue
             }
-            guard let item = try? await store.loadItem(key) else { continue }
+            guard let item = try? await keyring.item(key) else { continue }
             _ = credentialFromKeyring(item, account: name)
         }
     }

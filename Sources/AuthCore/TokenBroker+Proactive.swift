@@ -16,55 +16,29 @@ extension TokenBroker {
     /// Pure over the broker's state and the clock, so it is tested without sleeping.
     public func entriesDueForRefresh() -> [TokenEntry] {
         let now = time.now()
-        var due: [TokenEntry] = []
-        for name in accountOrder {
-            guard let state = accounts[name], let used = state.lastUse, now - used <= policy.recentUse,
-                  !needsAttention(state) else { continue }
-            if let notBefore = state.retryNotBefore, now < notBefore { continue }
-            if let cached = state.cache, state.refresh == nil,
-               cached.stale || now >= refreshMoment(state, .default, cached) {
-                due.append(TokenEntry(account: name, key: .default))
-            }
-            for (key, cached) in state.scoped.sorted(by: { $0.key.description < $1.key.description })
-            where state.scopedRefresh[key] == nil && (cached.stale || now >= refreshMoment(state, key, cached)) {
-                due.append(TokenEntry(account: name, key: key))
-            }
+        return accountOrder.flatMap { name -> [TokenEntry] in
+            guard let state = accounts[name] else { return [] }
+            return state.entries.filter { key, cached in
+                state.refresh.isDue(cached, refreshing: state.refreshes[key] != nil, lastUse: state.lastUse, now: now)
+            }.map { TokenEntry(account: name, key: $0.key) }
         }
-        return due
-    }
-
-    /// The last failure was not transient (e.g. `invalid_client`, `invalid_scope`): retrying on a timer would only
-    /// repeat it (with no backoff, every 100 ms), so only a caller's request tries again; a success clears it.
-    private func needsAttention(_ state: AccountState) -> Bool {
-        guard let code = state.lastError?.code else { return false }
-        return !RefreshPolicy.isTransient(code)
     }
 
     /// Still stale, past its early-refresh moment, or the refresh that failed last.
     private func stillWantsRefresh(_ entry: TokenEntry) -> Bool {
         guard let state = accounts[entry.account] else { return false }
-        if state.failedEntry == entry.key { return true }
-        guard let cached = entry.key.isDefault ? state.cache : state.scoped[entry.key] else { return false }
-        return cached.stale || time.now() >= refreshMoment(state, entry.key, cached)
-    }
-
-    /// When a cached entry should be refreshed ahead of its expiry.
-    func refreshMoment(_ state: AccountState, _ key: TokenCacheKey, _ cached: CachedToken) -> ContinuousClock.Instant {
-        policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime,
-                         jitter: key.isDefault ? state.refreshJitter : cached.jitter)
+        if state.refresh.failedEntry == entry.key { return true }
+        guard let cached = state.cached(entry.key) else { return false }
+        return cached.stale || time.now() >= state.refresh.refreshMoment(cached)
     }
 
     /// How long until an account may next need a proactive refresh (at most `ceiling`).
     public func nextProactiveCheck(ceiling: Duration = .seconds(60)) -> Duration {
         let now = time.now()
         var next = ceiling
-        for state in accounts.values {
-            guard let used = state.lastUse, now - used <= policy.recentUse, !needsAttention(state) else { continue }
-            let entries = (state.cache.map { [(TokenCacheKey.default, $0)] } ?? []) + state.scoped.map { ($0.key, $0.value) }
-            for (key, cached) in entries {
-                var at = refreshMoment(state, key, cached)
-                if let notBefore = state.retryNotBefore, notBefore > at { at = notBefore }
-                next = min(next, max(at - now, .milliseconds(100)))
+        for state in accounts.values where state.refresh.isInUse(lastUse: state.lastUse, now: now) {
+            for (_, cached) in state.entries {
+                next = min(next, max(state.refresh.nextCheck(cached) - now, .milliseconds(100)))
             }
         }
         return next
@@ -84,11 +58,7 @@ extension TokenBroker {
     func refresh(_ entries: [TokenEntry], reason: String) async {
         for entry in entries where stillWantsRefresh(entry) {
             do throws(AuthError) {
-                if entry.key.isDefault {
-                    _ = try await refreshOnce(entry.account)
-                } else {
-                    _ = try await scopedRefreshOnce(entry.account, entry.key)
-                }
+                _ = try await refreshOnce(entry.account, entry.key)
             } catch {
                 logger.notice("\(reason) failed", metadata: ["account": "\(entry.account)", "entry": "\(entry.key)",
                                                            "error_code": "\(error.code.rawValue)"])

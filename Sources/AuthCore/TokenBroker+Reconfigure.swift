@@ -39,7 +39,7 @@ extension TokenBroker {
         }
         for config in configs {
             guard let old = accounts[config.name]?.config else {
-                accounts[config.name] = AccountState(config: config, snapshot: snapshot, loginLimit: loginLimit)
+                accounts[config.name] = AccountState(config: config, snapshot: snapshot, policy: policy, loginLimit: loginLimit)
                 outcome.added.append(config.name)
                 continue
             }
@@ -50,7 +50,7 @@ extension TokenBroker {
             } else {
                 // A new state rather than a cleared one: the in-flight tasks of the old one (see above) must not be
                 // joined by new callers, whose tokens would come from the old settings.
-                accounts[config.name] = AccountState(config: config, snapshot: snapshot, loginLimit: loginLimit)
+                accounts[config.name] = AccountState(config: config, snapshot: snapshot, policy: policy, loginLimit: loginLimit)
                 snapshot.publish(config.name, nil)
                 outcome.reset.append(config.name)
             }

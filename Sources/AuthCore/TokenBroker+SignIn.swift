@@ -106,7 +106,7 @@ extension TokenBroker {
             return outcome
         } catch {
             let failure = TokenBroker.authError(error)
-            record(name, failure)
+            accounts[name]?.refresh.recordError(failure, at: time.wallClock())
             logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
             endSignIn(name, id: id, .init(failure.code))
             throw failure
@@ -171,7 +171,7 @@ extension TokenBroker {
                            metadata: ["account": "\(name)"])
         }
         accounts[name]?.idClaims = claims
-        let cached = cacheFreshTokens(name, tokens)
+        let cached = cacheTokens(name, .default, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))
         var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)

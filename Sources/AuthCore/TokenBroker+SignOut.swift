@@ -35,9 +35,7 @@ extension TokenBroker {
             }
         }
         if stored != nil { try await deleteRefreshToken(key) }
-        accounts[name]?.lastError = nil
-        accounts[name]?.failures = 0
-        accounts[name]?.retryNotBefore = nil
+        accounts[name]?.refresh.reset()
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
         publish(.accountChanged(name))
         return result

@@ -33,28 +33,19 @@ extension TokenBroker {
         return await apply(plan, reason: "refresh after the network came back")
     }
 
-    /// Whether a cached token may be handed out without a refresh. Every rule about "may this cached token be
-    /// served" is here or in ``markStale(_:)``.
-    func isServable(_ cached: CachedToken, now: ContinuousClock.Instant, minValid: Duration) -> Bool {
-        !cached.stale && policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: now,
-                                        minValid: minValid)
-    }
-
     /// The one place that withdraws cached tokens from serving (until a refresh replaces them). Setting `stale` on
     /// the default entry also withdraws it from the fast path's ``TokenSnapshot`` (`AccountState.cache`'s observer).
     func markStale(_ entries: [TokenEntry]) {
         for entry in entries {
-            if entry.key.isDefault {
-                accounts[entry.account]?.cache?.stale = true
-            } else {
-                accounts[entry.account]?.scoped[entry.key]?.stale = true
-            }
+            guard var cached = accounts[entry.account]?.cached(entry.key) else { continue }
+            cached.stale = true
+            accounts[entry.account]?.setCached(entry.key, cached)
         }
     }
 
     private func apply(_ plan: WakePlan, reason: String) async -> [TokenEntry] {
         markStale(plan.stale)
-        for name in plan.backoffEnded { accounts[name]?.retryNotBefore = nil }
+        for name in plan.backoffEnded { accounts[name]?.refresh.networkCameBack() }
         await refresh(plan.refreshNow, reason: reason)
         return plan.refreshNow
     }
@@ -62,16 +53,11 @@ extension TokenBroker {
     private func wakeSnapshot() -> [WakePlan.Account] {
         accountOrder.compactMap { name in
             guard let state = accounts[name] else { return nil }
-            var entries: [WakePlan.Entry] = []
-            if let cached = state.cache {
-                entries.append(.init(key: .default, receivedAt: cached.tokens.receivedAt,
-                                     refreshAt: refreshMoment(state, .default, cached)))
+            let entries = state.entries.map { key, cached in
+                WakePlan.Entry(key: key, receivedAt: cached.tokens.receivedAt, refreshAt: state.refresh.refreshMoment(cached))
             }
-            for (key, cached) in state.scoped.sorted(by: { $0.key.description < $1.key.description }) {
-                entries.append(.init(key: key, receivedAt: cached.tokens.receivedAt, refreshAt: refreshMoment(state, key, cached)))
-            }
-            return WakePlan.Account(name: name, lastUsed: state.lastUse, lastErrorCode: state.lastError?.code,
-                                    retryNotBefore: state.retryNotBefore, failedEntry: state.failedEntry,
+            return WakePlan.Account(name: name, lastUsed: state.lastUse, lastErrorCode: state.refresh.lastError?.code,
+                                    retryNotBefore: state.refresh.retryNotBefore, failedEntry: state.refresh.failedEntry,
                                     entries: entries)
         }
     }

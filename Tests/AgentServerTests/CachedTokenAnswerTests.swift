@@ -162,7 +162,6 @@ final class CachedTokenAnswerTests: XCTestCase {
 extension TokenBroker {
     /// Caches a token the way a sign-in or refresh does (through the one publish point), without the network.
     func install(_ name: String, access: String, lifetime: Duration, scopes: [String]? = nil, tokenType: String = "Bearer") {
-        accounts[name]?.refreshJitter = 0
         accounts[name]?.cache = CachedToken(tokens: TokenSet(accessToken: Secret(access), tokenType: tokenType, scopes: scopes,
                                                              lifetime: lifetime, receivedAt: time.now()))
     }

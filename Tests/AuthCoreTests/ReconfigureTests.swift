@@ -57,7 +57,7 @@ final class ReconfigureTests: XCTestCase {
             XCTAssertEqual(error.code, .unknownAccount)
         }
         XCTAssertNil(broker.snapshot.freshToken(account: "home", minValid: .zero))
-        let stored = try await broker.store.load(SecretKey(home))
+        let stored = try await broker.loadRefreshToken(SecretKey(home))
         XCTAssertEqual(stored?.reveal(), "rt-home", "adding the account back restores its sign-in")
     }
 

@@ -71,7 +71,7 @@ final class RefreshLifecycleTests: XCTestCase {
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-2", refresh: "rt-3", expiresIn: 600)]
         let after = try await broker.accessToken(account: "work")
         XCTAssertEqual(after.accessToken.reveal(), "at-2")
-        let failures = await broker.accounts["work"]?.failures
+        let failures = await broker.accounts["work"]?.refresh.failures
         XCTAssertEqual(failures, 0)
     }
 

@@ -51,7 +51,7 @@ final class RefusedRefreshTests: XCTestCase {
         XCTAssertEqual(status.accounts.first?.hasRefreshToken, false)
         XCTAssertEqual(status.accounts.first?.lastError?.code, .loginRequired)
         // The event the desktop notification follows (shown once per account by SignInNotifications).
-        let signalled = await TokenBroker.within(.seconds(5), on: SystemTimeSource(), fallback: false) {
+        let signalled = await SystemTimeSource().within(.seconds(5), fallback: false) {
             for await event in events where event == .signInRequired("work") { return true }
             return false
         }

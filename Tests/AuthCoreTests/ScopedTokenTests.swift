@@ -169,10 +169,10 @@ final class ScopedTokenTests: XCTestCase {
         let broker = broker(store, http)
         _ = try await broker.accessToken(account: "work")
         _ = try await broker.accessToken(account: "work", scopes: ["read"])
-        let count = await broker.scopedStatus("work").count
+        let count = await broker.status().accounts.first { $0.name == "work" }?.scopedTokens.count
         XCTAssertEqual(count, 1)
         _ = try await broker.logout(account: "work")
-        let after = await broker.scopedStatus("work").count
+        let after = await broker.status().accounts.first { $0.name == "work" }?.scopedTokens.count
         XCTAssertEqual(after, 0)
         await assertThrows(.loginRequired) { _ = try await broker.accessToken(account: "work", scopes: ["read"]) }
         await assertThrows(.loginRequired) { _ = try await broker.accessToken(account: "work") }
@@ -236,5 +236,25 @@ final class ScopedTokenTests: XCTestCase {
         XCTAssertEqual(wait, .seconds(60))
         let served = try await broker.accessToken(account: "work", scopes: ["read"])
         XCTAssertEqual(served.accessToken.reveal(), "at-read-1", "the still-valid token is served meanwhile")
+    }
+
+    /// The scoped entry follows the default entry's rules (one ``RefreshMachine``): after a resume while the network
+    /// is still down, the stale but valid scoped token is served during the backoff instead of an error.
+    func testAStaleScopedTokenIsServedDuringTheBackoffLikeTheDefaultOne() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-read-1", expiresIn: 3600)]
+        let broker = broker(store, http, clock: clock)
+        _ = try await broker.accessToken(account: "work", scopes: ["read"])
+        await broker.systemSuspending()
+        clock.advance(.seconds(1800))
+        http.tokenFailures = [AuthError(.serverUnreachable, "cannot reach the server: connection refused")]
+        let retried = await broker.systemResumed()
+        XCTAssertEqual(retried.map(\.key.scopes), [["read"]], "the resume refreshed the stale scoped entry, and failed")
+        let served = try await broker.accessToken(account: "work", scopes: ["read"])
+        XCTAssertEqual(served.accessToken.reveal(), "at-read-1", "a valid token beats an error while the server is unreachable")
+        XCTAssertEqual(served.scopes, ["read"])
+        XCTAssertEqual(http.tokenPosts.count, 2, "no second attempt during the backoff")
     }
 }

@@ -165,7 +165,7 @@ final class SignInLifetimeTests: XCTestCase {
         clock.advance(.seconds(100))
         _ = await restarted.checkSignInLifetimes()
         _ = await restarted.checkSignInLifetimes()
-        let seen = await TokenBroker.within(.seconds(5), on: SystemTimeSource(), fallback: [BrokerEvent]()) {
+        let seen = await SystemTimeSource().within(.seconds(5), fallback: [BrokerEvent]()) {
             var seen: [BrokerEvent] = []
             for await event in events {
                 seen.append(event)
@@ -214,7 +214,7 @@ final class SignInLifetimeTests: XCTestCase {
         let firstEvents = first.events()
         _ = await first.checkSignInLifetimes()
         let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day)
-        let warned = await TokenBroker.within(.seconds(5), on: SystemTimeSource(), fallback: false) {
+        let warned = await SystemTimeSource().within(.seconds(5), fallback: false) {
             for await event in firstEvents where event == expected {
                 return true
             }

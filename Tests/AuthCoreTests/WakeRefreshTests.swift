@@ -122,7 +122,7 @@ final class WakeRefreshTests: XCTestCase {
         for _ in 0..<5 {
             await assertThrows(.serverUnreachable) { _ = try await broker.accessToken(account: "work", forceRefresh: true) }
         }
-        let notBefore = await broker.accounts["work"]?.retryNotBefore
+        let notBefore = await broker.accounts["work"]?.refresh.retryNotBefore
         XCTAssertGreaterThanOrEqual(notBefore.map { $0 - clock.now() } ?? .zero, .seconds(24), "5 failures: at least 24 s")
         let due = await broker.entriesDueForRefresh()
         XCTAssertEqual(due, [], "in backoff: the proactive loop would wait")
@@ -134,9 +134,9 @@ final class WakeRefreshTests: XCTestCase {
         let token = try await broker.accessToken(account: "work")
         XCTAssertEqual(token.accessToken.reveal(), "at-2")
         let state = await broker.accounts["work"]
-        XCTAssertNil(state?.retryNotBefore)
-        XCTAssertEqual(state?.failures, 0)
-        XCTAssertNil(state?.lastError)
+        XCTAssertNil(state?.refresh.retryNotBefore)
+        XCTAssertEqual(state?.refresh.failures, 0)
+        XCTAssertNil(state?.refresh.lastError)
     }
 
     func testNetworkUpKeepsAServersOwnBackoff() async throws {
@@ -148,10 +148,10 @@ final class WakeRefreshTests: XCTestCase {
         let broker = broker(store, http, clock)
         _ = try await broker.accessToken(account: "work")
         await assertThrows(.serverError) { _ = try await broker.accessToken(account: "work", forceRefresh: true) }
-        let before = await broker.accounts["work"]?.retryNotBefore
+        let before = await broker.accounts["work"]?.refresh.retryNotBefore
         let retried = await broker.networkUp()
         XCTAssertEqual(retried, [], "the server asked for 120 s; the network coming back changes nothing")
-        let after = await broker.accounts["work"]?.retryNotBefore
+        let after = await broker.accounts["work"]?.refresh.retryNotBefore
         XCTAssertEqual(after, before)
         XCTAssertEqual(http.tokenPosts.count, 2)
     }
@@ -176,7 +176,7 @@ final class WakeRefreshTests: XCTestCase {
         clock.advance(.seconds(61))  // nobody asked for a minute; the backoff (225 s) still runs
         let retried = await broker.networkUp()
         XCTAssertEqual(retried, [], "nobody is waiting for this account: no request")
-        let notBefore = await broker.accounts["work"]?.retryNotBefore
+        let notBefore = await broker.accounts["work"]?.refresh.retryNotBefore
         XCTAssertNil(notBefore, "but its next caller does not wait out the old backoff")
         XCTAssertEqual(http.tokenPosts.count, 7)
     }

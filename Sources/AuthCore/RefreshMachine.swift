@@ -1,0 +1,186 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// An access token in the broker's cache (the default entry or a scoped one), never its refresh token.
+struct CachedToken: Sendable {
+    var tokens: TokenSet
+    /// Spreads this entry's early-refresh moment over many accounts and agents (``RefreshPolicy/earlyMargin``).
+    var jitter = 0.0
+    /// Set after a resume from suspend (``TokenBroker/markStale(_:)``): not served until refreshed, except during an
+    /// outage.
+    var stale = false
+}
+
+/// One account's refresh rules as a pure state machine over the injected clock: what a request for a token does
+/// (serve the cache, join or start the single refresh, wait out a backoff, fail), what a refresh's failure leaves
+/// behind, and which cached entries the proactive loop should refresh. ``TokenBroker`` executes the actions; this
+/// type holds no task, touches no network or keyring, and is tested step by step on a manual clock
+/// (RefreshMachineTests).
+struct RefreshMachine: Sendable {
+    typealias Instant = ContinuousClock.Instant
+
+    /// The account's standing with its authorization server.
+    enum State: Equatable, Sendable {
+        /// No refresh has failed since the last success.
+        case healthy
+        /// `count` transient failures in a row, the last one refreshing `entry`; the server is not asked again
+        /// before `retryNotBefore` (nil once the network came back: ``networkCameBack()``).
+        case failing(count: Int, retryNotBefore: Instant?, entry: TokenCacheKey)
+    }
+
+    /// What one request for an access token does next.
+    enum Action: Equatable, Sendable {
+        /// Hand out the cached entry; with `refreshBehind`, start its refresh too without waiting (stale while
+        /// revalidate: the token is inside its early-refresh margin).
+        case serve(refreshBehind: Bool)
+        /// Wait for the refresh of this entry that is already running.
+        case join
+        /// Start the entry's refresh and wait for it.
+        case start
+        /// The server may not be asked yet (backoff); the cached entry is still valid, so it is handed out.
+        case serveDuringBackoff
+        /// The server may not be asked yet and nothing cached is usable: fail, saying when to try again.
+        case waitOut(retryAfter: Duration)
+    }
+
+    /// What follows a refresh that failed, for the caller that waited for it.
+    enum Recovery: Equatable, Sendable {
+        /// The account needs a sign-in and the caller may start one (`interactive`).
+        case signIn
+        /// The server or network is down and the cached entry is still valid: a token beats an error.
+        case serveCached
+        case fail
+    }
+
+    let policy: RefreshPolicy
+    private(set) var state: State = .healthy
+    /// The last failure of a refresh or sign-in, for `status`; cleared by a success.
+    private(set) var lastError: RecordedError?
+
+    init(policy: RefreshPolicy) { self.policy = policy }
+
+    /// Transient failures in a row (0 when healthy).
+    var failures: Int {
+        if case .failing(let count, _, _) = state { return count }
+        return 0
+    }
+
+    /// The earliest moment the server may be asked again, if a backoff is set.
+    var retryNotBefore: Instant? {
+        if case .failing(_, let notBefore, _) = state { return notBefore }
+        return nil
+    }
+
+    /// The entry whose refresh failed last (retried at once when the network comes back).
+    var failedEntry: TokenCacheKey? {
+        if case .failing(_, _, let entry) = state { return entry }
+        return nil
+    }
+
+    func isBackingOff(at now: Instant) -> Bool { retryNotBefore.map { now < $0 } ?? false }
+
+    /// The last failure was not transient (e.g. `invalid_client`, `invalid_scope`): retrying on a timer would only
+    /// repeat it, so only a caller's request tries again; a success clears it.
+    var needsAttention: Bool { lastError.map { !RefreshPolicy.isTransient($0.code) } ?? false }
+
+    // MARK: Requests
+
+    /// Whether a cached entry may be handed out without a refresh: every rule about it is here.
+    func isServable(_ cached: CachedToken, now: Instant, minValid: Duration) -> Bool {
+        !cached.stale && policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: now,
+                                        minValid: minValid)
+    }
+
+    /// During an outage a cached entry is served, even stale, as long as it is valid for the policy's minimum.
+    func isUsableDuringOutage(_ cached: CachedToken, now: Instant) -> Bool {
+        policy.isFresh(expiresAt: cached.tokens.expiresAt, lifetime: cached.tokens.lifetime, now: now, minValid: .zero)
+    }
+
+    /// When a cached entry should be refreshed ahead of its expiry.
+    func refreshMoment(_ cached: CachedToken) -> Instant {
+        policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime, jitter: cached.jitter)
+    }
+
+    /// One request for an entry, given what is cached for it and whether its refresh is running.
+    func request(cached: CachedToken?, refreshing: Bool, now: Instant, minValid: Duration,
+                 forceRefresh: Bool) -> Action {
+        if !forceRefresh, let cached, isServable(cached, now: now, minValid: minValid) {
+            let due = now >= refreshMoment(cached) && !refreshing && !isBackingOff(at: now)
+            return .serve(refreshBehind: due)
+        }
+        if refreshing { return .join }
+        if !forceRefresh, let notBefore = retryNotBefore, now < notBefore {
+            if let cached, isUsableDuringOutage(cached, now: now) { return .serveDuringBackoff }
+            return .waitOut(retryAfter: notBefore - now)
+        }
+        return .start
+    }
+
+    /// What the caller of a refresh that failed with `error` does, given what is cached for the entry now.
+    func recover(from error: AuthError, cached: CachedToken?, now: Instant, forceRefresh: Bool,
+                 interactive: Bool) -> Recovery {
+        if error.code == .loginRequired && interactive { return .signIn }
+        if RefreshPolicy.isTransient(error.code), !forceRefresh, let cached, isUsableDuringOutage(cached, now: now) {
+            return .serveCached
+        }
+        return .fail
+    }
+
+    /// Whether the proactive loop should refresh a cached entry now: the account was used within the policy's
+    /// window, its last failure (if any) was transient, it is not backing off, the entry's refresh is not running,
+    /// and the entry is stale or past its early-refresh moment.
+    func isDue(_ cached: CachedToken, refreshing: Bool, lastUse: Instant?, now: Instant) -> Bool {
+        guard isInUse(lastUse: lastUse, now: now), !isBackingOff(at: now), !refreshing else { return false }
+        return cached.stale || now >= refreshMoment(cached)
+    }
+
+    /// Used recently enough to be kept fresh, and not waiting for a person.
+    func isInUse(lastUse: Instant?, now: Instant) -> Bool {
+        guard let lastUse, now - lastUse <= policy.recentUse else { return false }
+        return !needsAttention
+    }
+
+    /// When the proactive loop should look at a cached entry again: its early-refresh moment, or the backoff's end.
+    func nextCheck(_ cached: CachedToken) -> Instant {
+        let at = refreshMoment(cached)
+        if let notBefore = retryNotBefore, notBefore > at { return notBefore }
+        return at
+    }
+
+    // MARK: Outcomes
+
+    /// A refresh or sign-in succeeded: the account is healthy again.
+    mutating func succeeded() {
+        state = .healthy
+        lastError = nil
+    }
+
+    /// A refresh of `entry` failed. A transient failure starts (or lengthens) the backoff and returns its length;
+    /// any other leaves the backoff as it was and returns nil.
+    @discardableResult
+    mutating func failed(_ error: AuthError, entry: TokenCacheKey, now: Instant, wallClock: Date,
+                         jitter: @autoclosure () -> Double) -> Duration? {
+        recordError(error, at: wallClock)
+        guard RefreshPolicy.isTransient(error.code) else { return nil }
+        let count = failures + 1
+        let delay = policy.backoff(failures: count, retryAfter: error.retryAfter, jitter: jitter())
+        state = .failing(count: count, retryNotBefore: now + delay, entry: entry)
+        return delay
+    }
+
+    /// Remembers a failure for `status` without touching the backoff (a failed sign-in).
+    mutating func recordError(_ error: AuthError, at wallClock: Date) {
+        lastError = RecordedError(code: error.code, message: error.message, at: wallClock)
+    }
+
+    /// The network is back: the backoff ends now, the failure count stays (the next failure waits longer).
+    mutating func networkCameBack() {
+        if case .failing(let count, _, let entry) = state { state = .failing(count: count, retryNotBefore: nil, entry: entry) }
+    }
+
+    /// Signed out: nothing of the old sign-in's failures remains.
+    mutating func reset() { succeeded() }
+}

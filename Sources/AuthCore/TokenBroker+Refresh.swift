@@ -1,0 +1,108 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// One refresh of one entry: the refresh token from the keyring, the token endpoint, rotation saved before anything
+/// else, a refreshed ID token checked against the first, the result cached; a failure recorded in the account's
+/// ``RefreshMachine``; a refresh token the server refused forgotten, only if it is still the stored one.
+extension TokenBroker {
+    /// Redeems the refresh token for the default entry or, with `entry`, a scoped one: the work of one entry's single
+    /// flight (``refreshOnce(_:_:)``), one redemption per account at a time (TokenBroker+Redemption.swift).
+    func performRefresh(_ name: String, entry: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
+        let config = try state(name).config
+        let key = SecretKey(config)
+        await acquireRedemption(name)
+        defer { releaseRedemption(name) }
+        do throws(AuthError) {
+            let refreshToken: Secret
+            if let unsaved = accounts[name]?.unsavedRefreshToken {
+                refreshToken = unsaved
+            } else if let stored = try await loadRefreshToken(key) {
+                refreshToken = stored
+            } else {
+                throw AuthError.loginRequired(name)
+            }
+            if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring). An item whose
+                // dates are still inside the secret is written again in the new form here, as a refresh would.
+                var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
+                                      receivedAt: time.now())
+                tokens.nonExpiring = true
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
+                return cacheTokens(name, entry, tokens)
+            }
+            let metadata = try await metadata(for: name)
+            var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
+                + entry.refreshFields(configuredScopes: config.scopes)
+            let basic = clientAuthentication(config, metadata, into: &fields)
+            let sentAt = time.now()
+            logger.debug("refreshing", metadata: ["account": "\(name)"])
+            let reply = try await http.postForm(metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+            var tokens: TokenSet
+            do throws(AuthError) {
+                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+            } catch let error where error.code == .loginRequired {
+                try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
+                throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
+            }
+            noteRefresh(name, tokens)
+            // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
+            if let rotated = tokens.refreshToken, rotated != refreshToken {
+                accounts[name]?.unsavedRefreshToken = rotated
+                try await storeRefreshToken(rotated, for: key)
+                accounts[name]?.unsavedRefreshToken = nil
+            } else if accounts[name]?.unsavedRefreshToken != nil {
+                try await storeRefreshToken(refreshToken, for: key)
+                accounts[name]?.unsavedRefreshToken = nil
+            } else {
+                await storeMovedDeadline(name, credential: refreshToken, key: key)
+            }
+            // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
+            // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
+            if let idToken = tokens.idToken {
+                if let claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
+                                                          original: accounts[name]?.idClaims) {
+                    accounts[name]?.idClaims = claims
+                } else {
+                    tokens.idToken = nil
+                }
+            }
+            if entry.isDefault, tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
+            let cached = cacheTokens(name, entry, tokens)
+            logger.info("refreshed access token", metadata: ["account": "\(name)", "entry": "\(entry)",
+                                                             "expires_in_s": "\(tokens.lifetime.components.seconds)"])
+            return cached
+        } catch {
+            if error.code == .loginRequired { publish(.signInRequired(name)) }
+            if let delay = accounts[name]?.refresh.failed(error, entry: entry, now: time.now(), wallClock: time.wallClock(),
+                                                           jitter: random()) {
+                logger.notice("refresh failed; backing off", metadata: [
+                    "account": "\(name)", "error_code": "\(error.code.rawValue)",
+                    "failures": "\(accounts[name]?.refresh.failures ?? 0)", "retry_in_s": "\(delay.components.seconds)"])
+            }
+            throw error
+        }
+    }
+
+    /// The stored refresh token, or nil when there truly is none. A locked collection hides its items (a lookup
+    /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
+    /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19).
+    func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
+        try await keyring.load(key).map { credentialFromKeyring($0, account: key.account) }
+    }
+
+    /// `invalid_grant`: delete only the refresh token that was sent, and only if it is still the stored one.
+    private func forgetDeadRefreshToken(_ name: String, key: SecretKey, sent: Secret) async throws(AuthError) {
+        accounts[name]?.cache = nil
+        accounts[name]?.scoped = [:]
+        if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
+        if let current = try await keyring.item(key), StoredCredential.unseal(current.secret).credential == sent {
+            try await deleteRefreshToken(key)
+            logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
+            publish(.accountChanged(name))
+        }
+    }
+}
