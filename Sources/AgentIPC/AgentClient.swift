@@ -89,18 +89,17 @@ public final class AgentClient {
     }
 
     /// Sends one request and returns its result, passing any `event` lines to `onEvent` as they arrive.
-    public func call<R: Codable & Sendable>(_ request: WireRequest, as: R.Type,
-                                            onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> R {
+    public func call<R: Decodable>(_ request: WireRequest, as: R.Type,
+                                   onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> R {
         var request = request
         request.id = nextID
         nextID += 1
-        let encoder = JSONEncoder()
-        guard var line = try? encoder.encode(request) else { throw .protocolViolation("cannot encode request") }
+        guard var line = try? JSONEncoder().encode(request) else { throw .protocolViolation("cannot encode request") }
         line.append(0x0A)
         startCall()
         try writeAll(Array(line))
         while true {
-            if let result = try handle(try readLine(), as: R.self, onEvent: onEvent) { return result }
+            if let result = try AgentClient.handle(try readLine(), as: R.self, onEvent: onEvent) { return result }
         }
     }
 
@@ -117,34 +116,37 @@ public final class AgentClient {
             switch TokenWire.decode(reply) {
             case .result(let result)?: return result
             case .error(let error)?: throw .agent(error)
-            case nil: if let result = try handle(reply, as: TokenResult.self, onEvent: onEvent) { return result }
+            case nil: if let result = try AgentClient.handle(reply, as: TokenResult.self, onEvent: onEvent) { return result }
             }
         }
     }
 
-    /// One reply line: nil after passing an event to `onEvent`, else the result or the error it carries.
-    private func handle<R: Codable & Sendable>(_ reply: [UInt8], as: R.Type,
-                                               onEvent: (WireEvent) -> Void) throws(ClientError) -> R? {
-        let decoder = JSONDecoder()
-        let header: WireResponse<NoResult>
-        do {
-            header = try decoder.decode(WireResponse<NoResult>.self, from: Data(reply))
-        } catch {
+    /// One reply line: nil after passing an event to `onEvent`, else the result or the error it carries. The line is
+    /// read by the protocol's strict reader (``MiniJSON``), as the agent reads requests, and must carry protocol
+    /// version 1, an integer `id` or none, and exactly one of `event`, `error` and `result` (`null` reads as absent).
+    static func handle<R: Decodable>(_ reply: [UInt8], as: R.Type,
+                                     onEvent: (WireEvent) -> Void) throws(ClientError) -> R? {
+        guard let line = MiniJSON.parse(reply), case .object = line, case .integer(let version)? = line["v"],
+              line.int("id") != nil else {
             throw .protocolViolation("the agent sent a line that is not a protocol reply")
         }
-        guard header.v == WireProtocol.version else {
-            throw .protocolViolation("the agent speaks protocol version \(header.v), this authctl speaks \(WireProtocol.version)")
+        guard version == WireProtocol.version else {
+            throw .protocolViolation("the agent speaks protocol version \(version), this authctl speaks \(WireProtocol.version)")
         }
-        if let event = header.event { onEvent(event); return nil }
-        if let error = header.error { throw .agent(error) }
+        let present = ["event", "error", "result"].filter { line[$0] != nil && line[$0] != .null }
+        guard present.count == 1, let kind = present.first, let member = line[kind] else {
+            throw .protocolViolation("the agent's reply does not have exactly one of event, error and result")
+        }
         do {
-            let full = try decoder.decode(WireResponse<R>.self, from: Data(reply))
-            guard let result = full.result else { throw ClientError.protocolViolation("the reply has no result") }
-            return result
+            switch kind {
+            case "event": onEvent(try MiniJSONDecoder.decode(WireEvent.self, from: member)); return nil
+            case "error": throw ClientError.agent(try MiniJSONDecoder.decode(WireError.self, from: member))
+            default: return try MiniJSONDecoder.decode(R.self, from: member)
+            }
         } catch let error as ClientError {
             throw error
         } catch {
-            throw .protocolViolation("the agent's reply does not match \(R.self)")
+            throw .protocolViolation("the agent's \(kind) does not match \(kind == "result" ? "\(R.self)" : "protocol version 1")")
         }
     }
 

@@ -1,5 +1,6 @@
 /// The `token` request and reply without Codable, for `authctl token` and `git-credential` (see ``MiniJSON``).
-/// Each function gives nil when it is not certain, and ``AgentClient`` then uses the Codable path for that line.
+/// Each function gives nil when it is not certain, and ``AgentClient`` then reads that line as `call` does (events,
+/// and lines it refuses).
 enum TokenWire {
     /// The request line's JSON (no newline); the same members JSONEncoder writes, nil ones left out.
     static func encode(_ request: WireRequest) -> String {
@@ -45,10 +46,8 @@ enum TokenWire {
         }
         guard isAbsent(reply["event"]) else { return nil }
         if !isAbsent(reply["error"]) {
-            // Codable reads `result` as NoResult here, which only an object (or nothing) satisfies.
-            if !isAbsent(reply["result"]), case .object? = reply["result"] {} else if !isAbsent(reply["result"]) { return nil }
-            guard let error = reply["error"], case .string(let code)? = error["code"], case .string(let message)? = error["message"],
-                  let retryAfter = error.int("retry_after") else { return nil }
+            guard isAbsent(reply["result"]), let error = reply["error"], case .string(let code)? = error["code"],
+                  case .string(let message)? = error["message"], let retryAfter = error.int("retry_after") else { return nil }
             return .error(WireError(code: code, message: message, retryAfter: retryAfter))
         }
         guard let result = reply["result"], case .object = result,

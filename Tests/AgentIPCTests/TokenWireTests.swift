@@ -2,19 +2,22 @@
 import FoundationEssentials
 import XCTest
 
-/// authctl's Codable-free token request and reply must agree with the Codable types on every line they accept.
+/// authctl's hand-written token request and reply reader must agree with the reader every other reply goes through
+/// (``AgentClient/handle``: ``MiniJSON`` and ``MiniJSONDecoder``) on every line it accepts.
 final class TokenWireTests: XCTestCase {
+    /// What `AgentClient.call(_:as: TokenResult.self)` makes of the line; nil for events and refused lines.
     private func codable(_ line: String) -> TokenWire.Reply? {
-        let data = Data(line.utf8)
-        guard let header = try? JSONDecoder().decode(WireResponse<NoResult>.self, from: data), header.v == 1,
-              header.event == nil else { return nil }
-        if let error = header.error { return .error(error) }
-        return (try? JSONDecoder().decode(WireResponse<TokenResult>.self, from: data))?.result.map { .result($0) }
+        do {
+            return try AgentClient.handle(Array(line.utf8), as: TokenResult.self) { _ in }.map { .result($0) }
+        } catch {
+            if case .agent(let error) = error { return .error(error) }
+            return nil
+        }
     }
 
     private func fast(_ line: String) -> TokenWire.Reply? { TokenWire.decode(Array(line.utf8)) }
 
-    func testReadsTokenResultsAndErrorsAsCodableDoes() throws {
+    func testReadsTokenResultsAndErrorsAsTheClientDoes() throws {
         let lines = [
             #"{"v":1,"id":1,"result":{"account":"work","access_token":"abc.def","token_type":"Bearer","expires_in":3599,"expires_at":1800000000,"scopes":["openid","email"]}}"#,
             #"{"id":7,"v":1,"result":{"account":"w\u00e9rk \"q\" \\ \/","access_token":"t","token_type":"Bearer","expires_in":0,"expires_at":-1,"scopes":null,"id_token":"x.y.z","extra":{"a":[1,true,null]}}}"#,
@@ -28,7 +31,7 @@ final class TokenWireTests: XCTestCase {
         }
     }
 
-    func testLeavesEventsAndOddLinesToCodable() {
+    func testLeavesEventsAndOddLinesToTheClient() {
         for line in [
             #"{"v":1,"id":1,"event":{"type":"login_started","url":"http://x"}}"#,
             #"{"v":2,"id":1,"result":{}}"#,
@@ -45,6 +48,7 @@ final class TokenWireTests: XCTestCase {
             #"{"v":01,"error":{"code":"c","message":"m"}}"#, "", "[]", "null",
         ] {
             XCTAssertNil(fast(line), line)
+            XCTAssertNil(codable(line), "an event, or refused by the client too: \(line)")
         }
         XCTAssertNil(TokenWire.decode([0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]), "invalid UTF-8")
     }
