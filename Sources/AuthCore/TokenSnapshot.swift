@@ -34,8 +34,11 @@ public final class TokenSnapshot: Sendable {
         public var refreshAt: ContinuousClock.Instant
         /// Changes on every publish.
         public var generation: UInt64
-        /// What a reader derived from this entry (the socket's encoded reply bytes), see ``attach(_:account:generation:)``.
-        /// It goes when the entry is replaced or removed, so it never outlives the token.
+        /// What a reader derived from this entry, opaque here (the socket front end keeps its pre-encoded reply bytes
+        /// in it), see ``attach(_:account:generation:)``. It lives in the entry's slot rather than in a cache of the
+        /// reader's own because it goes with the entry, under the same lock, when the entry is replaced or removed:
+        /// bytes that carry the token never outlive it (a logout leaves no copy behind), and a hit finds it without
+        /// a second lookup.
         public var attachment: (any AnyObject & Sendable)?
     }
 
