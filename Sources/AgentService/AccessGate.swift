@@ -129,8 +129,9 @@ public final class AccessGate: @unchecked Sendable {
     /// grant is already in the audit trail; false sends the request down the normal path (which may ask or refuse).
     public func admitsWithoutAsking(_ caller: Caller, account: String, scopes: [String]? = nil, resource: String? = nil) -> Bool {
         let policy = self.policy(of: account)
-        // An open account admits every caller as it connected: recorded without judging a copy of it (this runs for
-        // every cached-token request; the copy and its reference counts were ~10 % of the loop's instructions).
+        // An open account admits every caller as it connected: recorded without judging a copy of it. This runs for
+        // every cached-token request; the copy and its reference counts were ~530 of the accept loop's ~7,600
+        // instructions per request (docs/BENCHMARKS.md).
         if policy.isOpen {
             record(caller, account: account, granted: true, reason: .open, scopes: scopes, resource: resource)
             return true
