@@ -152,8 +152,8 @@ struct RefreshMachine: Sendable {
 
     // MARK: Outcomes
 
-    /// A refresh or sign-in succeeded: the account is healthy again.
-    mutating func succeeded() {
+    /// A refresh or sign-in succeeded, or the account signed out: no failure is left, the account is healthy.
+    mutating func clearFailures() {
         state = .healthy
         lastError = nil
     }
@@ -180,7 +180,4 @@ struct RefreshMachine: Sendable {
     mutating func networkCameBack() {
         if case .failing(let count, _, let entry) = state { state = .failing(count: count, retryNotBefore: nil, entry: entry) }
     }
-
-    /// Signed out: nothing of the old sign-in's failures remains.
-    mutating func reset() { succeeded() }
 }

@@ -35,7 +35,7 @@ extension TokenBroker {
             }
         }
         if stored != nil { try await deleteRefreshToken(key) }
-        accounts[name]?.refresh.reset()
+        accounts[name]?.refresh.clearFailures()
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
         publish(.accountChanged(name))
         return result

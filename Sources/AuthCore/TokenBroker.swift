@@ -164,7 +164,8 @@ public actor TokenBroker {
         do throws(AuthError) {
             refreshed = try await refreshOnce(name, key)
         } catch {
-            let state = try self.state(name)
+            // The account may have been removed by a reload meanwhile: the refresh's own error stands then.
+            guard let state = accounts[name] else { throw error }
             switch state.refresh.recover(from: error, cached: state.cached(key), now: time.now(),
                                          forceRefresh: forceRefresh, interactive: interactive) {
             case .signIn:
@@ -322,7 +323,7 @@ public actor TokenBroker {
         let cached = CachedToken(tokens: tokens, jitter: random())
         accounts[name]?.setCached(key, cached)
         if key.isDefault { accounts[name]?.lastRefresh = time.wallClock() }
-        accounts[name]?.refresh.succeeded()
+        accounts[name]?.refresh.clearFailures()
         proactiveBell.ring()
         return cached
     }

@@ -87,7 +87,7 @@ final class RefreshMachineTests: XCTestCase {
         XCTAssertEqual(request(machine, staleCached), .serveDuringBackoff,
                        "not servable (stale) but still valid: during a backoff it beats an error")
 
-        machine.succeeded()
+        machine.clearFailures()
         XCTAssertEqual(machine.state, .healthy)
         XCTAssertNil(machine.lastError)
         XCTAssertEqual(request(machine, nil), .start)
@@ -161,7 +161,7 @@ final class RefreshMachineTests: XCTestCase {
     func testSigningOutForgetsFailures() {
         var machine = RefreshMachine(policy: policy)
         machine.failed(outage, entry: .default, now: clock.now(), wallClock: clock.wallClock(), jitter: 0)
-        machine.reset()
+        machine.clearFailures()
         XCTAssertEqual(machine.state, .healthy)
         XCTAssertNil(machine.lastError)
         XCTAssertNil(machine.retryNotBefore)
