@@ -110,15 +110,15 @@ extension AcceptLoop {
         }
         // Before the reply leaves: a client that reads it and connects again must find this connection already
         // more recently used than the new one's neighbours (the eviction order).
-        acceptor.connections.touch(connection.registration)
+        touch(connection)
         reply.withUnsafeReadableBytes { write(fd, connection, $0) }
     }
 
     /// Runs `request` as a task of its own; its event lines and its reply come back as commands.
     func start(_ request: WireRequest, _ fd: Int32, _ connection: Connection) {
-        acceptor.slowRequests.add(1, ordering: .relaxed)
+        slowRequests.add(1, ordering: .relaxed)
         connection.machine.started()
-        acceptor.connections.begin(connection.registration)
+        touch(connection)
         connection.nextSerial += 1
         let (serial, registration, caller, dispatcher) = (connection.nextSerial, connection.registration,
                                                           connection.caller, self.dispatcher)
@@ -228,10 +228,11 @@ extension AcceptLoop {
     }
 
     func closeConnection(_ fd: Int32) {
-        guard let connection = connections.removeValue(forKey: fd) else { return }
+        guard connections.removeValue(forKey: fd) != nil else { return }
         Glibc.close(fd)
-        acceptor.closed(connection.registration)
-        released()
+        openConnections.subtract(1, ordering: .relaxed)
+        activity?.end()
+        if connections.isEmpty, idleAt == nil { idleAt = .now + AcceptLoop.idleHookDelay }
     }
 
     /// Closes a descriptor that never became a connection (refused). What the client already sent is read first:
@@ -239,11 +240,5 @@ extension AcceptLoop {
     func release(_ fd: Int32) {
         _ = aa_socket_receive(fd, scratch.baseAddress, UInt(scratch.count))
         Glibc.close(fd)
-        released()
-    }
-
-    /// An accepted descriptor was closed.
-    func released() {
-        if gate.closed() { listener.resumeAccepting() }
     }
 }

@@ -5,49 +5,42 @@ import AgentIPC
 import AgentService
 import AuthCore
 import CAgentSocket
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import NIOCore
 import Synchronization
 
-/// The socket server's connection owner: a thread with an epoll set of its own (one per two cores, sharing the
-/// ``ListeningSocket``) that accepts connections, checks the peer (`SO_PEERCRED`, the caller's identity through
-/// ``CallerCache``), and then serves each connection for its whole life, the way the C floor of the benchmark serves
-/// its lines: no channel, pipeline or future per connection. It reads request lines, answers cached tokens itself
+/// The socket server's one thread: an epoll set that accepts connections, checks each peer (`SO_PEERCRED`, the
+/// caller's identity through ``CallerCache``) and then owns the connection for its whole life, the way the C floor
+/// of the benchmark serves its lines: no channel, pipeline or future per connection. It answers cached tokens itself
 /// (``CachedTokenAnswer``), hands every other request (the request, not the connection) to the async side as a task
-/// (``RequestDispatcher/execute(_:caller:emit:)``) whose reply lines come back to this thread as commands, and
-/// writes every reply, keeping what the socket does not take until it has room. Each connection's lifecycle (lines,
-/// the in-flight cap, back-pressure, half-close, draining) is a pure ``ConnectionStateMachine``; this type does its
-/// I/O.
+/// whose reply lines come back as commands, and writes every reply, keeping what the socket does not take until it
+/// has room (AcceptLoop+Serve.swift). Each connection's lifecycle is a pure ``ConnectionStateMachine``; this type
+/// does its I/O.
 ///
-/// Shared state lives elsewhere: the ``ConnectionRegistry`` (cap and eviction; its holders close through
-/// ``close(_:registration:)``), the ``AcceptGate`` (open descriptors), and the ``ConnectionAcceptor`` (activity, the
-/// idle hook, shutdown's drain). Other threads reach the loop only through commands (``close(_:registration:)``,
-/// ``closeInput(_:registration:)``, ``stopAccepting()``, ``resumeAccepting()`` and the replies of requests on the
-/// async side), which queue a command and wake it.
-final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
+/// Everything the connections share lives on this thread, so none of it needs a lock: the connection cap with its
+/// eviction order, the accept order ``CallerCache`` relies on, and the idle hook's timer. Other threads reach the
+/// loop only through ``post(_:)``. One loop serves a desktop's clients many times over (docs/BENCHMARKS.md): more
+/// loops would need all of the above shared between threads.
+final class AcceptLoop: @unchecked Sendable {
     /// The longest line ``decode(_:)`` remembers (a plain `token` request is ~50 bytes).
     static let rememberedLine = 256
     /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
     static let acceptBatch = 64
     /// Reply bytes kept for a client that does not read them before its socket is no longer read either.
     static let outputLimit = 64 * 1024
+    /// How long the last connection must be gone before the idle hook runs; at most one run per this period, so a
+    /// client that connects once per request does not pay for it.
+    static let idleHookDelay: Duration = .seconds(1)
 
     static let readable = UInt32(AA_SOCKET_READABLE)
     static let writable = UInt32(AA_SOCKET_WRITABLE)
     static let hangup = UInt32(AA_SOCKET_HANGUP)
 
     enum Command {
-        case close(fd: Int32, registration: Int)
-        case closeInput(fd: Int32, registration: Int)
-        case stopAccepting
-        case resumeAccepting
         /// A line written by a request running on the async side; `finished` (its serial) with its final reply.
         case reply(fd: Int32, registration: Int, line: [UInt8], finished: Int?)
+        /// Stop accepting and stop reading every client: what they sent is still answered, then they close.
+        case shutdown
     }
 
     /// A connection this loop owns. A class, so the loop updates it in place.
@@ -59,6 +52,9 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
                                              outputLimit: AcceptLoop.outputLimit)
         /// What epoll watches the socket for now (`AA_SOCKET_READABLE`/`WRITABLE` bits).
         var watching = AcceptLoop.readable
+        /// When it was last active (registered, a request started, ended or was answered at once), in the loop's
+        /// ``AcceptLoop/order``: at the cap, the idle connection with the lowest value makes room.
+        var lastActive: Int
         var nextSerial = 0
         /// Requests that wait for a person, by serial: cancelled when the client goes away or half-closes.
         var personTasks: [Int: Task<Void, Never>] = [:]
@@ -66,56 +62,90 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
         init(registration: Int, caller: Caller) {
             self.registration = registration
             self.caller = caller
+            self.lastActive = registration
         }
     }
 
-    let listener: ListeningSocket
     let listenFD: Int32
     let epollFD: Int32
     let wakeFD: Int32
-    let acceptor: ConnectionAcceptor
-    let gate: AcceptGate
+    /// At most this many connections; at the cap the one idle longest is closed, and when all are busy the new one
+    /// is refused (SECURITY.md 22).
+    let connectionLimit: Int
+    let dispatcher: RequestDispatcher
+    let operations: AgentOperations
+    let snapshot: TokenSnapshot
     let logger: Logger
+    /// Told about every served connection, for the idle exit.
+    let activity: ActivityTracker?
+    let whenIdle: IdleHook?
     let myUID = getuid()
     let commands = Mutex<[Command]>([])
+    /// Identities of processes that connected before (a reconnecting client is not read in full again).
+    let callers = CallerCache()
+    /// How many requests were started as tasks so far (tests check that fast-path hits start none).
+    let slowRequests = Atomic<Int>(0)
+    /// Open connections, and the most there ever were at once (read by tests on other threads).
+    let openConnections = Atomic<Int>(0)
+    let peakConnections = Atomic<Int>(0)
+    /// Finishes once the loop stopped accepting and the last connection is gone (``SocketServer/run()`` waits).
+    let drained: AsyncStream<Never>
+    private let finishDrained: AsyncStream<Never>.Continuation
 
     // Touched by the loop's thread only.
     var connections: [Int32: Connection] = [:]
     var accepting = true
     var stopped = false
+    /// A counter for registrations and activity: the eviction order.
+    var order = 0
+    /// The number of the last accepted connection, in the listening socket's (first in, first out) order.
+    var accepted: UInt64 = 0
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
     var acceptRetry: ContinuousClock.Instant?
+    /// When the idle hook runs, unless a client connects first.
+    var idleAt: ContinuousClock.Instant?
+    /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
+    var slowRequestsAtLastIdle = -1
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
     var reply = ByteBufferAllocator().buffer(capacity: 512)
     /// The last line this loop decoded as a request, and that request (``decode(_:)``).
     var lastLine: [UInt8] = []
     var lastRequest: WireRequest?
-    let dispatcher: RequestDispatcher
-    let operations: AgentOperations
-    let snapshot: TokenSnapshot
 
-    /// Starts a loop thread that accepts from `listener` (and serves what it accepted).
-    init(listener: ListeningSocket, acceptor: ConnectionAcceptor, gate: AcceptGate, logger: Logger) throws(ServerError) {
+    /// Starts the loop's thread on `listenFD` (bound and listening; the loop owns it from now on).
+    init(listenFD: Int32, connectionLimit: Int, dispatcher: RequestDispatcher, logger: Logger,
+         activity: ActivityTracker?, whenIdle: IdleHook?) throws(ServerError) {
+        let flags = fcntl(listenFD, F_GETFL)
+        guard flags >= 0, fcntl(listenFD, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            throw ServerError(.socket, "cannot make the listening socket non-blocking: \(AcceptLoop.errorText())")
+        }
+        // Every message then carries its sender's pid, checked against the connecting process (AcceptLoop.read).
+        guard aa_socket_pass_credentials(listenFD) == 0 else {
+            throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(AcceptLoop.errorText())")
+        }
         let epollFD = aa_socket_epoll_create()
         let wakeFD = aa_socket_wakeup_create()
-        // Exclusive: a new connection wakes one loop, not all of them.
         guard epollFD >= 0, wakeFD >= 0, aa_socket_epoll_add(epollFD, wakeFD, 0) == 0,
-              aa_socket_epoll_add(epollFD, listener.fd, 1) == 0 else {
+              aa_socket_epoll_add(epollFD, listenFD, 0) == 0 else {
             let text = AcceptLoop.errorText()
             if epollFD >= 0 { Glibc.close(epollFD) }
             if wakeFD >= 0 { Glibc.close(wakeFD) }
             throw ServerError(.socket, "cannot set up the accept loop: \(text)")
         }
-        self.listener = listener
-        self.listenFD = listener.fd
+        self.listenFD = listenFD
         self.epollFD = epollFD
         self.wakeFD = wakeFD
-        self.acceptor = acceptor
-        self.gate = gate
+        self.connectionLimit = connectionLimit
+        self.dispatcher = dispatcher
+        self.operations = dispatcher.operations
+        self.snapshot = dispatcher.operations.broker.snapshot
         self.logger = logger
-        self.dispatcher = acceptor.dispatcher
-        self.operations = acceptor.dispatcher.operations
-        self.snapshot = acceptor.dispatcher.operations.broker.snapshot
+        self.activity = activity
+        self.whenIdle = whenIdle
+        (drained, finishDrained) = AsyncStream.makeStream(of: Never.self)
+        // The idle hook runs a second after start-up unless a client comes first: what start-up mapped and
+        // allocated (configuration, the keyring, D-Bus) is given back even if no client ever connects.
+        idleAt = .now + AcceptLoop.idleHookDelay
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
     }
 
@@ -125,44 +155,27 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
         Glibc.close(wakeFD)
     }
 
-    // MARK: - Other threads
-
-    /// Closes the loop's connection `registration` on `fd` (eviction); ignored once it is closed (the descriptor's
-    /// number may belong to another connection by then).
-    func close(_ fd: Int32, registration: Int) { post(.close(fd: fd, registration: registration)) }
-
-    /// Reads nothing more from the connection (shutdown): what it sent is still answered, then it closes.
-    func closeInput(_ fd: Int32, registration: Int) { post(.closeInput(fd: fd, registration: registration)) }
-
-    /// Stops watching the listening socket (the last loop to stop closes it). The loop's thread ends once its last
-    /// connection is closed.
-    func stopAccepting() { post(.stopAccepting) }
-
-    /// The gate's count fell under its ceiling while accepting was paused.
-    func resumeAccepting() { post(.resumeAccepting) }
-
+    /// Queues a command for the loop's thread and wakes it (from any thread).
     func post(_ command: Command) {
         commands.withLock { $0.append(command) }
         _ = aa_socket_wakeup_signal(wakeFD)
     }
 
-    // MARK: - The loop's thread: accepting (serving: AcceptLoop+Serve.swift)
+    // MARK: - The loop's thread: accepting, timers, commands (serving: AcceptLoop+Serve.swift)
 
     func run() {
         var fds = [Int32](repeating: 0, count: 64)
         var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
-            let timeout = acceptRetry.map { max(0, Int32(($0 - .now) / .milliseconds(1))) } ?? -1
+            let wake = [acceptRetry, idleAt].compactMap { $0 }.min()
+            let timeout = wake.map { Int32(max(0, (($0 - .now) / .milliseconds(1)).rounded(.up))) } ?? -1
             let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
             if count < 0 {
                 logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
                                 metadata: ["error": "\(AcceptLoop.errorText())"])
                 break
             }
-            if let retry = acceptRetry, retry <= .now {
-                acceptRetry = nil
-                resume()
-            }
+            timers(now: .now)
             for index in 0..<Int(count) {
                 switch fds[index] {
                 case wakeFD: runCommands()
@@ -172,7 +185,24 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
             }
         }
         for fd in Array(connections.keys) { gone(fd) }
-        if !stopped { stop() }
+        if !stopped { stopAccepting() }
+        finishDrained.finish()
+    }
+
+    func timers(now: ContinuousClock.Instant) {
+        if let retry = acceptRetry, retry <= now {
+            acceptRetry = nil
+            watchListener(true)
+        }
+        guard let idle = idleAt, idle <= now else { return }
+        idleAt = nil
+        // A client connected in the meantime: not idle; the work done so far still counts next time.
+        guard connections.isEmpty, !stopped else { return }
+        let slow = slowRequests.load(ordering: .relaxed)
+        defer { slowRequestsAtLastIdle = slow }
+        // Processes that have exited give back their pinned /proc/PID/exe descriptors.
+        _ = callers.sweep()
+        whenIdle?(slow != slowRequestsAtLastIdle)
     }
 
     func runCommands() {
@@ -184,22 +214,20 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
         var written: [Int32: Connection] = [:]
         for command in pending {
             switch command {
-            case .close(let fd, let registration):
-                guard let connection = connections[fd], connection.registration == registration else { continue }
-                gone(fd)
-            case .closeInput(let fd, let registration):
-                guard let connection = connections[fd], connection.registration == registration else { continue }
-                connection.machine.inputEnded()
-                cancelPersonTasks(connection)
-                drive(fd, connection)
-            case .stopAccepting: if !stopped { stop() }
-            case .resumeAccepting: resume()
+            case .shutdown:
+                guard !stopped else { continue }
+                stopAccepting()
+                for (fd, connection) in connections {
+                    connection.machine.inputEnded()
+                    cancelPersonTasks(connection)
+                    written[fd] = connection
+                }
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
                     connection.personTasks[serial] = nil
                     connection.machine.finished()
-                    acceptor.connections.end(registration)
+                    touch(connection)
                 }
                 writeLine(fd, connection, line)
                 written[fd] = connection
@@ -209,37 +237,28 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
         for (fd, connection) in written where connections[fd] === connection { drive(fd, connection) }
     }
 
-    func stop() {
+    /// Closes the listening socket: new clients get `ECONNREFUSED` (or wait for socket activation's next start).
+    func stopAccepting() {
         stopped = true
-        pause()
-        listener.loopStopped()
+        watchListener(false)
+        Glibc.close(listenFD)
     }
 
-    func pause() {
-        guard accepting else { return }
-        accepting = false
-        _ = aa_socket_epoll_remove(epollFD, listenFD)
-    }
-
-    func resume() {
-        guard !accepting, !stopped, acceptRetry == nil, gate.resume() else { return }
-        accepting = true
-        _ = aa_socket_epoll_add(epollFD, listenFD, 1)
+    func watchListener(_ on: Bool) {
+        guard on != accepting, !stopped || !on else { return }
+        accepting = on
+        _ = on ? aa_socket_epoll_add(epollFD, listenFD, 0) : aa_socket_epoll_remove(epollFD, listenFD)
     }
 
     func acceptReady() {
         for _ in 0..<AcceptLoop.acceptBatch where accepting {
-            guard gate.reserve() else {
-                pause()
-                return
-            }
-            let (fd, accepted, error) = listener.accept()
+            let fd = aa_socket_accept(listenFD)
             if fd >= 0 {
-                admit(fd, accepted: accepted)
+                accepted += 1
+                admit(fd)
                 continue
             }
-            if gate.unreserve() { listener.resumeAccepting() }
-            switch error {
+            switch errno {
             case EAGAIN, EWOULDBLOCK:
                 return
             case ECONNABORTED, EPROTO, EPERM:
@@ -247,55 +266,68 @@ final class AcceptLoop: ConnectionOwner, @unchecked Sendable {
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                 // Out of descriptors or memory: new clients wait in the backlog; try again shortly.
                 logger.warning("cannot accept a connection now; retrying in 100 ms",
-                               metadata: ["error": "\(String(cString: strerror(error)))"])
-                pause()
+                               metadata: ["error": "\(AcceptLoop.errorText())"])
+                watchListener(false)
                 acceptRetry = .now + .milliseconds(100)
                 return
             default:
-                logger.error("accept failed", metadata: ["error": "\(String(cString: strerror(error)))"])
+                logger.error("accept failed", metadata: ["error": "\(AcceptLoop.errorText())"])
                 return
             }
         }
     }
 
-    /// A new connection: the peer check, registration under the cap, the caller's identity, then its lines.
-    /// `accepted`: its place in the listening socket's queue (``ListeningSocket/accept()``).
-    func admit(_ fd: Int32, accepted: UInt64) {
+    /// A new connection: the peer check, room under the cap, the caller's identity, then its lines.
+    func admit(_ fd: Int32) {
         var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
         guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
             logger.warning("cannot read a connection's peer credentials; closing it",
                            metadata: ["error": "\(AcceptLoop.errorText())"])
-            release(fd)
-            return
+            return release(fd)
         }
         guard peer.uid == myUID else {
             logger.warning("refused a connection from another user",
                            metadata: ["peer_pid": "\(peer.pid)", "peer_uid": "\(peer.uid)"])
             sendLine(fd, dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only")))
-            release(fd)
-            return
+            return release(fd)
         }
-        guard let registration = acceptor.connections.add(.init(owner: self, fd: fd)) else {
+        guard makeRoom() else {
             logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
-            release(fd)
-            return
+            return release(fd)
         }
-        acceptor.opened()
         // The pidfd names the process that connected while it is identified, and is closed right after. Not asked
         // for at all when the cache holds that process's /proc/PID/exe link from an earlier connection
         // (Caller.identifyPinned).
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd),
-                                     cache: acceptor.callers, accepted: accepted, connection: fd)
-        let connection = Connection(registration: registration, caller: caller)
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), cache: callers,
+                                     accepted: accepted, connection: fd)
+        order += 1
+        let connection = Connection(registration: order, caller: caller)
         connections[fd] = connection
-        if aa_socket_epoll_add(epollFD, fd, 0) != 0 {
+        _ = peakConnections.max(openConnections.add(1, ordering: .relaxed).newValue, ordering: .relaxed)
+        activity?.begin()
+        guard aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
             logger.error("cannot watch a new connection; closing it", metadata: ["error": "\(AcceptLoop.errorText())"])
-            gone(fd)
-            return
+            return gone(fd)
         }
         // A client writes its request right after connecting, so by now (the identification took a few system
         // calls) it is usually there: read it at once instead of on epoll's next report (docs/BENCHMARKS.md).
         ready(fd, connection, AcceptLoop.readable)
+    }
+
+    /// Under the cap, or made so by closing the connection idle longest (no request in flight); false when every
+    /// connection is busy. Idle clients, however many, cannot keep a real client from being served.
+    func makeRoom() -> Bool {
+        guard connections.count >= connectionLimit else { return true }
+        guard let victim = connections.filter({ $0.value.machine.inFlight == 0 })
+            .min(by: { $0.value.lastActive < $1.value.lastActive }) else { return false }
+        gone(victim.key)
+        return true
+    }
+
+    /// The connection was active: it moves to the back of the eviction order.
+    func touch(_ connection: Connection) {
+        order += 1
+        connection.lastActive = order
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }

@@ -3,24 +3,16 @@ import Glibc
 #endif
 import AgentIPC
 import AgentService
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
-import NIOCore
-import NIOPosix
 import ServiceLifecycle
-import Synchronization
 
 /// Runs once no client has been connected for a second; `workedSinceLastIdle` is true when a slow request (anything
 /// but a cached-token hit) ran since the hook last ran, and the first time.
 public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
 
-/// The agent's Unix socket server. ``AcceptLoop``s (threads of their own) accept every connection, check the peer,
-/// and own it until it closes: they answer cached tokens themselves and run every other request as a task of its
-/// own, whose replies they write. A bad or slow client affects only itself.
+/// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
+/// peer, and owns it until it closes: it answers cached tokens itself and runs every other request as a task of its
+/// own, whose replies it writes. A bad or slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -34,48 +26,28 @@ public final class SocketServer: Service {
     /// At most this many client connections at once (fewer if RLIMIT_NOFILE is lower, see ``connectionLimit``).
     /// At the cap, the connection idle longest is closed to make room, so idle clients cannot lock out a real one.
     public static let maxConnections = 4096
-    /// Accept loops: one per two cores, at least 1 and at most 4. The agent's clients run on the same machine and
-    /// each request costs its client about what it costs the agent, so a loop for every core only adds cross-CPU
-    /// wake-ups. Measured one loop against two: docs/BENCHMARKS.md, "The socket path".
-    static let acceptThreads = min(4, max(1, System.coreCount / 2))
 
-    let listener: ListeningSocket
-    let acceptor: ConnectionAcceptor
-    let gate: AcceptGate
-    let dispatcher: RequestDispatcher
+    let loop: AcceptLoop
     let boundPath: String?
 
-    private init(listener: ListeningSocket, acceptor: ConnectionAcceptor, gate: AcceptGate, dispatcher: RequestDispatcher,
-                 boundPath: String?) {
-        self.listener = listener
-        self.acceptor = acceptor
-        self.gate = gate
-        self.dispatcher = dispatcher
+    private init(loop: AcceptLoop, boundPath: String?) {
+        self.loop = loop
         self.boundPath = boundPath
     }
 
-    /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs when no
-    /// client has been connected for a second (the agent returns freed heap to the kernel), and says whether any
-    /// slow request ran since it last ran (then the agent also unmaps the code that work paged in).
-    ///
-    /// The idle hook is scheduled on `group` (NIO's shared group).
+    /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs on the
+    /// loop's thread when no client has been connected for a second (the agent returns freed heap to the kernel),
+    /// and says whether any slow request ran since it last ran (then the agent also unmaps the code that work paged
+    /// in).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
-                              activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
-                              group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> SocketServer {
+                              activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil) async throws -> SocketServer {
         try await listen(endpoint, dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle,
-                         group: group, connectionLimit: SocketServer.connectionLimit())
+                         connectionLimit: SocketServer.connectionLimit())
     }
 
-    /// ``listen(_:dispatcher:logger:activity:whenIdle:group:)`` with the connection cap given (tests use a small one).
+    /// ``listen(_:dispatcher:logger:activity:whenIdle:)`` with the connection cap given (tests use a small one).
     static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
-                       whenIdle: IdleHook?,
-                       group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-                       connectionLimit: Int, acceptThreads: Int = SocketServer.acceptThreads) async throws -> SocketServer {
-        let acceptor = ConnectionAcceptor(dispatcher: dispatcher, logger: logger,
-                                          connections: ConnectionRegistry(limit: connectionLimit),
-                                          activity: activity, whenIdle: whenIdle, group: group)
-        // Open descriptors stay under the cap plus room for connections between accept and close.
-        let gate = AcceptGate(ceiling: connectionLimit + AcceptGate.headroom)
+                       whenIdle: IdleHook?, connectionLimit: Int) async throws -> SocketServer {
         let fd: Int32
         var boundPath: String?
         switch endpoint {
@@ -86,13 +58,9 @@ public final class SocketServer: Service {
             fd = inherited
         }
         do {
-            let listener = try ListeningSocket(fd: fd, loops: acceptThreads) { acceptor.stopAccepting() }
-            for _ in 0..<acceptThreads {
-                listener.add(try AcceptLoop(listener: listener, acceptor: acceptor, gate: gate, logger: logger))
-            }
-            acceptor.started()
-            return SocketServer(listener: listener, acceptor: acceptor, gate: gate, dispatcher: dispatcher,
-                                boundPath: boundPath)
+            let loop = try AcceptLoop(listenFD: fd, connectionLimit: connectionLimit, dispatcher: dispatcher,
+                                      logger: logger, activity: activity, whenIdle: whenIdle)
+            return SocketServer(loop: loop, boundPath: boundPath)
         } catch {
             close(fd)
             if let boundPath { unlink(boundPath) }
@@ -126,20 +94,19 @@ public final class SocketServer: Service {
     static func connectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
-        // 256 spare: the gate's headroom (64) for connections between accept and close, the caller cache's pinned
-        // /proc/PID/exe links (64, CallerCache.pinCapacity), plus the agent's own files.
+        // 256 spare: the caller cache's pinned /proc/PID/exe links (64, CallerCache.pinCapacity), a connection
+        // being refused, and the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 
     public func run() async throws {
         await withGracefulShutdownHandler {
             // Ends once the listening socket is closed and the last connection is gone.
-            for await _ in acceptor.drained {}
+            for await _ in loop.drained {}
         } onGracefulShutdown: {
             // Stop accepting, then stop reading from every client: requests already running still get their
             // reply, sign-ins waiting for a person are cancelled, idle connections end.
-            self.listener.stopAccepting()
-            self.acceptor.connections.closeInputOfAll()
+            self.loop.post(.shutdown)
         }
         if let boundPath { unlink(boundPath) }
     }

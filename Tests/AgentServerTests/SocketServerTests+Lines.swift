@@ -33,7 +33,7 @@ extension SocketServerTests {
         let reply = try await again.readReply()
         XCTAssertEqual(reply.id, 5)
         XCTAssertEqual(reply.result?.accessToken, "at-1")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 1, "only the unknown account's request")
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 1, "only the unknown account's request")
     }
 
     func testALineSplitAcrossReadsIsAnsweredInTheAcceptLoop() async throws {
@@ -49,7 +49,7 @@ extension SocketServerTests {
         let second = try await client.readReply()
         XCTAssertEqual([first.id, second.id], [1, 2])
         XCTAssertEqual(second.result?.accessToken, "at-1")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     /// `printf '{...}' | socat`: the last line has no newline and the client half-closes. It is still a request, served
@@ -63,7 +63,7 @@ extension SocketServerTests {
         XCTAssertEqual(ids, [1, 2])
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     /// A request line of 60 KiB (under the 64 KiB cap) arriving in pieces is answered in one piece.
@@ -78,7 +78,7 @@ extension SocketServerTests {
         let reply = try await client.readReply()
         XCTAssertEqual(reply.id, 9)
         XCTAssertEqual(reply.result?.accessToken, "at-1")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     /// A client that sends thousands of requests before it reads any reply: the loop answers until the socket stops
@@ -98,6 +98,6 @@ extension SocketServerTests {
         try await sending.value
         XCTAssertEqual(ids.count, count)
         XCTAssertEqual(ids, Array(1...count), "a reply was repeated, lost or reordered")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 }

@@ -33,10 +33,9 @@ final class SocketServerTests: XCTestCase {
 
     var path: String { directory + "/agent.sock" }
 
-    /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`. Two accept
-    /// loops sharing the listening socket, as on a machine of 4 cores or more, whatever this machine has.
+    /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
     func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
-               whenIdle: IdleHook? = nil, acceptThreads: Int = 2) async throws -> SocketServer {
+               whenIdle: IdleHook? = nil) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [CachedTokenAnswerTests.account()], store: MemorySecretStore(),
                                  http: NoHTTP(), redirects: NoRedirects(),
                                  browser: NoBrowser(), time: ManualClock(),
@@ -46,8 +45,7 @@ final class SocketServerTests: XCTestCase {
         let dispatcher = RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
                                            access: gate, logger: Logger(label: "test"))
         let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
-                                                   activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit,
-                                                   acceptThreads: acceptThreads)
+                                                   activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit)
         self.server = server
         running = Task { try await server.run() }
         return server
@@ -65,7 +63,7 @@ final class SocketServerTests: XCTestCase {
             XCTAssertEqual(reply.id, id)
             XCTAssertEqual(reply.result?.accessToken, "at-1")
         }
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0, "no request needed the async side")
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0, "no request needed the async side")
         // Half-close: the agent answers what was sent, then closes its side.
         try await client.send(SocketServerTests.fast(4) + "\n")
         client.shutdownWrite()
@@ -73,7 +71,7 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(lastID, 4)
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     func testFastThenSlowThenFastOnOneConnection() async throws {
@@ -91,7 +89,7 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(order.first, 1, "answered before the slow request was read")
         XCTAssertEqual(Set(order), [1, 2, 3])
         XCTAssertLessThan(try XCTUnwrap(order.firstIndex(of: 1)), try XCTUnwrap(order.firstIndex(of: 3)))
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 1)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 1)
         // Afterwards slow and fast requests still work on the same connection: a task per slow request only.
         try await client.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
         let pingID = try await client.readID()
@@ -100,7 +98,7 @@ final class SocketServerTests: XCTestCase {
         let five = try await client.readReply()
         XCTAssertEqual(five.id, 5)
         XCTAssertEqual(five.result?.accessToken, "at-1")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 2)
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 2)
     }
 
     /// The idle hook says whether slow work ran since it last ran: after a slow request yes, after cached-token hits
@@ -164,8 +162,8 @@ final class SocketServerTests: XCTestCase {
             ids.insert(try XCTUnwrap(id))
         }
         XCTAssertEqual(ids, Set(1...count))
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), count)
-        let registered = server.acceptor.connections.count
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), count)
+        let registered = server.loop.openConnections.load(ordering: .relaxed)
         XCTAssertEqual(registered, 1)
     }
 
@@ -192,7 +190,7 @@ final class SocketServerTests: XCTestCase {
         let reply = try await client.readLine()
         // What the broker's path answers this same process for the same request.
         let me = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
-        let dispatcher = try XCTUnwrap(server).dispatcher
+        let dispatcher = try XCTUnwrap(server).loop.dispatcher
         guard case .request(let request) = RequestDispatcher.decode(Array(SocketServerTests.fast(7).utf8)) else {
             return XCTFail("not a request")
         }
@@ -211,8 +209,8 @@ final class SocketServerTests: XCTestCase {
         try await client.send(SocketServerTests.fast(8) + "\n")
         let token = try await client.readReply().result?.accessToken
         XCTAssertEqual(token, "at-1")
-        XCTAssertEqual(server.acceptor.slowRequests.load(ordering: .relaxed), 0)
-        let audit = server.dispatcher.operations.audit(account: "work", since: nil).entries
+        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
+        let audit = server.loop.dispatcher.operations.audit(account: "work", since: nil).entries
         XCTAssertEqual(audit.map(\.outcome), [AuditEntry.granted])
         XCTAssertEqual(audit.first?.caller.exe, me, "the grant names the kernel-read executable")
         XCTAssertEqual(audit.first?.caller.pid, getpid())
@@ -231,9 +229,9 @@ final class SocketServerTests: XCTestCase {
             let token = try await client.readReply().result?.accessToken
             XCTAssertEqual(token, "at-1", "connection \(id)")
         }
-        XCTAssertEqual(server.acceptor.callers.pinCount, 1)
-        XCTAssertEqual(server.acceptor.callers.pinnedHits.load(ordering: .relaxed), 2, "the second and third connection")
-        let audit = server.dispatcher.operations.audit(account: "work", since: nil).entries
+        XCTAssertEqual(server.loop.callers.pinCount, 1)
+        XCTAssertEqual(server.loop.callers.pinnedHits.load(ordering: .relaxed), 2, "the second and third connection")
+        let audit = server.loop.dispatcher.operations.audit(account: "work", since: nil).entries
         XCTAssertEqual(audit.map(\.outcome), Array(repeating: AuditEntry.granted, count: 3))
         XCTAssertEqual(Set(audit.compactMap(\.caller.exe)), [me])
         XCTAssertEqual(Set(audit.map(\.caller.pid)), [getpid()])
@@ -254,47 +252,6 @@ final class SocketServerTests: XCTestCase {
             let end = try await client.readLine()
             XCTAssertNil(end, "closed after the error")
         }
-    }
-
-    /// There is no idle timer per connection: idle connections are closed when the cap needs room, longest idle
-    /// first, whether or not they ever left the event loop.
-    func testAtTheCapTheLongestIdleFastOnlyConnectionMakesRoom() async throws {
-        let server = try await start(connectionLimit: 2)
-        let first = try await TestClient.connect(path)
-        try await first.send(SocketServerTests.fast(1) + "\n")
-        let id1 = try await first.readReply().id
-        XCTAssertEqual(id1, 1)
-        let second = try await TestClient.connect(path)
-        try await second.send(SocketServerTests.fast(2) + "\n")
-        let id2 = try await second.readReply().id
-        XCTAssertEqual(id2, 2)
-        let third = try await TestClient.connect(path)
-        try await third.send(SocketServerTests.fast(3) + "\n")
-        let id3 = try await third.readReply().id
-        XCTAssertEqual(id3, 3)
-        let evicted = try await first.readLine()
-        XCTAssertNil(evicted, "the longest idle connection was closed")
-        try await second.send(SocketServerTests.fast(4) + "\n")
-        let id4 = try await second.readReply().id
-        XCTAssertEqual(id4, 4)
-        XCTAssertEqual(server.acceptor.connections.count, 2)
-    }
-
-    /// Hundreds of connections against a cap of 2: accepted descriptors, counted from accept until their close has
-    /// completed, never exceed the cap plus the gate's headroom, and the last client is still served.
-    func testAcceptedDescriptorsStayUnderTheCapPlusHeadroom() async throws {
-        let server = try await start(connectionLimit: 2)
-        var clients: [TestClient] = []
-        for _ in 0..<200 { clients.append(try await TestClient.connect(path)) }
-        let last = try await TestClient.connect(path)
-        try await last.send(SocketServerTests.fast(7) + "\n")
-        let id = try await last.readReply().id
-        XCTAssertEqual(id, 7)
-        XCTAssertEqual(server.gate.ceiling, 2 + AcceptGate.headroom)
-        XCTAssertLessThanOrEqual(server.gate.peak.load(ordering: .relaxed), server.gate.ceiling)
-        XCTAssertGreaterThan(server.gate.peak.load(ordering: .relaxed), 2, "the gate counted the accepted connections")
-        XCTAssertLessThanOrEqual(server.acceptor.connections.count, 2)
-        clients.removeAll()
     }
 }
 

@@ -84,7 +84,7 @@ def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(signed_in_
     assert audit(agent)[-1]["caller"].get("flatpak_app") == "org.example.Chrooted", \
         "the agent did not read the chrooted client's /.flatpak-info: this test would not exercise that read"
 
-    # As many as there can be accept loops (SocketServer.acceptThreads): each could hold one.
+    # More than one: none of them may hold the accept loop, whatever each one's filesystem holds.
     hostile = [chrooted_client(agent, tmp_path, kind) for kind in ("fifo", "symlink", "fifo", "symlink")]
     try:
         for proc in hostile:

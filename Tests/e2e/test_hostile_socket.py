@@ -21,7 +21,6 @@ pytestmark = pytest.mark.release  # also run against the installed package (scri
 IDLE = 5000
 FLOODERS = 64
 CONNECTION_CAP = 4096  # SocketServer.maxConnections
-ACCEPT_HEADROOM = 64  # AcceptGate.headroom
 
 
 def raise_own_fd_limit(wanted: int):
@@ -93,10 +92,10 @@ def test_idle_connections_and_a_flood_do_not_lock_out_a_real_client(signed_in_ag
           f"median {statistics.median(latencies):.0f} ms, max {max(latencies):.0f} ms (target 200 ms); "
           f"flood answers {sum(answered)}; agent fds {fds_before} -> peak {peak_fds}; first flood errors {errors[:3]}")
     assert sum(answered) > 0, "the flood never got an answer (it measured nothing)"
-    # The cap, plus the accept gate's headroom for connections between accept and a completed close, plus a pidfd
-    # for each of those being set up, plus spare for the agent's own transient files (/proc reads). Before the gate
-    # (AcceptGate.swift) a CI run saw 4,553 here: evicted connections whose close had not completed yet.
-    assert peak_fds <= fds_before + CONNECTION_CAP + ACCEPT_HEADROOM * 2 + 64, f"open fds not bounded: {peak_fds}"
+    # The cap, plus the connection being refused or identified (its pidfd) and spare for the agent's own transient
+    # files (/proc reads, the pins of the flooders). The one accept loop closes an evicted connection before it
+    # accepts the next, so nothing piles up between accept and close.
+    assert peak_fds <= fds_before + CONNECTION_CAP + 128, f"open fds not bounded: {peak_fds}"
     wait_for(lambda: fd_count(pid) <= fds_before + 2, 20, "the agent's fds to return to baseline")
     assert_alive(agent)
     assert keyring.secret_tool_count("work") == 1

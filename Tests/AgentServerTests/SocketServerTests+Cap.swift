@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import AgentServer
+@testable import AuthCore
+import XCTest
+
+/// The connection cap (SECURITY.md 22) on the real socket: at the limit the connection idle longest makes room,
+/// busy ones never do, and shutdown ends every connection.
+extension SocketServerTests {
+    /// There is no idle timer per connection: idle connections are closed when the cap needs room, longest idle
+    /// first, whether or not they ever left the event loop.
+    func testAtTheCapTheLongestIdleFastOnlyConnectionMakesRoom() async throws {
+        let server = try await start(connectionLimit: 2)
+        let first = try await TestClient.connect(path)
+        try await first.send(SocketServerTests.fast(1) + "\n")
+        let id1 = try await first.readReply().id
+        XCTAssertEqual(id1, 1)
+        let second = try await TestClient.connect(path)
+        try await second.send(SocketServerTests.fast(2) + "\n")
+        let id2 = try await second.readReply().id
+        XCTAssertEqual(id2, 2)
+        let third = try await TestClient.connect(path)
+        try await third.send(SocketServerTests.fast(3) + "\n")
+        let id3 = try await third.readReply().id
+        XCTAssertEqual(id3, 3)
+        let evicted = try await first.readLine()
+        XCTAssertNil(evicted, "the longest idle connection was closed")
+        try await second.send(SocketServerTests.fast(4) + "\n")
+        let id4 = try await second.readReply().id
+        XCTAssertEqual(id4, 4)
+        XCTAssertEqual(server.loop.openConnections.load(ordering: .relaxed), 2)
+    }
+
+    /// Hundreds of connections against a cap of 2: the agent never holds more than the cap (each new one closes the
+    /// one idle longest), and the last client is still served.
+    func testHundredsOfConnectionsStayUnderTheCapAndTheLastIsServed() async throws {
+        let server = try await start(connectionLimit: 2)
+        var clients: [TestClient] = []
+        for _ in 0..<200 { clients.append(try await TestClient.connect(path)) }
+        let last = try await TestClient.connect(path)
+        try await last.send(SocketServerTests.fast(7) + "\n")
+        let id = try await last.readReply().id
+        XCTAssertEqual(id, 7)
+        XCTAssertEqual(server.loop.peakConnections.load(ordering: .relaxed), 2)
+        XCTAssertEqual(server.loop.openConnections.load(ordering: .relaxed), 2)
+        clients.removeAll()
+    }
+
+    /// At the cap, a connection with a request in flight is never closed to make room: while every one is busy a
+    /// new connection is closed unanswered, and once one has gone the next is served.
+    func testBusyConnectionsAreNeverEvictedAndANewOneWaitsForRoom() async throws {
+        let server = try await start(policy: AccessPolicy(confirm: .firstUse), connectionLimit: 2)
+        var busy: [TestClient] = []
+        for id in 1...2 {
+            let client = try await TestClient.connect(path)
+            try await client.send(SocketServerTests.fast(id) + "\n")
+            // The request waits for a person's answer: the connection is busy.
+            let event = try await client.readLine()
+            XCTAssertTrue(event?.contains("consent_required") == true, event ?? "nothing")
+            busy.append(client)
+        }
+        let third = try await TestClient.connect(path)
+        try? await third.send(#"{"v":1,"id":3,"op":"ping"}"# + "\n")
+        let refused = try? await third.readLine()
+        XCTAssertNil(refused ?? nil, "a busy connection was closed to make room, or the cap was passed")
+        XCTAssertEqual(server.loop.openConnections.load(ordering: .relaxed), 2)
+        busy.removeFirst()
+        for _ in 0..<500 where server.loop.openConnections.load(ordering: .relaxed) > 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let fourth = try await TestClient.connect(path)
+        try await fourth.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
+        let id = try await fourth.readID()
+        XCTAssertEqual(id, 4)
+    }
+
+    /// Shutdown: the listening socket closes at once, an idle connection ends, a request waiting for a person is
+    /// withdrawn with a reply, and the server's run ends once the last connection is gone.
+    func testShutdownStopsAcceptingAndEndsEveryConnection() async throws {
+        let server = try await start(policy: AccessPolicy(confirm: .firstUse))
+        let idle = try await TestClient.connect(path)
+        let waiting = try await TestClient.connect(path)
+        try await waiting.send(SocketServerTests.fast(1) + "\n")
+        let event = try await waiting.readLine()
+        XCTAssertTrue(event?.contains("consent_required") == true, event ?? "nothing")
+        server.loop.post(.shutdown)
+        let idleEnd = try await idle.readLine()
+        XCTAssertNil(idleEnd)
+        let withdrawn = try await waiting.readLine()
+        XCTAssertTrue(withdrawn?.contains("withdrawn") == true, "the waiting request answered: \(withdrawn ?? "nothing")")
+        let waitingEnd = try await waiting.readLine()
+        XCTAssertNil(waitingEnd)
+        _ = try await running?.value
+        running = nil
+        do {
+            _ = try await TestClient.connect(path)
+            XCTFail("connected after shutdown")
+        } catch {}
+    }
+
+    func testConnectionLimitStaysBelowTheOpenFileLimit() {
+        XCTAssertLessThanOrEqual(SocketServer.connectionLimit(), SocketServer.maxConnections)
+        XCTAssertGreaterThanOrEqual(SocketServer.connectionLimit(), 16)
+    }
+}
