@@ -9,22 +9,6 @@ import Glibc
 import Darwin
 #endif
 
-/// Why a client call failed before an answer from the agent could be read.
-public enum ClientError: Error, Equatable, Sendable {
-    /// No socket path could be determined (neither AUTH_AGENT_SOCKET nor XDG_RUNTIME_DIR is set).
-    case noSocketPath
-    /// Nothing listens on the socket (ENOENT, ECONNREFUSED): the agent is not running.
-    case agentNotRunning(path: String, errno: Int32)
-    /// The socket exists but we may not use it, or another I/O error happened.
-    case io(String)
-    /// The agent closed the connection or sent something that is not protocol version 1.
-    case protocolViolation(String)
-    /// The agent answered with an error.
-    case agent(WireError)
-    /// The agent did not accept the connection, or did not answer, within the caller's time limit.
-    case timeout(String)
-}
-
 /// A small blocking client over the agent's Unix socket: no event loop, no threads, so `authctl` starts fast.
 /// Every wait is bounded: the connection by `connectTimeout`, each call by ``replyTimeout`` unless it is nil.
 public final class AgentClient {
