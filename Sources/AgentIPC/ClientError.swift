@@ -6,7 +6,8 @@ public enum ClientError: Error, Equatable, Sendable {
     case agentNotRunning(path: String, errno: Int32)
     /// The socket exists but we may not use it, or another I/O error happened.
     case io(String)
-    /// The agent closed the connection or sent something that is not protocol version 1.
+    /// The agent closed the connection, or sent something that is not protocol version 1 or that answers another
+    /// request (``ReplyReader``).
     case protocolViolation(String)
     /// The agent answered with an error.
     case agent(WireError)
