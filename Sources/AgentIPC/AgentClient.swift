@@ -9,22 +9,6 @@ import Glibc
 import Darwin
 #endif
 
-/// Why a client call failed before an answer from the agent could be read.
-public enum ClientError: Error, Equatable, Sendable {
-    /// No socket path could be determined (neither AUTH_AGENT_SOCKET nor XDG_RUNTIME_DIR is set).
-    case noSocketPath
-    /// Nothing listens on the socket (ENOENT, ECONNREFUSED): the agent is not running.
-    case agentNotRunning(path: String, errno: Int32)
-    /// The socket exists but we may not use it, or another I/O error happened.
-    case io(String)
-    /// The agent closed the connection or sent something that is not protocol version 1.
-    case protocolViolation(String)
-    /// The agent answered with an error.
-    case agent(WireError)
-    /// The agent did not accept the connection, or did not answer, within the caller's time limit.
-    case timeout(String)
-}
-
 /// A small blocking client over the agent's Unix socket: no event loop, no threads, so `authctl` starts fast.
 /// Every wait is bounded: the connection by `connectTimeout`, each call by ``replyTimeout`` unless it is nil.
 public final class AgentClient {
@@ -92,14 +76,15 @@ public final class AgentClient {
     public func call<R: Decodable>(_ request: WireRequest, as: R.Type,
                                    onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> R {
         var request = request
-        request.id = nextID
+        let id = nextID
         nextID += 1
+        request.id = id
         guard var line = try? JSONEncoder().encode(request) else { throw .protocolViolation("cannot encode request") }
         line.append(0x0A)
         startCall()
         try writeAll(Array(line))
         while true {
-            if let result = try AgentClient.handle(try readLine(), as: R.self, onEvent: onEvent) { return result }
+            if let result = try ReplyReader.read(try readLine(), as: R.self, request: id, onEvent: onEvent) { return result }
         }
     }
 
@@ -107,46 +92,18 @@ public final class AgentClient {
     /// Events and any line the small reader is not certain of are decoded exactly as `call` does.
     public func token(_ request: WireRequest, onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> TokenResult {
         var request = request
-        request.id = nextID
+        let id = nextID
         nextID += 1
+        request.id = id
         startCall()
         try writeAll(Array((TokenWire.encode(request) + "\n").utf8))
         while true {
             let reply = try readLine()
-            switch TokenWire.decode(reply) {
+            switch TokenWire.decode(reply, request: id) {
             case .result(let result)?: return result
             case .error(let error)?: throw .agent(error)
-            case nil: if let result = try AgentClient.handle(reply, as: TokenResult.self, onEvent: onEvent) { return result }
+            case nil: if let result = try ReplyReader.read(reply, as: TokenResult.self, request: id, onEvent: onEvent) { return result }
             }
-        }
-    }
-
-    /// One reply line: nil after passing an event to `onEvent`, else the result or the error it carries. The line is
-    /// read by the protocol's strict reader (``MiniJSON``), as the agent reads requests, and must carry protocol
-    /// version 1, an integer `id` or none, and exactly one of `event`, `error` and `result` (`null` reads as absent).
-    static func handle<R: Decodable>(_ reply: [UInt8], as: R.Type,
-                                     onEvent: (WireEvent) -> Void) throws(ClientError) -> R? {
-        guard let line = MiniJSON.parse(reply), case .object = line, case .integer(let version)? = line["v"],
-              line.int("id") != nil else {
-            throw .protocolViolation("the agent sent a line that is not a protocol reply")
-        }
-        guard version == WireProtocol.version else {
-            throw .protocolViolation("the agent speaks protocol version \(version), this authctl speaks \(WireProtocol.version)")
-        }
-        let present = ["event", "error", "result"].filter { line[$0] != nil && line[$0] != .null }
-        guard present.count == 1, let kind = present.first, let member = line[kind] else {
-            throw .protocolViolation("the agent's reply does not have exactly one of event, error and result")
-        }
-        do {
-            switch kind {
-            case "event": onEvent(try MiniJSONDecoder.decode(WireEvent.self, from: member)); return nil
-            case "error": throw ClientError.agent(try MiniJSONDecoder.decode(WireError.self, from: member))
-            default: return try MiniJSONDecoder.decode(R.self, from: member)
-            }
-        } catch let error as ClientError {
-            throw error
-        } catch {
-            throw .protocolViolation("the agent's \(kind) does not match \(kind == "result" ? "\(R.self)" : "protocol version 1")")
         }
     }
 

@@ -1,5 +1,5 @@
 /// The socket protocol's strict JSON reader: every request the agent reads (``WireRequest/decode(line:)``) and every
-/// reply `authctl` reads (``AgentClient``: the `token` reply by hand in ``TokenWire``, the others through
+/// reply `authctl` reads (``ReplyReader``: the `token` reply by hand in ``TokenWire``, the others through
 /// ``MiniJSONDecoder``), plus the writer of `authctl token`'s request line. Codable's generic paths cost more at
 /// `authctl` start-up (run-time generic metadata and protocol conformance scans) than the whole socket round trip,
 /// hence the hand-written token path. Reading is all-or-nothing: anything unusual (invalid UTF-8, control characters in

@@ -37,20 +37,19 @@ enum TokenWire {
         case error(WireError)
     }
 
-    /// A protocol-version-1 reply line carrying a token result or an error; nil for events and anything else.
-    static func decode(_ line: [UInt8]) -> Reply? {
-        guard let reply = MiniJSON.parse(line), case .integer(WireProtocol.version)? = reply["v"] else { return nil }
-        switch reply["id"] {
-        case nil, .null?, .integer?: break
-        default: return nil
-        }
+    /// A protocol-version-1 reply line to request `id` carrying a token result or an error; nil for events and
+    /// anything else, a line for another request included (``ReplyReader/answers(_:id:isError:)``).
+    static func decode(_ line: [UInt8], request id: Int) -> Reply? {
+        guard let reply = MiniJSON.parse(line), case .integer(WireProtocol.version)? = reply["v"],
+              let replyID = reply.int("id") else { return nil }
         guard isAbsent(reply["event"]) else { return nil }
         if !isAbsent(reply["error"]) {
-            guard isAbsent(reply["result"]), let error = reply["error"], case .string(let code)? = error["code"],
-                  case .string(let message)? = error["message"], let retryAfter = error.int("retry_after") else { return nil }
+            guard isAbsent(reply["result"]), ReplyReader.answers(id, id: replyID, isError: true), let error = reply["error"],
+                  case .string(let code)? = error["code"], case .string(let message)? = error["message"],
+                  let retryAfter = error.int("retry_after") else { return nil }
             return .error(WireError(code: code, message: message, retryAfter: retryAfter))
         }
-        guard let result = reply["result"], case .object = result,
+        guard ReplyReader.answers(id, id: replyID, isError: false), let result = reply["result"], case .object = result,
               case .string(let account)? = result["account"], case .string(let accessToken)? = result["access_token"],
               case .string(let tokenType)? = result["token_type"], let expiry = expiry(result),
               let scopes = result.strings("scopes"), let idToken = result.string("id_token") else { return nil }

@@ -3,14 +3,14 @@ import Foundation
 import XCTest
 
 /// Every reply type, written by the agent's encoder (`JSONEncoder`), reads back equal through the client's strict
-/// reader: ``MiniJSON`` and ``MiniJSONDecoder``, alone and inside a reply line (``AgentClient/handle``).
+/// reader: ``MiniJSON`` and ``MiniJSONDecoder``, alone and inside a reply line (``ReplyReader``).
 final class MiniJSONDecoderTests: XCTestCase {
     private func assertRoundTrip<T: Codable & Equatable & Sendable>(_ value: T, file: StaticString = #filePath, line: UInt = #line) throws {
         let data = try JSONEncoder().encode(value)
         let json = try XCTUnwrap(MiniJSON.parse(Array(data)), String(decoding: data, as: UTF8.self), file: file, line: line)
         XCTAssertEqual(try MiniJSONDecoder.decode(T.self, from: json), value, file: file, line: line)
         let reply = Array(try JSONEncoder().encode(WireResponse(id: 9, result: value)))
-        XCTAssertEqual(try AgentClient.handle(reply, as: T.self, onEvent: { _ in XCTFail("not an event") }), value, file: file, line: line)
+        XCTAssertEqual(try ReplyReader.read(reply, as: T.self, request: 9, onEvent: { _ in XCTFail("not an event") }), value, file: file, line: line)
     }
 
     func testEveryReplyTypeRoundTrips() throws {
@@ -71,12 +71,12 @@ final class MiniJSONDecoderTests: XCTestCase {
                       WireEvent(type: WireEvent.consentRequired, timeoutSeconds: 60, request: 3, client: "/usr/bin/git")] {
             var seen: [WireEvent] = []
             let line = Array(try JSONEncoder().encode(WireResponse<NoResult>(id: 1, event: event)))
-            XCTAssertNil(try AgentClient.handle(line, as: PingResult.self) { seen.append($0) })
+            XCTAssertNil(try ReplyReader.read(line, as: PingResult.self, request: 1) { seen.append($0) })
             XCTAssertEqual(seen, [event])
         }
         for error in [WireError(.loginRateLimited, "wait", retryAfter: 30), WireError(.keyringLocked, "unlock it")] {
             let line = Array(try JSONEncoder().encode(WireResponse<NoResult>(id: 1, error: error)))
-            XCTAssertThrowsError(try AgentClient.handle(line, as: PingResult.self) { _ in }) { thrown in
+            XCTAssertThrowsError(try ReplyReader.read(line, as: PingResult.self, request: 1) { _ in }) { thrown in
                 XCTAssertEqual(thrown as? ClientError, .agent(error))
             }
         }

@@ -70,7 +70,7 @@ final class StrictReplyTests: XCTestCase {
         var events: [WireEvent] = []
         let result = try status([
             #"{"v":1,"id":1,"event":{"type":"login_started","url":"https://x/a","browser_opened":true,"timeout_s":300}}"#,
-            #" {"v":1,"id":null,"result":{"agent":\#(StrictReplyTests.agent),"accounts":[],"future":{"a":[1,true,null]}},"error":null} "#,
+            #" {"v":1,"id":1,"result":{"agent":\#(StrictReplyTests.agent),"accounts":[],"future":{"a":[1,true,null]}},"error":null} "#,
         ]) { events.append($0) }
         XCTAssertEqual(events, [WireEvent(type: "login_started", url: "https://x/a", browserOpened: true, timeoutSeconds: 300)])
         XCTAssertEqual(result, StatusResult(agent: .init(version: "1.2", pid: 7, uptimeSeconds: 5, socket: "/s", keyring: "available"),
@@ -78,6 +78,28 @@ final class StrictReplyTests: XCTestCase {
         XCTAssertThrowsError(try status([#"{"v":1,"id":1,"error":{"code":"brand_new","message":"m","retry_after":30}}"#])) { error in
             guard case ClientError.agent(let agentError) = error else { return XCTFail("\(error)") }
             XCTAssertEqual([agentError.code, agentError.message, agentError.retryAfter.map(String.init)], ["brand_new", "m", "30"])
+        }
+    }
+
+    /// Every line the agent sends for a request echoes its id (a client's first request is id 1); only an error may
+    /// carry none, when the agent could not read the request's id. A line for another request is not this one's.
+    func testRepliesMustCarryTheRequestsID() throws {
+        let result = #"{"v":1,"id":1,"result":{"agent":\#(StrictReplyTests.agent),"accounts":[]}}"#
+        for (lines, why) in [([result.replacingOccurrences(of: #""id":1"#, with: #""id":2"#)], "a result for another request"),
+                             ([result.replacingOccurrences(of: #""id":1,"#, with: "")], "a result without id"),
+                             ([result.replacingOccurrences(of: #""id":1"#, with: #""id":null"#)], "a result with a null id"),
+                             ([#"{"v":1,"id":0,"error":{"code":"login_required","message":"m"}}"#], "an error for another request"),
+                             ([#"{"v":1,"id":2,"event":{"type":"login_started"}}"#, result], "an event for another request"),
+                             ([#"{"v":1,"event":{"type":"login_started"}}"#, result], "an event without id")] {
+            XCTAssertThrowsError(try status(lines), why) { error in
+                guard case ClientError.protocolViolation = error else { return XCTFail("\(why): \(error)") }
+            }
+        }
+        for line in [#"{"v":1,"error":{"code":"message_too_large","message":"m"}}"#,
+                     #"{"v":1,"id":null,"error":{"code":"bad_request","message":"m"}}"#] {
+            XCTAssertThrowsError(try status([line]), line) { error in
+                guard case ClientError.agent = error else { return XCTFail("\(line): \(error)") }
+            }
         }
     }
 
@@ -126,6 +148,24 @@ final class StrictReplyTests: XCTestCase {
             XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work")), line) { error in
                 guard case ClientError.protocolViolation = error else { return XCTFail("\(line): \(error)") }
             }
+        }
+    }
+
+    /// The fast path matches replies to the request as `call` does.
+    func testTokenRepliesMustCarryTheRequestsID() throws {
+        let result = #"{"v":1,"id":1,"result":{"account":"work","access_token":"T","token_type":"Bearer","expires_in":60,"expires_at":1800000060}}"#
+        for (lines, why) in [([result.replacingOccurrences(of: #""id":1"#, with: #""id":2"#)], "a token for another request"),
+                             ([result.replacingOccurrences(of: #""id":1,"#, with: "")], "a token without id"),
+                             ([#"{"v":1,"id":2,"error":{"code":"login_required","message":"m"}}"#], "an error for another request"),
+                             ([#"{"v":1,"id":2,"event":{"type":"consent_required","request":4}}"#, result], "an event for another request")] {
+            let agent = try CannedAgent(lines)
+            XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work")), why) { error in
+                guard case ClientError.protocolViolation = error else { return XCTFail("\(why): \(error)") }
+            }
+        }
+        let agent = try CannedAgent([#"{"v":1,"error":{"code":"message_too_large","message":"m"}}"#])
+        XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work"))) { error in
+            XCTAssertEqual(error as? ClientError, .agent(WireError(.messageTooLarge, "m")))
         }
     }
 

@@ -3,10 +3,10 @@ import Foundation
 import XCTest
 
 /// The client's reply reader against `JSONDecoder` (what it used before) on lines near the `token` reply's shape,
-/// generated from a seed: on every line the strict ``MiniJSON`` parses, ``AgentClient/handle`` decides as
-/// `JSONDecoder` does under the documented envelope rules (version 1, an integer `id` or none, exactly one of
-/// `event`, `error`, `result`), and ``TokenWire`` (authctl's hand-written fast path), whenever it answers, answers
-/// the same.
+/// generated from a seed: on every line the strict ``MiniJSON`` parses, ``ReplyReader`` decides as `JSONDecoder`
+/// does under the documented envelope rules (version 1, an integer `id` or none, exactly one of `event`, `error`,
+/// `result`; the request's `id` on an event or a result, on an error that or none), and ``TokenWire`` (authctl's
+/// hand-written fast path), whenever it answers, answers the same. The lines answer request 1.
 final class ReplyReaderFuzzTests: XCTestCase {
     enum Outcome: Equatable {
         case event(WireEvent), error(WireError), result(TokenResult), refused
@@ -31,7 +31,12 @@ final class ReplyReaderFuzzTests: XCTestCase {
                 if let index = result.firstIndex(where: { $0.hasPrefix("\"\(key)\"") }), random.next(2) == 0 { result.remove(at: index) }
                 result.append("\"\(key)\":\(value())")
             }
-            var envelope = [#""v":1"#, #""id":\#(random.next(9))"#]
+            var envelope = [#""v":1"#]
+            switch random.next(8) {
+            case 0: break
+            case 1: envelope.append(#""id":\#(random.next(9))"#)
+            default: envelope.append(#""id":1"#)
+            }
             switch random.next(10) {
             case 0: envelope.append(#""error":{"code":"c","message":"m","retry_after":\#(value())}"#)
             case 1: envelope.append(#""event":{"type":"login_started","timeout_s":\#(value())}"#)
@@ -44,7 +49,7 @@ final class ReplyReaderFuzzTests: XCTestCase {
             if MiniJSON.parse(line) != nil, outcome != ReplyReaderFuzzTests.oracle(line) {
                 failures.append("the client and JSONDecoder differ: \(String(decoding: line, as: UTF8.self))")
             }
-            switch TokenWire.decode(line) {
+            switch TokenWire.decode(line, request: 1) {
             case nil: break
             case .result(let token)?: if outcome != .result(token) { failures.append("TokenWire differs: \(String(decoding: line, as: UTF8.self))") }
             case .error(let error)?: if outcome != .error(error) { failures.append("TokenWire differs: \(String(decoding: line, as: UTF8.self))") }
@@ -57,7 +62,7 @@ final class ReplyReaderFuzzTests: XCTestCase {
     static func client(_ line: [UInt8]) -> Outcome {
         var event: WireEvent?
         do {
-            guard let result = try AgentClient.handle(line, as: TokenResult.self, onEvent: { event = $0 }) else {
+            guard let result = try ReplyReader.read(line, as: TokenResult.self, request: 1, onEvent: { event = $0 }) else {
                 return event.map(Outcome.event) ?? .refused
             }
             return .result(result)
@@ -72,7 +77,8 @@ final class ReplyReaderFuzzTests: XCTestCase {
         struct Present: Decodable { init(from decoder: any Decoder) {} }
         struct Probe: Decodable { var v: Int; var id: Int?; var event: Present?; var error: Present?; var result: Present? }
         let data = Data(line)
-        guard let probe = try? JSONDecoder().decode(Probe.self, from: data), probe.v == WireProtocol.version else { return .refused }
+        guard let probe = try? JSONDecoder().decode(Probe.self, from: data), probe.v == WireProtocol.version,
+              probe.id == 1 || (probe.id == nil && probe.error != nil) else { return .refused }
         func member<R: Decodable>(_ type: R.Type, _ pick: (WireResponse<R>) -> Outcome?) -> Outcome {
             (try? JSONDecoder().decode(WireResponse<R>.self, from: data)).flatMap(pick) ?? .refused
         }
