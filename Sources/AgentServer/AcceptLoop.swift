@@ -102,7 +102,7 @@ final class AcceptLoop: @unchecked Sendable {
     var accepted: UInt64 = 0
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
     var acceptRetry: ContinuousClock.Instant?
-    /// When the idle hook runs, unless a client connects first.
+    /// When the idle hook runs: a second after the last connection closed, unless a client connects first.
     var idleAt: ContinuousClock.Instant?
     /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
     var slowRequestsAtLastIdle = -1
@@ -167,15 +167,19 @@ final class AcceptLoop: @unchecked Sendable {
         var fds = [Int32](repeating: 0, count: 64)
         var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
-            let wake = [acceptRetry, idleAt].compactMap { $0 }.min()
-            let timeout = wake.map { Int32(max(0, (($0 - .now) / .milliseconds(1)).rounded(.up))) } ?? -1
+            // No timer while clients are connected and accepting works: then the clock is not read at all.
+            let timer: ContinuousClock.Instant? = switch (acceptRetry, idleAt) {
+            case let (retry?, idle?): min(retry, idle)
+            case let (retry, idle): retry ?? idle
+            }
+            let timeout = timer.map { Int32(max(0, (($0 - .now) / .milliseconds(1)).rounded(.up))) } ?? -1
             let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
             if count < 0 {
                 logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
                                 metadata: ["error": "\(AcceptLoop.errorText())"])
                 break
             }
-            timers(now: .now)
+            if timer != nil { timers(now: .now) }
             for index in 0..<Int(count) {
                 switch fds[index] {
                 case wakeFD: runCommands()
@@ -196,8 +200,7 @@ final class AcceptLoop: @unchecked Sendable {
         }
         guard let idle = idleAt, idle <= now else { return }
         idleAt = nil
-        // A client connected in the meantime: not idle; the work done so far still counts next time.
-        guard connections.isEmpty, !stopped else { return }
+        guard !stopped else { return }
         let slow = slowRequests.load(ordering: .relaxed)
         defer { slowRequestsAtLastIdle = slow }
         // Processes that have exited give back their pinned /proc/PID/exe descriptors.
@@ -303,6 +306,9 @@ final class AcceptLoop: @unchecked Sendable {
         order += 1
         let connection = Connection(registration: order, caller: caller)
         connections[fd] = connection
+        // Not idle: the idle hook's second starts again when the last connection is gone (the work done so far
+        // still counts then).
+        idleAt = nil
         _ = peakConnections.max(openConnections.add(1, ordering: .relaxed).newValue, ordering: .relaxed)
         activity?.begin()
         guard aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
