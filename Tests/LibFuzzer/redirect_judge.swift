@@ -26,11 +26,6 @@ let session: LoginSession = {
                         state: genuineState, nonce: "nonce")
 }()
 
-func violated(_ what: String) -> Never {
-    fputs("property violated: \(what)\n", stderr)
-    abort()
-}
-
 /// The oracle's own reading of a query (independent of `LoginSession.parseQuery`): `+` is a space, `%XX` a byte,
 /// and a pair whose escapes are invalid decodes to the empty string, as the judge's does.
 func values(of name: String, in query: String) -> [String] {

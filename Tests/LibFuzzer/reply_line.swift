@@ -19,11 +19,6 @@ import Foundation
 import Glibc
 #endif
 
-func violated(_ what: String) -> Never {
-    fputs("property violated: \(what)\n", stderr)
-    abort()
-}
-
 let request = 1
 
 enum Outcome<R: Equatable>: Equatable {

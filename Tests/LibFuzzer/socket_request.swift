@@ -17,11 +17,6 @@ import Foundation
 import Glibc
 #endif
 
-func violated(_ what: String) -> Never {
-    fputs("property violated: \(what)\n", stderr)
-    abort()
-}
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSocketRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let line = Array(UnsafeBufferPointer(start: data, count: size))
