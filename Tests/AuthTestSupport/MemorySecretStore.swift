@@ -9,8 +9,10 @@ public actor MemorySecretStore: SecretStore {
     public var items: [SecretKey: Secret] { entries.mapValues(\.secret) }
     public var forcedState: KeyringState = .available
     public private(set) var writes = 0
-    /// How many times ``load(_:)`` and ``storedKeys()`` were asked.
+    /// How many times ``loadItem(_:)`` or ``load(_:)`` and ``storedKeys()`` were asked; ``secretLoads``: ``load(_:)``
+    /// alone (the secret without the item's dates).
     public private(set) var loads = 0
+    public private(set) var secretLoads = 0
     public private(set) var searches = 0
 
     public init(items: [SecretKey: Secret] = [:]) { self.entries = items.mapValues { KeyringItem(secret: $0) } }
@@ -24,6 +26,10 @@ public actor MemorySecretStore: SecretStore {
         if forcedState == .locked { return nil }
         try check()
         return entries[key]
+    }
+    public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
+        secretLoads += 1
+        return try loadItem(key)?.secret
     }
     public func storedKeys() throws(AuthError) -> Set<SecretKey> {
         searches += 1
