@@ -9,7 +9,7 @@ import PackageDescription
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
 //   AgentService   what both front ends share: AgentOperations, the access gate, consent, audit, caller identity.
-//   AgentServer    the socket front end: accept loops, connection lifecycle, dispatch; and the agent's services.
+//   AgentServer    the socket front end: the accept loop, connection lifecycle, dispatch; and the agent's services.
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).

@@ -35,7 +35,7 @@ if [ "${ONLY:-}" = order ] || [ "${ONLY:-}" = instructions ]; then
     # scripts/order-symbols: the agent runs under callgrind, which dumps the functions run in each phase.
     # Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
     objcopy --strip-debug "$BIN/auth-agent" "$WORK/auth-agent"
-    # instructions: only what the accept loops run (every cached-token request is served there), not the timers and
+    # instructions: only what the accept loop runs (every cached-token request is served there), not the timers and
     # idle hooks of the other threads, whose share depends on how long valgrind takes.
     COLLECT=()
     [ "${ONLY:-}" != instructions ] || COLLECT=("--toggle-collect=\$s11AgentServer10AcceptLoopC3run*")

@@ -64,9 +64,10 @@ public struct Caller: Sendable {
     /// was replaced, and the pidfd are still read for every connection. A process that moved to another cgroup
     /// since its first connection keeps the unit it had then, for as long as it runs.
     ///
-    /// `accepted` is the connection's place in the listening socket's queue (``ListeningSocket/accept()``). With it,
-    /// the cache also keeps the process's `/proc/PID/exe` link open (``CallerCache/pinned(pid:acceptedBefore:)``), and a
-    /// later connection from the same pid is identified with one `readlinkat` and no pidfd; see ``identifyPinned``.
+    /// `accepted` is the connection's place in the listening socket's queue (the socket's one accept loop numbers
+    /// connections as it accepts them). With it, the cache also keeps the process's `/proc/PID/exe` link open
+    /// (``CallerCache/pinned(pid:acceptedBefore:)``), and a later connection from the same pid is identified with one
+    /// `readlinkat` and no pidfd; see ``identifyPinned``.
     ///
     /// `connection` is the socket's descriptor. Without a pidfd (kernels before 6.5, or `SO_PEERPIDFD` refused) the
     /// pid alone does not name the process that connected: it may have exited before it was read, and its pid be

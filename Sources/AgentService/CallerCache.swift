@@ -45,7 +45,7 @@ public final class CallerCache: Sendable {
         var flatpakApp: String?
     }
 
-    /// A process's `/proc/PID/exe` link, held, the queue position (``ListeningSocket/accept()``) of the connection whose
+    /// A process's `/proc/PID/exe` link, held, the queue position (the accept loop's number) of the connection whose
     /// identification opened it, and what was read then: the kernel's name for its executable (`link`) and whether
     /// that file was deleted or replaced.
     struct Pin: Sendable {
