@@ -43,23 +43,19 @@ public final class LibsecretStore: SecretStore {
 
     public func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
         let outcome = await caller.call { cancellable, error -> KeyringItem? in
-            key.account.withCString { account in
-                key.issuer.withCString { issuer in
-                    key.clientID.withCString { clientID in
-                        var validUntil: UnsafeMutablePointer<gchar>?
-                        var warnedAt: UnsafeMutablePointer<gchar>?
-                        defer {
-                            aa_secret_string_free(validUntil)
-                            aa_secret_string_free(warnedAt)
-                        }
-                        guard let found = aa_secret_lookup_item(account, issuer, clientID, &validUntil, &warnedAt,
-                                                                cancellable, error) else { return nil }
-                        // Copy into Swift, then let libsecret wipe and free its copy.
-                        defer { aa_secret_free(found) }
-                        return KeyringItem(secret: Secret(String(cString: found)),
-                                           validUntil: LibsecretStore.date(validUntil), warnedAt: LibsecretStore.date(warnedAt))
-                    }
+            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+                var validUntil: UnsafeMutablePointer<gchar>?
+                var warnedAt: UnsafeMutablePointer<gchar>?
+                defer {
+                    aa_secret_string_free(validUntil)
+                    aa_secret_string_free(warnedAt)
                 }
+                guard let found = aa_secret_lookup_item(account, issuer, clientID, &validUntil, &warnedAt,
+                                                        cancellable, error) else { return nil }
+                // Copy into Swift, then let libsecret wipe and free its copy.
+                defer { aa_secret_free(found) }
+                return KeyringItem(secret: Secret(String(cString: found)),
+                                   validUntil: LibsecretStore.date(validUntil), warnedAt: LibsecretStore.date(warnedAt))
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
@@ -69,15 +65,11 @@ public final class LibsecretStore: SecretStore {
     /// The secret alone: one lookup, without the second search that reads the item's dates.
     public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
         let outcome = await caller.call { cancellable, error -> Secret? in
-            key.account.withCString { account in
-                key.issuer.withCString { issuer in
-                    key.clientID.withCString { clientID in
-                        guard let found = aa_secret_lookup(account, issuer, clientID, cancellable, error) else { return nil }
-                        // Copy into Swift, then let libsecret wipe and free its copy.
-                        defer { aa_secret_free(found) }
-                        return Secret(String(cString: found))
-                    }
-                }
+            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+                guard let found = aa_secret_lookup(account, issuer, clientID, cancellable, error) else { return nil }
+                // Copy into Swift, then let libsecret wipe and free its copy.
+                defer { aa_secret_free(found) }
+                return Secret(String(cString: found))
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
@@ -119,17 +111,13 @@ public final class LibsecretStore: SecretStore {
         let itemLabel = label(key)
         let validUntil = LibsecretStore.attribute(item.validUntil), warnedAt = LibsecretStore.attribute(item.warnedAt)
         let outcome = await caller.call { cancellable, error -> Bool in
-            key.account.withCString { account in
-                key.issuer.withCString { issuer in
-                    key.clientID.withCString { clientID in
-                        itemLabel.withCString { itemLabel in
-                            LibsecretStore.withOptionalCString(validUntil) { validUntil in
-                                LibsecretStore.withOptionalCString(warnedAt) { warnedAt in
-                                    item.secret.reveal().withCString { value in
-                                        aa_secret_store(account, issuer, clientID, itemLabel, value, validUntil, warnedAt,
-                                                        cancellable, error) == 1
-                                    }
-                                }
+            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+                itemLabel.withCString { itemLabel in
+                    LibsecretStore.withOptionalCString(validUntil) { validUntil in
+                        LibsecretStore.withOptionalCString(warnedAt) { warnedAt in
+                            item.secret.reveal().withCString { value in
+                                aa_secret_store(account, issuer, clientID, itemLabel, value, validUntil, warnedAt,
+                                                cancellable, error) == 1
                             }
                         }
                     }
@@ -141,6 +129,14 @@ public final class LibsecretStore: SecretStore {
         guard outcome.value == true else { throw AuthError(.keyringError, "the keyring refused to store the token") }
     }
 
+    /// `body` with the key's three attributes (the schema's `account`, `issuer` and `client_id`) as C strings.
+    private static func withAttributes<T>(_ key: SecretKey,
+                                          _ body: (UnsafePointer<CChar>, UnsafePointer<CChar>, UnsafePointer<CChar>) -> T) -> T {
+        key.account.withCString { account in
+            key.issuer.withCString { issuer in key.clientID.withCString { clientID in body(account, issuer, clientID) } }
+        }
+    }
+
     private static func withOptionalCString<T>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
         guard let text else { return body(nil) }
         return text.withCString { body($0) }
@@ -149,12 +145,8 @@ public final class LibsecretStore: SecretStore {
     @discardableResult
     public func delete(_ key: SecretKey) async throws(AuthError) -> Bool {
         let outcome = await caller.call { cancellable, error -> Bool in
-            key.account.withCString { account in
-                key.issuer.withCString { issuer in
-                    key.clientID.withCString { clientID in
-                        aa_secret_clear(account, issuer, clientID, cancellable, error) == 1
-                    }
-                }
+            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+                aa_secret_clear(account, issuer, clientID, cancellable, error) == 1
             }
         }
         if let failure = outcome.failure { throw authError(failure) }
