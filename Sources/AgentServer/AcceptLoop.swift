@@ -324,7 +324,7 @@ final class AcceptLoop: @unchecked Sendable {
     /// connection is busy. Idle clients, however many, cannot keep a real client from being served.
     func makeRoom() -> Bool {
         guard connections.count >= connectionLimit else { return true }
-        guard let victim = connections.filter({ $0.value.machine.inFlight == 0 })
+        guard let victim = connections.lazy.filter({ $0.value.machine.inFlight == 0 })
             .min(by: { $0.value.lastActive < $1.value.lastActive }) else { return false }
         gone(victim.key)
         return true
