@@ -37,8 +37,25 @@ public struct RequestDispatcher: Sendable {
     }
 
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
+    ///
+    /// A `token` request whose entry is being refreshed first waits for that refresh here, before anything else, and
+    /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker. This frame is
+    /// small and the request's whole path is not: 1,000 requests waiting for one refresh held 39 kB of the agent's
+    /// memory each when they waited in the broker, 17 kB each waiting here (docs/BENCHMARKS.md, memory).
     public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
+        // Logged as it arrives, not after the wait.
+        operations.logRequest(Operation(rawValue: request.op) ?? .ping, account: request.account, caller: caller)
+        var joined: JoinedRefresh?
+        if request.op == Operation.token.rawValue, let account = request.account {
+            joined = await operations.broker.waitForRefresh(account: account, scopes: request.scopes,
+                                                            resource: request.resource)
+        }
+        return await perform(request, caller: caller, joined: joined, emit: emit)
+    }
+
+    private func perform(_ request: WireRequest, caller: Caller, joined: JoinedRefresh?,
+                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
         let ops = operations
         let id = request.id
@@ -46,7 +63,7 @@ public struct RequestDispatcher: Sendable {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))
         }
         do throws(WireError) {
-            return try await ops.perform(op, account: request.account, caller: caller) { () async throws(WireError) -> [UInt8] in
+            return try await ops.perform(op, account: request.account, caller: caller, logged: true) { () async throws(WireError) -> [UInt8] in
                 switch op {
                 case .ping:
                     return encode(id, ops.ping())
@@ -59,7 +76,7 @@ public struct RequestDispatcher: Sendable {
                         account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
                         includeIDToken: request.idToken ?? false, method: try loginMethod(request),
-                        scopes: request.scopes, resource: request.resource, loginStarted: loginStarted))
+                        scopes: request.scopes, resource: request.resource, joined: joined, loginStarted: loginStarted))
                 case .login:
                     return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
                                                           method: try loginMethod(request), loginStarted: loginStarted))

@@ -137,11 +137,15 @@ public actor TokenBroker {
     /// (served like the default one). The account's ``RefreshMachine`` decides (serve the cache, join or start the
     /// entry's one refresh, wait out a backoff); this executes it. With `interactive`, a missing sign-in starts (or
     /// joins) a browser sign-in.
+    ///
+    /// `joined`: the entry's refresh this request already waited for (``waitForRefresh(account:scopes:resource:)``);
+    /// the request takes that refresh's outcome, as if it had joined it here, instead of starting another.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                            interactive: Bool = false, scopes: [String]? = nil,
-                            resource: String? = nil) async throws(AuthError) -> AccessTokenGrant {
+                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
+                            joined: JoinedRefresh? = nil) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
+        let joined = joined?.key == key && joined?.account == name ? joined?.task : nil
         let now = time.now()
         noteUse(name, now)
         let cached = state.cached(key)
@@ -155,14 +159,14 @@ public actor TokenBroker {
             return grant(name, key, cached)
         case (.serveDuringBackoff, let cached?):
             return grant(name, key, cached)
-        case (.waitOut(let wait), _):
+        case (.waitOut(let wait), _) where joined == nil:
             throw backoffError(state.refresh.lastError, wait: wait)
         default:
             break
         }
         let refreshed: CachedToken
         do throws(AuthError) {
-            refreshed = try await refreshOnce(name, key)
+            refreshed = try await refreshOnce(name, key, joined: joined)
         } catch {
             // The account may have been removed by a reload meanwhile: the refresh's own error stands then.
             guard let state = accounts[name] else { throw error }
@@ -210,9 +214,10 @@ public actor TokenBroker {
     }
 
     /// Single flight per entry: every caller that needs a refresh of it while one is running waits for that one.
-    func refreshOnce(_ name: String, _ key: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
+    func refreshOnce(_ name: String, _ key: TokenCacheKey = .default,
+                     joined: Task<CachedToken, Error>? = nil) async throws(AuthError) -> CachedToken {
         let task: Task<CachedToken, Error>
-        if let running = accounts[name]?.refreshes[key] {
+        if let running = joined ?? accounts[name]?.refreshes[key] {
             task = running
         } else {
             task = Task { try await self.performRefresh(name, entry: key) }
@@ -227,6 +232,26 @@ public actor TokenBroker {
             clearRefresh(name, key, task)
             throw TokenBroker.authError(error)
         }
+    }
+
+    /// Waits for the refresh of the entry a token request names, if one is running, and returns it once it has
+    /// ended (nil at once when none is running). The caller waits here, in a small frame of its own, and then takes
+    /// the request's whole path with the refresh `joined`
+    /// (``accessToken(account:minValid:forceRefresh:interactive:scopes:resource:joined:)``): a burst of callers of
+    /// an expired token holds a small frame each while the one refresh runs, not a whole call chain each, and each
+    /// still gets what joining the refresh gives (its token, or its failure: no second refresh).
+    public func waitForRefresh(account name: String, scopes: [String]? = nil, resource: String? = nil) async -> JoinedRefresh? {
+        guard let joined = runningRefresh(account: name, scopes: scopes, resource: resource) else { return nil }
+        _ = await joined.task.result
+        return joined
+    }
+
+    /// The running refresh of the entry a token request names, if any.
+    func runningRefresh(account name: String, scopes: [String]?, resource: String?) -> JoinedRefresh? {
+        guard let config = accounts[name]?.config,
+              let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: config),
+              let task = accounts[name]?.refreshes[key] else { return nil }
+        return JoinedRefresh(account: name, key: key, task: task)
     }
 
     private func clearRefresh(_ name: String, _ key: TokenCacheKey, _ task: Task<CachedToken, Error>) {

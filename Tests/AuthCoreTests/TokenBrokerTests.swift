@@ -58,6 +58,33 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertEqual(http.tokenPosts.count, 1, "200 concurrent callers share one refresh")
     }
 
+    /// A request that waited for a refresh before taking its path (the socket's callers of an expired token) takes
+    /// that refresh's outcome: a failure that a new request would retry (not transient, so no backoff) is not
+    /// retried once per waiting request.
+    func testARequestThatWaitedForARefreshTakesItsOutcomeInsteadOfStartingAnother() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let gate = TokenGate()
+        http.tokenGate = gate
+        http.tokenReplies = [FakeHTTP.errorReply(401, "invalid_client"), FakeHTTP.tokenReply(access: "at-2")]
+        let broker = Fixtures.broker(store: store, http: http)
+        let nothingRunning = await broker.waitForRefresh(account: "work")
+        XCTAssertNil(nothingRunning, "no refresh runs: nothing to wait for")
+        let first = Task { try await broker.accessToken(account: "work") }
+        await gate.arrived(1)
+        let running = await broker.runningRefresh(account: "work", scopes: nil, resource: nil)
+        let joined = try XCTUnwrap(running)
+        gate.open()
+        var failure: AuthError.Code?
+        do { _ = try await first.value } catch { failure = (error as? AuthError)?.code }
+        let code = try XCTUnwrap(failure, "the refresh failed")
+        await assertThrows(code) { _ = try await broker.accessToken(account: "work", joined: joined) }
+        XCTAssertEqual(http.tokenPosts.count, 1, "the waiting request took the refresh's failure, it did not ask again")
+        let afterwards = try await broker.accessToken(account: "work")
+        XCTAssertEqual(afterwards.accessToken.reveal(), "at-2", "a request that did not wait asks the server again")
+        XCTAssertEqual(http.tokenPosts.count, 2)
+    }
+
     func testInvalidGrantDeletesOnlyTheTokenThatWasSent() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()
