@@ -108,6 +108,7 @@ extension AcceptLoop {
             start(request, fd, connection)
             return
         }
+        operations.logRequest(.token, account: request.account, caller: connection.caller)
         // Before the reply leaves: a client that reads it and connects again must find this connection already
         // more recently used than the new one's neighbours (the eviction order).
         touch(connection)

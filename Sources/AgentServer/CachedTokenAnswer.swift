@@ -13,16 +13,23 @@ import NIOCore
 /// requests on the same connection, as concurrent requests already do (docs/PROTOCOL.md: match replies by `id`).
 enum CachedTokenAnswer {
     /// Appends the reply line to `buffer` when `request` is a plain `token` request that the snapshot serves and the
-    /// account's policy admits without asking (then logged and audited); false, with nothing written, when the
-    /// broker must answer.
+    /// account's policy admits without asking (then audited; the caller logs the request); false, with nothing
+    /// written, when the broker must answer.
     static func answer(_ request: WireRequest, caller: Caller, operations: AgentOperations, snapshot: TokenSnapshot,
                        into buffer: inout ByteBuffer) -> Bool {
         guard let account = plainTokenAccount(request),
               let hit = snapshot.freshToken(account: account, minValid: .seconds(request.minValid ?? 0)),
               operations.admitsFastPath(caller: caller, account: account),
               TokenReplies.write(hit, id: request.id, snapshot: snapshot, into: &buffer) else { return false }
-        operations.logRequest(.token, account: account, caller: caller)
         return true
+    }
+
+    /// ``answer(_:caller:operations:snapshot:into:)`` as a line without its newline, for a request on the async side.
+    static func line(_ request: WireRequest, caller: Caller, operations: AgentOperations) -> [UInt8]? {
+        var buffer = ByteBufferAllocator().buffer(capacity: 512)
+        guard answer(request, caller: caller, operations: operations, snapshot: operations.broker.snapshot,
+                     into: &buffer) else { return nil }
+        return Array(buffer.readableBytesView.dropLast())
     }
 
     /// The account of a `token` request the fast path may answer, or nil when the broker's path must (any option

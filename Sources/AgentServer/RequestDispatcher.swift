@@ -39,9 +39,10 @@ public struct RequestDispatcher: Sendable {
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
     ///
     /// A `token` request whose entry is being refreshed first waits for that refresh here, before anything else, and
-    /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker. This frame is
-    /// small and the request's whole path is not: 1,000 requests waiting for one refresh held 39 kB of the agent's
-    /// memory each when they waited in the broker, 17 kB each waiting here (docs/BENCHMARKS.md, memory).
+    /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker; a plain request
+    /// is then answered from the cache as the fast path would. This frame is small and the request's whole path is
+    /// not: 1,000 requests waiting for one refresh held 39 kB of the agent's memory each when they waited in the
+    /// broker, and as much again at once when it ended (docs/BENCHMARKS.md, memory).
     public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         // Logged as it arrives, not after the wait.
@@ -50,6 +51,11 @@ public struct RequestDispatcher: Sendable {
         if request.op == Operation.token.rawValue, let account = request.account {
             joined = await operations.broker.waitForRefresh(account: account, scopes: request.scopes,
                                                             resource: request.resource)
+            // The refresh is over: what the socket's fast path would answer now is answered here the same way,
+            // without the request's whole path (which every waiting request would otherwise build at once).
+            if joined != nil, let line = CachedTokenAnswer.line(request, caller: caller, operations: operations) {
+                return line
+            }
         }
         return await perform(request, caller: caller, joined: joined, emit: emit)
     }
