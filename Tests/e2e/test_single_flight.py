@@ -3,6 +3,7 @@ exactly ONE request to the token endpoint, and all get its token. The fault prox
 every caller's request has reached the agent (counted in the agent's request log), so the count does not depend on
 how fast this machine is; the real keyring and Django OAuth Toolkit do the rest."""
 import json
+import subprocess
 import time
 
 from conftest import read_replies, wait_for
@@ -63,3 +64,40 @@ def test_1000_callers_without_a_valid_token_cause_one_token_request(make_agent, 
     assert len(tokens) == 1
     assert auth_server.introspect(tokens.pop())["active"] is True
     assert keyring.secret_tool_count("work") == 1
+
+
+def test_a_caller_the_policy_refuses_is_refused_after_waiting_for_the_same_refresh(make_agent, keyring, auth_server,
+                                                                                 fault_proxy, tmp_path):
+    """Token requests that arrive while their account's refresh runs wait for it first and are then answered from
+    the cache like the fast path (RequestDispatcher.execute): with the fast path's policy check. An allowed authctl
+    starts the refresh; this interpreter, not on the allow-list, asks during it and must be refused afterwards, not
+    handed the refreshed token."""
+    from test_identity import copy_authctl, run
+    agent = proxied_agent(make_agent, fault_proxy, start=False)
+    allowed = copy_authctl(agent, "allowed")
+    agent.write_config(agent.config_path.read_text() + f'allowed_clients = ["{allowed}"]\n')
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent.restart()
+    fault_proxy.set("hold")
+    granted = subprocess.Popen([str(allowed), "token", "work"], env=agent.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert fault_proxy.reached.wait(30), "the allowed caller's refresh never reached the server"
+        requests_before = agent.log().count("operation=token")
+        with connect(agent) as conn:
+            conn.sendall(b'{"v":1,"id":5,"op":"token","account":"work"}\n')
+            wait_for(lambda: agent.log().count("operation=token") > requests_before, 30,
+                     "the refused caller's request at the agent while the refresh is held")
+            fault_proxy.release.set()
+            reply = read_replies(conn, 1, 60)[0]
+        out, err = granted.communicate(timeout=60)
+    finally:
+        granted.kill()
+    assert granted.returncode == 0, err
+    agent.remember(out.strip())
+    # Judged without printing the reply: it would carry the token if the check failed.
+    handed_the_token = "result" in reply or out.strip() in json.dumps(reply)
+    assert not handed_the_token, "the refreshed token went to a caller the policy refuses"
+    assert reply["id"] == 5 and reply["error"]["code"] == "access_denied", reply["error"]
