@@ -40,7 +40,8 @@ public struct RequestDispatcher: Sendable {
     ///
     /// A `token` request whose entry is being refreshed first waits for that refresh here, before anything else, and
     /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker; a plain request
-    /// is then answered from the cache as the fast path would. This frame is small and the request's whole path is
+    /// is then answered from the cache as the fast path would. (Unless it may wait for a person: then the consent
+    /// question or the sign-in is not held back by a refresh.) This frame is small and the request's whole path is
     /// not: 1,000 requests waiting for one refresh held 39 kB of the agent's memory each when they waited in the
     /// broker, and as much again at once when it ended (docs/BENCHMARKS.md, memory).
     public func execute(_ request: WireRequest, caller: Caller,
@@ -48,7 +49,8 @@ public struct RequestDispatcher: Sendable {
         // Logged as it arrives, not after the wait.
         operations.logRequest(Operation(rawValue: request.op) ?? .ping, account: request.account, caller: caller)
         var joined: JoinedRefresh?
-        if request.op == Operation.token.rawValue, let account = request.account {
+        // One that may wait for a person asks its question (consent, sign-in) at once instead.
+        if request.op == Operation.token.rawValue, let account = request.account, !waitsForPerson(request) {
             joined = await operations.broker.waitForRefresh(account: account, scopes: request.scopes,
                                                             resource: request.resource)
             // The refresh is over: what the socket's fast path would answer now is answered here the same way,
