@@ -38,7 +38,7 @@ public struct RequestDispatcher: Sendable {
 
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
     ///
-    /// A `token` request whose entry is being refreshed first waits for that refresh here, before anything else, and
+    /// A `token` request that would join its entry's running refresh first waits for it here, before anything else, and
     /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker; a plain request
     /// is then answered from the cache as the fast path would. (Unless it may wait for a person: then the consent
     /// question or the sign-in is not held back by a refresh.) This frame is small and the request's whole path is
@@ -51,8 +51,9 @@ public struct RequestDispatcher: Sendable {
         var joined: JoinedRefresh?
         // One that may wait for a person asks its question (consent, sign-in) at once instead.
         if request.op == Operation.token.rawValue, let account = request.account, !waitsForPerson(request) {
-            joined = await operations.broker.waitForRefresh(account: account, scopes: request.scopes,
-                                                            resource: request.resource)
+            joined = await operations.broker.waitForRefresh(account: account, minValid: .seconds(request.minValid ?? 0),
+                                                            forceRefresh: request.forceRefresh ?? false,
+                                                            scopes: request.scopes, resource: request.resource)
             // The refresh is over: what the socket's fast path would answer now is answered here the same way,
             // without the request's whole path (which every waiting request would otherwise build at once).
             if joined != nil, let line = CachedTokenAnswer.line(request, caller: caller, operations: operations) {

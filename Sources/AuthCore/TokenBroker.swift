@@ -234,23 +234,28 @@ public actor TokenBroker {
         }
     }
 
-    /// Waits for the refresh of the entry a token request names, if one is running, and returns it once it has
-    /// ended (nil at once when none is running). The caller waits here, in a small frame of its own, and then takes
-    /// the request's whole path with the refresh `joined`
+    /// Waits for the refresh of the entry a token request names if the request would join it (the account's
+    /// ``RefreshMachine`` says `join`: what is cached does not serve it), and returns it once it has ended; nil at
+    /// once otherwise (no refresh runs, or the cache serves the request while one runs behind it). The caller waits
+    /// here, in a small frame of its own, and then takes the request's whole path with the refresh `joined`
     /// (``accessToken(account:minValid:forceRefresh:interactive:scopes:resource:joined:)``): a burst of callers of
     /// an expired token holds a small frame each while the one refresh runs, not a whole call chain each, and each
     /// still gets what joining the refresh gives (its token, or its failure: no second refresh).
-    public func waitForRefresh(account name: String, scopes: [String]? = nil, resource: String? = nil) async -> JoinedRefresh? {
-        guard let joined = runningRefresh(account: name, scopes: scopes, resource: resource) else { return nil }
+    public func waitForRefresh(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
+                               scopes: [String]? = nil, resource: String? = nil) async -> JoinedRefresh? {
+        guard let joined = refreshToJoin(account: name, minValid: minValid, forceRefresh: forceRefresh,
+                                         scopes: scopes, resource: resource) else { return nil }
         _ = await joined.task.result
         return joined
     }
 
-    /// The running refresh of the entry a token request names, if any.
-    func runningRefresh(account name: String, scopes: [String]?, resource: String?) -> JoinedRefresh? {
-        guard let config = accounts[name]?.config,
-              let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: config),
-              let task = accounts[name]?.refreshes[key] else { return nil }
+    /// The running refresh that a token request with these parameters would join now, if any.
+    func refreshToJoin(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
+                       scopes: [String]? = nil, resource: String? = nil) -> JoinedRefresh? {
+        guard let state = accounts[name], let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: state.config),
+              let task = state.refreshes[key],
+              state.refresh.request(cached: state.cached(key), refreshing: true, now: time.now(), minValid: minValid,
+                                    forceRefresh: forceRefresh) == .join else { return nil }
         return JoinedRefresh(account: name, key: key, task: task)
     }
 
