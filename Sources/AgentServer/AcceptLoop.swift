@@ -31,6 +31,9 @@ final class AcceptLoop: @unchecked Sendable {
     /// How long the last connection must be gone before the idle hook runs; at most one run per this period, so a
     /// client that connects once per request does not pay for it.
     static let idleHookDelay: Duration = .seconds(1)
+    /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
+    /// close (a client that never reads, a stopped process, must not hold the agent's exit up).
+    static let drainLimit: Duration = .seconds(3)
 
     static let readable = UInt32(AA_SOCKET_READABLE)
     static let writable = UInt32(AA_SOCKET_WRITABLE)
@@ -104,6 +107,8 @@ final class AcceptLoop: @unchecked Sendable {
     var acceptRetry: ContinuousClock.Instant?
     /// When the idle hook runs: a second after the last connection closed, unless a client connects first.
     var idleAt: ContinuousClock.Instant?
+    /// When shutdown stops waiting for clients to take their replies (``drainLimit`` after it began).
+    var drainBy: ContinuousClock.Instant?
     /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
     var slowRequestsAtLastIdle = -1
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
@@ -168,10 +173,7 @@ final class AcceptLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
             // No timer while clients are connected and accepting works: then the clock is not read at all.
-            let timer: ContinuousClock.Instant? = switch (acceptRetry, idleAt) {
-            case let (retry?, idle?): min(retry, idle)
-            case let (retry, idle): retry ?? idle
-            }
+            let timer = AcceptLoop.earliest(AcceptLoop.earliest(acceptRetry, idleAt), drainBy)
             let timeout = timer.map { Int32(max(0, (($0 - .now) / .milliseconds(1)).rounded(.up))) } ?? -1
             let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
             if count < 0 {
@@ -198,6 +200,14 @@ final class AcceptLoop: @unchecked Sendable {
             acceptRetry = nil
             watchListener(true)
         }
+        if let drain = drainBy, drain <= now {
+            drainBy = nil
+            if !connections.isEmpty {
+                logger.notice("shutting down: closing connections whose clients did not take their replies",
+                              metadata: ["connections": "\(connections.count)"])
+            }
+            for fd in Array(connections.keys) { gone(fd) }
+        }
         guard let idle = idleAt, idle <= now else { return }
         idleAt = nil
         guard !stopped else { return }
@@ -220,6 +230,7 @@ final class AcceptLoop: @unchecked Sendable {
             case .shutdown:
                 guard !stopped else { continue }
                 stopAccepting()
+                drainBy = .now + AcceptLoop.drainLimit
                 for (fd, connection) in connections {
                     connection.machine.inputEnded()
                     cancelPersonTasks(connection)
@@ -337,6 +348,11 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     static func errorText() -> String { String(cString: strerror(errno)) }
+
+    static func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+        guard let a, let b else { return a ?? b }
+        return min(a, b)
+    }
 
     static func peerPidfd(_ fd: Int32) -> ProcessFD? {
         let pidfd = aa_socket_peer_pidfd(fd)

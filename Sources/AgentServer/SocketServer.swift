@@ -105,7 +105,8 @@ public final class SocketServer: Service {
             for await _ in loop.drained {}
         } onGracefulShutdown: {
             // Stop accepting, then stop reading from every client: requests already running still get their
-            // reply, sign-ins waiting for a person are cancelled, idle connections end.
+            // reply, sign-ins waiting for a person are cancelled, idle connections end; a client that has not taken
+            // what it is owed within AcceptLoop.drainLimit is closed.
             self.loop.post(.shutdown)
         }
         if let boundPath { unlink(boundPath) }

@@ -99,6 +99,29 @@ extension SocketServerTests {
         } catch {}
     }
 
+    /// A client that asked for replies and never reads them (a stopped process, say) does not hold shutdown up
+    /// beyond ``AcceptLoop/drainLimit``: its connection is closed then, and `run()` returns.
+    func testShutdownDoesNotWaitForeverForAClientThatNeverReads() async throws {
+        let server = try await start()
+        let stuck = try await TestClient.connect(path)
+        // 4,000 replies of ~200 bytes: far more than the kernel holds for a client that does not read.
+        let requests = String(repeating: SocketServerTests.fast(1) + "\n", count: 4000)
+        let sending = Task { try? await stuck.send(requests) }
+        try await stuck.waitUntilTheAgentCannotWriteMore()
+        server.loop.post(.shutdown)
+        let (ended, end) = AsyncStream.makeStream(of: Void.self)
+        let serving = running
+        Task { _ = try? await serving?.value; end.yield() }
+        // A guard against hanging the suite, not a measurement: the limit is a few seconds.
+        Task { try? await Task.sleep(for: .seconds(60)); end.finish() }
+        var events = ended.makeAsyncIterator()
+        let returned = await events.next() != nil
+        XCTAssertTrue(returned, "run() still waits for a client that never reads")
+        running = nil
+        stuck.shutdownWrite()
+        _ = await sending.value
+    }
+
     func testConnectionLimitStaysBelowTheOpenFileLimit() {
         XCTAssertLessThanOrEqual(SocketServer.connectionLimit(), SocketServer.maxConnections)
         XCTAssertGreaterThanOrEqual(SocketServer.connectionLimit(), 16)

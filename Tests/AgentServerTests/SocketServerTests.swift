@@ -296,6 +296,20 @@ final class TestClient: @unchecked Sendable {
 
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
+    /// Returns once the bytes waiting unread on this socket stopped growing (checked every 50 ms): the kernel holds
+    /// no more for this client, so whatever else the agent owes it stays with the agent.
+    func waitUntilTheAgentCannotWriteMore() async throws {
+        var last: Int32 = -1
+        for _ in 0..<400 {
+            var queued: Int32 = 0
+            _ = ioctl(fd, UInt(FIONREAD), &queued)
+            if queued > 0, queued == last { return }
+            last = queued
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw POSIXError(.ETIMEDOUT)
+    }
+
     /// The next line without its newline; nil at end of stream (or a reset).
     func readLine() async throws -> String? {
         try await offThread {
