@@ -29,11 +29,11 @@ final class AcceptLoop: @unchecked Sendable {
     /// Reply bytes kept for a client that does not read them before its socket is no longer read either.
     static let outputLimit = 64 * 1024
     /// How long the last connection must be gone before the idle hook runs; at most one run per this period, so a
-    /// client that connects once per request does not pay for it.
-    static let idleHookDelay: Duration = .seconds(1)
+    /// client that connects once per request does not pay for it (nanoseconds, as the loop's timers).
+    static let idleHookDelay: UInt64 = 1_000_000_000
     /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
-    /// close (a client that never reads, a stopped process, must not hold the agent's exit up).
-    static let drainLimit: Duration = .seconds(3)
+    /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Nanoseconds.
+    static let drainLimit: UInt64 = 3_000_000_000
 
     static let readable = UInt32(AA_SOCKET_READABLE)
     static let writable = UInt32(AA_SOCKET_WRITABLE)
@@ -103,12 +103,15 @@ final class AcceptLoop: @unchecked Sendable {
     var order = 0
     /// The number of the last accepted connection, in the listening socket's (first in, first out) order.
     var accepted: UInt64 = 0
+    // The loop's timers, in ``monotonicNow()``'s nanoseconds: plain integers, because every wake-up reads them
+    // (`ContinuousClock.Instant` is a resilient type: an optional one is copied and compared through its value
+    // witnesses, ~450 instructions per request for two of them).
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
-    var acceptRetry: ContinuousClock.Instant?
+    var acceptRetry: UInt64?
     /// When the idle hook runs: a second after the last connection closed, unless a client connects first.
-    var idleAt: ContinuousClock.Instant?
+    var idleAt: UInt64?
     /// When shutdown stops waiting for clients to take their replies (``drainLimit`` after it began).
-    var drainBy: ContinuousClock.Instant?
+    var drainBy: UInt64?
     /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
     var slowRequestsAtLastIdle = -1
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
@@ -150,7 +153,7 @@ final class AcceptLoop: @unchecked Sendable {
         (drained, finishDrained) = AsyncStream.makeStream(of: Never.self)
         // The idle hook runs a second after start-up unless a client comes first: what start-up mapped and
         // allocated (configuration, the keyring, D-Bus) is given back even if no client ever connects.
-        idleAt = .now + AcceptLoop.idleHookDelay
+        idleAt = AcceptLoop.monotonicNow() + AcceptLoop.idleHookDelay
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
     }
 
@@ -173,15 +176,16 @@ final class AcceptLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
             // No timer while clients are connected and accepting works: then the clock is not read at all.
-            let timer = AcceptLoop.earliest(AcceptLoop.earliest(acceptRetry, idleAt), drainBy)
-            let timeout = timer.map { Int32(max(0, (($0 - .now) / .milliseconds(1)).rounded(.up))) } ?? -1
+            let timer = min(acceptRetry ?? .max, idleAt ?? .max, drainBy ?? .max)
+            let timeout = timer == .max ? -1
+                : Int32(clamping: (timer - min(timer, AcceptLoop.monotonicNow()) + 999_999) / 1_000_000)
             let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
             if count < 0 {
                 logger.critical("the accept loop's epoll_wait failed; the socket stops serving",
                                 metadata: ["error": "\(AcceptLoop.errorText())"])
                 break
             }
-            if timer != nil { timers(now: .now) }
+            if timer != .max { timers(now: AcceptLoop.monotonicNow()) }
             for index in 0..<Int(count) {
                 switch fds[index] {
                 case wakeFD: runCommands()
@@ -195,7 +199,7 @@ final class AcceptLoop: @unchecked Sendable {
         finishDrained.finish()
     }
 
-    func timers(now: ContinuousClock.Instant) {
+    func timers(now: UInt64) {
         if let retry = acceptRetry, retry <= now {
             acceptRetry = nil
             watchListener(true)
@@ -230,7 +234,7 @@ final class AcceptLoop: @unchecked Sendable {
             case .shutdown:
                 guard !stopped else { continue }
                 stopAccepting()
-                drainBy = .now + AcceptLoop.drainLimit
+                drainBy = AcceptLoop.monotonicNow() + AcceptLoop.drainLimit
                 for (fd, connection) in connections {
                     connection.machine.inputEnded()
                     cancelPersonTasks(connection)
@@ -282,7 +286,7 @@ final class AcceptLoop: @unchecked Sendable {
                 logger.warning("cannot accept a connection now; retrying in 100 ms",
                                metadata: ["error": "\(AcceptLoop.errorText())"])
                 watchListener(false)
-                acceptRetry = .now + .milliseconds(100)
+                acceptRetry = AcceptLoop.monotonicNow() + 100_000_000
                 return
             default:
                 logger.error("accept failed", metadata: ["error": "\(AcceptLoop.errorText())"])
@@ -349,10 +353,8 @@ final class AcceptLoop: @unchecked Sendable {
 
     static func errorText() -> String { String(cString: strerror(errno)) }
 
-    static func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
-        guard let a, let b else { return a ?? b }
-        return min(a, b)
-    }
+    /// CLOCK_MONOTONIC in nanoseconds, the loop's timers' clock.
+    static func monotonicNow() -> UInt64 { aa_socket_monotonic_ns() }
 
     static func peerPidfd(_ fd: Int32) -> ProcessFD? {
         let pidfd = aa_socket_peer_pidfd(fd)

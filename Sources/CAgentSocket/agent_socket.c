@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SO_PEERPIDFD
@@ -58,6 +59,12 @@ int aa_socket_hung_up(int fd) {
 }
 
 int aa_socket_wakeup_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+uint64_t aa_socket_monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
 
 int aa_socket_wakeup_signal(int fd) {
     uint64_t one = 1;
