@@ -89,7 +89,8 @@ public struct AgentOperations: Sendable {
     /// An access token valid for `minValid` seconds, for `caller` if the account's access policy serves it (asking
     /// the user first if it says so; the grant or refusal is audited). With `interactive`, a missing sign-in is
     /// started (or joined) and announced through `loginStarted` before the wait. `joined`: the entry's refresh the
-    /// request already waited for (``TokenBroker/waitForRefresh(account:scopes:resource:)``), whose outcome it takes.
+    /// request already waited for (``TokenBroker/waitForRefresh(account:minValid:forceRefresh:scopes:resource:)``),
+    /// whose outcome it takes.
     public func token(account: String, caller: Caller, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
                       scopes: [String]? = nil, resource: String? = nil, joined: JoinedRefresh? = nil,

@@ -138,7 +138,8 @@ public actor TokenBroker {
     /// entry's one refresh, wait out a backoff); this executes it. With `interactive`, a missing sign-in starts (or
     /// joins) a browser sign-in.
     ///
-    /// `joined`: the entry's refresh this request already waited for (``waitForRefresh(account:scopes:resource:)``);
+    /// `joined`: the entry's refresh this request already waited for
+    /// (``waitForRefresh(account:minValid:forceRefresh:scopes:resource:)``);
     /// the request takes that refresh's outcome, as if it had joined it here, instead of starting another.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                             interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
