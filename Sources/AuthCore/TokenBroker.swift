@@ -253,7 +253,8 @@ public actor TokenBroker {
     /// The running refresh that a token request with these parameters would join now, if any.
     func refreshToJoin(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                        scopes: [String]? = nil, resource: String? = nil) -> JoinedRefresh? {
-        guard let state = accounts[name], let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: state.config),
+        guard let state = accounts[name],
+              let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: state.config),
               let task = state.refreshes[key],
               state.refresh.request(cached: state.cached(key), refreshing: true, now: time.now(), minValid: minValid,
                                     forceRefresh: forceRefresh) == .join else { return nil }
