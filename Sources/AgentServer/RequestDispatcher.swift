@@ -46,11 +46,12 @@ public struct RequestDispatcher: Sendable {
     /// broker, and as much again at once when it ended (docs/BENCHMARKS.md, memory).
     public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
+        let op = Operation(rawValue: request.op) ?? .ping
         // Logged as it arrives, not after the wait.
-        operations.logRequest(Operation(rawValue: request.op) ?? .ping, account: request.account, caller: caller)
+        operations.logRequest(op, account: request.account, caller: caller)
         var joined: JoinedRefresh?
         // One that may wait for a person asks its question (consent, sign-in) at once instead.
-        if request.op == Operation.token.rawValue, let account = request.account, !waitsForPerson(request) {
+        if op == .token, let account = request.account, !waitsForPerson(request) {
             joined = await operations.broker.waitForRefresh(account: account, minValid: .seconds(request.minValid ?? 0),
                                                             forceRefresh: request.forceRefresh ?? false,
                                                             scopes: request.scopes, resource: request.resource)
@@ -60,12 +61,11 @@ public struct RequestDispatcher: Sendable {
                 return line
             }
         }
-        return await perform(request, caller: caller, joined: joined, emit: emit)
+        return await perform(op, request, caller: caller, joined: joined, emit: emit)
     }
 
-    private func perform(_ request: WireRequest, caller: Caller, joined: JoinedRefresh?,
+    private func perform(_ op: Operation, _ request: WireRequest, caller: Caller, joined: JoinedRefresh?,
                          emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
-        let op = Operation(rawValue: request.op) ?? .ping
         let ops = operations
         let id = request.id
         let loginStarted: @Sendable (WireEvent) async -> Void = {

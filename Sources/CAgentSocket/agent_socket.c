@@ -60,12 +60,6 @@ int aa_socket_hung_up(int fd) {
 
 int aa_socket_wakeup_create(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
-uint64_t aa_socket_monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 int aa_socket_wakeup_signal(int fd) {
     uint64_t one = 1;
     for (;;) {
@@ -81,6 +75,12 @@ int aa_socket_wakeup_signal(int fd) {
 void aa_socket_wakeup_drain(int fd) {
     uint64_t count;
     while (read(fd, &count, sizeof count) < 0 && errno == EINTR) {}
+}
+
+uint64_t aa_socket_monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
 int aa_socket_accept(int listen_fd) {

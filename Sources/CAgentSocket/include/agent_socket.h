@@ -26,10 +26,10 @@ int aa_socket_hung_up(int fd);
 
 /* A non-blocking eventfd (close-on-exec) to wake a loop from another thread; signal adds 1, drain reads it to 0. */
 int aa_socket_wakeup_create(void);
-/* CLOCK_MONOTONIC in nanoseconds: the accept loop's timers. */
-uint64_t aa_socket_monotonic_ns(void);
 int aa_socket_wakeup_signal(int fd);
 void aa_socket_wakeup_drain(int fd);
+/* CLOCK_MONOTONIC in nanoseconds: the accept loop's timers. */
+uint64_t aa_socket_monotonic_ns(void);
 
 /* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC; EINTR is retried. */
 int aa_socket_accept(int listen_fd);
