@@ -1,12 +1,17 @@
 /* floor_server: the Unix-socket floor for scripts/bench.
  *
- *   floor_server SOCKET_PATH REPLY_BYTES
+ *   floor_server SOCKET_PATH REPLY_BYTES [checks]
  *
  * A minimal single-threaded epoll server, i.e. the best an agent's event loop could do: for every connection it
  * checks the peer's uid with SO_PEERCRED (as any credential agent must), and for every request line it receives it
  * writes one fixed reply line of REPLY_BYTES bytes (newline included; pass the size of the agent's real `token`
  * reply). Connections stay open until the client closes them, so both "new connection per request" and
  * "persistent connection" clients work. Runs until SIGTERM/SIGINT.
+ *
+ * With `checks`, it also makes the two kernel calls the agent's identity checks add to a cached-token request from a
+ * process it has seen before (Benchmarks/identity_cost.sh): SO_PASSCRED on the listening socket, so every message
+ * carries its sender and is read with recvmsg (a request written by another process is refused, SECURITY.md), and
+ * for every connection the pinned identity's proof of the file the process runs now (pinned_exe_checks).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +40,27 @@ static void on_signal(int sig) { (void)sig; stop = 1; }
 
 static char *reply;
 static size_t reply_len;
+static int checks;
+
+/* What the agent does for a connection from a process it has pinned (Caller.identifyPinned): a statx and a
+ * readlinkat of "exe" under the process's /proc/PID directory, held open since its first connection (here in a
+ * table by pid; the agent holds at most 64 and also checks what the calls return). */
+static void pinned_exe_checks(pid_t pid) {
+    static pid_t pinned[4096];
+    static int directory[4096];
+    int slot = (int)pid & 4095;
+    if (pinned[slot] != pid) {
+        char path[32];
+        if (pinned[slot]) close(directory[slot]);
+        snprintf(path, sizeof path, "/proc/%d", (int)pid);
+        directory[slot] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        pinned[slot] = pid;
+    }
+    struct statx info;
+    char link[4096];
+    statx(directory[slot], "exe", AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID, &info);
+    if (readlinkat(directory[slot], "exe", link, sizeof link) < 0) pinned[slot] = 0;
+}
 
 static void close_conn(int ep, struct conn *c) {
     epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -61,7 +87,16 @@ static int flush_pending(struct conn *c) {
 static int on_readable(int ep, struct conn *c) {
     for (;;) {
         char tmp[4096];
-        ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
+        ssize_t n;
+        if (checks) {
+            union { struct cmsghdr align; char space[CMSG_SPACE(sizeof(struct ucred))]; } control;
+            struct iovec vector = { .iov_base = tmp, .iov_len = sizeof tmp };
+            struct msghdr message = { .msg_iov = &vector, .msg_iovlen = 1, .msg_control = control.space,
+                                      .msg_controllen = sizeof control.space };
+            n = recvmsg(c->fd, &message, MSG_CMSG_CLOEXEC);
+        } else {
+            n = recv(c->fd, tmp, sizeof tmp, 0);
+        }
         if (n == 0) return -1;
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -88,10 +123,11 @@ static int on_readable(int ep, struct conn *c) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s SOCKET_PATH REPLY_BYTES\n", argv[0]);
+    if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "checks") != 0)) {
+        fprintf(stderr, "usage: %s SOCKET_PATH REPLY_BYTES [checks]\n", argv[0]);
         return 2;
     }
+    checks = argc == 4;
     const char *path = argv[1];
     reply_len = (size_t)strtoul(argv[2], NULL, 10);
     if (reply_len < 2 || reply_len > MAX_LINE) {
@@ -121,6 +157,8 @@ int main(int argc, char **argv) {
     mode_t old = umask(0177);
     if (bind(ls, (struct sockaddr *)&addr, sizeof addr) < 0) { perror("floor_server: bind"); return 1; }
     umask(old);
+    int one = 1;
+    if (checks && setsockopt(ls, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) < 0) { perror("floor_server: SO_PASSCRED"); return 1; }
     if (listen(ls, 256) < 0) { perror("floor_server: listen"); return 1; } /* the agent's backlog too */
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -144,6 +182,7 @@ int main(int argc, char **argv) {
                         close(fd);
                         continue;
                     }
+                    if (checks) pinned_exe_checks(cred.pid);
                     c = calloc(1, sizeof *c);
                     c->fd = fd;
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };

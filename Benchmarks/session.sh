@@ -193,7 +193,9 @@ for sock in "$SOCK" ${AGENT_B:+"$SOCK_B"}; do
     loadgen --socket "$sock" --clients 8 --mode persistent --duration 0.5 >/dev/null || true   # warm-up
 done
 # With a second build, each shape measures the floor, then both agents, in an order that alternates shape by shape
-# (what runs second meets a warmer or busier machine), ROUNDS times. The second build gets its own authctl's line.
+# and round by round (what runs second meets a warmer or busier machine; with an even number of shapes, alternating
+# by shape alone would give every shape the same order in every round), ROUNDS times. The second build gets its own
+# authctl's line.
 # The shapes run twice: the clients threads of one load generator (one pid), then each a process of its own (N
 # pids, as when N programs run authctl: `--processes`, 8 and 64 clients).
 SHAPE=0
@@ -204,7 +206,7 @@ for clients in 1 8 64; do
     for mode in new persistent; do
         SHAPE=$((SHAPE + 1))
         load "floor${procs:+-processes}" --socket "$WORK/floor.sock" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$FLOOR" --label floor $procs
-        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 0 ]; then
+        if [ -n "$AGENT_B" ] && [ $(((SHAPE + ROUND) % 2)) = 0 ]; then
             load "agent-b${procs:+-processes}" --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b --request "$TOKEN_REQ_B" $procs
         fi
         PERF=
@@ -215,7 +217,7 @@ for clients in 1 8 64; do
         fi
         load "agent${procs:+-processes}" --socket "$SOCK" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT" --label agent $procs
         if [ -n "$PERF" ]; then kill -INT "$PERF" 2>/dev/null || true; wait "$PERF" || true; fi
-        if [ -n "$AGENT_B" ] && [ $((SHAPE % 2)) = 1 ]; then
+        if [ -n "$AGENT_B" ] && [ $(((SHAPE + ROUND) % 2)) = 1 ]; then
             load "agent-b${procs:+-processes}" --socket "$SOCK_B" --clients "$clients" --mode "$mode" --duration "$DURATION" --pid "$AGENT_B" --label agent-b --request "$TOKEN_REQ_B" $procs
         fi
     done

@@ -217,7 +217,7 @@ final class AcceptLoop: @unchecked Sendable {
         guard !stopped else { return }
         let slow = slowRequests.load(ordering: .relaxed)
         defer { slowRequestsAtLastIdle = slow }
-        // Processes that have exited give back their pinned /proc/PID/exe descriptors.
+        // Processes that have exited give back their pinned /proc/PID descriptors.
         _ = callers.sweep()
         whenIdle?(slow != slowRequestsAtLastIdle)
     }
@@ -314,7 +314,7 @@ final class AcceptLoop: @unchecked Sendable {
             return release(fd)
         }
         // The pidfd names the process that connected while it is identified, and is closed right after. Not asked
-        // for at all when the cache holds that process's /proc/PID/exe link from an earlier connection
+        // for at all when the cache holds that process's /proc/PID directory from an earlier connection
         // (Caller.identifyPinned).
         let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), cache: callers,
                                      accepted: accepted, connection: fd)

@@ -94,7 +94,7 @@ public final class SocketServer: Service {
     static func connectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
-        // 256 spare: the caller cache's pinned /proc/PID/exe links (64, CallerCache.pinCapacity), a connection
+        // 256 spare: the caller cache's pinned /proc/PID directories (64, CallerCache.pinCapacity), a connection
         // being refused, and the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }

@@ -65,9 +65,9 @@ public struct Caller: Sendable {
     /// since its first connection keeps the unit it had then, for as long as it runs.
     ///
     /// `accepted` is the connection's place in the listening socket's queue (the socket's one accept loop numbers
-    /// connections as it accepts them). With it, the cache also keeps the process's `/proc/PID/exe` link open
-    /// (``CallerCache/pinned(pid:acceptedBefore:)``), and a later connection from the same pid is identified with one
-    /// `readlinkat` and no pidfd; see ``identifyPinned``.
+    /// connections as it accepts them). With it, the cache also keeps the process's `/proc/PID` directory open
+    /// (``CallerCache/pinned(pid:acceptedBefore:)``), and a later connection from the same pid is identified with a
+    /// `statx` and a `readlinkat` under it and no pidfd; see ``identifyPinned``.
     ///
     /// `connection` is the socket's descriptor. Without a pidfd (kernels before 6.5, or `SO_PEERPIDFD` refused) the
     /// pid alone does not name the process that connected: it may have exited before it was read, and its pid be
@@ -107,8 +107,8 @@ public struct Caller: Sendable {
                 derived = .read(pid: pid)
             }
         }
-        // Opened before the check below, so the check vouches for it too: it is this process's link.
-        let link = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessExecutableLink.open(pid: pid) : nil
+        // Opened before the check below, so the check vouches for it too: it is this process's directory.
+        let directory = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessDirectory.open(pid: pid) : nil
         let pin = started.map { ProcessPin(pid: pid, startTime: $0) }
         var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
                             identity: derived.identity(running: running), process: pin, hasTerminal: terminal)
@@ -131,8 +131,8 @@ public struct Caller: Sendable {
         } else if let started, let running {
             // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
             // and whenever the process can be pinned now.
-            let pinned = link.flatMap { link in
-                derived.exe.map { CallerCache.Pin(held: link, accepted: accepted ?? 0, exe: $0,
+            let pinned = directory.flatMap { directory in
+                derived.exe.map { CallerCache.Pin(held: directory, accepted: accepted ?? 0, exe: $0,
                                                   exeDeletedAsRead: derived.exeDeleted, caller: caller,
                                                   executable: running) }
             }
@@ -145,12 +145,12 @@ public struct Caller: Sendable {
     }
 
     /// A connection from a pinned process (``CallerCache/pinned(pid:acceptedBefore:)``): the process whose
-    /// `/proc/PID/exe` link the cache holds connected on an earlier connection, which the listening socket gave out before
+    /// `/proc/PID` directory the cache holds connected on an earlier connection, which the listening socket gave out before
     /// this one. Its queue is first in, first out, so that process already had this pid when this connection was
     /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
     /// `SO_PEERCRED` reports is the connecting process's at `connect`).
     ///
-    /// A `statx` of `/proc/PID/exe` (cached attributes) and one `readlinkat` of the held link prove that the process
+    /// A `statx` (cached attributes) and a `readlinkat` of `exe` under the held directory prove that the process
     /// still runs the very file it ran when it was pinned (same device and inode: a name alone is not enough, since a
     /// process in a mount namespace of its own can mount another binary over its path and exec it under the same
     /// name), and that the kernel names it exactly as it did then. While that name is unchanged the path still leads
@@ -161,10 +161,10 @@ public struct Caller: Sendable {
     /// named otherwise now (another binary, a moved, replaced or deleted file): the full read decides then.
     static func identifyPinned(peer: PeerCredentials, via: String, _ pin: CallerCache.Pin,
                                cache: CallerCache) -> Caller? {
-        // The file first (cached attributes of whatever /proc/PID/exe is now), then the held link: still readable,
-        // the pinned process ran throughout, so the file was its own. Same name is not same file: in a mount
-        // namespace of its own the process may have mounted another binary over its path and run that.
-        let running = FileID(runningOf: peer.pid)
+        // Both through the held directory, so both describe the pinned process (nothing can be looked up under it
+        // once that process has exited, whoever has the pid now). Same name is not same file: in a mount namespace of
+        // its own the process may have mounted another binary over its path and run that.
+        let running = pin.held.executable
         switch pin.held.reads(pin.link) {
         case nil:
             cache.unpin(pid: peer.pid, pin.held)

@@ -25,6 +25,14 @@ struct FileID: Equatable, Sendable {
         device = info.device
         inode = info.inode
     }
+
+    /// The file the process whose `/proc/PID` `directory` holds runs now (`exe` under it, followed).
+    init?(runningIn directory: ProcessDirectory) {
+        var info = aa_file_info()
+        guard aa_proc_dir_exe_info(directory.fd, &info) == 0 else { return nil }
+        device = info.device
+        inode = info.inode
+    }
 }
 
 /// What ``Caller/identify(peer:via:pidfd:cache:accepted:)`` derived for processes that connected before, so a process
@@ -32,7 +40,7 @@ struct FileID: Equatable, Sendable {
 /// start time (one process) and checked against the executable's device and inode. Bounded: when full it starts
 /// over, which costs only the reads it saves.
 ///
-/// Up to ``pinCapacity`` entries also hold their process's `/proc/PID/exe` link open (a ``Pin``), with the place in the
+/// Up to ``pinCapacity`` entries also hold their process's `/proc/PID` directory open (a ``Pin``), with the place in the
 /// listening socket's queue of the connection they were read for: a later connection from that pid is then
 /// identified without a pidfd (``Caller/identifyPinned``). Those descriptors count against the agent's spare
 /// files (``SocketServer/connectionLimit()``); entries of processes that have exited give theirs back at the next
@@ -45,11 +53,11 @@ public final class CallerCache: Sendable {
         var flatpakApp: String?
     }
 
-    /// A process's `/proc/PID/exe` link, held, the queue position (the accept loop's number) of the connection whose
+    /// A process's `/proc/PID` directory, held, the queue position (the accept loop's number) of the connection whose
     /// identification opened it, and what was read then: the kernel's name for its executable (`link`) and whether
     /// that file was deleted or replaced.
     struct Pin: Sendable {
-        let held: ProcessExecutableLink
+        let held: ProcessDirectory
         let accepted: UInt64
         /// `/proc/PID/exe`'s link text as read (the path, and " (deleted)" if the kernel said so).
         let link: [UInt8]
@@ -58,7 +66,7 @@ public final class CallerCache: Sendable {
         /// The device and inode of the file the process ran then.
         let executable: FileID
 
-        init(held: ProcessExecutableLink, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller,
+        init(held: ProcessDirectory, accepted: UInt64, exe: String, exeDeletedAsRead: Bool, caller: Caller,
              executable: FileID) {
             self.held = held
             self.accepted = accepted
@@ -170,7 +178,7 @@ public final class CallerCache: Sendable {
     }
 
     /// The process behind `held` has exited: its entry goes (if it is still that one).
-    func unpin(pid: Int32, _ held: ProcessExecutableLink) {
+    func unpin(pid: Int32, _ held: ProcessDirectory) {
         state.withLock { state in
             guard state.entries[pid]?.pin?.held === held else { return }
             state.set(pid, nil)

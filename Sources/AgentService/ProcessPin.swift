@@ -32,24 +32,28 @@ public final class ProcessFD: Sendable {
     }
 }
 
-/// A process's `/proc/PID/exe` link, held open (the link itself, not its target). Like a pidfd it names the process
-/// that had the pid when it was opened, not whoever has the pid later: once that process has exited, the link reads
-/// nothing. ``CallerCache`` keeps one per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the
-/// last reference goes away. One call, ``reads(_:)``, proves the process still runs and that the kernel still names
-/// its executable as it did when the process was pinned.
-final class ProcessExecutableLink: Sendable {
+/// A process's `/proc/PID` directory, held open (`O_PATH`). Like a pidfd it names the process that had the pid when
+/// it was opened, not whoever has the pid later: once that process has exited, nothing can be looked up under it.
+/// ``CallerCache`` keeps one per pinned process (bounded by ``CallerCache/pinCapacity``); closed when the last
+/// reference goes away. Two calls, each one lookup of `exe` under it and no walk from `/proc`, prove that the process
+/// still runs and what it runs: ``executable`` (the file) and ``reads(_:)`` (the kernel's name for it).
+final class ProcessDirectory: Sendable {
     let fd: Int32
     private init(fd: Int32) { self.fd = fd }
     deinit { close(fd) }
 
-    /// `/proc/PID/exe` of the process that has `pid` now, or nil.
-    static func open(pid: Int32) -> ProcessExecutableLink? {
-        let fd = aa_socket_proc_exe_open(pid)
-        return fd >= 0 ? ProcessExecutableLink(fd: fd) : nil
+    /// `/proc/PID` of the process that has `pid` now, or nil.
+    static func open(pid: Int32) -> ProcessDirectory? {
+        let fd = aa_socket_proc_dir_open(pid)
+        return fd >= 0 ? ProcessDirectory(fd: fd) : nil
     }
 
-    /// Whether the link's text (the kernel's name for the file the process runs) is `link`, byte for byte; nil once
-    /// the process has exited (or while it exits).
+    /// The device and inode of the file the process runs now (`exe`, followed; cached attributes); nil once the
+    /// process has exited.
+    var executable: FileID? { FileID(runningIn: self) }
+
+    /// Whether the kernel's name for the file the process runs is `link`, byte for byte; nil once the process has
+    /// exited (or while it exits).
     func reads(_ link: [UInt8]) -> Bool? {
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buffer -> Bool? in
             let count = aa_socket_proc_exe_read(fd, buffer.baseAddress?.assumingMemoryBound(to: CChar.self),
@@ -61,7 +65,7 @@ final class ProcessExecutableLink: Sendable {
         }
     }
 
-    /// The process still runs (its link can be read).
+    /// The process still runs (its `exe` link can be read).
     var isRunning: Bool {
         var byte: CChar = 0
         return aa_socket_proc_exe_read(fd, &byte, 1) >= 0

@@ -142,21 +142,21 @@ int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
     return 0;
 }
 
-int aa_socket_proc_exe_open(int32_t pid) {
+int aa_socket_proc_dir_open(int32_t pid) {
     char path[40];
     if (pid <= 0) {
         errno = ESRCH;
         return -1;
     }
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
     for (;;) {
-        int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0 || errno != EINTR) return fd;
     }
 }
 
-long aa_socket_proc_exe_read(int exe_fd, char *buffer, unsigned long capacity) {
-    return (long)readlinkat(exe_fd, "", buffer, capacity);
+long aa_socket_proc_exe_read(int proc_dir_fd, char *buffer, unsigned long capacity) {
+    return (long)readlinkat(proc_dir_fd, "exe", buffer, capacity);
 }
 
 #ifndef STATX_MNT_ID
@@ -188,6 +188,10 @@ int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
     while (count > 0) path[at++] = digits[--count];
     memcpy(path + at, "/exe", 5);
     return aa_file_info_at(AT_FDCWD, path, 0, info);
+}
+
+int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info) {
+    return aa_file_info_at(proc_dir_fd, "exe", 0, info);
 }
 
 int aa_open_path_nofollow(const char *path) {

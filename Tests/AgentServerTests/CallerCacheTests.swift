@@ -341,20 +341,24 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertFalse(identify(second, accepted: 3, cache: cache).askedForPidfd, "the second process holds the pin now")
     }
 
-    /// A held `/proc/PID/exe` link names its process, not the pid: after the process has gone it reads nothing.
-    func testAHeldExecutableLinkOutlivesNoProcess() throws {
+    /// A held `/proc/PID` directory names its process, not the pid: after the process has gone nothing under it
+    /// reads, neither the name nor the file.
+    func testAHeldProcessDirectoryOutlivesNoProcess() throws {
         let child = try spawn("/usr/bin/sleep", ["60"])
         waitForExecutable(child.processIdentifier, "/usr/bin/sleep")
-        let held = try XCTUnwrap(ProcessExecutableLink.open(pid: child.processIdentifier))
+        let held = try XCTUnwrap(ProcessDirectory.open(pid: child.processIdentifier))
         XCTAssertEqual(held.reads(Array("/usr/bin/sleep".utf8)), true)
         XCTAssertEqual(held.reads(Array("/usr/bin/slee".utf8)), false)
         XCTAssertEqual(held.reads(Array("/usr/bin/sleeq".utf8)), false)
+        XCTAssertEqual(held.executable, FileID(path: "/usr/bin/sleep"))
+        XCTAssertNotEqual(held.executable, FileID(path: "/usr/bin/env"))
         XCTAssertTrue(held.isRunning)
         kill(child.processIdentifier, SIGKILL)
         child.waitUntilExit()
         XCTAssertNil(held.reads(Array("/usr/bin/sleep".utf8)))
+        XCTAssertNil(held.executable)
         XCTAssertFalse(held.isRunning)
-        XCTAssertNil(ProcessExecutableLink.open(pid: 0))
+        XCTAssertNil(ProcessDirectory.open(pid: 0))
     }
 
     func testTheCacheIsBounded() throws {
