@@ -228,6 +228,22 @@ load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$
 emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
 kill "$FLOOR"; wait "$FLOOR" || true
 emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
+    # With a second build, the refresh overhead A/B as well: 20 forced refreshes on one connection per build and
+    # round, in alternating order; the report takes each build's median end-to-end time minus the server's own.
+    say "forced refreshes, both builds, $ROUNDS round(s)"
+    REFRESH_REQ_B=$(BIN=$BIN_B recorded token work --refresh)
+    for ROUND in $(seq "$ROUNDS"); do
+        if [ $((ROUND % 2)) = 1 ]; then order="agent agent-b"; else order="agent-b agent"; fi
+        for target in $order; do
+            if [ "$target" = agent ]; then sock=$SOCK request=$REFRESH_REQ; else sock=$SOCK_B request=$REFRESH_REQ_B; fi
+            before=$(wc -l <"$AS1/requests.log")
+            out=$(loadgen --socket "$sock" --clients 1 --mode persistent --count 20 --duration 120 --timeout 60 --request "$request") || out='{"errors":-1}'
+            server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+            emit "{\"kind\":\"refresh_ab\",\"target\":\"$target\",\"round\":$ROUND,\"data\":$out,\"token_ms\":[$server]}"
+        done
+    done
+fi
 if [ "${ONLY:-}" = socket ]; then
     loadavg end
     [ -z "$AGENT_B" ] || { kill "$AGENT_B"; wait "$AGENT_B" || true; }
