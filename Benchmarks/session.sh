@@ -19,6 +19,8 @@ loadgen() { "$TOOLS/loadgen" --request "$TOKEN_REQ" "$@"; }
 emit() { printf '%s\n' "$1" >>"$R"; }
 loadavg() { emit "{\"kind\":\"loadavg\",\"at\":\"$1\",\"value\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
 kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+# The server's own times (ms, comma-separated) of the POST /o/token/ requests in AS1's requests.log after its line $1.
+token_post_ms() { tail -n +"$(($1 + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }'; }
 # loadgen wrapper: a run that reports errors is still recorded (the report flags it); a crash is recorded as such.
 load() {
     local target=$1; shift
@@ -239,7 +241,7 @@ if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
             if [ "$target" = agent ]; then sock=$SOCK request=$REFRESH_REQ; else sock=$SOCK_B request=$REFRESH_REQ_B; fi
             before=$(wc -l <"$AS1/requests.log")
             out=$(loadgen --socket "$sock" --clients 1 --mode persistent --count 20 --duration 120 --timeout 60 --request "$request") || out='{"errors":-1}'
-            server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+            server=$(token_post_ms "$before")
             emit "{\"kind\":\"refresh_ab\",\"target\":\"$target\",\"round\":$ROUND,\"data\":$out,\"token_ms\":[$server]}"
         done
     done
@@ -259,7 +261,7 @@ say "refresh overhead: 20 forced refreshes of work, then the keyring alone"
 before=$(wc -l <"$AS1/requests.log")
 load refresh --socket "$SOCK" --clients 1 --mode persistent --count 20 --duration 120 --timeout 60 \
     --request "$REFRESH_REQ"
-server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+server=$(token_post_ms "$before")
 others=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '!($1 == "POST" && $2 == "/o/token/")' | wc -l)
 emit "{\"kind\":\"refresh_server\",\"token_ms\":[$server],\"other_requests\":$others}"
 # What a minimal HTTP client pays around the same endpoint beyond the time the server logs (waitress, TCP, HTTP):
@@ -280,7 +282,7 @@ for _ in range(20):
 print(",".join(f"{x:.3f}" for x in out))
 PY
 )
-server=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }')
+server=$(token_post_ms "$before")
 emit "{\"kind\":\"http_baseline\",\"client_ms\":[$client_ms],\"server_ms\":[$server]}"
 emit "{\"kind\":\"keyring\",\"data\":$("$TOOLS/keyring_time" 30)}"
 emit "{\"kind\":\"memory\",\"at\":\"after-refresh\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
