@@ -194,7 +194,7 @@ final class AcceptLoop: @unchecked Sendable {
                 }
             }
         }
-        for fd in Array(connections.keys) { gone(fd) }
+        closeAll()
         if !stopped { stopAccepting() }
         finishDrained.finish()
     }
@@ -210,7 +210,7 @@ final class AcceptLoop: @unchecked Sendable {
                 logger.notice("shutting down: closing connections whose clients did not take their replies",
                               metadata: ["connections": "\(connections.count)"])
             }
-            for fd in Array(connections.keys) { gone(fd) }
+            closeAll()
         }
         guard let idle = idleAt, idle <= now else { return }
         idleAt = nil
@@ -253,6 +253,10 @@ final class AcceptLoop: @unchecked Sendable {
         }
         // After the batch: a connection whose replies all arrived at once is driven (and written) once.
         for (fd, connection) in written where connections[fd] === connection { drive(fd, connection) }
+    }
+
+    func closeAll() {
+        for fd in Array(connections.keys) { gone(fd) }
     }
 
     /// Closes the listening socket: new clients get `ECONNREFUSED` (or wait for socket activation's next start).

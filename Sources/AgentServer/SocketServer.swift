@@ -38,16 +38,10 @@ public final class SocketServer: Service {
     /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs on the
     /// loop's thread when no client has been connected for a second (the agent returns freed heap to the kernel),
     /// and says whether any slow request ran since it last ran (then the agent also unmaps the code that work paged
-    /// in).
+    /// in). `connectionLimit` replaces ``connectionLimit()`` (tests use a small one).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
-                              activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil) async throws -> SocketServer {
-        try await listen(endpoint, dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle,
-                         connectionLimit: SocketServer.connectionLimit())
-    }
-
-    /// ``listen(_:dispatcher:logger:activity:whenIdle:)`` with the connection cap given (tests use a small one).
-    static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger, activity: ActivityTracker?,
-                       whenIdle: IdleHook?, connectionLimit: Int) async throws -> SocketServer {
+                              activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
+                              connectionLimit: Int? = nil) async throws -> SocketServer {
         let fd: Int32
         var boundPath: String?
         switch endpoint {
@@ -58,8 +52,8 @@ public final class SocketServer: Service {
             fd = inherited
         }
         do {
-            let loop = try AcceptLoop(listenFD: fd, connectionLimit: connectionLimit, dispatcher: dispatcher,
-                                      logger: logger, activity: activity, whenIdle: whenIdle)
+            let loop = try AcceptLoop(listenFD: fd, connectionLimit: connectionLimit ?? SocketServer.connectionLimit(),
+                                      dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle)
             return SocketServer(loop: loop, boundPath: boundPath)
         } catch {
             close(fd)

@@ -12,26 +12,24 @@ struct FileID: Equatable, Sendable {
     let inode: UInt64
 
     init?(path: String) {
-        var info = aa_file_info()
-        guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
-        device = info.device
-        inode = info.inode
+        self.init { aa_file_info_at(AT_FDCWD, path, 0, &$0) }
     }
 
     /// The file process `pid` runs now (`/proc/PID/exe`, followed), without building the path as a Swift string.
     init?(runningOf pid: Int32) {
-        var info = aa_file_info()
-        guard aa_proc_exe_info(pid, &info) == 0 else { return nil }
-        device = info.device
-        inode = info.inode
+        self.init { aa_proc_exe_info(pid, &$0) }
     }
 
     /// The file the process whose `/proc/PID` `directory` holds runs now (`exe` under it, followed).
     init?(runningIn directory: ProcessDirectory) {
+        self.init { aa_proc_dir_exe_info(directory.fd, &$0) }
+    }
+
+    /// What `read` (a C call: 0 on success) fills in.
+    private init?(_ read: (inout aa_file_info) -> Int32) {
         var info = aa_file_info()
-        guard aa_proc_dir_exe_info(directory.fd, &info) == 0 else { return nil }
-        device = info.device
-        inode = info.inode
+        guard read(&info) == 0 else { return nil }
+        (device, inode) = (info.device, info.inode)
     }
 }
 
