@@ -229,6 +229,9 @@ int aa_socket_pass_credentials(int fd) {
     return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
 }
 
+/* One read and its sender's pid (0: the bytes carry none). The control buffer has room for the credentials only:
+ * descriptors a client attaches (SCM_RIGHTS) do not fit beside them and the kernel closes them (MSG_CTRUNC); any
+ * that did arrive are closed here, so a client cannot leave open files in the agent. */
 long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t *sender) {
     union {
         struct cmsghdr align;
@@ -247,6 +250,9 @@ long aa_socket_receive_from(int fd, void *bytes, unsigned long capacity, int32_t
             struct ucred credentials;
             memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
             *sender = credentials.pid;
+        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+            int *passed = (int *)CMSG_DATA(header);
+            for (size_t i = 0; i < (header->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) close(passed[i]);
         }
     }
     return n;

@@ -236,3 +236,34 @@ def test_a_client_that_never_reads_its_replies_costs_the_agent_a_bounded_buffer(
     # without back-pressure.
     assert rss_held - rss_before < 4 * 1024, f"the agent's memory grew by {rss_held - rss_before} kB for one client"
     assert_alive(agent)
+
+
+def test_descriptors_a_client_sends_with_its_requests_never_stay_in_the_agent(signed_in_agent, keyring, tmp_path):
+    """A client attaches open files to its requests (`SCM_RIGHTS`, 1 and 4 at a time, the most that would fit if
+    the agent's control buffer had room beside the sender's credentials): the requests are answered, and none of
+    those files is open in the agent afterwards. Descriptors that reached the agent would stay there unseen, one
+    leak per request, until it could no longer accept: a denial of service by any same-user client."""
+    agent = signed_in_agent
+    pid = agent.proc.pid
+    token = agent.token("work")
+    marker = tmp_path / "sent-to-the-agent"
+    marker.write_text("not the agent's")
+    files = [os.open(marker, os.O_RDONLY) for _ in range(4)]
+    fds_before = fd_count(pid)
+    try:
+        for i in range(100):
+            with agent.connect() as s:
+                attached = files[: 1 + 3 * (i % 2)]
+                socket.send_fds(s, [b'{"v":1,"id":%d,"op":"token","account":"work"}\n' % i], attached)
+                replies = read_replies(s, 1, 10)
+                answered = bool(replies) and replies[0].get("result", {}).get("access_token") == token
+                assert answered, f"request {i} with {len(attached)} descriptors was not answered with the token"
+    finally:
+        for fd in files:
+            os.close(fd)
+    held = [name for name in os.listdir(f"/proc/{pid}/fd")
+            if os.path.realpath(f"/proc/{pid}/fd/{name}") == str(marker)]
+    assert not held, f"the agent holds {len(held)} descriptors a client sent it"
+    # The last connections close in the agent once it reads their clients' hang-ups.
+    wait_for(lambda: fd_count(pid) <= fds_before + 2, 10, "the agent's open files to come back to where they were")
+    assert_alive(agent)
