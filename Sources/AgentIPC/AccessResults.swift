@@ -14,24 +14,29 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var exeDeleted: Bool?
     public var unit: String?
     public var flatpakApp: String?
+    /// The caller runs in a pid namespace of its own, made in a user namespace of its own: its path does not name
+    /// it for `allowed_clients` or remembered consent (docs/SECURITY.md).
+    public var ownPIDNamespace: Bool?
     /// Set when the process that connected (`pid`) is the agent's authctl, acting for the program the other fields
     /// describe: the executables between that program and the agent, nearest to the program first (shells such as
     /// `/usr/bin/dash`, then authctl's own path).
     public var relayedBy: [String]?
 
     public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
-                relayedBy: [String]? = nil) {
+                ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil) {
         self.pid = pid
         self.via = via
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.ownPIDNamespace = ownPIDNamespace
         self.relayedBy = relayedBy
     }
 
     enum CodingKeys: String, CodingKey {
-        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app", relayedBy = "relayed_by"
+        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app",
+             ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by"
     }
 }
 

@@ -207,6 +207,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
         case .unidentified where identity.relay != nil && identity.exe == nil:
             return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
+        case .unidentified where identity.ownPIDNamespace && identity.flatpakApp == nil:
+            return "account '\(account)' does not serve \(who): it runs in a pid namespace of its own (a rootless container or `unshare -Urp`), where another process may write requests in its name, so no path entry or decision can name it; run it outside that namespace, or name it by a unit:NAME entry"
         case .unidentified:
             return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
         case .cancelled:
@@ -227,7 +229,8 @@ extension Caller {
 
     static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
         WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
-                   unit: identity.unit, flatpakApp: identity.flatpakApp, relayedBy: identity.relay?.executables)
+                   unit: identity.unit, flatpakApp: identity.flatpakApp,
+                   ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables)
     }
 }
 

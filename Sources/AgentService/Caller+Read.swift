@@ -1,4 +1,5 @@
 import AuthCore
+import CAgentSocket
 
 /// The reads that identify one process, shared by the direct caller (``Caller/identify``) and the programs behind the
 /// agent's authctl (``LiveProcessTable``), so both are identified with the same care.
@@ -10,7 +11,10 @@ extension CallerCache.Derived {
         let unit = Caller.readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
         let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
             ?? unit.flatMap(ProcFS.flatpakApp(unit:))
-        return Self(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app)
+        // Unreadable (the process is gone, or not dumpable) counts as its own: nothing then vouches for the writer.
+        let ownPIDNamespace = aa_proc_pid_namespace_foreign(pid) != 0
+        return Self(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app,
+                    ownPIDNamespace: ownPIDNamespace)
     }
 
     /// The identity, given `running`, the device and inode of the file the process runs (`/proc/PID/exe`): when the
@@ -19,6 +23,7 @@ extension CallerCache.Derived {
     func identity(running: FileID?) -> ClientIdentity {
         var deleted = exeDeleted
         if let exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
-        return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp)
+        return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp,
+                              ownPIDNamespace: ownPIDNamespace)
     }
 }

@@ -49,6 +49,7 @@ public final class CallerCache: Sendable {
         var exeDeleted: Bool
         var unit: String?
         var flatpakApp: String?
+        var ownPIDNamespace = false
     }
 
     /// A process's `/proc/PID` directory, held, the queue position (the accept loop's number) of the connection whose

@@ -54,8 +54,8 @@ enum RelayChain {
     /// now (device and inode; a FUSE server is not asked: cached attributes). Anything else is judged as itself.
     static func isRelay(_ caller: Caller) -> Bool {
         let identity = caller.identity
-        guard let relayPath, identity.relay == nil, identity.flatpakApp == nil, !identity.exeDeleted,
-              ClientRule.sameBytes(identity.exe, relayPath), let relay = FileID(path: relayPath) else { return false }
+        guard let relayPath, identity.relay == nil, ClientRule.sameBytes(identity.policyExe, relayPath),
+              let relay = FileID(path: relayPath) else { return false }
         return FileID(runningOf: caller.pid) == relay
     }
 
@@ -90,7 +90,7 @@ enum RelayChain {
     /// A shell is walked through only if it is one of ``shells``, as a file that was not deleted or replaced (then the
     /// path no longer says what runs) and outside a sandbox (whose paths are its own).
     static func isShell(_ identity: ClientIdentity) -> Bool {
-        guard let exe = identity.exe, !identity.exeDeleted, identity.flatpakApp == nil else { return false }
+        guard let exe = identity.policyExe else { return false }
         return shells.contains { ClientRule.sameBytes(exe, $0) }
     }
 }

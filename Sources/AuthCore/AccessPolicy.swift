@@ -41,7 +41,8 @@ public struct AccessPolicy: Sendable, Equatable {
         case deniedByUser = "denied_by_user"
         /// Nobody answered the consent question in time.
         case consentTimeout = "consent_timeout"
-        /// The executable is unknown, deleted or replaced, so no rule or decision can name it.
+        /// The executable is unknown, deleted or replaced, or the caller runs in a pid namespace of its own, so no
+        /// path rule or decision can name it.
         case unidentified
         /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
         case processExited = "process_exited"
@@ -63,7 +64,8 @@ public struct AccessPolicy: Sendable, Equatable {
 
     /// The decision for `identity`: listed callers are served; unlisted ones are asked about (first-use), served
     /// (no policy) or refused. `remembered` is the user's earlier decision for this (account, identity), if any.
-    /// A caller that cannot be named (unknown, deleted or replaced executable outside a sandbox) is refused
+    /// A caller that cannot be named (outside a Flatpak sandbox: an unknown, deleted or replaced executable, or a pid
+    /// namespace of its own) is refused
     /// whenever a policy exists: it could be anything.
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
         if isOpen { return .grant(.open) }

@@ -1,6 +1,6 @@
 /// Who a local client is, as the agent's access policy sees it: facts the agent read from the kernel
 /// (`/proc/PID/exe`, `/proc/PID/cgroup`, the Flatpak sandbox's `.flatpak-info`), never anything the client sent.
-/// Pure value: the front ends derive it (AgentServer's `Caller.identify`), the policy judges it.
+/// Pure value: the front ends derive it (AgentService's `Caller.identify`), the policy judges it.
 ///
 /// For a request relayed by the agent's own `authctl` (mail clients, git and kubectl run authctl; they do not
 /// connect themselves), the facts are those of the program behind authctl, and ``relay`` names authctl and any
@@ -14,6 +14,11 @@ public struct ClientIdentity: Sendable, Hashable {
     public var unit: String?
     /// The Flatpak application id when the caller runs in a Flatpak sandbox.
     public var flatpakApp: String?
+    /// The caller runs in a pid namespace of its own, made in a user namespace of its own (a rootless container,
+    /// `unshare -Urp`, a Flatpak sandbox). A process there may attach credentials naming another process of that
+    /// namespace to what it writes, and the kernel takes them: the agent cannot tell who wrote a request, so the
+    /// path does not name the caller (``policyExe``).
+    public var ownPIDNamespace: Bool
     /// Set when the process that connected is the agent's authctl, acting for the program these facts describe.
     public var relay: Relay?
 
@@ -38,12 +43,21 @@ public struct ClientIdentity: Sendable, Hashable {
     }
 
     public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil,
-                relay: Relay? = nil) {
+                ownPIDNamespace: Bool = false, relay: Relay? = nil) {
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.ownPIDNamespace = ownPIDNamespace
         self.relay = relay
+    }
+
+    /// The executable's path when it names the caller: read, neither deleted nor replaced (then the path no longer
+    /// says what runs), outside a Flatpak sandbox (whose paths are its own) and outside a pid namespace of its own
+    /// (``ownPIDNamespace``). Path entries of `allowed_clients`, remembered consent and the relay chain go by it.
+    public var policyExe: String? {
+        guard flatpakApp == nil, !exeDeleted, !ownPIDNamespace else { return nil }
+        return exe
     }
 
     /// The name consent decisions are remembered under (`authctl forget`, the consent file): `flatpak:APP` for a
@@ -52,8 +66,7 @@ public struct ClientIdentity: Sendable, Hashable {
     /// request it is the program behind authctl: the user is asked about msmtp, not about authctl.
     public var consentKey: String? {
         if let flatpakApp { return "flatpak:\(flatpakApp)" }
-        guard let exe, !exeDeleted else { return nil }
-        return exe
+        return policyExe
     }
 
     /// One line for people: messages, `authctl pending`, the notification. A relayed request reads
@@ -62,6 +75,7 @@ public struct ClientIdentity: Sendable, Hashable {
         var parts: [String] = []
         if let flatpakApp { parts.append("flatpak:\(flatpakApp)") }
         parts.append(exe.map { exeDeleted ? "\($0) (deleted)" : $0 } ?? "unknown executable")
+        if ownPIDNamespace { parts.append("(own pid namespace)") }
         if let relay { parts.append(ClientIdentity.via(relay.executables)) }
         if let unit { parts.append("unit:\(unit)") }
         return parts.joined(separator: " ")

@@ -3,7 +3,7 @@
 ///
 /// - `/usr/bin/git`: an absolute, normalised path; matches a caller whose executable is that path, unless the
 ///   binary was deleted or replaced after the process started, and never a Flatpak-sandboxed caller (its paths are
-///   the sandbox's own).
+///   the sandbox's own) or one in a pid namespace of its own (``ClientIdentity/ownPIDNamespace``).
 /// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
 ///
@@ -65,8 +65,7 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
     public func matches(_ identity: ClientIdentity) -> Bool {
         switch self {
         case .path(let path):
-            return identity.flatpakApp == nil && !identity.exeDeleted && ClientRule.sameBytes(identity.exe, path)
-                || ClientRule.sameBytes(identity.relay?.exe, path)
+            return ClientRule.sameBytes(identity.policyExe, path) || ClientRule.sameBytes(identity.relay?.exe, path)
         case .unit(let unit):
             return ClientRule.sameBytes(identity.unit, unit) || ClientRule.sameBytes(identity.relay?.unit, unit)
         case .flatpak(let app):

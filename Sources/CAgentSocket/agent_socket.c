@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -192,6 +195,33 @@ int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
 
 int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info) {
     return aa_file_info_at(proc_dir_fd, "exe", 0, info);
+}
+
+static struct stat own_pid_namespace, own_user_namespace;
+static int own_namespaces_read = -1;
+static pthread_once_t own_namespaces_once = PTHREAD_ONCE_INIT;
+
+static void read_own_namespaces(void) {
+    own_namespaces_read = stat("/proc/self/ns/pid", &own_pid_namespace) == 0 &&
+                          stat("/proc/self/ns/user", &own_user_namespace) == 0;
+}
+
+int aa_proc_pid_namespace_foreign(int32_t pid) {
+    pthread_once(&own_namespaces_once, read_own_namespaces);
+    char path[40];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    struct stat theirs, owner;
+    if (!own_namespaces_read || stat(path, &theirs) != 0) return -1;
+    if (theirs.st_dev == own_pid_namespace.st_dev && theirs.st_ino == own_pid_namespace.st_ino) return 0;
+    int namespace_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (namespace_fd < 0) return -1;
+    int owner_fd = ioctl(namespace_fd, NS_GET_USERNS);
+    close(namespace_fd);
+    if (owner_fd < 0) return -1;
+    int read = fstat(owner_fd, &owner);
+    close(owner_fd);
+    if (read != 0) return -1;
+    return owner.st_dev == own_user_namespace.st_dev && owner.st_ino == own_user_namespace.st_ino ? 0 : 1;
 }
 
 int aa_open_path_nofollow(const char *path) {

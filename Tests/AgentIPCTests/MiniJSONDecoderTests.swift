@@ -49,7 +49,7 @@ final class MiniJSONDecoderTests: XCTestCase {
             .init(name: "v", issuer: "https://j", endpointsConfigured: true),
         ]))
         let caller = WireCaller(pid: Int32.max, via: "socket", exe: "/usr/bin/git", exeDeleted: true, unit: "u.service",
-                                flatpakApp: "org.x.App", relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
+                                flatpakApp: "org.x.App", ownPIDNamespace: true, relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
         try assertRoundTrip(AuditResult(entries: [
             AuditEntry(time: 1, account: "w", outcome: AuditEntry.granted, reason: "open", scopes: ["a"], resource: "https://r",
                        caller: caller, clipped: true),

@@ -1,5 +1,6 @@
 @testable import AgentServer
 @testable import AgentService
+import AuthCore
 import Foundation
 import XCTest
 
@@ -273,6 +274,40 @@ final class CallerCacheTests: ChildProcessTestCase {
         let after = identify(child, accepted: 3, cache: cache)
         XCTAssertTrue(after.askedForPidfd, "the pin vouched for another file under the same name")
         XCTAssertTrue(after.caller.identity.exeDeleted, "the path no longer names what runs")
+    }
+
+    /// A process in a pid namespace made in a user namespace of its own (`unshare -Urpf`): a process there may attach
+    /// credentials naming another of that namespace to what it writes, and the kernel takes them, so the agent cannot
+    /// tell who wrote a request. Marked, and its path names it for no policy; the same binary in the agent's pid
+    /// namespace is named by it.
+    func testAProcessInAPidNamespaceOfItsOwnIsNotNamedByItsPath() throws {
+        let sleep = try XCTUnwrap(ClientRule.parse("/usr/bin/sleep").get())
+        let plain = try spawn("/usr/bin/sleep", ["60"])
+        waitForExecutable(plain.processIdentifier, "/usr/bin/sleep")
+        let mine = Caller.identify(peer: peer(plain), via: "socket").identity
+        XCTAssertFalse(mine.ownPIDNamespace)
+        XCTAssertTrue(sleep.matches(mine))
+
+        let unshare = try spawn("/usr/bin/unshare", ["-Urpf", "--kill-child", "/usr/bin/sleep", "60"])
+        let children = "/proc/\(unshare.processIdentifier)/task/\(unshare.processIdentifier)/children"
+        var inside: Int32?
+        for _ in 0..<500 {
+            let text = (try? String(contentsOfFile: children, encoding: .utf8)) ?? ""
+            if let pid = text.split(separator: " ").first.flatMap({ Int32($0) }),
+               Caller.executable(of: pid) == "/usr/bin/sleep" {
+                inside = pid
+                break
+            }
+            usleep(10_000)
+        }
+        let pid = try XCTUnwrap(inside, "unshare never ran sleep in its namespaces")
+        let theirs = Caller.identify(peer: PeerCredentials(pid: pid, uid: getuid(), gid: getgid()), via: "socket").identity
+        XCTAssertEqual(theirs.exe, "/usr/bin/sleep", "the path is read and shown")
+        XCTAssertTrue(theirs.ownPIDNamespace)
+        XCTAssertNil(theirs.policyExe)
+        XCTAssertNil(theirs.consentKey, "nothing can be remembered for it")
+        XCTAssertFalse(sleep.matches(theirs))
+        XCTAssertEqual(theirs.summary.contains("(own pid namespace)"), true)
     }
 
     /// The running file renamed away and another put at its path, or a directory above it renamed and another put in

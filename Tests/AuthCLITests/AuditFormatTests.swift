@@ -31,6 +31,8 @@ final class AuditFormatTests: XCTestCase {
         XCTAssertEqual(AuditFormat.who(relayed), "/usr/bin/msmtp via dash via authctl pid 9")
         let unknown = WireCaller(pid: 9, via: "socket", exe: nil, relayedBy: ["/usr/bin/authctl"])
         XCTAssertEqual(AuditFormat.who(unknown), "? via authctl pid 9")
+        let namespaced = WireCaller(pid: 11, via: "socket", exe: "/usr/bin/git", ownPIDNamespace: true)
+        XCTAssertEqual(AuditFormat.who(namespaced), "/usr/bin/git (own pid namespace) pid 11")
     }
 
     func testAClippedRecordSaysSo() {

@@ -32,6 +32,8 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertFalse(git.matches(ClientIdentity(exe: nil)))
         XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", flatpakApp: "org.evil.App")),
                        "a path inside a sandbox is the sandbox's own")
+        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", ownPIDNamespace: true)),
+                       "in a pid namespace of its own another process may have written the request")
     }
 
     func testUnitAndFlatpakRulesMatchExactly() throws {
@@ -68,6 +70,10 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(ask.decide(curl, remembered: true), .grant(.approved))
         XCTAssertEqual(ask.decide(curl, remembered: false), .deny(.deniedByUser))
         XCTAssertEqual(ask.decide(deleted, remembered: nil), .deny(.unidentified), "an unnameable caller is not even asked about")
+        let namespaced = ClientIdentity(exe: "/usr/bin/git", ownPIDNamespace: true)
+        XCTAssertNil(namespaced.consentKey)
+        XCTAssertEqual(listed.decide(namespaced, remembered: nil), .deny(.unidentified))
+        XCTAssertEqual(ask.decide(namespaced, remembered: nil), .deny(.unidentified))
 
         let askAll = AccessPolicy(confirm: .firstUse)
         XCTAssertEqual(askAll.decide(git, remembered: nil), .ask)

@@ -162,14 +162,16 @@ def signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server):
     return agent, allowed
 
 
-def assert_helper_request_refused(agent, helper: str, allowed: Path, first_line: str) -> int:
-    """Runs `helper` (HELPER_WRITES...: a program that connects, forks a helper and execs `allowed`) with the agent
-    stopped until the helper prints `first_line`: the agent identifies a connection when it accepts it, so it accepts
-    this one only after the exec, as a busy agent might. Asserts that the helper's token request was refused with
-    `permission_denied` (the reply itself is never printed: it may hold a token); returns the attacker's pid."""
+def assert_helper_request_refused(agent, helper: str, allowed: Path, first_line: str, code="permission_denied",
+                                  prefix: tuple[str, ...] = (), says: str = "") -> int:
+    """Runs `helper` (HELPER_WRITES...: a program that connects, forks a helper and execs `allowed`), after `prefix`
+    (a command that runs it), with the agent stopped until the helper prints `first_line`: the agent identifies a
+    connection when it accepts it, so it accepts this one only after the exec, as a busy agent might. Asserts that
+    the helper's token request was refused with `code` and a message containing `says` (the reply itself is never
+    printed: it may hold a token); returns the attacker's pid."""
     stop_process(agent.proc.pid)
     try:
-        attack = subprocess.Popen(["/usr/bin/python3", "-c", helper, str(agent.socket_path), str(allowed)],
+        attack = subprocess.Popen([*prefix, "/usr/bin/python3", "-c", helper, str(agent.socket_path), str(allowed)],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert attack.stdout.readline().strip() == first_line, \
             attack.stderr.read() if attack.poll() is not None else ""
@@ -185,7 +187,8 @@ def assert_helper_request_refused(agent, helper: str, allowed: Path, first_line:
     agent.remember(*[v for k, v in (reply.get("result") or {}).items() if k.endswith("token") and isinstance(v, str)])
     served = "result" in reply
     assert not served, "the helper's request was served as the allowed binary"
-    assert reply["error"]["code"] == "permission_denied", reply
+    assert reply["error"]["code"] == code, reply
+    assert says in reply["error"]["message"], reply
     return attack.pid
 
 
@@ -255,6 +258,48 @@ def test_a_request_written_by_a_helper_after_a_slow_request_is_refused(make_agen
     after a slow request, checks the sender."""
     agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
     assert_helper_request_refused(agent, HELPER_WRITES_AFTER_SLOW_REQUEST, allowed, "ready")
+
+
+# HELPER_WRITES_AFTER_SLOW_REQUEST's attack without the slow request, run in a pid namespace made in a user namespace
+# of its own (`unshare -Urpf`), where the helper holds CAP_SYS_ADMIN over the pid namespace: it attaches
+# credentials naming its parent's pid (`SCM_CREDENTIALS`), which the kernel then accepts as the sender.
+HELPER_FORGES_ITS_SENDER = r"""
+import json, os, socket, struct, sys
+sock, allowed = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+os.set_inheritable(s.fileno(), True)
+here, seen = os.getpid(), os.readlink("/proc/self")  # the parent's pid in this namespace, and as /proc shows it
+if os.fork() == 0:
+    import time
+    deadline = time.monotonic() + 20
+    while os.readlink(f"/proc/{seen}/exe") != allowed:
+        assert time.monotonic() < deadline, "the parent never ran the allowed program"
+        time.sleep(0.01)
+    request = json.dumps({"v": 1, "id": 5, "op": "token", "account": "work"}).encode() + b"\n"
+    claimed = struct.pack("iII", here, os.getuid(), os.getgid())
+    s.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, claimed)])
+    print("written", flush=True)
+    print(s.makefile("rb").readline().decode().strip(), flush=True)
+    os._exit(0)
+os.execv(allowed, [allowed, "60"])
+"""
+
+
+def test_a_helper_that_claims_its_parents_pid_from_a_pid_namespace_of_its_own_is_refused(make_agent, keyring,
+                                                                                          auth_server):
+    """Defect 4 through a namespace: in a pid namespace made in a user namespace of its own, the helper may attach
+    credentials naming the connecting process, and the kernel stamps its bytes with that pid. The sender check
+    cannot tell, so a caller in such a namespace is not identified by its path: the allowed binary's connection is
+    `access_denied`, and the audit says why."""
+    if not shutil.which("unshare"):
+        pytest.skip("util-linux unshare is not installed")
+    agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
+    assert_helper_request_refused(agent, HELPER_FORGES_ITS_SENDER, allowed, "written", code="access_denied",
+                                  prefix=("unshare", "-Urpf", "--kill-child"), says="pid namespace of its own")
+    [entry] = audit(agent)
+    assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+    assert entry["caller"].get("exe") == str(allowed) and entry["caller"].get("own_pid_namespace") is True, entry
 
 
 def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen:

@@ -65,6 +65,12 @@ int aa_proc_exe_info(int32_t pid, struct aa_file_info *info);
 /* The same for the process whose /proc/PID directory `proc_dir_fd` holds (aa_socket_proc_dir_open): "exe" under it,
  * followed; -1 once that process has exited. */
 int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info);
+/* Whether process `pid` runs in a pid namespace that a user namespace other than the agent's owns (a rootless
+ * container, `unshare -Urp`, a Flatpak sandbox). A process there may hold CAP_SYS_ADMIN over that pid namespace, and
+ * then the kernel takes credentials it attaches naming any pid of the namespace (SCM_CREDENTIALS): the sender of bytes
+ * cannot be told from the process that connected. 0: the agent's own pid namespace, or one made by a privileged
+ * process (owned by the agent's user namespace); 1: owned by another; -1: unreadable (errno). */
+int aa_proc_pid_namespace_foreign(int32_t pid);
 /* open(O_PATH | O_NOFOLLOW | O_CLOEXEC): names the file (or the symlink itself) without opening it, so no FIFO,
  * device or filesystem open handler runs. */
 int aa_open_path_nofollow(const char *path);
