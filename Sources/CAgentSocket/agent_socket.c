@@ -179,8 +179,8 @@ int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file
 }
 
 int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
-    /* "/proc/" PID "/exe", formatted by hand: this runs for every connection of a pinned caller, and snprintf (or a
-     * Swift string interpolation) costs more than the rest of that path. */
+    /* "/proc/" PID "/exe", formatted by hand (no snprintf, no Swift string): this runs for every connection
+     * identified in full. */
     char path[32] = "/proc/", digits[12];
     int count = 0, at = 6;
     if (pid <= 0) {
