@@ -61,8 +61,9 @@ public struct ClientIdentity: Sendable, Hashable {
     }
 
     /// The name consent decisions are remembered under (`authctl forget`, the consent file): `flatpak:APP` for a
-    /// sandboxed app (its paths are the sandbox's), else the executable's path. Nil when the caller cannot be named
-    /// reliably (unknown or deleted executable): such a caller can be neither listed nor remembered. For a relayed
+    /// sandboxed app (its paths are the sandbox's), else ``policyExe``. Nil when the caller cannot be named reliably
+    /// (unknown, deleted or replaced executable, or a pid namespace of its own): such a caller can be neither listed
+    /// nor remembered. For a relayed
     /// request it is the program behind authctl: the user is asked about msmtp, not about authctl.
     public var consentKey: String? {
         if let flatpakApp { return "flatpak:\(flatpakApp)" }

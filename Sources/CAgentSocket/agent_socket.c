@@ -198,7 +198,7 @@ int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info) {
 }
 
 static struct stat own_pid_namespace, own_user_namespace;
-static int own_namespaces_read = -1;
+static int own_namespaces_read;
 static pthread_once_t own_namespaces_once = PTHREAD_ONCE_INIT;
 
 static void read_own_namespaces(void) {
