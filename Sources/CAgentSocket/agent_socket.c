@@ -178,18 +178,26 @@ int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file
     return 0;
 }
 
-int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
-    /* "/proc/" PID "/exe", formatted by hand (no snprintf, no Swift string): this runs for every connection
-     * identified in full. */
-    char path[32] = "/proc/", digits[12];
+/* "/proc/" PID "/" name into path (32 bytes hold any pid and a name of up to 14 bytes), formatted by hand (no
+ * snprintf, no Swift string): it runs for every connection identified in full. -1 (ESRCH) for a pid <= 0. */
+static int proc_path(char path[32], int32_t pid, const char *name) {
+    char digits[12];
     int count = 0, at = 6;
     if (pid <= 0) {
         errno = ESRCH;
         return -1;
     }
+    memcpy(path, "/proc/", 6);
     for (uint32_t left = (uint32_t)pid; left > 0; left /= 10) digits[count++] = (char)('0' + left % 10);
     while (count > 0) path[at++] = digits[--count];
-    memcpy(path + at, "/exe", 5);
+    path[at++] = '/';
+    memcpy(path + at, name, strlen(name) + 1);
+    return 0;
+}
+
+int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
+    char path[32];
+    if (proc_path(path, pid, "exe") != 0) return -1;
     return aa_file_info_at(AT_FDCWD, path, 0, info);
 }
 
@@ -208,19 +216,18 @@ static void read_own_namespaces(void) {
 
 int aa_proc_pid_namespace_foreign(int32_t pid) {
     pthread_once(&own_namespaces_once, read_own_namespaces);
-    char path[40];
-    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    char path[32];
     struct stat theirs, owner;
-    if (!own_namespaces_read || stat(path, &theirs) != 0) return -1;
+    if (!own_namespaces_read || proc_path(path, pid, "ns/pid") != 0 || stat(path, &theirs) != 0) return -1;
     if (theirs.st_dev == own_pid_namespace.st_dev && theirs.st_ino == own_pid_namespace.st_ino) return 0;
     int namespace_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (namespace_fd < 0) return -1;
     int owner_fd = ioctl(namespace_fd, NS_GET_USERNS);
     close(namespace_fd);
     if (owner_fd < 0) return -1;
-    int read = fstat(owner_fd, &owner);
+    int stated = fstat(owner_fd, &owner);
     close(owner_fd);
-    if (read != 0) return -1;
+    if (stated != 0) return -1;
     return owner.st_dev == own_user_namespace.st_dev && owner.st_ino == own_user_namespace.st_ino ? 0 : 1;
 }
 

@@ -307,7 +307,7 @@ final class CallerCacheTests: ChildProcessTestCase {
         XCTAssertNil(theirs.policyExe)
         XCTAssertNil(theirs.consentKey, "nothing can be remembered for it")
         XCTAssertFalse(sleep.matches(theirs))
-        XCTAssertEqual(theirs.summary.contains("(own pid namespace)"), true)
+        XCTAssertTrue(theirs.summary.contains("(own pid namespace)"), theirs.summary)
     }
 
     /// The running file renamed away and another put at its path, or a directory above it renamed and another put in
