@@ -113,6 +113,10 @@ public final class AgentClient {
             let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
+                // The agent closed the connection without reading the request: it refused the connection itself
+                // (`agent_busy`, another uid) and its one line saying so is what the caller reads next; without
+                // one, reading reports the close.
+                if errno == EPIPE || errno == ECONNRESET { return }
                 throw .io("cannot write to the agent: \(String(cString: strerror(errno)))")
             }
             offset += n

@@ -149,6 +149,9 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     /// The agent's configuration file is invalid (message: `file:line: what to fix`). Every request gets it until
     /// the file is fixed; the agent re-reads the file on the next request after it changes.
     case configError = "config_error"
+    /// The agent is at its connection cap and every connection has a request in flight: this new connection is
+    /// closed after this line (`retry_after` says when to try again). SECURITY.md 22.
+    case agentBusy = "agent_busy"
     case internalError = "internal_error"
 }
 

@@ -73,7 +73,7 @@ final class AcceptLoop: @unchecked Sendable {
     let epollFD: Int32
     let wakeFD: Int32
     /// At most this many connections; at the cap the one idle longest is closed, and when all are busy the new one
-    /// is refused (SECURITY.md 22).
+    /// is refused with `agent_busy` (SECURITY.md 22).
     let connectionLimit: Int
     let dispatcher: RequestDispatcher
     let operations: AgentOperations
@@ -314,7 +314,10 @@ final class AcceptLoop: @unchecked Sendable {
             return release(fd)
         }
         guard makeRoom() else {
-            logger.warning("too many connections, all busy: closing a new one", metadata: ["peer_pid": "\(peer.pid)"])
+            logger.warning("too many connections, all busy: refusing a new one", metadata: ["peer_pid": "\(peer.pid)"])
+            sendLine(fd, dispatcher.encodeError(nil, WireError(.agentBusy,
+                "auth-agent has \(connectionLimit) connections open, each with a request in flight; try again shortly",
+                retryAfter: 1)))
             return release(fd)
         }
         // The pidfd names the process that connected while it is identified, and is closed right after. Not asked

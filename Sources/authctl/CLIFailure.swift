@@ -34,7 +34,7 @@ enum ExitStatus {
         case .unknownAccount?, .invalidConfig?, .invalidScope?, .invalidTarget?: return account
         case .configError?: return configError
         case .badRequest?, .unsupportedVersion?, .unknownOp?, .messageTooLarge?, .permissionDenied?: return protocolError
-        case .minValidUnsatisfiable?, .internalError?, nil: return failure
+        case .minValidUnsatisfiable?, .agentBusy?, .internalError?, nil: return failure
         }
     }
 }
@@ -88,6 +88,8 @@ struct CLIFailure: Error {
         case .loginRateLimited?: return "wait until the time given, check the account's configuration, then sign in again"
         case .configError?: return "fix the file (the agent reads it again on the next request), or see `auth-agent --check-config`"
         case .accessDenied?: return "if the agent refused this program, the account's allowed_clients and confirm settings decide (see `authctl status` and `authctl audit`)"
+        case .agentBusy?:
+            return "a program may be holding many requests open at once; try again, and see `authctl status` and `journalctl --user -u auth-agent`"
         default: return nil
         }
     }

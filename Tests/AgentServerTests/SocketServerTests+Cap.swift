@@ -1,8 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import AgentIPC
 @testable import AgentServer
 @testable import AuthCore
+import Foundation
 import XCTest
 
 /// The connection cap (SECURITY.md 22) on the real socket: at the limit the connection idle longest makes room,
@@ -48,7 +50,7 @@ extension SocketServerTests {
     }
 
     /// At the cap, a connection with a request in flight is never closed to make room: while every one is busy a
-    /// new connection is closed unanswered, and once one has gone the next is served.
+    /// new connection is told `agent_busy` (with when to retry) and closed, and once one has gone the next is served.
     func testBusyConnectionsAreNeverEvictedAndANewOneWaitsForRoom() async throws {
         let server = try await start(policy: AccessPolicy(confirm: .firstUse), connectionLimit: 2)
         var busy: [TestClient] = []
@@ -62,8 +64,13 @@ extension SocketServerTests {
         }
         let third = try await TestClient.connect(path)
         try? await third.send(#"{"v":1,"id":3,"op":"ping"}"# + "\n")
-        let refused = try? await third.readLine()
-        XCTAssertNil(refused ?? nil, "a busy connection was closed to make room, or the cap was passed")
+        let line = try await third.readLine()
+        let refused = try XCTUnwrap(line, "a busy connection was closed to make room, or the cap was passed")
+        let error = try XCTUnwrap(try JSONDecoder().decode(WireResponse<PingResult>.self, from: Data(refused.utf8)).error)
+        XCTAssertEqual(error.knownCode, .agentBusy)
+        XCTAssertEqual(error.retryAfter, 1)
+        let end = try await third.readLine()
+        XCTAssertNil(end, "the refused connection stayed open")
         XCTAssertEqual(server.loop.openConnections.load(ordering: .relaxed), 2)
         busy.removeFirst()
         for _ in 0..<500 where server.loop.openConnections.load(ordering: .relaxed) > 1 {

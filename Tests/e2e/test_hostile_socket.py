@@ -267,3 +267,47 @@ def test_descriptors_a_client_sends_with_its_requests_never_stay_in_the_agent(si
     # The last connections close in the agent once it reads their clients' hang-ups.
     wait_for(lambda: fd_count(pid) <= fds_before + 2, 10, "the agent's open files to come back to where they were")
     assert_alive(agent)
+
+
+def test_a_new_client_is_told_when_every_connection_is_busy(make_agent, keyring, auth_server):
+    """At its connection cap with a request in flight on every connection (here each waits for a person's consent),
+    the agent tells a new client `agent_busy`, with when to retry, before it closes it; `authctl` says so (exit 1, a
+    sentence and a hint) instead of "closed the connection without answering", in `token`'s fast path as in other
+    verbs; once a busy connection is gone, the next client is served. The cap is lowered the way a low hard
+    open-file limit lowers it for a user (RLIMIT_NOFILE 272: a cap of 16, SocketServer.connectionLimit)."""
+    agent = make_agent(work={"confirm": "first-use"}, agent={"consent_timeout": 300}, start=False)
+    agent.launcher = ["/usr/bin/prlimit", "--nofile=272:272", "--"]
+    agent.start()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    cap = 16
+    busy: list[socket.socket] = []
+    try:
+        for _ in range(cap):
+            s = agent.connect(timeout=30)
+            s.sendall(b'{"v":1,"id":1,"op":"token","account":"work"}\n')
+            busy.append(s)
+        for s in busy:
+            [event] = read_replies(s, 1, 30)
+            assert event.get("event", {}).get("type") == "consent_required", event
+
+        for verb in (["token", "work"], ["status"]):
+            refused = agent.authctl(*verb, timeout=30)
+            assert refused.returncode == 1, (verb, refused.returncode, refused.stderr)
+            assert refused.stdout == ""
+            assert f"auth-agent has {cap} connections open, each with a request in flight" in refused.stderr, refused.stderr
+            assert "hint: a program may be holding many requests open" in refused.stderr, refused.stderr
+        with agent.connect() as s:
+            s.sendall(b'{"v":1,"id":7,"op":"ping"}\n')
+            [reply] = read_replies(s, 1, 10)
+            assert "id" not in reply and reply["error"]["code"] == "agent_busy" and reply["error"]["retry_after"] == 1, reply
+            assert connection_closed(s), "the refused connection stayed open"
+        assert "too many connections, all busy" in agent.log()
+
+        busy.pop().close()
+        wait_for(lambda: agent.authctl("status", timeout=30).returncode == 0, 20,
+                 "a client to be served once a busy connection is gone")
+    finally:
+        for s in busy:
+            s.close()
+    assert_alive(agent)
