@@ -6,7 +6,7 @@
 # No agent, keyring or server is involved: this separates the price of the checks (docs/SECURITY.md, defects 4
 # and 5 of issue 21) from the agent's own code in the `scripts/bench` rows.
 #
-#   Benchmarks/identity_cost.sh [ROUNDS]     (default 5; about 20 s per round)
+#   Benchmarks/identity_cost.sh [ROUNDS]     (default 5; about 40 s per round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -37,7 +37,9 @@ measure() {   # variant, then loadgen's shape arguments; prints "ops/s cpu-us-pe
 }
 
 SHAPES=("--clients 1 --mode persistent" "--clients 1 --mode new" "--clients 64 --mode new"
-        "--clients 8 --mode new --processes" "--clients 64 --mode new --processes")
+        "--clients 8 --mode new --processes" "--clients 64 --mode new --processes"
+        "--clients 8 --mode persistent" "--clients 64 --mode persistent"
+        "--clients 8 --mode persistent --processes" "--clients 64 --mode persistent --processes")
 for round in $(seq "$ROUNDS"); do
     for index in "${!SHAPES[@]}"; do
         # The order alternates shape by shape and round by round: what runs second meets a busier machine.
