@@ -145,13 +145,27 @@ int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
     return 0;
 }
 
-int aa_socket_proc_dir_open(int32_t pid) {
-    char path[40];
+/* "/proc/" PID "/" name into path (32 bytes hold any pid and a name of up to 14 bytes), formatted by hand (no
+ * snprintf, no Swift string): it runs for every connection identified in full. Every /proc/PID path of this file
+ * is made here. -1 (ESRCH) for a pid <= 0. */
+static int proc_path(char path[32], int32_t pid, const char *name) {
+    char digits[12];
+    int count = 0, at = 6;
     if (pid <= 0) {
         errno = ESRCH;
         return -1;
     }
-    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    memcpy(path, "/proc/", 6);
+    for (uint32_t left = (uint32_t)pid; left > 0; left /= 10) digits[count++] = (char)('0' + left % 10);
+    while (count > 0) path[at++] = digits[--count];
+    path[at++] = '/';
+    memcpy(path + at, name, strlen(name) + 1);
+    return 0;
+}
+
+int aa_socket_proc_dir_open(int32_t pid) {
+    char path[32];
+    if (proc_path(path, pid, "") != 0) return -1;
     for (;;) {
         int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0 || errno != EINTR) return fd;
@@ -175,23 +189,6 @@ int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file
     info->size = attributes.stx_size;
     info->mode = attributes.stx_mode;
     info->mount_id = (attributes.stx_mask & STATX_MNT_ID) ? attributes.stx_mnt_id : 0;
-    return 0;
-}
-
-/* "/proc/" PID "/" name into path (32 bytes hold any pid and a name of up to 14 bytes), formatted by hand (no
- * snprintf, no Swift string): it runs for every connection identified in full. -1 (ESRCH) for a pid <= 0. */
-static int proc_path(char path[32], int32_t pid, const char *name) {
-    char digits[12];
-    int count = 0, at = 6;
-    if (pid <= 0) {
-        errno = ESRCH;
-        return -1;
-    }
-    memcpy(path, "/proc/", 6);
-    for (uint32_t left = (uint32_t)pid; left > 0; left /= 10) digits[count++] = (char)('0' + left % 10);
-    while (count > 0) path[at++] = digits[--count];
-    path[at++] = '/';
-    memcpy(path + at, name, strlen(name) + 1);
     return 0;
 }
 
@@ -345,8 +342,8 @@ int aa_socket_peer_inode(int fd, uint64_t *inode) {
 }
 
 int aa_process_holds_socket(int32_t pid, uint64_t inode) {
-    char path[40], wanted[40], link[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    char path[32], wanted[40], link[64];
+    if (proc_path(path, pid, "fd") != 0) return -1;
     int wanted_length = snprintf(wanted, sizeof wanted, "socket:[%llu]", (unsigned long long)inode);
     int directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (directory < 0) return -1;
