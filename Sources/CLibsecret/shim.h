@@ -4,6 +4,9 @@
 #ifndef AUTH_AGENT_LIBSECRET_SHIM_H
 #define AUTH_AGENT_LIBSECRET_SHIM_H
 
+/* For secret-paths.h: the calls by D-Bus object path that aa_secret_store uses instead of SecretItem proxies.
+ * libsecret asks its callers to acknowledge that this part of its API may change. */
+#define SECRET_API_SUBJECT_TO_CHANGE
 #include <libsecret/secret.h>
 #include <gio/gio.h>
 #include <string.h>
@@ -50,55 +53,118 @@ static inline GHashTable *aa_secret_item_attributes(const char *account, const c
     return attributes;
 }
 
-/* Whether `item` (found by the key's three attributes) already carries exactly these dates (NULL: none), read from
- * the proxy's cached attributes: no round trip. A refresh that does not move the dates then costs no attribute
- * write. */
-static inline int aa_secret_item_has_dates(SecretItem *item, const char *valid_until, const char *warned_at) {
-    GHashTable *current = secret_item_get_attributes(item);
-    if (current == NULL) return 0;
-    int same = g_strcmp0(g_hash_table_lookup(current, AA_SECRET_VALID_UNTIL), valid_until) == 0
-               && g_strcmp0(g_hash_table_lookup(current, AA_SECRET_WARNED_AT), warned_at) == 0;
-    g_hash_table_unref(current);
+#define AA_SECRET_ITEM_INTERFACE "org.freedesktop.Secret.Item"
+
+/* A method call to the Secret Service object at `path`, on the service's own connection (no proxy for the object:
+ * a SecretItem proxy costs six calls to the bus daemon, match rules and the name's owner, before its first use). */
+static inline GVariant *aa_secret_call(SecretService *service, const char *path, const char *interface,
+                                       const char *method, GVariant *parameters, const GVariantType *reply,
+                                       GCancellable *cancellable, GError **error) {
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    return g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
+                                       interface, method, parameters, reply, G_DBUS_CALL_FLAGS_NONE, -1,
+                                       cancellable, error);
+}
+
+/* Whether the item at `path` already carries exactly these dates (NULL: none): 1 or 0, or -1 with *error set. One
+ * Properties.Get: a refresh that does not move the dates then costs no attribute write. */
+static inline int aa_secret_path_has_dates(SecretService *service, const char *path, const char *valid_until,
+                                           const char *warned_at, GCancellable *cancellable, GError **error) {
+    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Get",
+                                     g_variant_new("(ss)", AA_SECRET_ITEM_INTERFACE, "Attributes"),
+                                     G_VARIANT_TYPE("(v)"), cancellable, error);
+    if (reply == NULL) return -1;
+    GVariant *current = NULL;
+    g_variant_get(reply, "(v)", &current);
+    const char *until = NULL, *warned = NULL;
+    int same = 0;
+    if (g_variant_is_of_type(current, G_VARIANT_TYPE("a{ss}"))) {
+        g_variant_lookup(current, AA_SECRET_VALID_UNTIL, "&s", &until);
+        g_variant_lookup(current, AA_SECRET_WARNED_AT, "&s", &warned);
+        same = g_strcmp0(until, valid_until) == 0 && g_strcmp0(warned, warned_at) == 0;
+    }
+    g_variant_unref(current);
+    g_variant_unref(reply);
     return same;
 }
 
+/* Sets the item's attributes to `attributes` plus the schema's name, as libsecret writes them on every item of a
+ * named schema (its lookups match on `xdg:schema`). One Properties.Set. */
+static inline int aa_secret_path_set_attributes(SecretService *service, const char *path, GHashTable *attributes,
+                                                GCancellable *cancellable, GError **error) {
+    GVariantBuilder builder;
+    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
+    g_variant_builder_add(&builder, "{ss}", "xdg:schema", aa_secret_schema()->name);
+    GHashTableIter iterator;
+    gpointer name, value;
+    g_hash_table_iter_init(&iterator, attributes);
+    while (g_hash_table_iter_next(&iterator, &name, &value)) {
+        g_variant_builder_add(&builder, "{ss}", (const char *)name, (const char *)value);
+    }
+    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Set",
+                                     g_variant_new("(ssv)", AA_SECRET_ITEM_INTERFACE, "Attributes",
+                                                   g_variant_builder_end(&builder)),
+                                     NULL, cancellable, error);
+    if (reply == NULL) return 0;
+    g_variant_unref(reply);
+    return 1;
+}
+
+/* The item's secret, replaced in one SetSecret call (encrypted with the service's session, as libsecret sends every
+ * secret). */
+static inline int aa_secret_path_set_secret(SecretService *service, const char *path, SecretValue *value,
+                                            GCancellable *cancellable, GError **error) {
+    GVariant *reply = aa_secret_call(service, path, AA_SECRET_ITEM_INTERFACE, "SetSecret",
+                                     g_variant_new("(@(oayays))", secret_service_encode_dbus_secret(service, value)),
+                                     NULL, cancellable, error);
+    if (reply == NULL) return 0;
+    g_variant_unref(reply);
+    return 1;
+}
+
 /* Returns 1 on success, 0 with *error set on failure. The key's item, if there is one, is updated in place: first
- * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then its attributes to the
- * key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A failure between the
- * two leaves the new secret with the old dates: the dates are advice, the secret is what must not be lost. Without
- * an item, one is created in the default collection with secret and attributes together.
+ * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then, if they differ, its
+ * attributes to the key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A
+ * failure between the two leaves the new secret with the old dates: the dates are advice, the secret is what must
+ * not be lost. Without an item, one is created in the default collection with secret and attributes together.
  * (Creating with "replace" cannot update: the Secret Service replaces only an item that has every attribute of the
- * new one, and a changed date is a different attribute.) */
+ * new one, and a changed date is a different attribute.) A refresh that moves no date: SearchItems, SetSecret and
+ * one Properties.Get, all answered by the keyring. */
 static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
                                   const char *secret, const char *valid_until, const char *warned_at,
                                   GCancellable *cancellable, GError **error) {
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (service == NULL) return 0;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    GList *items = secret_service_search_sync(service, aa_secret_schema(), key, SECRET_SEARCH_ALL, cancellable, error);
+    gchar **unlocked = NULL, **locked = NULL;
+    gboolean searched = secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), key, cancellable,
+                                                                  &unlocked, &locked, error);
     g_hash_table_unref(key);
-    if (items == NULL && error && *error) {
+    if (!searched) {
         g_object_unref(service);
         return 0;
     }
     GHashTable *attributes = aa_secret_item_attributes(account, issuer, client_id, valid_until, warned_at);
     /* Copied into libsecret's non-pageable memory, wiped when freed. */
     SecretValue *value = secret_value_new(secret, -1, "text/plain");
-    gboolean ok = TRUE;
-    if (items == NULL) {
-        ok = secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label,
-                                       value, cancellable, error);
-    }
-    /* Every item of the key (there is one; were there more, all keep the same answer). */
-    for (GList *l = items; l != NULL && ok; l = l->next) {
-        SecretItem *item = SECRET_ITEM(l->data);
-        ok = secret_item_set_secret_sync(item, value, cancellable, error)
-             && (aa_secret_item_has_dates(item, valid_until, warned_at)
-                 || secret_item_set_attributes_sync(item, aa_secret_schema(), attributes, cancellable, error));
+    gboolean found = (unlocked != NULL && unlocked[0] != NULL) || (locked != NULL && locked[0] != NULL);
+    gboolean ok = found ? secret_service_ensure_session_sync(service, cancellable, error)
+                        : secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT,
+                                                    label, value, cancellable, error);
+    /* Every item of the key (there is one; were there more, all keep the same answer). A locked one refuses
+     * SetSecret with IsLocked, reported as the keyring being locked. */
+    gchar **lists[] = { unlocked, locked };
+    for (int list = 0; list < 2 && ok; list++) {
+        for (gchar **path = lists[list]; path != NULL && *path != NULL && ok; path++) {
+            ok = aa_secret_path_set_secret(service, *path, value, cancellable, error);
+            int same = ok ? aa_secret_path_has_dates(service, *path, valid_until, warned_at, cancellable, error) : -1;
+            ok = same == 1 || (same == 0 && aa_secret_path_set_attributes(service, *path, attributes, cancellable, error));
+        }
     }
     secret_value_unref(value);
     g_hash_table_unref(attributes);
-    g_list_free_full(items, g_object_unref);
+    g_strfreev(unlocked);
+    g_strfreev(locked);
     g_object_unref(service);
     return ok ? 1 : 0;
 }

@@ -62,7 +62,10 @@ final class LibsecretItemDatesTests: XCTestCase {
         let loaded3 = try await store.loadItem(key)
         XCTAssertEqual(loaded3,
                        KeyringItem(secret: Secret("rt-2"), validUntil: until + 86400, warnedAt: warned))
-        XCTAssertEqual(try items(key).count, 1, "replaced in place, not a second item")
+        let moved = try items(key)
+        XCTAssertEqual(moved.count, 1, "replaced in place, not a second item: \(moved)")
+        XCTAssertEqual(moved.first?["schema"], "dev.auth-agent.RefreshToken", "new dates keep the schema's name")
+        XCTAssertEqual(try lookup(key).output, "rt-2")
 
         try await store.store(KeyringItem(secret: Secret("rt-3")), for: key)
         let loaded4 = try await store.loadItem(key)
