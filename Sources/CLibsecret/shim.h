@@ -56,7 +56,7 @@ static inline GHashTable *aa_secret_item_attributes(const char *account, const c
 #define AA_SECRET_ITEM_INTERFACE "org.freedesktop.Secret.Item"
 
 /* A method call to the Secret Service object at `path`, on the service's own connection (no proxy for the object:
- * a SecretItem proxy costs six calls to the bus daemon, match rules and the name's owner, before its first use). */
+ * a SecretItem proxy costs six calls to the bus daemon, for its match rules and the name's owner, and a GetAll). */
 static inline GVariant *aa_secret_call(SecretService *service, const char *path, const char *interface,
                                        const char *method, GVariant *parameters, const GVariantType *reply,
                                        GCancellable *cancellable, GError **error) {
