@@ -89,7 +89,7 @@ struct CLIFailure: Error {
         case .configError?: return "fix the file (the agent reads it again on the next request), or see `auth-agent --check-config`"
         case .accessDenied?: return "if the agent refused this program, the account's allowed_clients and confirm settings decide (see `authctl status` and `authctl audit`)"
         case .agentBusy?:
-            return "a program may be holding many requests open at once; try again, and see `authctl status` and `journalctl --user -u auth-agent`"
+            return "a program may be holding many requests open at once; try again, and see `journalctl --user -u auth-agent` (\"too many connections\")"
         default: return nil
         }
     }
