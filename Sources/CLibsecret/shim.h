@@ -66,25 +66,38 @@ static inline GVariant *aa_secret_call(SecretService *service, const char *path,
                                        cancellable, error);
 }
 
+/* A property of the Secret Service object at `path` (Properties.Get), or NULL with *error set. */
+static inline GVariant *aa_secret_property(SecretService *service, const char *path, const char *interface,
+                                           const char *name, GCancellable *cancellable, GError **error) {
+    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Get",
+                                     g_variant_new("(ss)", interface, name), G_VARIANT_TYPE("(v)"), cancellable,
+                                     error);
+    if (reply == NULL) return NULL;
+    GVariant *value = NULL;
+    g_variant_get(reply, "(v)", &value);
+    g_variant_unref(reply);
+    return value;
+}
+
+/* The item's attribute `name` from its `Attributes` (an a{ss} from aa_secret_property), copied; NULL if absent. */
+static inline gchar *aa_secret_attribute(GVariant *attributes, const char *name) {
+    const char *value = NULL;
+    if (attributes == NULL || !g_variant_is_of_type(attributes, G_VARIANT_TYPE("a{ss}"))) return NULL;
+    return g_variant_lookup(attributes, name, "&s", &value) ? g_strdup(value) : NULL;
+}
+
 /* Whether the item at `path` already carries exactly these dates (NULL: none): 1 or 0, or -1 with *error set. One
  * Properties.Get: a refresh that does not move the dates then costs no attribute write. */
 static inline int aa_secret_path_has_dates(SecretService *service, const char *path, const char *valid_until,
                                            const char *warned_at, GCancellable *cancellable, GError **error) {
-    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Get",
-                                     g_variant_new("(ss)", AA_SECRET_ITEM_INTERFACE, "Attributes"),
-                                     G_VARIANT_TYPE("(v)"), cancellable, error);
-    if (reply == NULL) return -1;
-    GVariant *current = NULL;
-    g_variant_get(reply, "(v)", &current);
-    const char *until = NULL, *warned = NULL;
-    int same = 0;
-    if (g_variant_is_of_type(current, G_VARIANT_TYPE("a{ss}"))) {
-        g_variant_lookup(current, AA_SECRET_VALID_UNTIL, "&s", &until);
-        g_variant_lookup(current, AA_SECRET_WARNED_AT, "&s", &warned);
-        same = g_strcmp0(until, valid_until) == 0 && g_strcmp0(warned, warned_at) == 0;
-    }
+    GVariant *current = aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error);
+    if (current == NULL) return -1;
+    gchar *until = aa_secret_attribute(current, AA_SECRET_VALID_UNTIL);
+    gchar *warned = aa_secret_attribute(current, AA_SECRET_WARNED_AT);
+    int same = g_strcmp0(until, valid_until) == 0 && g_strcmp0(warned, warned_at) == 0;
+    g_free(until);
+    g_free(warned);
     g_variant_unref(current);
-    g_variant_unref(reply);
     return same;
 }
 
@@ -189,24 +202,27 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
     char *secret = aa_secret_lookup(account, issuer, client_id, cancellable, error);
     if (secret == NULL) return NULL;
     /* Attributes only: no second copy of the secret crosses the bus. */
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    GList *items = secret_password_searchv_sync(aa_secret_schema(), key, SECRET_SEARCH_NONE, cancellable, error);
+    gchar **unlocked = NULL, **locked = NULL;
+    gboolean searched = service != NULL
+        && secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), key, cancellable, &unlocked, &locked,
+                                                     error);
     g_hash_table_unref(key);
-    if (items == NULL && error && *error) {
+    const char *path = unlocked && unlocked[0] ? unlocked[0] : locked && locked[0] ? locked[0] : NULL;
+    GVariant *found = searched && path
+        ? aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error) : NULL;
+    if (!searched || (path != NULL && found == NULL)) {
         secret_password_free(secret);
-        return NULL;
+        secret = NULL;
+    } else if (found != NULL) {
+        *valid_until = aa_secret_attribute(found, AA_SECRET_VALID_UNTIL);
+        *warned_at = aa_secret_attribute(found, AA_SECRET_WARNED_AT);
+        g_variant_unref(found);
     }
-    if (items != NULL) {
-        GHashTable *found = secret_retrievable_get_attributes(SECRET_RETRIEVABLE(items->data));
-        if (found) {
-            const char *until = g_hash_table_lookup(found, AA_SECRET_VALID_UNTIL);
-            const char *warned = g_hash_table_lookup(found, AA_SECRET_WARNED_AT);
-            *valid_until = until ? g_strdup(until) : NULL;
-            *warned_at = warned ? g_strdup(warned) : NULL;
-            g_hash_table_unref(found);
-        }
-    }
-    g_list_free_full(items, g_object_unref);
+    g_strfreev(unlocked);
+    g_strfreev(locked);
+    if (service) g_object_unref(service);
     return secret;
 }
 
@@ -227,24 +243,43 @@ static inline int aa_secret_clear(const char *account, const char *issuer, const
  * a locked collection shows varies (gnome-keyring lists the items of a collection locked after use, attributes not
  * being secret), so only trust the answer when aa_secret_keyring_state says AVAILABLE. */
 static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **error) {
-    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
-    GList *items = secret_password_searchv_sync(aa_secret_schema(), attributes, SECRET_SEARCH_ALL, cancellable, error);
-    g_hash_table_unref(attributes);
-    if (items == NULL && error && *error) return NULL;
-    GPtrArray *keys = g_ptr_array_new();
-    for (GList *l = items; l != NULL; l = l->next) {
-        GHashTable *found = secret_retrievable_get_attributes(SECRET_RETRIEVABLE(l->data));
-        const char *account = found ? g_hash_table_lookup(found, "account") : NULL;
-        const char *issuer = found ? g_hash_table_lookup(found, "issuer") : NULL;
-        const char *client_id = found ? g_hash_table_lookup(found, "client_id") : NULL;
-        if (account && issuer && client_id) {
-            g_ptr_array_add(keys, g_strdup(account));
-            g_ptr_array_add(keys, g_strdup(issuer));
-            g_ptr_array_add(keys, g_strdup(client_id));
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    if (service == NULL) return NULL;
+    GHashTable *none = g_hash_table_new(g_str_hash, g_str_equal);
+    gchar **unlocked = NULL, **locked = NULL;
+    gboolean searched = secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), none, cancellable,
+                                                                  &unlocked, &locked, error);
+    g_hash_table_unref(none);
+    GPtrArray *keys = searched ? g_ptr_array_new() : NULL;
+    gchar **lists[] = { unlocked, locked };
+    for (int list = 0; list < 2 && keys != NULL; list++) {
+        for (gchar **path = lists[list]; path != NULL && *path != NULL; path++) {
+            GVariant *found = aa_secret_property(service, *path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable,
+                                                 error);
+            if (found == NULL) {
+                g_ptr_array_free(keys, TRUE);
+                keys = NULL;
+                break;
+            }
+            gchar *account = aa_secret_attribute(found, "account");
+            gchar *issuer = aa_secret_attribute(found, "issuer");
+            gchar *client_id = aa_secret_attribute(found, "client_id");
+            if (account && issuer && client_id) {
+                g_ptr_array_add(keys, account);
+                g_ptr_array_add(keys, issuer);
+                g_ptr_array_add(keys, client_id);
+            } else {
+                g_free(account);
+                g_free(issuer);
+                g_free(client_id);
+            }
+            g_variant_unref(found);
         }
-        if (found) g_hash_table_unref(found);
     }
-    g_list_free_full(items, g_object_unref);
+    g_strfreev(unlocked);
+    g_strfreev(locked);
+    g_object_unref(service);
+    if (keys == NULL) return NULL;
     g_ptr_array_add(keys, NULL);
     return (gchar **)g_ptr_array_free(keys, FALSE);
 }
@@ -324,18 +359,21 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
     if (service == NULL)
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE) ? AA_KEYRING_ABSENT
                                                                                      : AA_KEYRING_ERROR;
-    SecretCollection *collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT,
-                                                                    SECRET_COLLECTION_NONE, cancellable, error);
+    /* The alias and the collection's Locked property by path: a SecretCollection proxy would cost six calls to the
+     * bus daemon and a GetAll besides. */
+    gchar *collection = secret_service_read_alias_dbus_path_sync(service, SECRET_COLLECTION_DEFAULT, cancellable, error);
+    GVariant *locked = collection ? aa_secret_property(service, collection, "org.freedesktop.Secret.Collection",
+                                                       "Locked", cancellable, error) : NULL;
     int state;
-    if (collection == NULL) {
-        if (error && *error)
-            state = aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE ? AA_KEYRING_ABSENT : AA_KEYRING_ERROR;
-        else
-            state = AA_KEYRING_NO_DEFAULT_COLLECTION;
+    if (locked != NULL && g_variant_is_of_type(locked, G_VARIANT_TYPE_BOOLEAN)) {
+        state = g_variant_get_boolean(locked) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
+    } else if (error && *error) {
+        state = aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE ? AA_KEYRING_ABSENT : AA_KEYRING_ERROR;
     } else {
-        state = secret_collection_get_locked(collection) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
-        g_object_unref(collection);
+        state = collection == NULL ? AA_KEYRING_NO_DEFAULT_COLLECTION : AA_KEYRING_ERROR;
     }
+    if (locked) g_variant_unref(locked);
+    g_free(collection);
     g_object_unref(service);
     return state;
 }
