@@ -86,11 +86,35 @@ static inline gchar *aa_secret_attribute(GVariant *attributes, const char *name)
     return g_variant_lookup(attributes, name, "&s", &value) ? g_strdup(value) : NULL;
 }
 
+/* The item's `Attributes` (an a{ss}), or NULL with *error set. */
+static inline GVariant *aa_secret_path_attributes(SecretService *service, const char *path, GCancellable *cancellable,
+                                                  GError **error) {
+    return aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error);
+}
+
+/* The paths of our schema's items that carry `attributes`, unlocked ones first: one SearchItems. A NULL-terminated
+ * array (free with g_strfreev), or NULL with *error set. */
+static inline gchar **aa_secret_search_paths(SecretService *service, GHashTable *attributes, GCancellable *cancellable,
+                                             GError **error) {
+    gchar **unlocked = NULL, **locked = NULL;
+    if (!secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), attributes, cancellable, &unlocked,
+                                                   &locked, error))
+        return NULL;
+    GPtrArray *paths = g_ptr_array_new();
+    for (gchar **path = unlocked; path != NULL && *path != NULL; path++) g_ptr_array_add(paths, *path);
+    for (gchar **path = locked; path != NULL && *path != NULL; path++) g_ptr_array_add(paths, *path);
+    g_ptr_array_add(paths, NULL);
+    /* The strings now belong to `paths`. */
+    g_free(unlocked);
+    g_free(locked);
+    return (gchar **)g_ptr_array_free(paths, FALSE);
+}
+
 /* Whether the item at `path` already carries exactly these dates (NULL: none): 1 or 0, or -1 with *error set. One
  * Properties.Get: a refresh that does not move the dates then costs no attribute write. */
 static inline int aa_secret_path_has_dates(SecretService *service, const char *path, const char *valid_until,
                                            const char *warned_at, GCancellable *cancellable, GError **error) {
-    GVariant *current = aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error);
+    GVariant *current = aa_secret_path_attributes(service, path, cancellable, error);
     if (current == NULL) return -1;
     gchar *until = aa_secret_attribute(current, AA_SECRET_VALID_UNTIL);
     gchar *warned = aa_secret_attribute(current, AA_SECRET_WARNED_AT);
@@ -149,35 +173,28 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (service == NULL) return 0;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    gchar **unlocked = NULL, **locked = NULL;
-    gboolean searched = secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), key, cancellable,
-                                                                  &unlocked, &locked, error);
+    gchar **paths = aa_secret_search_paths(service, key, cancellable, error);
     g_hash_table_unref(key);
-    if (!searched) {
+    if (paths == NULL) {
         g_object_unref(service);
         return 0;
     }
     GHashTable *attributes = aa_secret_item_attributes(account, issuer, client_id, valid_until, warned_at);
     /* Copied into libsecret's non-pageable memory, wiped when freed. */
     SecretValue *value = secret_value_new(secret, -1, "text/plain");
-    gboolean found = (unlocked != NULL && unlocked[0] != NULL) || (locked != NULL && locked[0] != NULL);
-    gboolean ok = found ? secret_service_ensure_session_sync(service, cancellable, error)
+    gboolean ok = paths[0] != NULL ? secret_service_ensure_session_sync(service, cancellable, error)
                         : secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT,
                                                     label, value, cancellable, error);
     /* Every item of the key (there is one; were there more, all keep the same answer). A locked one refuses
      * SetSecret with IsLocked, reported as the keyring being locked. */
-    gchar **lists[] = { unlocked, locked };
-    for (int list = 0; list < 2 && ok; list++) {
-        for (gchar **path = lists[list]; path != NULL && *path != NULL && ok; path++) {
-            ok = aa_secret_path_set_secret(service, *path, value, cancellable, error);
-            int same = ok ? aa_secret_path_has_dates(service, *path, valid_until, warned_at, cancellable, error) : -1;
-            ok = same == 1 || (same == 0 && aa_secret_path_set_attributes(service, *path, attributes, cancellable, error));
-        }
+    for (gchar **path = paths; *path != NULL && ok; path++) {
+        ok = aa_secret_path_set_secret(service, *path, value, cancellable, error);
+        int same = ok ? aa_secret_path_has_dates(service, *path, valid_until, warned_at, cancellable, error) : -1;
+        ok = same == 1 || (same == 0 && aa_secret_path_set_attributes(service, *path, attributes, cancellable, error));
     }
     secret_value_unref(value);
     g_hash_table_unref(attributes);
-    g_strfreev(unlocked);
-    g_strfreev(locked);
+    g_strfreev(paths);
     g_object_unref(service);
     return ok ? 1 : 0;
 }
@@ -204,15 +221,10 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
     /* Attributes only: no second copy of the secret crosses the bus. */
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    gchar **unlocked = NULL, **locked = NULL;
-    gboolean searched = service != NULL
-        && secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), key, cancellable, &unlocked, &locked,
-                                                     error);
+    gchar **paths = service ? aa_secret_search_paths(service, key, cancellable, error) : NULL;
     g_hash_table_unref(key);
-    const char *path = unlocked && unlocked[0] ? unlocked[0] : locked && locked[0] ? locked[0] : NULL;
-    GVariant *found = searched && path
-        ? aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error) : NULL;
-    if (!searched || (path != NULL && found == NULL)) {
+    GVariant *found = paths && paths[0] ? aa_secret_path_attributes(service, paths[0], cancellable, error) : NULL;
+    if (paths == NULL || (paths[0] != NULL && found == NULL)) {
         secret_password_free(secret);
         secret = NULL;
     } else if (found != NULL) {
@@ -220,8 +232,7 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
         *warned_at = aa_secret_attribute(found, AA_SECRET_WARNED_AT);
         g_variant_unref(found);
     }
-    g_strfreev(unlocked);
-    g_strfreev(locked);
+    g_strfreev(paths);
     if (service) g_object_unref(service);
     return secret;
 }
@@ -246,38 +257,31 @@ static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (service == NULL) return NULL;
     GHashTable *none = g_hash_table_new(g_str_hash, g_str_equal);
-    gchar **unlocked = NULL, **locked = NULL;
-    gboolean searched = secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), none, cancellable,
-                                                                  &unlocked, &locked, error);
+    gchar **paths = aa_secret_search_paths(service, none, cancellable, error);
     g_hash_table_unref(none);
-    GPtrArray *keys = searched ? g_ptr_array_new() : NULL;
-    gchar **lists[] = { unlocked, locked };
-    for (int list = 0; list < 2 && keys != NULL; list++) {
-        for (gchar **path = lists[list]; path != NULL && *path != NULL; path++) {
-            GVariant *found = aa_secret_property(service, *path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable,
-                                                 error);
-            if (found == NULL) {
-                g_ptr_array_free(keys, TRUE);
-                keys = NULL;
-                break;
-            }
-            gchar *account = aa_secret_attribute(found, "account");
-            gchar *issuer = aa_secret_attribute(found, "issuer");
-            gchar *client_id = aa_secret_attribute(found, "client_id");
-            if (account && issuer && client_id) {
-                g_ptr_array_add(keys, account);
-                g_ptr_array_add(keys, issuer);
-                g_ptr_array_add(keys, client_id);
-            } else {
-                g_free(account);
-                g_free(issuer);
-                g_free(client_id);
-            }
-            g_variant_unref(found);
+    GPtrArray *keys = paths ? g_ptr_array_new() : NULL;
+    for (gchar **path = paths; keys != NULL && *path != NULL; path++) {
+        GVariant *found = aa_secret_path_attributes(service, *path, cancellable, error);
+        if (found == NULL) {
+            g_ptr_array_free(keys, TRUE);
+            keys = NULL;
+            break;
         }
+        gchar *account = aa_secret_attribute(found, "account");
+        gchar *issuer = aa_secret_attribute(found, "issuer");
+        gchar *client_id = aa_secret_attribute(found, "client_id");
+        if (account && issuer && client_id) {
+            g_ptr_array_add(keys, account);
+            g_ptr_array_add(keys, issuer);
+            g_ptr_array_add(keys, client_id);
+        } else {
+            g_free(account);
+            g_free(issuer);
+            g_free(client_id);
+        }
+        g_variant_unref(found);
     }
-    g_strfreev(unlocked);
-    g_strfreev(locked);
+    g_strfreev(paths);
     g_object_unref(service);
     if (keys == NULL) return NULL;
     g_ptr_array_add(keys, NULL);
