@@ -61,9 +61,13 @@ static inline GVariant *aa_secret_call(SecretService *service, const char *path,
                                        const char *method, GVariant *parameters, const GVariantType *reply,
                                        GCancellable *cancellable, GError **error) {
     GDBusProxy *proxy = G_DBUS_PROXY(service);
-    return g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
-                                       interface, method, parameters, reply, G_DBUS_CALL_FLAGS_NONE, -1,
-                                       cancellable, error);
+    GVariant *result = g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy),
+                                                   path, interface, method, parameters, reply,
+                                                   G_DBUS_CALL_FLAGS_NONE, -1, cancellable, error);
+    /* The message without GDBus's "GDBus.Error:<name>: " prefix, as libsecret's own calls give it (users read it);
+     * the error's domain and code, which aa_secret_error_kind classifies, are unchanged. */
+    if (result == NULL && error != NULL && *error != NULL) g_dbus_error_strip_remote_error(*error);
+    return result;
 }
 
 /* A property of the Secret Service object at `path` (Properties.Get), or NULL with *error set. */
@@ -259,7 +263,8 @@ static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **
     GHashTable *none = g_hash_table_new(g_str_hash, g_str_equal);
     gchar **paths = aa_secret_search_paths(service, none, cancellable, error);
     g_hash_table_unref(none);
-    GPtrArray *keys = paths ? g_ptr_array_new() : NULL;
+    /* The strings are the array's until it is returned: a failed read part-way frees those already taken. */
+    GPtrArray *keys = paths ? g_ptr_array_new_with_free_func(g_free) : NULL;
     for (gchar **path = paths; keys != NULL && *path != NULL; path++) {
         GVariant *found = aa_secret_path_attributes(service, *path, cancellable, error);
         if (found == NULL) {
