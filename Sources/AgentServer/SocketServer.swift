@@ -74,7 +74,9 @@ public final class SocketServer: Service {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         umask(old)
-        guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(fd, 256) == 0 else {
+        // listen right after bind: between the two, the path exists but refuses connections (a client starting
+        // alongside the agent would be told it is not running).
+        guard bound == 0, Glibc.listen(fd, 256) == 0, chmod(path, 0o600) == 0 else {
             let text = String(cString: strerror(errno))
             close(fd)
             if bound == 0 { unlink(path) }
