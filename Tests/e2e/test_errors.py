@@ -134,10 +134,9 @@ def test_client_that_disconnects_cancels_its_sign_in(make_agent, keyring):
         assert agent.account_status("work")["login_pending"] is True
     finally:
         s.close()
-    started = time.monotonic()
-    wait_for(lambda: agent.account_status("work")["login_pending"] is False, 3, "the sign-in to be cancelled",
+    # Well before the sign-in's own 30 s timeout (each poll is an authctl process: slow on a loaded machine).
+    wait_for(lambda: agent.account_status("work")["login_pending"] is False, 10, "the sign-in to be cancelled",
              interval=0.1)
-    assert time.monotonic() - started < 3
     # The loopback listener went away with it.
     with socket.socket() as probe:
         probe.settimeout(2)
@@ -341,8 +340,10 @@ def _interrupt(agent, proc):
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
     assert proc.returncode != 0
-    wait_for(lambda: agent.account_status("work")["login_pending"] is False, 3,
+    wait_for(lambda: agent.account_status("work")["login_pending"] is False, 10,
              "the sign-in to be cancelled after Ctrl-C", interval=0.1)
+    # Ended by the cancellation, not by the account's own sign-in timeout.
+    assert "sign-in cancelled: nobody is waiting for it" in agent.log()
 
 
 def test_browser_that_fails_still_shows_the_url(make_agent, keyring, auth_server):
@@ -659,7 +660,8 @@ def test_stuck_keyring_blocks_nobody_else(signed_in_agent, keyring, auth_server)
         (ping,) = agent.raw(b'{"v":1,"id":5,"op":"ping"}\n', timeout=5)
         assert ping["id"] == 5
         assert agent.token("work") == cached  # served from memory
-        assert time.monotonic() - started < 3, "a stuck keyring blocked requests that do not need it"
+        # A block would last the keyring call's 20 s deadline.
+        assert time.monotonic() - started < 5, "a stuck keyring blocked requests that do not need it"
     finally:
         os.kill(keyring.daemon_pid, signal.SIGCONT)
     out, err = waiting.communicate(timeout=40)

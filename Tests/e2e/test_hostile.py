@@ -122,7 +122,9 @@ def test_no_token_leaks_anywhere(make_agent, keyring, auth_server, tmp_path):
     # Non-dumpable: a capability-less reader of the same uid is refused, but can read a dumpable control process.
     control = subprocess.Popen([*NO_CAPS, "sleep", "30"])
     try:
-        time.sleep(0.2)
+        # Until setpriv has exec'd sleep, the control still has its capabilities and cannot be read without them.
+        wait_for(lambda: os.path.basename(os.readlink(f"/proc/{control.pid}/exe")) == "sleep", 10,
+                 "the control process to exec sleep")
         ok = subprocess.run([*NO_CAPS, "cat", f"/proc/{control.pid}/environ"], capture_output=True)
         assert ok.returncode == 0, f"control read failed, the check below proves nothing: {ok.stderr!r}"
     finally:

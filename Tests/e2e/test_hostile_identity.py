@@ -95,12 +95,14 @@ def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(signed_in_
             result = agent.authctl("token", "work", timeout=10)
             elapsed = time.monotonic() - started
             assert result.returncode == 0 and result.stdout.strip() == token, result
-            assert elapsed < 2, f"authctl token took {elapsed:.1f} s while hostile clients were connected"
+            # The freeze this guards against lasts until the FIFO is opened, which it never is: 5 s tells it from
+            # a slow machine.
+            assert elapsed < 5, f"authctl token took {elapsed:.1f} s while hostile clients were connected"
             started = time.monotonic()
-            with agent.connect(timeout=2) as s:
+            with agent.connect(timeout=5) as s:
                 s.sendall(b'{"v":1,"id":9,"op":"ping"}\n')
                 assert b'"protocol"' in s.recv(65536)
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 5
         # The hostile clients themselves are answered too (as an open account serves anyone), not left hanging.
         for proc in hostile:
             # Read through the same buffered reader as "connected" (communicate() would skip what it holds).
