@@ -55,6 +55,15 @@ def run_in_pty(argv: list[str], env: dict, timeout: float = 30) -> tuple[int, st
                     break
                 output += chunk
             elif proc.poll() is not None:
+                # It exited after select looked: what it wrote last is still in the terminal.
+                while select.select([master], [], [], 0)[0]:
+                    try:
+                        chunk = os.read(master, 65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    output += chunk
                 break
         rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
     finally:

@@ -10,6 +10,7 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 from conftest import CLIENT_ID, FAKE_BROWSER, read_replies, read_until, wait_for
+from test_hostile import fault_proxy, proxied_agent  # noqa: F401 (fixture)
 import pytest
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
@@ -303,14 +304,25 @@ def test_single_flight_refresh_over_the_socket(signed_in_agent, keyring, auth_se
     assert auth_server.token_posts() - posts == refreshes, "the shared refresh's token was not cached"
 
 
-def test_single_flight_refresh_with_authctl(signed_in_agent, keyring, auth_server):
-    """The same with 30 concurrent `authctl token --refresh` processes. Starting 30 processes
-    takes longer than a refresh (10-20 ms at the server), so requests that arrive after a refresh finished start
-    a new one: measured 6-9 token requests here; without single flight it would be 30. The refresh token must
-    survive (rotation with grace 0: concurrent refreshes with one token would burn it)."""
-    agent = signed_in_agent
+def test_single_flight_refresh_with_authctl(make_agent, keyring, auth_server, fault_proxy):
+    """30 concurrent `authctl token --refresh` processes (each a new process, as users' programs run it) share the
+    one refresh they force while it runs. The proxy holds that refresh at the server until all 30 requests have
+    reached the agent, so the count does not depend on how fast this machine starts processes (unheld, a slow
+    machine starts them over several refreshes). The refresh token must survive (rotation with grace 0: concurrent
+    refreshes with one token would burn it)."""
+    agent = proxied_agent(make_agent, fault_proxy)
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
     posts = auth_server.token_posts()
+    fault_proxy.set("hold")
+    requests_before = agent.log().count("operation=token")
     procs = [agent.authctl_popen("token", "work", "--refresh") for _ in range(30)]
+    try:
+        assert fault_proxy.reached.wait(30), "the refresh never reached the server"
+        wait_for(lambda: agent.log().count("operation=token") - requests_before >= 30, 60,
+                 "all 30 requests at the agent while the refresh is held")
+    finally:
+        fault_proxy.release.set()
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -319,8 +331,9 @@ def test_single_flight_refresh_with_authctl(signed_in_agent, keyring, auth_serve
     codes = [rc for rc, _, _ in results]
     assert codes == [0] * 30, (codes, results[0][2])
     assert all(out.strip() and err == "" for _, out, err in results)
+    assert len({out.strip() for _, out, _ in results}) == 1, "the 30 callers got different tokens"
     refreshes = auth_server.token_posts() - posts
-    assert 1 <= refreshes <= 15, f"{refreshes} token requests for 30 concurrent clients"
+    assert refreshes == 1, f"{refreshes} token requests for 30 concurrent clients"
 
     # No refresh token was lost on the way: the agent still refreshes.
     token = agent.token("work", "--refresh")
