@@ -134,6 +134,26 @@ def main():
                             f"{fmt(a2['server_cpu_us_per_req'])} vs {fmt(f2['server_cpu_us_per_req'])} µs = {fmt(rp, ' x')}",
                             rn <= 1.3 and rp <= 1.3))
 
+    # 2b: D-Bus
+    dbus = {r["data"].get("mode"): r["data"] for r in by("dbus") if r["target"] == "agent"}
+    if dbus:
+        w("### 2b. Cached token over D-Bus (`GetAccessToken`, Benchmarks/dbus_calls.c)")
+        w("")
+        w("One client calling one after another, as a desktop program does: on the bus connection it holds, and on "
+          "a new connection per call (`sd_bus_open_user`, `Hello`, the call, close). Every call goes through the "
+          "bus daemon, which the socket does not; there is no floor to compare with.")
+        w("")
+        w("| connection | calls | calls/s | p50 | p99 | agent CPU µs/call | errors |")
+        w("|---|---:|---:|---:|---:|---:|---:|")
+        for mode, name in (("persistent", "one, held"), ("new", "new per call")):
+            d = dbus.get(mode)
+            if d and "calls_per_s" in d:
+                w(f"| {name} | {d['calls']} | {fmt(d['calls_per_s'])} | {fmt(d['p50_us'], ' µs')} | "
+                  f"{fmt(d['p99_us'], ' µs')} | {fmt(d['agent_cpu_us_per_call'])} | {d['errors']} |")
+            elif d:
+                w(f"| {name} | | | | | | failed |")
+        w("")
+
     # 3: authctl
     t, c = spawn.get("true"), spawn.get("authctl")
     w("### 3. `authctl token work` as a whole process vs `/bin/true` (posix_spawn + waitpid)")

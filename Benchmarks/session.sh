@@ -31,6 +31,18 @@ load() {
     printf '   %s %s\n' "$target" "$out" >&2
 }
 tokens_in() { grep -c '^POST /o/token/ ' "$1/requests.log" || true; }
+# GetAccessToken over D-Bus, as a desktop program calls it (Benchmarks/dbus_calls.c): on one bus connection, then a
+# new connection per call. Recorded like `load` (a failed run is recorded as such).
+dbus_load() {   # target, agent pid
+    local mode count out
+    for mode in persistent new; do
+        if [ "$mode" = persistent ]; then count=3000; else count=500; fi
+        out=$("$TOOLS/dbus_calls" "$2" "$count" "$mode") || true
+        [ -n "$out" ] || out="{\"mode\":\"$mode\",\"errors\":-1}"
+        emit "{\"kind\":\"dbus\",\"target\":\"$1\",\"round\":${ROUND:-1},\"data\":$out}"
+        printf '   dbus %s %s\n' "$1" "$out" >&2
+    done
+}
 
 say "starting the release agent"
 if [ "${ONLY:-}" = order ] || [ "${ONLY:-}" = instructions ]; then
@@ -230,6 +242,10 @@ load floor-burst --socket "$WORK/floor.sock" --clients 1000 --mode once --pid "$
 emit "{\"kind\":\"memory\",\"at\":\"floor\",\"rss_kb\":$(kb $FLOOR VmRSS),\"hwm_kb\":$(kb $FLOOR VmHWM)}"
 kill "$FLOOR"; wait "$FLOOR" || true
 emit "{\"kind\":\"memory\",\"at\":\"after-load\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+if [ -z "$AGENT_B" ] && { [ -z "${ONLY:-}" ] || [ "${ONLY:-}" = socket ]; }; then
+    say "cached token over D-Bus (GetAccessToken; one connection, then a new one per call)"
+    dbus_load agent "$AGENT"
+fi
 if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
     # With a second build, the refresh overhead A/B as well: 20 forced refreshes on one connection per build and
     # round, in alternating order; the report takes each build's median end-to-end time minus the server's own.
@@ -246,9 +262,28 @@ if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
         done
     done
 fi
+if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
+    # D-Bus, both builds: only one agent can own the bus name, so each round starts each build alone, in
+    # alternating order, and measures it once its idle hook's first run (a second after start-up) is past.
+    say "cached token over D-Bus, both builds, $ROUNDS round(s), each agent alone on the bus"
+    kill "$AGENT" "$AGENT_B"; wait "$AGENT" "$AGENT_B" || true
+    for ROUND in $(seq "$ROUNDS"); do
+        if [ $((ROUND % 2)) = 1 ]; then order="agent agent-b"; else order="agent-b agent"; fi
+        for target in $order; do
+            if [ "$target" = agent ]; then bin=$BIN run=$WORK/run; else bin=$BIN_B run=$WORK/run-b; fi
+            XDG_RUNTIME_DIR="$run" "$bin/auth-agent" 2>>"$WORK/agent-$target-dbus.log" &
+            AGENT=$!
+            for _ in $(seq 200); do "$TOOLS/dbus_calls" "$AGENT" 1 persistent >/dev/null 2>&1 && break; sleep 0.05; done
+            sleep 1.5
+            dbus_load "$target" "$AGENT"
+            kill "$AGENT"; wait "$AGENT" || true
+        done
+    done
+    loadavg end
+    exit 0
+fi
 if [ "${ONLY:-}" = socket ]; then
     loadavg end
-    [ -z "$AGENT_B" ] || { kill "$AGENT_B"; wait "$AGENT_B" || true; }
     kill "$AGENT"; wait "$AGENT" || true
     exit 0
 fi
