@@ -13,31 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-/* utime + stime of a process, in clock ticks; -1 if it cannot be read. */
-static long cpu_ticks(int pid) {
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces: fields are counted after it */
-    if (!p) return -1;
-    long utime = 0, stime = 0;
-    int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-        if (++field == 14) utime = atol(tok);
-        if (field == 15) { stime = atol(tok); return utime + stime; }
-    }
-    return -1;
-}
+#include "timing.h"
 
 static int call(sd_bus *bus) {
     sd_bus_message *reply = NULL;
@@ -53,11 +29,6 @@ static int call(sd_bus *bus) {
     return r;
 }
 
-static int compare(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: dbus_calls AGENT_PID COUNT persistent|new\n");
@@ -66,26 +37,26 @@ int main(int argc, char **argv) {
     int pid = atoi(argv[1]), count = atoi(argv[2]);
     int persistent = strcmp(argv[3], "persistent") == 0;
     if (count < 1 || (!persistent && strcmp(argv[3], "new") != 0)) return 2;
-    double *latency = calloc(count, sizeof *latency);
+    uint64_t *latency = calloc(count, sizeof *latency);
     sd_bus *bus = NULL;
     if (persistent && sd_bus_open_user(&bus) < 0) return 1;
     int errors = 0;
-    long cpu0 = cpu_ticks(pid);
-    double t0 = now_us();
+    long long cpu0 = proc_cpu_ticks(pid);
+    uint64_t t0 = now_ns();
     for (int i = 0; i < count; i++) {
-        double started = now_us();
+        uint64_t started = now_ns();
         if (!persistent && sd_bus_open_user(&bus) < 0) { errors++; continue; }
         if (call(bus) < 0) errors++;
         if (!persistent) bus = sd_bus_flush_close_unref(bus);
-        latency[i] = now_us() - started;
+        latency[i] = now_ns() - started;
     }
-    double seconds = (now_us() - t0) / 1e6;
-    long cpu = cpu_ticks(pid) - cpu0;
+    double seconds = (now_ns() - t0) / 1e9;
+    long long cpu = proc_cpu_ticks(pid) - cpu0;
     sd_bus_flush_close_unref(bus);
-    qsort(latency, count, sizeof *latency, compare);
+    qsort(latency, count, sizeof *latency, cmp_u64);
     printf("{\"mode\":\"%s\",\"calls\":%d,\"errors\":%d,\"seconds\":%.4f,\"calls_per_s\":%.1f,\"p50_us\":%.1f,"
            "\"p99_us\":%.1f,\"agent_cpu_us_per_call\":%.1f}\n",
-           argv[3], count, errors, seconds, count / seconds, latency[count / 2], latency[count * 99 / 100],
+           argv[3], count, errors, seconds, count / seconds, latency[count / 2] / 1e3, latency[count * 99 / 100] / 1e3,
            cpu0 < 0 ? -1.0 : cpu * 1e6 / sysconf(_SC_CLK_TCK) / count);
     free(latency);
     return errors ? 1 : 0;

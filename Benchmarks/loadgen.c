@@ -149,23 +149,6 @@ static void *client(void *arg) {
     return NULL;
 }
 
-/* utime+stime of a process, in clock ticks; -1 if unreadable. */
-static long long proc_cpu_ticks(long pid) {
-    char path[64], line[4096];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    line[n] = 0;
-    char *p = strrchr(line, ')'); /* comm may contain spaces */
-    if (!p) return -1;
-    unsigned long long utime = 0, stime = 0;
-    /* after ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15) */
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return -1;
-    return (long long)(utime + stime);
-}
-
 static void usage(const char *argv0) {
     fprintf(stderr, "usage: %s --socket PATH [--clients N] [--mode new|persistent|once] [--duration S] [--count N]\n"
                     "          [--request LINE] [--expect SUBSTRING] [--pid PID] [--label TEXT] [--timeout S] [--processes]\n", argv0);
