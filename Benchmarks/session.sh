@@ -261,8 +261,6 @@ if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
             emit "{\"kind\":\"refresh_ab\",\"target\":\"$target\",\"round\":$ROUND,\"data\":$out,\"token_ms\":[$server]}"
         done
     done
-fi
-if [ "${ONLY:-}" = socket ] && [ -n "$AGENT_B" ]; then
     # D-Bus, both builds: only one agent can own the bus name, so each round starts each build alone, in
     # alternating order, and measures it once its idle hook's first run (a second after start-up) is past.
     say "cached token over D-Bus, both builds, $ROUNDS round(s), each agent alone on the bus"

@@ -43,9 +43,11 @@ def run_in_pty(argv: list[str], env: dict, timeout: float = 30) -> tuple[int, st
     os.close(slave)
     output = b""
     deadline = time.monotonic() + timeout
+    exited = False
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
+            # Once it has exited, one more look without waiting: what it wrote last may still be in the terminal.
+            ready, _, _ = select.select([master], [], [], 0 if exited else 0.2)
             if ready:
                 try:
                     chunk = os.read(master, 65536)
@@ -54,17 +56,10 @@ def run_in_pty(argv: list[str], env: dict, timeout: float = 30) -> tuple[int, st
                 if not chunk:
                     break
                 output += chunk
-            elif proc.poll() is not None:
-                # It exited after select looked: what it wrote last is still in the terminal.
-                while select.select([master], [], [], 0)[0]:
-                    try:
-                        chunk = os.read(master, 65536)
-                    except OSError:
-                        break
-                    if not chunk:
-                        break
-                    output += chunk
+            elif exited:
                 break
+            else:
+                exited = proc.poll() is not None
         rc = proc.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
         os.close(master)
