@@ -79,31 +79,10 @@ public final class AgentClient {
         let id = nextID
         nextID += 1
         request.id = id
-        guard var line = try? JSONEncoder().encode(request) else { throw .protocolViolation("cannot encode request") }
-        line.append(0x0A)
         startCall()
-        try writeAll(Array(line))
+        try writeAll(Array((request.line + "\n").utf8))
         while true {
             if let result = try ReplyReader.read(try readLine(), as: R.self, request: id, onEvent: onEvent) { return result }
-        }
-    }
-
-    /// `call(request, as: TokenResult.self)` without Codable on the common lines (``TokenWire``): authctl's hot path.
-    /// Events and any line the small reader is not certain of are decoded exactly as `call` does.
-    public func token(_ request: WireRequest, onEvent: (WireEvent) -> Void = { _ in }) throws(ClientError) -> TokenResult {
-        var request = request
-        let id = nextID
-        nextID += 1
-        request.id = id
-        startCall()
-        try writeAll(Array((TokenWire.encode(request) + "\n").utf8))
-        while true {
-            let reply = try readLine()
-            switch TokenWire.decode(reply, request: id) {
-            case .result(let result)?: return result
-            case .error(let error)?: throw .agent(error)
-            case nil: if let result = try ReplyReader.read(reply, as: TokenResult.self, request: id, onEvent: onEvent) { return result }
-            }
         }
     }
 

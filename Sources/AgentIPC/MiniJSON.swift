@@ -1,8 +1,7 @@
 /// The socket protocol's strict JSON reader: every request the agent reads (``WireRequest/decode(line:)``) and every
-/// reply `authctl` reads (``ReplyReader``: the `token` reply by hand in ``TokenWire``, the others through
-/// ``MiniJSONDecoder``), plus the writer of `authctl token`'s request line. Codable's generic paths cost more at
-/// `authctl` start-up (run-time generic metadata and protocol conformance scans) than the whole socket round trip,
-/// hence the hand-written token path. Reading is all-or-nothing: anything unusual (invalid UTF-8, control characters in
+/// reply `authctl` reads (``ReplyReader``, through ``MiniJSONDecoder``), plus the string quoting of authctl's request
+/// writer (``WireRequest/line``). Codable's JSON paths cost more at `authctl` start-up (run-time generic metadata
+/// and protocol conformance scans) than the whole socket round trip. Reading is all-or-nothing: anything unusual (invalid UTF-8, control characters in
 /// strings, non-integer numbers, duplicate keys, nesting over 16, trailing bytes) gives nil. The protocol has no
 /// fractional numbers, so none is read.
 enum MiniJSON: Equatable {

@@ -14,7 +14,7 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// Serving a connection the loop owns: reading, lines, the fast path, slow requests, writing and closing, driven
+/// Serving a connection the loop owns: reading, lines, requests, writing and closing, driven
 /// by its ``ConnectionStateMachine``. On the loop's thread only.
 extension AcceptLoop {
     /// epoll reported the connection (or `admit` guesses it is readable): read, serve, write, watch or close.
@@ -95,29 +95,16 @@ extension AcceptLoop {
         }
     }
 
-    /// One request line: answered here from the snapshot, answered here as an error, or started on the async side.
+    /// One request line: answered here as an error, or started as a task.
     func serve(_ fd: Int32, _ connection: Connection, _ line: ArraySlice<UInt8>) {
-        let decoded = line.withUnsafeBytes { decode($0) }
-        guard case .request(let request) = decoded else {
-            if case .invalid(let id, let error) = decoded { writeLine(fd, connection, dispatcher.encodeError(id, error)) }
-            return
+        switch line.withUnsafeBytes({ WireRequest.decode(bytes: $0) }) {
+        case .request(let request): start(request, fd, connection)
+        case .invalid(let id, let error): writeLine(fd, connection, dispatcher.encodeError(id, error))
         }
-        reply.clear()
-        guard CachedTokenAnswer.answer(request, caller: connection.caller, operations: operations, snapshot: snapshot,
-                                       into: &reply) else {
-            start(request, fd, connection)
-            return
-        }
-        operations.logRequest(.token, account: request.account, caller: connection.caller)
-        // Before the reply leaves: a client that reads it and connects again must find this connection already
-        // more recently used than the new one's neighbours (the eviction order).
-        touch(connection)
-        reply.withUnsafeReadableBytes { write(fd, connection, $0) }
     }
 
     /// Runs `request` as a task of its own; its event lines and its reply come back as commands.
     func start(_ request: WireRequest, _ fd: Int32, _ connection: Connection) {
-        slowRequests.add(1, ordering: .relaxed)
         connection.machine.started()
         touch(connection)
         connection.nextSerial += 1
@@ -130,22 +117,6 @@ extension AcceptLoop {
             post(.reply(fd: fd, registration: registration, line: reply, finished: serial))
         }
         if dispatcher.waitsForPerson(request) { connection.personTasks[serial] = task }
-    }
-
-    /// The request on `line`, decoded. Clients send the same bytes again and again (`authctl token work`, a mail
-    /// client's token command, a script in a loop): a line equal to the last request decoded here gives that request
-    /// again without decoding (the decoder is a pure function of the bytes).
-    func decode(_ line: UnsafeRawBufferPointer) -> WireRequest.Decoded {
-        if let last = lastRequest, line.count == lastLine.count, line.count > 0,
-           lastLine.withUnsafeBytes({ memcmp($0.baseAddress!, line.baseAddress!, line.count) == 0 }) {
-            return .request(last)
-        }
-        let decoded = WireRequest.decode(bytes: line)
-        if case .request(let request) = decoded, line.count <= AcceptLoop.rememberedLine {
-            lastLine = Array(line)
-            lastRequest = request
-        }
-        return decoded
     }
 
     /// Bytes on this connection were written by another process than the one that connected (which passed the

@@ -11,9 +11,9 @@ import Synchronization
 
 /// The socket server's one thread: an epoll set that accepts connections, checks each peer (`SO_PEERCRED`, the
 /// caller's identity through ``CallerCache``) and then owns the connection for its whole life, the way the C floor
-/// of the benchmark serves its lines: no channel, pipeline or future per connection. It answers cached tokens itself
-/// (``CachedTokenAnswer``), hands every other request (the request, not the connection) to the async side as a task
-/// whose reply lines come back as commands, and writes every reply, keeping what the socket does not take until it
+/// of the benchmark serves its lines: no channel, pipeline or future per connection. It hands each request (the
+/// request, not the connection) to the async side as a task whose reply lines come back as commands, and writes
+/// every reply, keeping what the socket does not take until it
 /// has room (AcceptLoop+Serve.swift). Each connection's lifecycle is a pure ``ConnectionStateMachine``; this type
 /// does its I/O.
 ///
@@ -22,8 +22,6 @@ import Synchronization
 /// loop only through ``post(_:)``. One loop serves a desktop's clients many times over (docs/BENCHMARKS.md): more
 /// loops would need all of the above shared between threads.
 final class AcceptLoop: @unchecked Sendable {
-    /// The longest line ``decode(_:)`` remembers (a plain `token` request is ~50 bytes).
-    static let rememberedLine = 256
     /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
     static let acceptBatch = 64
     /// Reply bytes kept for a client that does not read them before its socket is no longer read either.
@@ -77,7 +75,6 @@ final class AcceptLoop: @unchecked Sendable {
     let connectionLimit: Int
     let dispatcher: RequestDispatcher
     let operations: AgentOperations
-    let snapshot: TokenSnapshot
     let logger: Logger
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
@@ -86,8 +83,6 @@ final class AcceptLoop: @unchecked Sendable {
     let commands = Mutex<[Command]>([])
     /// Identities of processes that connected before (a reconnecting client is not read in full again).
     let callers = CallerCache()
-    /// How many requests were started as tasks so far (tests check that fast-path hits start none).
-    let slowRequests = Atomic<Int>(0)
     /// Open connections, and the most there ever were at once (read by tests on other threads).
     let openConnections = Atomic<Int>(0)
     let peakConnections = Atomic<Int>(0)
@@ -112,13 +107,7 @@ final class AcceptLoop: @unchecked Sendable {
     var idleAt: UInt64?
     /// When shutdown stops waiting for clients to take their replies (``drainLimit`` after it began).
     var drainBy: UInt64?
-    /// ``slowRequests`` when the idle hook last ran (-1: never, so the first idle after start-up counts as work).
-    var slowRequestsAtLastIdle = -1
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
-    var reply = ByteBufferAllocator().buffer(capacity: 512)
-    /// The last line this loop decoded as a request, and that request (``decode(_:)``).
-    var lastLine: [UInt8] = []
-    var lastRequest: WireRequest?
 
     /// Starts the loop's thread on `listenFD` (bound and listening; the loop owns it from now on).
     init(listenFD: Int32, connectionLimit: Int, dispatcher: RequestDispatcher, logger: Logger,
@@ -146,7 +135,6 @@ final class AcceptLoop: @unchecked Sendable {
         self.connectionLimit = connectionLimit
         self.dispatcher = dispatcher
         self.operations = dispatcher.operations
-        self.snapshot = dispatcher.operations.broker.snapshot
         self.logger = logger
         self.activity = activity
         self.whenIdle = whenIdle
@@ -215,11 +203,9 @@ final class AcceptLoop: @unchecked Sendable {
         guard let idle = idleAt, idle <= now else { return }
         idleAt = nil
         guard !stopped else { return }
-        let slow = slowRequests.load(ordering: .relaxed)
-        defer { slowRequestsAtLastIdle = slow }
         // Processes that have exited give back their pinned /proc/PID descriptors.
         _ = callers.sweep()
-        whenIdle?(slow != slowRequestsAtLastIdle)
+        whenIdle?()
     }
 
     func runCommands() {

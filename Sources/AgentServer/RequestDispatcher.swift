@@ -37,42 +37,16 @@ public struct RequestDispatcher: Sendable {
     }
 
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
-    ///
-    /// A `token` request that would join its entry's running refresh first waits for it here, before anything else, and
-    /// then takes the refresh's outcome (``JoinedRefresh``) as if it had joined it in the broker; a plain request
-    /// is then answered from the cache as the fast path would. (Unless it may wait for a person: then the consent
-    /// question or the sign-in is not held back by a refresh.) This frame is small and the request's whole path is
-    /// not: 1,000 requests waiting for one refresh held 39 kB of the agent's memory each when they waited in the
-    /// broker, and as much again at once when it ended (docs/BENCHMARKS.md, memory).
     public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
-        // Logged as it arrives, not after the wait.
-        operations.logRequest(op, account: request.account, caller: caller)
-        var joined: JoinedRefresh?
-        // One that may wait for a person asks its question (consent, sign-in) at once instead.
-        if op == .token, let account = request.account, !waitsForPerson(request) {
-            joined = await operations.broker.waitForRefresh(account: account, minValid: .seconds(request.minValid ?? 0),
-                                                            forceRefresh: request.forceRefresh ?? false,
-                                                            scopes: request.scopes, resource: request.resource)
-            // The refresh is over: what the socket's fast path would answer now is answered here the same way,
-            // without the request's whole path (which every waiting request would otherwise build at once).
-            if joined != nil, let line = CachedTokenAnswer.line(request, caller: caller, operations: operations) {
-                return line
-            }
-        }
-        return await perform(op, request, caller: caller, joined: joined, emit: emit)
-    }
-
-    private func perform(_ op: Operation, _ request: WireRequest, caller: Caller, joined: JoinedRefresh?,
-                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let ops = operations
         let id = request.id
         let loginStarted: @Sendable (WireEvent) async -> Void = {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))
         }
         do throws(WireError) {
-            return try await ops.perform(op, account: request.account, caller: caller, logged: true) { () async throws(WireError) -> [UInt8] in
+            return try await ops.perform(op, account: request.account, caller: caller) { () async throws(WireError) -> [UInt8] in
                 switch op {
                 case .ping:
                     return encode(id, ops.ping())
@@ -85,7 +59,7 @@ public struct RequestDispatcher: Sendable {
                         account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
                         includeIDToken: request.idToken ?? false, method: try loginMethod(request),
-                        scopes: request.scopes, resource: request.resource, joined: joined, loginStarted: loginStarted))
+                        scopes: request.scopes, resource: request.resource, loginStarted: loginStarted))
                 case .login:
                     return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
                                                           method: try loginMethod(request), loginStarted: loginStarted))

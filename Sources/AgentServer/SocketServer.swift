@@ -6,9 +6,8 @@ import AgentService
 import Logging
 import ServiceLifecycle
 
-/// Runs once no client has been connected for a second; `workedSinceLastIdle` is true when a slow request (anything
-/// but a cached-token hit) ran since the hook last ran, and the first time.
-public typealias IdleHook = @Sendable (_ workedSinceLastIdle: Bool) -> Void
+/// Runs on the accept loop's thread once no client has been connected for a second (and a second after start-up).
+public typealias IdleHook = @Sendable () -> Void
 
 /// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
 /// peer, and owns it until it closes: it answers cached tokens itself and runs every other request as a task of its

@@ -19,8 +19,7 @@ public protocol ConsentPrompter: Sendable {
 
 /// The agent's door: judges each token request against the account's ``AccessPolicy`` with the caller's
 /// kernel-derived identity, asks the user on first use, remembers the answers (``ConsentStore``) and writes the
-/// ``AuditLog``. Its state is lock-protected and its verdicts synchronous, so the socket's fast path can ask
-/// ``admitsWithoutAsking(_:account:)`` on the event loop; only a consent question waits.
+/// ``AuditLog``. Its state is lock-protected and its verdicts synchronous; only a consent question waits.
 public final class AccessGate: @unchecked Sendable {
     public let audit: AuditLog
     /// Replaced whole by a configuration reload (``replacePolicies(_:)``).
@@ -109,11 +108,7 @@ public final class AccessGate: @unchecked Sendable {
     /// The verdict, and the caller as it was judged: under a policy, the agent's authctl is seen through to the
     /// program behind it (``Caller/seenThroughRelay(in:)``), and the audit and the consent question name that program.
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
-        judge(caller, account: account, policy: policy(of: account))
-    }
-
-    private func judge(_ caller: Caller, account: String,
-                       policy: AccessPolicy) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
+        let policy = policy(of: account)
         if policy.isOpen { return (caller, .grant(.open)) }
         let judged = caller.seenThroughRelay()
         // After the walk: this check vouches for what it read under /proc/PID of the caller. If it fails, the walk
@@ -123,23 +118,6 @@ public final class AccessGate: @unchecked Sendable {
             lock.withLock { _ in decisions[DecisionKey(account: account, client: key)]?.allowed }
         }
         return (judged, policy.decide(judged.identity, remembered: remembered))
-    }
-
-    /// The fast path's question: true when the policy serves this caller without asking anyone, in which case the
-    /// grant is already in the audit trail; false sends the request down the normal path (which may ask or refuse).
-    public func admitsWithoutAsking(_ caller: Caller, account: String, scopes: [String]? = nil, resource: String? = nil) -> Bool {
-        let policy = self.policy(of: account)
-        // An open account admits every caller as it connected: recorded without judging a copy of it. This runs for
-        // every cached-token request; the copy and its reference counts were ~530 of the accept loop's ~7,600
-        // instructions per request (docs/BENCHMARKS.md).
-        if policy.isOpen {
-            record(caller, account: account, granted: true, reason: .open, scopes: scopes, resource: resource)
-            return true
-        }
-        let (caller, verdict) = judge(caller, account: account, policy: policy)
-        guard case .grant(let reason) = verdict else { return false }
-        record(caller, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
-        return true
     }
 
     /// Decides a request, asking the user if the policy says so; throws `access_denied` (audited) when refused.

@@ -1,16 +1,8 @@
 import AgentIPC
 import AuthCore
 
-/// The access-policy operations: the fast path's admission check, the audit trail, and answering consent questions.
+/// The access-policy operations: the audit trail and answering consent questions.
 extension AgentOperations {
-    /// For the socket's synchronous fast path (cached tokens answered on the event loop): true only when the
-    /// account's policy serves `caller` without asking anyone, and then the grant is already audited. False sends
-    /// the request down the normal path (``token(account:caller:minValid:forceRefresh:interactive:includeIDToken:method:scopes:resource:loginStarted:)``),
-    /// which refuses, asks or grants, and audits. Lock-protected, no actor hop.
-    public func admitsFastPath(caller: Caller, account: String) -> Bool {
-        access.admitsWithoutAsking(caller, account: account)
-    }
-
     /// A `token` request for `account` may wait for the user's consent answer: the front ends cancel it when its
     /// client goes away (socket closed, D-Bus caller gone), which withdraws the question.
     public func tokenMayWaitForPerson(account: String?) -> Bool {

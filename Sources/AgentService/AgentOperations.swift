@@ -32,10 +32,10 @@ public struct AgentOperations: Sendable {
 
     /// Runs one operation with the request log around it: a debug line per request and an info line per failure,
     /// with the operation, account, peer and error code as metadata (never request data). The metadata is built
-    /// only when a line is logged. `logged`: the front end already wrote the debug line when the request arrived.
-    public func perform<T>(_ op: AgentIPC.Operation, account: String?, caller: Caller, logged: Bool = false,
+    /// only when a line is logged.
+    public func perform<T>(_ op: AgentIPC.Operation, account: String?, caller: Caller,
                            _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
-        if !logged { logRequest(op, account: account, caller: caller) }
+        logRequest(op, account: account, caller: caller)
         do {
             // While the configuration file is broken every request but `reload` is answered with its problem.
             if op != .reload { try await configuration.admit() }
@@ -50,8 +50,8 @@ public struct AgentOperations: Sendable {
         }
     }
 
-    /// The request log's debug line, shared by ``perform(_:account:caller:_:)`` and the socket's fast path.
-    package func logRequest(_ op: AgentIPC.Operation, account: String?, caller: Caller) {
+    /// The request log's debug line.
+    func logRequest(_ op: AgentIPC.Operation, account: String?, caller: Caller) {
         guard logger.logLevel <= .debug else { return }
         logger.debug("request", metadata: AgentOperations.requestMetadata(op, account: account, caller: caller))
     }
@@ -88,12 +88,10 @@ public struct AgentOperations: Sendable {
 
     /// An access token valid for `minValid` seconds, for `caller` if the account's access policy serves it (asking
     /// the user first if it says so; the grant or refusal is audited). With `interactive`, a missing sign-in is
-    /// started (or joined) and announced through `loginStarted` before the wait. `joined`: the entry's refresh the
-    /// request already waited for (``TokenBroker/waitForRefresh(account:minValid:forceRefresh:scopes:resource:)``),
-    /// whose outcome it takes.
+    /// started (or joined) and announced through `loginStarted` before the wait.
     public func token(account: String, caller: Caller, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
-                      scopes: [String]? = nil, resource: String? = nil, joined: JoinedRefresh? = nil,
+                      scopes: [String]? = nil, resource: String? = nil,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
@@ -106,7 +104,7 @@ public struct AgentOperations: Sendable {
                 // Announce the sign-in if one is needed, so the caller can show the URL.
                 do throws(AuthError) {
                     return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh,
-                                                        scopes: scopes, resource: resource, joined: joined)
+                                                        scopes: scopes, resource: resource)
                 } catch let error where error.code == .loginRequired {
                     let ticket = try await broker.beginLogin(account: account, method: method)
                     await loginStarted(AgentOperations.event(ticket))
@@ -114,15 +112,14 @@ public struct AgentOperations: Sendable {
                 }
             }
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
-                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource,
-                                                joined: interactive ? nil : joined)
+                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
         }
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
         return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
     }
 
-    /// A grant as the versioned result; the fast path's pre-encoded replies use the same mapping.
-    package static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
+    /// A grant as the versioned result.
+    static func tokenResult(_ grant: AccessTokenGrant, includeIDToken: Bool) -> TokenResult {
         TokenResult(
             account: grant.account, accessToken: grant.accessToken.reveal(), tokenType: grant.tokenType,
             expiry: grant.doesNotExpire

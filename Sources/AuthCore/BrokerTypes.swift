@@ -129,12 +129,3 @@ public struct BrokerStatus: Sendable {
     public var keyring: KeyringState
     public var accounts: [AccountStatus]
 }
-
-/// A refresh that a token request waited for before taking its whole path
-/// (``TokenBroker/waitForRefresh(account:minValid:forceRefresh:scopes:resource:)``), handed back to
-/// ``TokenBroker/accessToken(account:minValid:forceRefresh:interactive:scopes:resource:joined:)``.
-public struct JoinedRefresh: Sendable {
-    let account: String
-    let key: TokenCacheKey
-    let task: Task<CachedToken, Error>
-}

@@ -19,7 +19,7 @@ extension TokenBroker {
         return accountOrder.flatMap { name -> [TokenEntry] in
             guard let state = accounts[name] else { return [] }
             return state.entries.filter { key, cached in
-                state.refresh.isDue(cached, refreshing: state.refreshes[key] != nil, lastUse: state.lastUse, now: now)
+                state.refresh.isDue(cached, refreshing: state.refreshes[key] != nil, lastUse: state.lastUsed, now: now)
             }.map { TokenEntry(account: name, key: $0.key) }
         }
     }
@@ -36,7 +36,7 @@ extension TokenBroker {
     public func nextProactiveCheck(ceiling: Duration = .seconds(60)) -> Duration {
         let now = time.now()
         var next = ceiling
-        for state in accounts.values where state.refresh.isInUse(lastUse: state.lastUse, now: now) {
+        for state in accounts.values where state.refresh.isInUse(lastUse: state.lastUsed, now: now) {
             for (_, cached) in state.entries {
                 next = min(next, max(state.refresh.nextCheck(cached) - now, .milliseconds(100)))
             }

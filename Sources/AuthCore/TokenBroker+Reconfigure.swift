@@ -34,12 +34,11 @@ extension TokenBroker {
         for name in accountOrder where !newNames.contains(name) {
             accounts[name] = nil
             providers.forget(name)
-            snapshot.publish(name, nil)
             outcome.removed.append(name)
         }
         for config in configs {
             guard let old = accounts[config.name]?.config else {
-                accounts[config.name] = AccountState(config: config, snapshot: snapshot, policy: policy, loginLimit: loginLimit)
+                accounts[config.name] = AccountState(config: config, policy: policy, loginLimit: loginLimit)
                 outcome.added.append(config.name)
                 continue
             }
@@ -50,8 +49,7 @@ extension TokenBroker {
             } else {
                 // A new state rather than a cleared one: the in-flight tasks of the old one (see above) must not be
                 // joined by new callers, whose tokens would come from the old settings.
-                accounts[config.name] = AccountState(config: config, snapshot: snapshot, policy: policy, loginLimit: loginLimit)
-                snapshot.publish(config.name, nil)
+                accounts[config.name] = AccountState(config: config, policy: policy, loginLimit: loginLimit)
                 outcome.reset.append(config.name)
             }
         }

@@ -56,7 +56,7 @@ extension TokenBroker {
             let entries = state.entries.map { key, cached in
                 WakePlan.Entry(key: key, receivedAt: cached.tokens.receivedAt, refreshAt: state.refresh.refreshMoment(cached))
             }
-            return WakePlan.Account(name: name, lastUsed: state.lastUse, lastErrorCode: state.refresh.lastError?.code,
+            return WakePlan.Account(name: name, lastUsed: state.lastUsed, lastErrorCode: state.refresh.lastError?.code,
                                     retryNotBefore: state.refresh.retryNotBefore, failedEntry: state.refresh.failedEntry,
                                     entries: entries)
         }

@@ -13,10 +13,8 @@ import Logging
 public actor TokenBroker {
     struct AccountState {
         var config: AccountConfig
-        /// Where ``cache`` is published for the front ends' synchronous fast path (``TokenSnapshot``).
-        let snapshot: TokenSnapshot
-        /// The default access token. Every change, wherever it is made, is published to ``snapshot``.
-        var cache: CachedToken? { didSet { publishSnapshot() } }
+        /// The default access token.
+        var cache: CachedToken?
         /// Access tokens for a scope subset and/or resource (served like the default one).
         var scoped: [TokenCacheKey: CachedToken] = [:]
         /// The single flight of each entry's refresh (the default entry's key is ``TokenCacheKey/default``).
@@ -31,17 +29,15 @@ public actor TokenBroker {
         var lastRefresh: Date?
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
         var unsavedRefreshToken: Secret?
-        /// When a caller last asked the broker for a token (``lastUse`` adds the fast path's use): only recently
-        /// used accounts are refreshed proactively.
+        /// When a caller last asked for a token: only recently used accounts are refreshed proactively.
         var lastUsed: ContinuousClock.Instant?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
         /// When the sign-in ends (TokenBroker+Lifetime.swift).
         var lifetime = LifetimeRecord()
 
-        init(config: AccountConfig, snapshot: TokenSnapshot, policy: RefreshPolicy, loginLimit: LoginRateLimit) {
+        init(config: AccountConfig, policy: RefreshPolicy, loginLimit: LoginRateLimit) {
             self.config = config
-            self.snapshot = snapshot
             self.refresh = RefreshMachine(policy: policy)
             self.signIn = SignInCoordinator(limit: loginLimit)
         }
@@ -57,27 +53,6 @@ public actor TokenBroker {
         var entries: [(key: TokenCacheKey, cached: CachedToken)] {
             (cache.map { [(TokenCacheKey.default, $0)] } ?? [])
                 + scoped.sorted { $0.key.description < $1.key.description }.map { ($0.key, $0.value) }
-        }
-
-        /// The one publish point: the snapshot always holds what ``cache`` holds.
-        private func publishSnapshot() {
-            // A stale token (after a resume, TokenBroker+Wake.swift) is withdrawn from the fast path too.
-            snapshot.publish(config.name, cache.flatMap { cached in
-                guard !cached.stale else { return nil }
-                return TokenSnapshot.Entry(
-                    accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
-                    scopes: cached.tokens.scopes ?? config.scopes, expiresAt: cached.tokens.expiresAt,
-                    lifetime: cached.tokens.lifetime, doesNotExpire: cached.tokens.nonExpiring,
-                    refreshAt: refresh.refreshMoment(cached), generation: 0, attachment: nil)
-            })
-        }
-
-        /// The last time a caller asked for this account's token, through the broker or the snapshot's fast path.
-        var lastUse: ContinuousClock.Instant? {
-            switch (lastUsed, snapshot.lastUse(config.name)) {
-            case let (broker?, fast?): return max(broker, fast)
-            case let (broker, fast): return broker ?? fast
-            }
         }
     }
 
@@ -100,13 +75,10 @@ public actor TokenBroker {
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
     var suspendedAt: ContinuousClock.Instant?
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
-    /// without them: a 20 s token would otherwise expire during the loop's 60 s nap). The snapshot's bell, so a
-    /// first use through the socket's fast path wakes it too.
-    nonisolated var proactiveBell: Doorbell { snapshot.useBell }
+    /// without them: a 20 s token would otherwise expire during the loop's 60 s nap).
+    let proactiveBell = Doorbell()
     /// Wakes the sign-in lifetime watch when a deadline changes (TokenBroker+Lifetime.swift).
     let lifetimeBell = Doorbell()
-    /// Every account's cached default token, published on each change, for synchronous readers (the socket fast path).
-    public nonisolated let snapshot: TokenSnapshot
 
     public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
@@ -124,9 +96,7 @@ public actor TokenBroker {
         self.logger = logger
         self.providers = ProviderDirectory(http: http, time: time, logger: logger)
         self.accountOrder = accounts.map(\.name)
-        let snapshot = TokenSnapshot(policy: policy, time: time)
-        self.snapshot = snapshot
-        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, snapshot: snapshot, policy: policy, loginLimit: loginLimit)) })
+        self.accounts = Dictionary(uniqueKeysWithValues: accounts.map { ($0.name, AccountState(config: $0, policy: policy, loginLimit: loginLimit)) })
     }
 
     // MARK: Tokens
@@ -137,16 +107,11 @@ public actor TokenBroker {
     /// (served like the default one). The account's ``RefreshMachine`` decides (serve the cache, join or start the
     /// entry's one refresh, wait out a backoff); this executes it. With `interactive`, a missing sign-in starts (or
     /// joins) a browser sign-in.
-    ///
-    /// `joined`: the entry's refresh this request already waited for
-    /// (``waitForRefresh(account:minValid:forceRefresh:scopes:resource:)``);
-    /// the request takes that refresh's outcome, as if it had joined it here, instead of starting another.
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
-                            joined: JoinedRefresh? = nil) async throws(AuthError) -> AccessTokenGrant {
+                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil)
+        async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
-        let joined = joined?.key == key && joined?.account == name ? joined?.task : nil
         let now = time.now()
         noteUse(name, now)
         let cached = state.cached(key)
@@ -160,14 +125,14 @@ public actor TokenBroker {
             return grant(name, key, cached)
         case (.serveDuringBackoff, let cached?):
             return grant(name, key, cached)
-        case (.waitOut(let wait), _) where joined == nil:
+        case (.waitOut(let wait), _):
             throw backoffError(state.refresh.lastError, wait: wait)
         default:
             break
         }
         let refreshed: CachedToken
         do throws(AuthError) {
-            refreshed = try await refreshOnce(name, key, joined: joined)
+            refreshed = try await refreshOnce(name, key)
         } catch {
             // The account may have been removed by a reload meanwhile: the refresh's own error stands then.
             guard let state = accounts[name] else { throw error }
@@ -215,10 +180,9 @@ public actor TokenBroker {
     }
 
     /// Single flight per entry: every caller that needs a refresh of it while one is running waits for that one.
-    func refreshOnce(_ name: String, _ key: TokenCacheKey = .default,
-                     joined: Task<CachedToken, Error>? = nil) async throws(AuthError) -> CachedToken {
+    func refreshOnce(_ name: String, _ key: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
         let task: Task<CachedToken, Error>
-        if let running = joined ?? accounts[name]?.refreshes[key] {
+        if let running = accounts[name]?.refreshes[key] {
             task = running
         } else {
             task = Task { try await self.performRefresh(name, entry: key) }
@@ -233,32 +197,6 @@ public actor TokenBroker {
             clearRefresh(name, key, task)
             throw TokenBroker.authError(error)
         }
-    }
-
-    /// Waits for the refresh of the entry a token request names if the request would join it (the account's
-    /// ``RefreshMachine`` says `join`: what is cached does not serve it), and returns it once it has ended; nil at
-    /// once otherwise (no refresh runs, or the cache serves the request while one runs behind it). The caller waits
-    /// here, in a small frame of its own, and then takes the request's whole path with the refresh `joined`
-    /// (``accessToken(account:minValid:forceRefresh:interactive:scopes:resource:joined:)``): a burst of callers of
-    /// an expired token holds a small frame each while the one refresh runs, not a whole call chain each, and each
-    /// still gets what joining the refresh gives (its token, or its failure: no second refresh).
-    public func waitForRefresh(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                               scopes: [String]? = nil, resource: String? = nil) async -> JoinedRefresh? {
-        guard let joined = refreshToJoin(account: name, minValid: minValid, forceRefresh: forceRefresh,
-                                         scopes: scopes, resource: resource) else { return nil }
-        _ = await joined.task.result
-        return joined
-    }
-
-    /// The running refresh that a token request with these parameters would join now, if any.
-    func refreshToJoin(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                       scopes: [String]? = nil, resource: String? = nil) -> JoinedRefresh? {
-        guard let state = accounts[name],
-              let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: state.config),
-              let task = state.refreshes[key],
-              state.refresh.request(cached: state.cached(key), refreshing: true, now: time.now(), minValid: minValid,
-                                    forceRefresh: forceRefresh) == .join else { return nil }
-        return JoinedRefresh(account: name, key: key, task: task)
     }
 
     private func clearRefresh(_ name: String, _ key: TokenCacheKey, _ task: Task<CachedToken, Error>) {

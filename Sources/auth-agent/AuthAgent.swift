@@ -129,13 +129,12 @@ struct AuthAgent: AsyncParsableCommand {
 
         let server: SocketServer
         let activity = ActivityTracker()
-        // When the last client has gone, hand the heap the load left behind back to the kernel. After slow work (a
-        // sign-in, a refresh, status: not the cached-token hits of the steady state) also unmap the code and
-        // read-only data pages it mapped: they stay in the page cache, and the next request maps what it uses again
-        // (docs/BENCHMARKS.md, "Memory").
-        let trimHeap: IdleHook = { workedSinceLastIdle in
+        // When the last client has gone, hand the heap the load left behind back to the kernel, and unmap the code
+        // and read-only data pages the work mapped: they stay in the page cache, and the next request maps what it
+        // uses again (docs/BENCHMARKS.md, "Memory").
+        let trimHeap: IdleHook = {
             _ = aa_process_trim_heap()
-            if workedSinceLastIdle { _ = aa_process_release_read_only_pages() }
+            _ = aa_process_release_read_only_pages()
         }
         var socketActivated = false
         do {

@@ -83,7 +83,7 @@ struct GitCredentialCommand: ParsableCommand {
         let account: String
         if let named = options.account { account = named } else { account = try accountForHost(request, client: client) }
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.token(WireRequest(op: .token, account: account, minValid: options.minValid))
+            try client.call(WireRequest(op: .token, account: account, minValid: options.minValid), as: TokenResult.self)
         }
         let reply = GitCredentialReply(username: options.username, token: result)
         do {

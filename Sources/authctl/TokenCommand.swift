@@ -62,7 +62,7 @@ enum TokenCommand {
         do {
             defer { countdown?.stop() }  // before anything else is printed
             result = try CLIFailure.wrap { () throws(ClientError) in
-                try client.token(request) { event in
+                try client.call(request, as: TokenResult.self) { event in
                     if event.type == WireEvent.deviceCode {
                         if countdown == nil { countdown = Terminal.announceDevice(event, account: account) }
                         return

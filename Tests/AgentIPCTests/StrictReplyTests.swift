@@ -131,13 +131,13 @@ final class StrictReplyTests: XCTestCase {
         }
     }
 
-    /// `token` reads its reply by hand (``TokenWire``); lines it leaves alone are read as `call` reads them.
+    /// A `token` call reads events, then its result, and refuses lines that break the envelope rules.
     func testTokenReadsEventsThenTheResultAndRefusesWhatCallRefuses() throws {
         let result = #""result":{"account":"work","access_token":"T","token_type":"Bearer","expires_in":60,"expires_at":1800000060}"#
         var events: [WireEvent] = []
         let agent = try CannedAgent([#"{"v":1,"id":1,"event":{"type":"consent_required","request":4,"client":"/usr/bin/git"}}"#,
                                      #"{"v":1,"id":1,\#(result)}"#])
-        let token = try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work")) { events.append($0) }
+        let token = try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self) { events.append($0) }
         XCTAssertEqual(token, TokenResult(account: "work", accessToken: "T", tokenType: "Bearer", expiresIn: 60, expiresAt: 1800000060,
                                           scopes: nil, idToken: nil))
         XCTAssertEqual(events, [WireEvent(type: "consent_required", request: 4, client: "/usr/bin/git")])
@@ -145,13 +145,13 @@ final class StrictReplyTests: XCTestCase {
         for line in [#"{"v":1,"id":1,\#(result),"result":{}}"#, #"{"v":1,"id":1,\#(result),"x":0.5}"#,
                      #"{"v":1,"id":1,"error":{"code":"c","message":"m"},"result":{}}"#] {
             let agent = try CannedAgent([line])
-            XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work")), line) { error in
+            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self), line) { error in
                 guard case ClientError.protocolViolation = error else { return XCTFail("\(line): \(error)") }
             }
         }
     }
 
-    /// The fast path matches replies to the request as `call` does.
+    /// A `token` call takes only the lines that answer its request.
     func testTokenRepliesMustCarryTheRequestsID() throws {
         let result = #"{"v":1,"id":1,"result":{"account":"work","access_token":"T","token_type":"Bearer","expires_in":60,"expires_at":1800000060}}"#
         for (lines, why) in [([result.replacingOccurrences(of: #""id":1"#, with: #""id":2"#)], "a token for another request"),
@@ -159,12 +159,12 @@ final class StrictReplyTests: XCTestCase {
                              ([#"{"v":1,"id":2,"error":{"code":"login_required","message":"m"}}"#], "an error for another request"),
                              ([#"{"v":1,"id":2,"event":{"type":"consent_required","request":4}}"#, result], "an event for another request")] {
             let agent = try CannedAgent(lines)
-            XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work")), why) { error in
+            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self), why) { error in
                 guard case ClientError.protocolViolation = error else { return XCTFail("\(why): \(error)") }
             }
         }
         let agent = try CannedAgent([#"{"v":1,"error":{"code":"message_too_large","message":"m"}}"#])
-        XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "work"))) { error in
+        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self)) { error in
             XCTAssertEqual(error as? ClientError, .agent(WireError(.messageTooLarge, "m")))
         }
     }
@@ -172,7 +172,7 @@ final class StrictReplyTests: XCTestCase {
     func testARefusedReplyDoesNotRepeatTheToken() throws {
         let canary = "CANARY-\(UUID().uuidString)"
         let agent = try CannedAgent([#"{"v":1,"id":1,"result":{"account":"w","access_token":"\#(canary)","token_type":"Bearer","expires_in":"soon","expires_at":1}}"#])
-        XCTAssertThrowsError(try AgentClient(path: agent.path).token(WireRequest(op: .token, account: "w"))) { error in
+        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "w"), as: TokenResult.self)) { error in
             guard case ClientError.protocolViolation(let message) = error else { return XCTFail("\(error)") }
             XCTAssertFalse("\(error) \(message)".contains(canary))
         }

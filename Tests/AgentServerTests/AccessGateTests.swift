@@ -69,7 +69,6 @@ final class AccessGateTests: ChildProcessTestCase {
         child.waitUntilExit()
         XCTAssertFalse(caller.isStillConnectedProcess)
         XCTAssertEqual(listed.verdict(caller, account: "work"), .deny(.processExited))
-        XCTAssertFalse(listed.admitsWithoutAsking(caller, account: "work"))
 
         // A pid now used by another process (simulated: our own pid with the start time of an older process).
         var recycled = try approver()
@@ -79,17 +78,6 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertEqual(gate(AccessPolicy(confirm: .firstUse)).verdict(recycled, account: "work"), .deny(.processExited))
         // Without a policy nothing changes (today's behaviour): the check is only made where identity matters.
         XCTAssertEqual(gate(.open).verdict(recycled, account: "work"), .grant(.open))
-    }
-
-    func testFastPathAdmitsOnlyWithoutAskingAndAuditsTheGrant() throws {
-        let (_, caller) = try spawnCaller()
-        let listed = gate(AccessPolicy(allowedClients: [.path("/usr/bin/sleep")]))
-        XCTAssertTrue(listed.admitsWithoutAsking(caller, account: "work"))
-        XCTAssertEqual(listed.audit.entries().map(\.reason), ["listed"])
-        XCTAssertEqual(listed.audit.entries().first?.caller.exe, "/usr/bin/sleep")
-        let asking = gate(AccessPolicy(confirm: .firstUse))
-        XCTAssertFalse(asking.admitsWithoutAsking(caller, account: "work"))
-        XCTAssertEqual(asking.audit.entries(), [], "the normal path audits what it decides")
     }
 
     func testConsentApprovedIsRememberedAcrossRestarts() async throws {

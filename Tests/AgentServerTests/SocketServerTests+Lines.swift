@@ -10,10 +10,9 @@ import XCTest
 /// The accept loop's edges on a real socket: lines split across reads, a last line without a newline, long lines, a
 /// client that does not read its replies: nothing the client sent or was sent is lost or repeated.
 extension SocketServerTests {
-    /// The loop remembers the last line it decoded: the same bytes again give the same request, and any other line
-    /// (another id, another account) its own.
+    /// The same bytes again give the same request, and any other line (another id, another account) its own.
     func testRepeatedAndChangedLinesAreEachAnsweredForWhatTheySay() async throws {
-        let server = try await start()
+        _ = try await start()
         let first = try await TestClient.connect(path)
         try await first.send(SocketServerTests.fast(5) + "\n" + SocketServerTests.fast(5) + "\n" + SocketServerTests.fast(6) + "\n")
         var ids: [Int?] = []
@@ -22,7 +21,7 @@ extension SocketServerTests {
             XCTAssertEqual(reply.result?.accessToken, "at-1")
             ids.append(reply.id)
         }
-        XCTAssertEqual(ids, [5, 5, 6])
+        XCTAssertEqual(ids.compactMap { $0 }.sorted(), [5, 5, 6])
         let other = try await TestClient.connect(path)
         try await other.send(SocketServerTests.fast(5).replacingOccurrences(of: "\"work\"", with: "\"nope\"") + "\n")
         let refused = try await other.readLine()
@@ -33,11 +32,10 @@ extension SocketServerTests {
         let reply = try await again.readReply()
         XCTAssertEqual(reply.id, 5)
         XCTAssertEqual(reply.result?.accessToken, "at-1")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 1, "only the unknown account's request")
     }
 
-    func testALineSplitAcrossReadsIsAnsweredInTheAcceptLoop() async throws {
-        let server = try await start()
+    func testALineSplitAcrossReadsIsAnswered() async throws {
+        _ = try await start()
         let client = try await TestClient.connect(path)
         let line = Array((SocketServerTests.fast(1) + "\n").utf8)
         try await client.send(String(decoding: line[..<20], as: UTF8.self))
@@ -47,28 +45,26 @@ extension SocketServerTests {
         try await client.send("\n")
         let first = try await client.readReply()
         let second = try await client.readReply()
-        XCTAssertEqual([first.id, second.id], [1, 2])
-        XCTAssertEqual(second.result?.accessToken, "at-1")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(Set([first.id, second.id]), [1, 2])
+        XCTAssertEqual([first.result?.accessToken, second.result?.accessToken], ["at-1", "at-1"])
     }
 
-    /// `printf '{...}' | socat`: the last line has no newline and the client half-closes. It is still a request, served
-    /// by the loop, and the connection closes after the reply.
+    /// `printf '{...}' | socat`: the last line has no newline and the client half-closes. It is still a request, and
+    /// the connection closes after the reply.
     func testALastLineWithoutANewlineBeforeAHalfCloseIsAnswered() async throws {
-        let server = try await start()
+        _ = try await start()
         let client = try await TestClient.connect(path)
         try await client.send(SocketServerTests.fast(1) + "\n" + SocketServerTests.fast(2))
         client.shutdownWrite()
         let ids = [try await client.readID(), try await client.readID()]
-        XCTAssertEqual(ids, [1, 2])
+        XCTAssertEqual(Set(ids), [1, 2])
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     /// A request line of 60 KiB (under the 64 KiB cap) arriving in pieces is answered in one piece.
     func testALongLineArrivingInPiecesIsAnsweredWhole() async throws {
-        let server = try await start()
+        _ = try await start()
         let client = try await TestClient.connect(path)
         let padding = String(repeating: " ", count: 60 * 1024)
         let line = #"{"v":1,"id":9,"op":"token","account":"work","#  + padding + #""min_valid":0}"#
@@ -78,14 +74,14 @@ extension SocketServerTests {
         let reply = try await client.readReply()
         XCTAssertEqual(reply.id, 9)
         XCTAssertEqual(reply.result?.accessToken, "at-1")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
     /// A client that sends thousands of requests before it reads any reply: the loop answers until the socket stops
     /// taking its replies, keeps the rest up to its output limit, stops reading (the client's writes wait in the
-    /// kernel), and resumes as the client reads: the client gets every reply exactly once, in order.
+    /// kernel), and resumes as the client reads: the client gets every reply exactly once (matched by id: each
+    /// request is a task of its own, so replies may overtake each other).
     func testAClientThatDoesNotReadGetsEveryReplyExactlyOnce() async throws {
-        let server = try await start()
+        _ = try await start()
         let client = try await TestClient.connect(path)
         let count = 4000
         let requests = (1...count).map { SocketServerTests.fast($0) + "\n" }.joined()
@@ -97,7 +93,6 @@ extension SocketServerTests {
         }
         try await sending.value
         XCTAssertEqual(ids.count, count)
-        XCTAssertEqual(ids, Array(1...count), "a reply was repeated, lost or reordered")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
+        XCTAssertEqual(ids.sorted(), Array(1...count), "a reply was repeated or lost")
     }
 }

@@ -13,8 +13,7 @@ import Synchronization
 import XCTest
 
 /// The real socket server on a Unix socket in a temporary directory, with a real ``TokenBroker`` (in-memory ports)
-/// and this test process as the client: which requests the accept loop answers itself, which run as a task, and
-/// that the limits and the access policy hold on both.
+/// and this test process as the client: requests on one connection, the limits, the idle hook and the access policy.
 final class SocketServerTests: XCTestCase {
     var directory: String!
     var server: SocketServer?
@@ -36,7 +35,7 @@ final class SocketServerTests: XCTestCase {
     /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
     func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
                whenIdle: IdleHook? = nil) async throws -> SocketServer {
-        let broker = TokenBroker(accounts: [CachedTokenAnswerTests.account()], store: MemorySecretStore(),
+        let broker = TokenBroker(accounts: [SocketServerTests.account()], store: MemorySecretStore(),
                                  http: NoHTTP(), redirects: NoRedirects(),
                                  browser: NoBrowser(), time: ManualClock(),
                                  random: { 0 }, logger: Logger(label: "test"))
@@ -51,10 +50,14 @@ final class SocketServerTests: XCTestCase {
         return server
     }
 
+    static func account(_ name: String = "work", scopes: [String] = ["openid", "email"]) -> AccountConfig {
+        AccountConfig(name: name, issuer: URL(string: "https://login.example.com")!, clientID: "client", scopes: scopes)
+    }
+
     static let fast = #"{"v":1,"id":ID,"op":"token","account":"work"}"#
     static func fast(_ id: Int) -> String { fast.replacingOccurrences(of: "ID", with: "\(id)") }
 
-    func testAFastOnlyConnectionIsServedInTheAcceptLoopWithoutATask() async throws {
+    func testCachedTokensOnOneConnectionThenAHalfClose() async throws {
         let server = try await start()
         let client = try await TestClient.connect(path)
         for id in 1...3 {
@@ -63,7 +66,6 @@ final class SocketServerTests: XCTestCase {
             XCTAssertEqual(reply.id, id)
             XCTAssertEqual(reply.result?.accessToken, "at-1")
         }
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0, "no request needed the async side")
         // Half-close: the agent answers what was sent, then closes its side.
         try await client.send(SocketServerTests.fast(4) + "\n")
         client.shutdownWrite()
@@ -71,14 +73,12 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(lastID, 4)
         let end = try await client.readLine()
         XCTAssertNil(end, "closed after the last reply")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
     }
 
-    func testFastThenSlowThenFastOnOneConnection() async throws {
-        let server = try await start()
+    func testSeveralRequestsInOneWriteAreEachAnsweredByID() async throws {
+        _ = try await start()
         let client = try await TestClient.connect(path)
-        // One write: the fast path answers 1 before it reads 2, which starts a task for that request; 3 is answered
-        // on the event loop again. Replies are matched by id (docs/PROTOCOL.md); the fast ones keep their order.
+        // One write, three requests, each run as its own task: replies are matched by id (docs/PROTOCOL.md).
         try await client.send([SocketServerTests.fast(1), #"{"v":1,"id":2,"op":"status"}"#, SocketServerTests.fast(3)]
             .joined(separator: "\n") + "\n")
         var order: [Int] = []
@@ -86,11 +86,8 @@ final class SocketServerTests: XCTestCase {
             let id = try await client.readID()
             order.append(try XCTUnwrap(id))
         }
-        XCTAssertEqual(order.first, 1, "answered before the slow request was read")
         XCTAssertEqual(Set(order), [1, 2, 3])
-        XCTAssertLessThan(try XCTUnwrap(order.firstIndex(of: 1)), try XCTUnwrap(order.firstIndex(of: 3)))
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 1)
-        // Afterwards slow and fast requests still work on the same connection: a task per slow request only.
+        // Afterwards the same connection still serves.
         try await client.send(#"{"v":1,"id":4,"op":"ping"}"# + "\n")
         let pingID = try await client.readID()
         XCTAssertEqual(pingID, 4)
@@ -98,33 +95,27 @@ final class SocketServerTests: XCTestCase {
         let five = try await client.readReply()
         XCTAssertEqual(five.id, 5)
         XCTAssertEqual(five.result?.accessToken, "at-1")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 2)
     }
 
-    /// The idle hook says whether slow work ran since it last ran: after a slow request yes, after cached-token hits
-    /// only no, and work done before a client that kept the agent busy past the hook's moment still counts.
-    func testTheIdleHookReportsWhetherSlowWorkRanSinceItLastRan() async throws {
-        let calls = Mutex<[Bool]>([])
-        _ = try await start(whenIdle: { worked in calls.withLock { $0.append(worked) } })
+    /// The idle hook runs a second after the last client left, and not while a client stays connected past that
+    /// moment.
+    func testTheIdleHookRunsOnlyWhenNoClientIsConnected() async throws {
+        let calls = Atomic<Int>(0)
+        _ = try await start(whenIdle: { calls.add(1, ordering: .relaxed) })
         func waitForCalls(_ count: Int) async throws {
-            for _ in 0..<300 where calls.withLock({ $0.count }) < count { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<300 where calls.load(ordering: .relaxed) < count { try await Task.sleep(for: .milliseconds(20)) }
         }
+        // The hook's first run, a second after start-up.
+        try await waitForCalls(1)
         var client: TestClient? = try await TestClient.connect(path)
         try await client?.send(#"{"v":1,"id":1,"op":"ping"}"# + "\n")
         _ = try await client?.readID()
         client = nil
-        try await waitForCalls(1)
-        XCTAssertEqual(calls.withLock { $0 }, [true], "a slow request ran")
-
-        client = try await TestClient.connect(path)
-        try await client?.send(SocketServerTests.fast(2) + "\n")
-        _ = try await client?.readReply()
-        client = nil
         try await waitForCalls(2)
-        XCTAssertEqual(calls.withLock { $0 }, [true, false], "cached-token hits only")
+        XCTAssertEqual(calls.load(ordering: .relaxed), 2, "once after the client left")
 
-        // Slow work and its client gone (the hook is scheduled), then another client connects at once and stays
-        // past the hook's moment: no idle then; the work counts when the agent is idle at last.
+        // A client gone (the hook is scheduled), then another connects at once and stays past the hook's moment: no
+        // idle then; the hook runs once the agent is idle at last.
         client = try await TestClient.connect(path)
         try await client?.send(#"{"v":1,"id":3,"op":"ping"}"# + "\n")
         _ = try await client?.readID()
@@ -140,18 +131,18 @@ final class SocketServerTests: XCTestCase {
             throw XCTSkip("the test thread stalled \(late) between the close and the next connect (delay 1 s)")
         }
         try await Task.sleep(for: .milliseconds(1500))
-        XCTAssertEqual(calls.withLock { $0.count }, 2, "not idle while a client is connected")
+        XCTAssertEqual(calls.load(ordering: .relaxed), 2, "not idle while a client is connected")
         try await other.send(SocketServerTests.fast(4) + "\n")
         _ = try await other.readReply()
         other.shutdownWrite()
         _ = try await other.readLine()
         try await waitForCalls(3)
-        XCTAssertEqual(calls.withLock { $0 }, [true, false, true])
+        XCTAssertEqual(calls.load(ordering: .relaxed), 3)
     }
 
-    /// More slow requests in one write than may be in flight: reading pauses at the cap and resumes as they end, and
+    /// More requests in one write than may be in flight: reading pauses at the cap and resumes as they end, and
     /// every one is answered.
-    func testMoreSlowRequestsThanTheInFlightCapAreAllAnswered() async throws {
+    func testMoreRequestsThanTheInFlightCapAreAllAnswered() async throws {
         let server = try await start()
         let client = try await TestClient.connect(path)
         let count = SocketServer.maxInFlightPerConnection * 3
@@ -162,13 +153,12 @@ final class SocketServerTests: XCTestCase {
             ids.insert(try XCTUnwrap(id))
         }
         XCTAssertEqual(ids, Set(1...count))
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), count)
         let registered = server.loop.openConnections.load(ordering: .relaxed)
         XCTAssertEqual(registered, 1)
     }
 
-    /// A client that half-closes after slow requests gets every reply, then the agent closes the connection.
-    func testHalfCloseAfterSlowRequestsAnswersThemThenCloses() async throws {
+    /// A client that half-closes after its requests gets every reply, then the agent closes the connection.
+    func testHalfCloseAfterRequestsAnswersThemThenCloses() async throws {
         _ = try await start()
         let client = try await TestClient.connect(path)
         try await client.send(#"{"v":1,"id":1,"op":"status"}"# + "\n" + #"{"v":1,"id":2,"op":"ping"}"#)
@@ -183,7 +173,7 @@ final class SocketServerTests: XCTestCase {
         XCTAssertNil(end, "closed after the last reply")
     }
 
-    func testACallerTheAllowListDeniesGetsTheSlowPathsErrorAndIsAudited() async throws {
+    func testACallerTheAllowListDeniesGetsAccessDeniedAndIsAudited() async throws {
         _ = try await start(policy: AccessPolicy(allowedClients: [.path("/nonexistent/client")]))
         let client = try await TestClient.connect(path)
         try await client.send(SocketServerTests.fast(7) + "\n")
@@ -202,14 +192,13 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(audit.first?.caller.exe, me.identity.exe)
     }
 
-    func testAListedCallerIsServedOnTheFastPathAndTheGrantIsAudited() async throws {
+    func testAListedCallerIsServedAndTheGrantIsAuditedOnce() async throws {
         let me = try XCTUnwrap(Caller.executable(of: getpid()))
         let server = try await start(policy: AccessPolicy(allowedClients: [.path(me)]))
         let client = try await TestClient.connect(path)
         try await client.send(SocketServerTests.fast(8) + "\n")
         let token = try await client.readReply().result?.accessToken
         XCTAssertEqual(token, "at-1")
-        XCTAssertEqual(server.loop.slowRequests.load(ordering: .relaxed), 0)
         let audit = server.loop.dispatcher.operations.audit(account: "work", since: nil).entries
         XCTAssertEqual(audit.map(\.outcome), [AuditEntry.granted])
         XCTAssertEqual(audit.first?.caller.exe, me, "the grant names the kernel-read executable")
@@ -344,5 +333,13 @@ final class TestClient: @unchecked Sendable {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
         }
+    }
+}
+
+extension TokenBroker {
+    /// Caches a token for `name` as a sign-in or refresh would (tests only).
+    func install(_ name: String, access: String, lifetime: Duration, scopes: [String]? = nil, tokenType: String = "Bearer") {
+        accounts[name]?.cache = CachedToken(tokens: TokenSet(accessToken: Secret(access), tokenType: tokenType, scopes: scopes,
+                                                             lifetime: lifetime, receivedAt: time.now()))
     }
 }

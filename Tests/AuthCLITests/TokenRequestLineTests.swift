@@ -2,19 +2,19 @@
 @testable import AuthCLI
 import XCTest
 
-/// The line `authctl token` sends is read by the agent as the request authctl meant, and every plain form (what
-/// scripts, curl recipes and `git-credential` run on every use) leaves out the options the agent's fast path does
-/// not serve (so a cached token is answered from the loop), while the others carry them.
+/// The line `authctl token` sends is read by the agent as the request authctl meant: every plain form (what scripts,
+/// curl recipes and `git-credential` run on every use) leaves out the options it does not set, and the others carry
+/// them.
 final class TokenRequestLineTests: XCTestCase {
     private func line(_ arguments: [String]) throws -> [UInt8] {
         encoded(try XCTUnwrap(TokenArguments.parse(arguments), "\(arguments)"))
     }
 
-    /// What `AgentClient.token` writes: the request with the connection's first id.
+    /// What `AgentClient.call` writes: the request with the connection's first id.
     private func encoded(_ arguments: TokenArguments) -> [UInt8] {
         var request = arguments.wireRequest(method: nil)
         request.id = 1
-        return Array(TokenWire.encode(request).utf8)
+        return Array(request.line.utf8)
     }
 
     private func decoded(_ line: [UInt8]) -> WireRequest? {
@@ -22,7 +22,7 @@ final class TokenRequestLineTests: XCTestCase {
         return request
     }
 
-    func testPlainFormsCarryNoOptionTheFastPathRefuses() throws {
+    func testPlainFormsCarryNoOptionTheyDoNotSet() throws {
         for arguments in [["work"], ["work", "--min-valid", "300"], ["work", "--header"], ["work", "--json"]] {
             let bytes = try line(arguments)
             let request = try XCTUnwrap(decoded(bytes), "authctl token \(arguments) sends a line the agent cannot read: "

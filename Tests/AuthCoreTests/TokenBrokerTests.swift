@@ -58,63 +58,6 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertEqual(http.tokenPosts.count, 1, "200 concurrent callers share one refresh")
     }
 
-    /// A request that waited for a refresh before taking its path (the socket's callers of an expired token) takes
-    /// that refresh's outcome: a failure that a new request would retry (not transient, so no backoff) is not
-    /// retried once per waiting request.
-    func testARequestThatWaitedForARefreshTakesItsOutcomeInsteadOfStartingAnother() async throws {
-        let store = MemorySecretStore(items: [key: Secret("rt-1")])
-        let http = FakeHTTP()
-        let gate = TokenGate()
-        http.tokenGate = gate
-        http.tokenReplies = [FakeHTTP.errorReply(401, "invalid_client"), FakeHTTP.tokenReply(access: "at-2")]
-        let broker = Fixtures.broker(store: store, http: http)
-        let nothingRunning = await broker.waitForRefresh(account: "work")
-        XCTAssertNil(nothingRunning, "no refresh runs: nothing to wait for")
-        let first = Task { try await broker.accessToken(account: "work") }
-        await gate.arrived(1)
-        let running = await broker.refreshToJoin(account: "work")
-        let joined = try XCTUnwrap(running)
-        gate.open()
-        var failure: AuthError.Code?
-        do { _ = try await first.value } catch { failure = (error as? AuthError)?.code }
-        let code = try XCTUnwrap(failure, "the refresh failed")
-        await assertThrows(code) { _ = try await broker.accessToken(account: "work", joined: joined) }
-        XCTAssertEqual(http.tokenPosts.count, 1, "the waiting request took the refresh's failure, it did not ask again")
-        let afterwards = try await broker.accessToken(account: "work")
-        XCTAssertEqual(afterwards.accessToken.reveal(), "at-2", "a request that did not wait asks the server again")
-        XCTAssertEqual(http.tokenPosts.count, 2)
-    }
-
-    /// Only a request that would join a running refresh waits for it first: one the cache still serves (the
-    /// refresh runs behind it, inside the early-refresh margin) is served at once.
-    func testOnlyARequestThatWouldJoinTheRunningRefreshWaitsForIt() async throws {
-        let store = MemorySecretStore(items: [key: Secret("rt-1")])
-        let http = FakeHTTP()
-        let clock = ManualClock()
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", expiresIn: 3600), FakeHTTP.tokenReply(access: "at-2")]
-        let broker = Fixtures.broker(store: store, http: http, clock: clock)
-        _ = try await broker.accessToken(account: "work")
-        let gate = TokenGate()
-        http.tokenGate = gate
-        // 300 s left, inside the early-refresh margin: at-1 is served and refreshed behind the caller.
-        clock.advance(.seconds(3300))
-        let served = try await broker.accessToken(account: "work")
-        XCTAssertEqual(served.accessToken.reveal(), "at-1")
-        await gate.arrived(1)
-        let plain = await broker.refreshToJoin(account: "work")
-        XCTAssertNil(plain, "the cache serves it while the refresh runs behind")
-        let forced = await broker.refreshToJoin(account: "work", forceRefresh: true)
-        XCTAssertNotNil(forced, "force_refresh joins the running refresh")
-        let longer = await broker.refreshToJoin(account: "work", minValid: .seconds(600))
-        XCTAssertNotNil(longer, "at-1 is not valid for 600 s more")
-        gate.open()
-        let refreshed = await broker.waitForRefresh(account: "work", minValid: .seconds(600))
-        if let refreshed { _ = try await broker.accessToken(account: "work", minValid: .seconds(600), joined: refreshed) }
-        let after = try await broker.accessToken(account: "work", minValid: .seconds(600))
-        XCTAssertEqual(after.accessToken.reveal(), "at-2")
-        XCTAssertEqual(http.tokenPosts.count, 2)
-    }
-
     func testInvalidGrantDeletesOnlyTheTokenThatWasSent() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()

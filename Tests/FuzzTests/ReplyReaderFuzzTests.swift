@@ -5,8 +5,7 @@ import XCTest
 /// The client's reply reader against `JSONDecoder` (what it used before) on lines near the `token` reply's shape,
 /// generated from a seed: on every line the strict ``MiniJSON`` parses, ``ReplyReader`` decides as `JSONDecoder`
 /// does under the documented envelope rules (version 1, an integer `id` or none, exactly one of `event`, `error`,
-/// `result`; the request's `id` on an event or a result, on an error that or none), and ``TokenWire`` (authctl's
-/// hand-written fast path), whenever it answers, answers the same. The lines answer request 1.
+/// `result`; the request's `id` on an event or a result, on an error that or none). The lines answer request 1.
 final class ReplyReaderFuzzTests: XCTestCase {
     enum Outcome: Equatable {
         case event(WireEvent), error(WireError), result(TokenResult), refused
@@ -48,11 +47,6 @@ final class ReplyReaderFuzzTests: XCTestCase {
             if case .result = outcome { results += 1 }
             if MiniJSON.parse(line) != nil, outcome != ReplyReaderFuzzTests.oracle(line) {
                 failures.append("the client and JSONDecoder differ: \(String(decoding: line, as: UTF8.self))")
-            }
-            switch TokenWire.decode(line, request: 1) {
-            case nil: break
-            case .result(let token)?: if outcome != .result(token) { failures.append("TokenWire differs: \(String(decoding: line, as: UTF8.self))") }
-            case .error(let error)?: if outcome != .error(error) { failures.append("TokenWire differs: \(String(decoding: line, as: UTF8.self))") }
             }
         }
         XCTAssertEqual(failures.prefix(5), [])

@@ -1,12 +1,9 @@
 // libFuzzer target: the client's reading of one reply line (AgentIPC), compiled with the pure reading sources only (no
-// sockets): ``ReplyReader`` (MiniJSON, the envelope rule, the id match, MiniJSONDecoder into the reply types) and
-// ``TokenWire``'s hand-written reader of the `token` reply, authctl's fast path. Built and run by `scripts/libfuzz`;
+// sockets): ``ReplyReader`` (MiniJSON, the envelope rule, the id match, MiniJSONDecoder into the reply types), authctl's
+// one reply reader. Built and run by `scripts/libfuzz`;
 // seeds in Tests/Fuzz/corpus/reply_line. The line answers request 1 (a client's first request).
 //
 // Properties, checked on every input (a violation aborts, so libFuzzer saves the input as a crash):
-// - whatever TokenWire answers, the full reader answers the same: the same token result (account, token, type,
-//   expiry, scopes, ID token) or the same agent error; whenever the full reader refuses a line or reads an event,
-//   TokenWire answers nothing;
 // - a result or an event is taken only from a line whose `id` is 1, an error only from one whose `id` is 1 or absent;
 // - the envelope does not depend on the result type asked for: a line read as an event or an error when a
 //   TokenResult is expected reads the same when any other reply type is.
@@ -57,15 +54,6 @@ func assertSameEnvelope<R: Decodable & Equatable>(_ line: [UInt8], _ token: Outc
 public func fuzzReplyLine(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let line = Array(UnsafeBufferPointer(start: data, count: size))
     let full = read(line, as: TokenResult.self)
-    switch (TokenWire.decode(line, request: request), full) {
-    case (nil, _): break
-    case (.result(let fast)?, .result(let token)):
-        guard fast == token else { violated("TokenWire and the full reader read different tokens") }
-    case (.error(let fast)?, .error(let error)):
-        guard fast == error else { violated("TokenWire and the full reader read different errors") }
-    case (.result?, _): violated("TokenWire answered a token the full reader does not")
-    case (.error?, _): violated("TokenWire answered an error the full reader does not")
-    }
     let id = MiniJSON.parse(line)?["id"]
     switch full {
     case .result, .event: guard id == .integer(request) else { violated("a result or an event taken from a line without the request's id") }
