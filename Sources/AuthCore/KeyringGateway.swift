@@ -23,11 +23,9 @@ actor KeyringGateway {
         self.probeLimit = probeLimit
     }
 
-    /// The item stored under `key`, or nil when there truly is none; a locked or absent keyring throws. Without
-    /// `dates` only the secret is read (the item's dates come back nil): a refresh, whose account's dates are known.
-    func load(_ key: SecretKey, dates: Bool = true) async throws(AuthError) -> KeyringItem? {
-        let found = dates ? try await store.loadItem(key) : try await store.load(key).map { KeyringItem(secret: $0) }
-        if let found { return found }
+    /// The item stored under `key`, or nil when there truly is none; a locked or absent keyring throws.
+    func load(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
+        if let found = try await store.loadItem(key) { return found }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")

@@ -10,9 +10,6 @@ import Foundation
 public protocol SecretStore: Sendable {
     /// The key's item: its secret and its dates (nil: no item, or a locked keyring that hides it).
     func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem?
-    /// The key's secret alone, for a reader that knows the dates already: the keyring may answer it with fewer
-    /// round trips than ``loadItem(_:)`` (libsecret: one lookup, no second search for the item's attributes).
-    func load(_ key: SecretKey) async throws(AuthError) -> Secret?
     /// The keys that have an item, read without loading any secret. Only meaningful when ``state()`` is
     /// `available`: what a locked collection shows varies.
     func storedKeys() async throws(AuthError) -> Set<SecretKey>

@@ -89,11 +89,10 @@ extension TokenBroker {
 
     /// The stored refresh token, or nil when there truly is none. A locked collection hides its items (a lookup
     /// returns nothing, without an error), so "nothing" is double-checked against the keyring's state: a locked or
-    /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19). The item's dates are read only
-    /// while the account's are not known in this run (a refresh reads the secret alone: one keyring search fewer).
+    /// absent keyring is reported as such, never as "not signed in" (SECURITY.md 19). The item's dates are taken
+    /// only while the account's are not known in this run (``credentialFromKeyring(_:account:)``).
     func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        let dates = accounts[key.account]?.lifetime.known != true
-        return try await keyring.load(key, dates: dates).map { credentialFromKeyring($0, account: key.account) }
+        try await keyring.load(key).map { credentialFromKeyring($0, account: key.account) }
     }
 
     /// `invalid_grant`: delete only the refresh token that was sent, and only if it is still the stored one.

@@ -4,9 +4,7 @@
 #ifndef AUTH_AGENT_LIBSECRET_SHIM_H
 #define AUTH_AGENT_LIBSECRET_SHIM_H
 
-/* For secret-paths.h: the calls by D-Bus object path that aa_secret_store uses instead of SecretItem proxies.
- * libsecret asks its callers to acknowledge that this part of its API may change. */
-#define SECRET_API_SUBJECT_TO_CHANGE
+/* libsecret's stable API only (no SECRET_API_SUBJECT_TO_CHANGE). */
 #include <libsecret/secret.h>
 #include <gio/gio.h>
 #include <string.h>
@@ -53,191 +51,90 @@ static inline GHashTable *aa_secret_item_attributes(const char *account, const c
     return attributes;
 }
 
-#define AA_SECRET_ITEM_INTERFACE "org.freedesktop.Secret.Item"
-
-/* A method call to the Secret Service object at `path`, on the service's own connection (no proxy for the object:
- * a SecretItem proxy costs six calls to the bus daemon, for its match rules and the name's owner, and a GetAll). */
-static inline GVariant *aa_secret_call(SecretService *service, const char *path, const char *interface,
-                                       const char *method, GVariant *parameters, const GVariantType *reply,
-                                       GCancellable *cancellable, GError **error) {
-    GDBusProxy *proxy = G_DBUS_PROXY(service);
-    GVariant *result = g_dbus_connection_call_sync(g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy),
-                                                   path, interface, method, parameters, reply,
-                                                   G_DBUS_CALL_FLAGS_NONE, -1, cancellable, error);
-    /* The message without GDBus's "GDBus.Error:<name>: " prefix, as libsecret's own calls give it (users read it);
-     * the error's domain and code, which aa_secret_error_kind classifies, are unchanged. */
-    if (result == NULL && error != NULL && *error != NULL) g_dbus_error_strip_remote_error(*error);
-    return result;
+/* The items of our schema that carry `attributes`, locked ones included (SECRET_SEARCH_ALL; a locked item refuses
+ * what is asked of it with IsLocked, reported as the keyring being locked), with their secrets when `load` is set (an
+ * unlocked item's only). A list of SecretItem (free with g_list_free_full(.., g_object_unref)); NULL with *error set
+ * on failure, NULL with no error when there are none. */
+static inline GList *aa_secret_search(SecretService *service, GHashTable *attributes, int load,
+                                      GCancellable *cancellable, GError **error) {
+    SecretSearchFlags flags = SECRET_SEARCH_ALL | (load ? SECRET_SEARCH_LOAD_SECRETS : 0);
+    return secret_service_search_sync(service, aa_secret_schema(), attributes, flags, cancellable, error);
 }
 
-/* A property of the Secret Service object at `path` (Properties.Get), or NULL with *error set. */
-static inline GVariant *aa_secret_property(SecretService *service, const char *path, const char *interface,
-                                           const char *name, GCancellable *cancellable, GError **error) {
-    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Get",
-                                     g_variant_new("(ss)", interface, name), G_VARIANT_TYPE("(v)"), cancellable,
-                                     error);
-    if (reply == NULL) return NULL;
-    GVariant *value = NULL;
-    g_variant_get(reply, "(v)", &value);
-    g_variant_unref(reply);
+/* The item's attribute `name`, copied (free with g_free); NULL if absent. */
+static inline gchar *aa_secret_attribute(SecretItem *item, const char *name) {
+    GHashTable *attributes = secret_item_get_attributes(item);
+    gchar *value = attributes ? g_strdup(g_hash_table_lookup(attributes, name)) : NULL;
+    if (attributes) g_hash_table_unref(attributes);
     return value;
 }
 
-/* The item's attribute `name` from its `Attributes` (an a{ss} from aa_secret_property), copied; NULL if absent. */
-static inline gchar *aa_secret_attribute(GVariant *attributes, const char *name) {
-    const char *value = NULL;
-    if (attributes == NULL || !g_variant_is_of_type(attributes, G_VARIANT_TYPE("a{ss}"))) return NULL;
-    return g_variant_lookup(attributes, name, "&s", &value) ? g_strdup(value) : NULL;
-}
-
-/* The item's `Attributes` (an a{ss}), or NULL with *error set. */
-static inline GVariant *aa_secret_path_attributes(SecretService *service, const char *path, GCancellable *cancellable,
-                                                  GError **error) {
-    return aa_secret_property(service, path, AA_SECRET_ITEM_INTERFACE, "Attributes", cancellable, error);
-}
-
-/* The paths of our schema's items that carry `attributes`, unlocked ones first: one SearchItems. A NULL-terminated
- * array (free with g_strfreev), or NULL with *error set. */
-static inline gchar **aa_secret_search_paths(SecretService *service, GHashTable *attributes, GCancellable *cancellable,
-                                             GError **error) {
-    gchar **unlocked = NULL, **locked = NULL;
-    if (!secret_service_search_for_dbus_paths_sync(service, aa_secret_schema(), attributes, cancellable, &unlocked,
-                                                   &locked, error))
-        return NULL;
-    GPtrArray *paths = g_ptr_array_new();
-    for (gchar **path = unlocked; path != NULL && *path != NULL; path++) g_ptr_array_add(paths, *path);
-    for (gchar **path = locked; path != NULL && *path != NULL; path++) g_ptr_array_add(paths, *path);
-    g_ptr_array_add(paths, NULL);
-    /* The strings now belong to `paths`. */
-    g_free(unlocked);
-    g_free(locked);
-    return (gchar **)g_ptr_array_free(paths, FALSE);
-}
-
-/* Whether the item at `path` already carries exactly these dates (NULL: none): 1 or 0, or -1 with *error set. One
- * Properties.Get: a refresh that does not move the dates then costs no attribute write. */
-static inline int aa_secret_path_has_dates(SecretService *service, const char *path, const char *valid_until,
-                                           const char *warned_at, GCancellable *cancellable, GError **error) {
-    GVariant *current = aa_secret_path_attributes(service, path, cancellable, error);
-    if (current == NULL) return -1;
-    gchar *until = aa_secret_attribute(current, AA_SECRET_VALID_UNTIL);
-    gchar *warned = aa_secret_attribute(current, AA_SECRET_WARNED_AT);
-    int same = g_strcmp0(until, valid_until) == 0 && g_strcmp0(warned, warned_at) == 0;
-    g_free(until);
-    g_free(warned);
-    g_variant_unref(current);
-    return same;
-}
-
-/* Sets the item's attributes to `attributes` plus the schema's name, as libsecret writes them on every item of a
- * named schema (its lookups match on `xdg:schema`). One Properties.Set. */
-static inline int aa_secret_path_set_attributes(SecretService *service, const char *path, GHashTable *attributes,
-                                                GCancellable *cancellable, GError **error) {
-    GVariantBuilder builder;
-    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
-    g_variant_builder_add(&builder, "{ss}", "xdg:schema", aa_secret_schema()->name);
-    GHashTableIter iterator;
-    gpointer name, value;
-    g_hash_table_iter_init(&iterator, attributes);
-    while (g_hash_table_iter_next(&iterator, &name, &value)) {
-        g_variant_builder_add(&builder, "{ss}", (const char *)name, (const char *)value);
-    }
-    GVariant *reply = aa_secret_call(service, path, "org.freedesktop.DBus.Properties", "Set",
-                                     g_variant_new("(ssv)", AA_SECRET_ITEM_INTERFACE, "Attributes",
-                                                   g_variant_builder_end(&builder)),
-                                     NULL, cancellable, error);
-    if (reply == NULL) return 0;
-    g_variant_unref(reply);
-    return 1;
-}
-
-/* The item's secret, replaced in one SetSecret call (encrypted with the service's session, as libsecret sends every
- * secret). */
-static inline int aa_secret_path_set_secret(SecretService *service, const char *path, SecretValue *value,
-                                            GCancellable *cancellable, GError **error) {
-    GVariant *reply = aa_secret_call(service, path, AA_SECRET_ITEM_INTERFACE, "SetSecret",
-                                     g_variant_new("(@(oayays))", secret_service_encode_dbus_secret(service, value)),
-                                     NULL, cancellable, error);
-    if (reply == NULL) return 0;
-    g_variant_unref(reply);
-    return 1;
-}
-
 /* Returns 1 on success, 0 with *error set on failure. The key's item, if there is one, is updated in place: first
- * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then, if they differ, its
- * attributes to the key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A
- * failure between the two leaves the new secret with the old dates: the dates are advice, the secret is what must
- * not be lost. Without an item, one is created in the default collection with secret and attributes together.
- * (Creating with "replace" cannot update: the Secret Service replaces only an item that has every attribute of the
- * new one, and a changed date is a different attribute.) A refresh that moves no date: SearchItems, SetSecret and
- * one Properties.Get, all answered by the keyring. */
+ * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then its attributes to the key
+ * plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A failure between the two
+ * leaves the new secret with the old dates: the dates are advice, the secret is what must not be lost. Without an
+ * item, one is created in the default collection with secret and attributes together. (Storing with "replace"
+ * cannot update: the Secret Service replaces only an item that has every attribute of the new one, and a changed
+ * date is a different attribute.) */
 static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
                                   const char *secret, const char *valid_until, const char *warned_at,
                                   GCancellable *cancellable, GError **error) {
-    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, cancellable, error);
     if (service == NULL) return 0;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    gchar **paths = aa_secret_search_paths(service, key, cancellable, error);
+    GError *failure = NULL;
+    GList *items = aa_secret_search(service, key, 0, cancellable, &failure);
     g_hash_table_unref(key);
-    if (paths == NULL) {
+    if (failure != NULL) {
+        g_propagate_error(error, failure);
         g_object_unref(service);
         return 0;
     }
     GHashTable *attributes = aa_secret_item_attributes(account, issuer, client_id, valid_until, warned_at);
     /* Copied into libsecret's non-pageable memory, wiped when freed. */
     SecretValue *value = secret_value_new(secret, -1, "text/plain");
-    gboolean ok = paths[0] != NULL ? secret_service_ensure_session_sync(service, cancellable, error)
-                        : secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT,
-                                                    label, value, cancellable, error);
-    /* Every item of the key (there is one; were there more, all keep the same answer). A locked one refuses
-     * SetSecret with IsLocked, reported as the keyring being locked. */
-    for (gchar **path = paths; *path != NULL && ok; path++) {
-        ok = aa_secret_path_set_secret(service, *path, value, cancellable, error);
-        int same = ok ? aa_secret_path_has_dates(service, *path, valid_until, warned_at, cancellable, error) : -1;
-        ok = same == 1 || (same == 0 && aa_secret_path_set_attributes(service, *path, attributes, cancellable, error));
+    gboolean ok = TRUE;
+    if (items == NULL) {
+        ok = secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label, value,
+                                       cancellable, error);
+    }
+    /* Every item of the key (there is one; were there more, all keep the same answer). */
+    for (GList *item = items; item != NULL && ok; item = item->next) {
+        ok = secret_item_set_secret_sync(item->data, value, cancellable, error)
+             && secret_item_set_attributes_sync(item->data, aa_secret_schema(), attributes, cancellable, error);
     }
     secret_value_unref(value);
     g_hash_table_unref(attributes);
-    g_strfreev(paths);
+    g_list_free_full(items, g_object_unref);
     g_object_unref(service);
     return ok ? 1 : 0;
 }
 
-/* Returns the secret (free with aa_secret_free) or NULL; NULL with *error unset means "no such item" (or a locked
- * collection, which hides its items: check aa_secret_keyring_state). */
-static inline char *aa_secret_lookup(const char *account, const char *issuer, const char *client_id,
-                                     GCancellable *cancellable, GError **error) {
-    GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
-    gchar *secret = secret_password_lookupv_sync(aa_secret_schema(), attributes, cancellable, error);
-    g_hash_table_unref(attributes);
-    return secret;
-}
-
-/* aa_secret_lookup, and the item's dates: *valid_until and *warned_at are the attributes' values (free with g_free),
- * NULL when the item has none or there is no item. NULL with *error set if the attributes could not be read. */
+/* The key's secret (free with aa_secret_free) and the item's dates: *valid_until and *warned_at are the attributes'
+ * values (free with g_free), NULL when the item has none. One search that loads the secret with the attributes.
+ * NULL with *error unset means "no such item" (or a locked collection, which hides its secrets: check
+ * aa_secret_keyring_state); NULL with *error set on failure. */
 static inline char *aa_secret_lookup_item(const char *account, const char *issuer, const char *client_id,
                                           gchar **valid_until, gchar **warned_at, GCancellable *cancellable,
                                           GError **error) {
     *valid_until = NULL;
     *warned_at = NULL;
-    char *secret = aa_secret_lookup(account, issuer, client_id, cancellable, error);
-    if (secret == NULL) return NULL;
-    /* Attributes only: no second copy of the secret crosses the bus. */
-    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, cancellable, error);
+    if (service == NULL) return NULL;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    gchar **paths = service ? aa_secret_search_paths(service, key, cancellable, error) : NULL;
+    GList *items = aa_secret_search(service, key, 1, cancellable, error);
     g_hash_table_unref(key);
-    GVariant *found = paths && paths[0] ? aa_secret_path_attributes(service, paths[0], cancellable, error) : NULL;
-    if (paths == NULL || (paths[0] != NULL && found == NULL)) {
-        secret_password_free(secret);
-        secret = NULL;
-    } else if (found != NULL) {
-        *valid_until = aa_secret_attribute(found, AA_SECRET_VALID_UNTIL);
-        *warned_at = aa_secret_attribute(found, AA_SECRET_WARNED_AT);
-        g_variant_unref(found);
+    char *secret = NULL;
+    for (GList *item = items; item != NULL && secret == NULL; item = item->next) {
+        SecretValue *value = secret_item_get_secret(item->data);
+        if (value == NULL) continue;  /* locked: its secret was not loaded */
+        /* Copied into libsecret's non-pageable memory (freed with aa_secret_free, which wipes it). */
+        secret = secret_value_unref_to_password(value, NULL);
+        *valid_until = aa_secret_attribute(item->data, AA_SECRET_VALID_UNTIL);
+        *warned_at = aa_secret_attribute(item->data, AA_SECRET_WARNED_AT);
     }
-    g_strfreev(paths);
-    if (service) g_object_unref(service);
+    g_list_free_full(items, g_object_unref);
+    g_object_unref(service);
     return secret;
 }
 
@@ -261,20 +158,19 @@ static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (service == NULL) return NULL;
     GHashTable *none = g_hash_table_new(g_str_hash, g_str_equal);
-    gchar **paths = aa_secret_search_paths(service, none, cancellable, error);
+    GError *failure = NULL;
+    GList *items = aa_secret_search(service, none, 0, cancellable, &failure);
     g_hash_table_unref(none);
-    /* The strings are the array's until it is returned: a failed read part-way frees those already taken. */
-    GPtrArray *keys = paths ? g_ptr_array_new_with_free_func(g_free) : NULL;
-    for (gchar **path = paths; keys != NULL && *path != NULL; path++) {
-        GVariant *found = aa_secret_path_attributes(service, *path, cancellable, error);
-        if (found == NULL) {
-            g_ptr_array_free(keys, TRUE);
-            keys = NULL;
-            break;
-        }
-        gchar *account = aa_secret_attribute(found, "account");
-        gchar *issuer = aa_secret_attribute(found, "issuer");
-        gchar *client_id = aa_secret_attribute(found, "client_id");
+    g_object_unref(service);
+    if (failure != NULL) {
+        g_propagate_error(error, failure);
+        return NULL;
+    }
+    GPtrArray *keys = g_ptr_array_new();
+    for (GList *item = items; item != NULL; item = item->next) {
+        gchar *account = aa_secret_attribute(item->data, "account");
+        gchar *issuer = aa_secret_attribute(item->data, "issuer");
+        gchar *client_id = aa_secret_attribute(item->data, "client_id");
         if (account && issuer && client_id) {
             g_ptr_array_add(keys, account);
             g_ptr_array_add(keys, issuer);
@@ -284,18 +180,15 @@ static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **
             g_free(issuer);
             g_free(client_id);
         }
-        g_variant_unref(found);
     }
-    g_strfreev(paths);
-    g_object_unref(service);
-    if (keys == NULL) return NULL;
+    g_list_free_full(items, g_object_unref);
     g_ptr_array_add(keys, NULL);
     return (gchar **)g_ptr_array_free(keys, FALSE);
 }
 
 static inline void aa_secret_strings_free(gchar **strings) { g_strfreev(strings); }
 
-/* Wipes and frees a secret returned by aa_secret_lookup. */
+/* Wipes and frees a secret returned by aa_secret_lookup_item. */
 static inline void aa_secret_free(char *secret) { secret_password_free(secret); }
 
 enum {
@@ -368,21 +261,17 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
     if (service == NULL)
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE) ? AA_KEYRING_ABSENT
                                                                                      : AA_KEYRING_ERROR;
-    /* The alias and the collection's Locked property by path: a SecretCollection proxy would cost six calls to the
-     * bus daemon and a GetAll besides. */
-    gchar *collection = secret_service_read_alias_dbus_path_sync(service, SECRET_COLLECTION_DEFAULT, cancellable, error);
-    GVariant *locked = collection ? aa_secret_property(service, collection, "org.freedesktop.Secret.Collection",
-                                                       "Locked", cancellable, error) : NULL;
+    SecretCollection *collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT,
+                                                                    SECRET_COLLECTION_NONE, cancellable, error);
     int state;
-    if (locked != NULL && g_variant_is_of_type(locked, G_VARIANT_TYPE_BOOLEAN)) {
-        state = g_variant_get_boolean(locked) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
+    if (collection != NULL) {
+        state = secret_collection_get_locked(collection) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
+        g_object_unref(collection);
     } else if (error && *error) {
         state = aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE ? AA_KEYRING_ABSENT : AA_KEYRING_ERROR;
     } else {
-        state = collection == NULL ? AA_KEYRING_NO_DEFAULT_COLLECTION : AA_KEYRING_ERROR;
+        state = AA_KEYRING_NO_DEFAULT_COLLECTION;
     }
-    if (locked) g_variant_unref(locked);
-    g_free(collection);
     g_object_unref(service);
     return state;
 }

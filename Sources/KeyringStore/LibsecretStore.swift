@@ -62,20 +62,6 @@ public final class LibsecretStore: SecretStore {
         return outcome.value ?? nil
     }
 
-    /// The secret alone: one lookup, without the second search that reads the item's dates.
-    public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
-        let outcome = await caller.call { cancellable, error -> Secret? in
-            LibsecretStore.withAttributes(key) { account, issuer, clientID in
-                guard let found = aa_secret_lookup(account, issuer, clientID, cancellable, error) else { return nil }
-                // Copy into Swift, then let libsecret wipe and free its copy.
-                defer { aa_secret_free(found) }
-                return Secret(String(cString: found))
-            }
-        }
-        if let failure = outcome.failure { throw authError(failure) }
-        return outcome.value ?? nil
-    }
-
     /// An attribute's Unix seconds; nil when absent or not a decimal integer (someone else's edit: not known).
     private static func date(_ attribute: UnsafeMutablePointer<gchar>?) -> Date? {
         guard let attribute, let seconds = Int64(String(cString: attribute)) else { return nil }

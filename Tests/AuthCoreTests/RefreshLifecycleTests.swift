@@ -75,26 +75,6 @@ final class RefreshLifecycleTests: XCTestCase {
         XCTAssertEqual(failures, 0)
     }
 
-    /// The first refresh in a run reads the item's dates with its secret (they feed the sign-in's lifetime); once
-    /// they are known, a refresh reads the secret alone (libsecret: one search fewer per refresh).
-    func testARefreshReadsTheItemsDatesOnlyWhileTheyAreUnknown() async throws {
-        let deadline = Date(timeIntervalSince1970: 2_000_000_000)
-        let store = MemorySecretStore(entries: [key: KeyringItem(secret: Secret("rt-1"), validUntil: deadline)])
-        let http = FakeHTTP()
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", expiresIn: 600),
-                             FakeHTTP.tokenReply(access: "at-2", expiresIn: 600)]
-        let broker = broker(store, http, ManualClock())
-        _ = try await broker.accessToken(account: "work")
-        let (first, firstSecretOnly) = (await store.loads, await store.secretLoads)
-        XCTAssertEqual(first, 1)
-        XCTAssertEqual(firstSecretOnly, 0, "the first read must bring the item's dates")
-        let forced = try await broker.accessToken(account: "work", forceRefresh: true)
-        XCTAssertEqual(forced.accessToken.reveal(), "at-2")
-        let (second, secretOnly) = (await store.loads, await store.secretLoads)
-        XCTAssertEqual(second, 2)
-        XCTAssertEqual(secretOnly, 1, "a refresh with the dates known reads the secret alone")
-    }
-
     func testForcedRefreshReportsTheOutageInsteadOfAnOldToken() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()

@@ -9,10 +9,8 @@ public actor MemorySecretStore: SecretStore {
     public var items: [SecretKey: Secret] { entries.mapValues(\.secret) }
     public var forcedState: KeyringState = .available
     public private(set) var writes = 0
-    /// How many times ``loadItem(_:)`` or ``load(_:)`` and ``storedKeys()`` were asked; ``secretLoads``: ``load(_:)``
-    /// alone (the secret without the item's dates).
+    /// How many times ``loadItem(_:)`` and ``storedKeys()`` were asked.
     public private(set) var loads = 0
-    public private(set) var secretLoads = 0
     public private(set) var searches = 0
 
     public init(items: [SecretKey: Secret] = [:]) { self.entries = items.mapValues { KeyringItem(secret: $0) } }
@@ -26,10 +24,6 @@ public actor MemorySecretStore: SecretStore {
         if forcedState == .locked { return nil }
         try check()
         return entries[key]
-    }
-    public func load(_ key: SecretKey) throws(AuthError) -> Secret? {
-        secretLoads += 1
-        return try loadItem(key)?.secret
     }
     public func storedKeys() throws(AuthError) -> Set<SecretKey> {
         searches += 1
