@@ -16,11 +16,6 @@ import PackageDescription
 //   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
 //                  the config path, SSH/headless, local time (FoundationEssentials-free, so authctl stays light).
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
-// The modules a cached-token request runs through, release only: no run-time exclusivity checks (swift_beginAccess
-// on every access to a class's stored var; measured in docs/BENCHMARKS.md, "The socket path"). Their shared state
-// is confined to one thread or behind a lock; debug builds, and so every test run, keep the checks, and the
-// compile-time checks stay on everywhere.
-let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 // Both release binaries contain FoundationEssentials, never full Foundation, CoreFoundation,
 // FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's data: docs/BENCHMARKS.md, "Installed
 // size"). Nothing we ship needs them, but TOMLKit's `import struct Foundation.Data` puts -lFoundation on the agent's
@@ -57,8 +52,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: hotPathSettings
+            ]
         ),
         .target(
             name: "AuthTransport",
@@ -76,7 +70,7 @@ let package = Package(
         .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "AgentIPC", swiftSettings: hotPathSettings),
+        .target(name: "AgentIPC"),
         .target(name: "SessionEnvironment"),
         .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"]),
         .target(name: "CAgentProcess"),
@@ -90,8 +84,7 @@ let package = Package(
             dependencies: [
                 "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: hotPathSettings
+            ]
         ),
         .target(
             name: "AgentServer",
@@ -102,8 +95,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: hotPathSettings
+            ]
         ),
         // sd-bus's vtable macros and variadic calls, which Swift cannot use (sd-bus.h comes from libsystemd-dev).
         .target(name: "CAgentBus", linkerSettings: [.linkedLibrary("systemd")]),
@@ -133,17 +125,11 @@ let package = Package(
             // - lld (in the Swift toolchain) with packed relative relocations (DT_RELR, glibc >= 2.36): the PIE's
             //   3 MB of RELA entries, all read at start-up, become 25 kB;
             // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
-            //   --gc-sections may drop what nothing calls;
-            // - the functions a profiled session ran (auth-agent.order, from scripts/order-symbols) are linked
-            //   together at the front of .text, steady-state code first: the kernel maps 64 kB around each code
-            //   fault, so scattered functions cost a window each. Names the build no longer has are skipped.
-            exclude: ["auth-agent.order"],
+            //   --gc-sections may drop what nothing calls.
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-use-ld=lld",
                               "-Xlinker", "--gc-sections", "-Xlinker", "--no-export-dynamic",
                               "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                              "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/auth-agent/auth-agent.order",
-                              "-Xlinker", "--no-warn-symbol-ordering",
                               "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"] + essentialsOnly,
                              .when(configuration: .release)),
             ]

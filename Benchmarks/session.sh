@@ -45,9 +45,8 @@ dbus_load() {   # target, agent pid
 }
 
 say "starting the release agent"
-if [ "${ONLY:-}" = order ] || [ "${ONLY:-}" = instructions ]; then
-    # scripts/order-symbols: the agent runs under callgrind, which dumps the functions run in each phase.
-    # Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
+if [ "${ONLY:-}" = instructions ]; then
+    # The agent runs under callgrind. Valgrind 3.19 cannot read the toolchain's DWARF 5, so it runs a copy without debug info (symbols kept).
     objcopy --strip-debug "$BIN/auth-agent" "$WORK/auth-agent"
     # instructions: only what the accept loop runs (every cached-token request is served there), not the timers and
     # idle hooks of the other threads, whose share depends on how long valgrind takes.
@@ -129,36 +128,6 @@ fi
 say "idle memory, 3 accounts signed in"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
-if [ "${ONLY:-}" = order ]; then
-    # Each phase ends with a dump of the functions callgrind saw run since the last one (Benchmarks/order_symbols.py
-    # names the phases by these labels, in this order).
-    phase() { callgrind_control --dump="$1" "$AGENT" >/dev/null; }
-    phase start-and-sign-in
-    loadgen --socket "$SOCK" --clients 8 --mode new --count 400 --timeout 120 >/dev/null || true
-    loadgen --socket "$SOCK" --clients 8 --mode persistent --count 400 --timeout 120 >/dev/null || true
-    loadgen --socket "$SOCK" --clients 1000 --mode once --timeout 120 >/dev/null || true
-    for _ in 1 2 3; do "$BIN/authctl" token work >/dev/null; done
-    phase cached-token
-    sleep 3
-    phase idle-release
-    for _ in 1 2 3; do "$BIN/authctl" status >/dev/null; done
-    loadgen --socket "$SOCK" --clients 16 --mode once --timeout 120 --request "$STATUS_REQ" >/dev/null || true
-    phase status
-    loadgen --socket "$SOCK" --clients 1 --mode persistent --count 3 --duration 120 --timeout 60 \
-        --request "$REFRESH_REQ" >/dev/null || true
-    phase refresh
-    # personal's access tokens live 30 s: wait until the one from its sign-in has expired, then 1,000 callers at once.
-    sleep 31
-    loadgen --socket "$SOCK" --clients 1000 --mode once --timeout 120 \
-        --request "$PERSONAL_REQ" >/dev/null || true
-    phase single-flight
-    "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/flood.py" "$SOCK" "$BIN/authctl" "$AGENT" 3 >/dev/null || true
-    phase flood
-    sleep 3
-    phase idle-release-2
-    kill "$AGENT"; wait "$AGENT" || true
-    exit 0
-fi
 if [ "${ONLY:-}" = memory ]; then
     # The peak's parts, phase by phase, without the rest of the run: HWM reset, 1,000 concurrent cached-token
     # connections, then the flood (5,000 idle connections and 64 flooders, half of them sending status).
