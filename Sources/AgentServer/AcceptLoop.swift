@@ -42,6 +42,9 @@ final class AcceptLoop: @unchecked Sendable {
         case reply(fd: Int32, registration: Int, line: [UInt8], finished: Int?)
         /// Stop accepting and stop reading every client: what they sent is still answered, then they close.
         case shutdown
+        /// The watchdog's question: the loop answers by storing the number in ``answeredProbe``. A loop that is stuck
+        /// (in a system call that never returns, say) never does.
+        case probe(UInt64)
     }
 
     /// A connection this loop owns. A class, so the loop updates it in place.
@@ -83,6 +86,8 @@ final class AcceptLoop: @unchecked Sendable {
     let commands = Mutex<[Command]>([])
     /// Identities of processes that connected before (a reconnecting client is not read in full again).
     let callers = CallerCache()
+    /// The last ``Command/probe(_:)`` the loop ran (read by the watchdog on another thread).
+    let answeredProbe = Atomic<UInt64>(0)
     /// Open connections, and the most there ever were at once (read by tests on other threads).
     let openConnections = Atomic<Int>(0)
     let peakConnections = Atomic<Int>(0)
@@ -226,6 +231,8 @@ final class AcceptLoop: @unchecked Sendable {
                     cancelPersonTasks(connection)
                     written[fd] = connection
                 }
+            case .probe(let number):
+                answeredProbe.store(number, ordering: .relaxed)
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {

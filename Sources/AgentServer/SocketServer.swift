@@ -5,13 +5,14 @@ import AgentIPC
 import AgentService
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Runs on the accept loop's thread once no client has been connected for a second (and a second after start-up).
 public typealias IdleHook = @Sendable () -> Void
 
 /// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
-/// peer, and owns it until it closes: it answers cached tokens itself and runs every other request as a task of its
-/// own, whose replies it writes. A bad or slow client affects only itself.
+/// peer, and owns it until it closes: it runs every request as a task of its own, whose replies it writes. A bad or
+/// slow client affects only itself.
 public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
@@ -35,9 +36,8 @@ public final class SocketServer: Service {
     }
 
     /// Starts listening. When this returns, clients can connect (send READY=1 after it). `whenIdle` runs on the
-    /// loop's thread when no client has been connected for a second (the agent returns freed heap to the kernel),
-    /// and says whether any slow request ran since it last ran (then the agent also unmaps the code that work paged
-    /// in). `connectionLimit` replaces ``connectionLimit()`` (tests use a small one).
+    /// loop's thread when no client has been connected for a second (the agent returns freed heap and the code that
+    /// work paged in to the kernel). `connectionLimit` replaces ``connectionLimit()`` (tests use a small one).
     public static func listen(_ endpoint: Endpoint, dispatcher: RequestDispatcher, logger: Logger,
                               activity: ActivityTracker? = nil, whenIdle: IdleHook? = nil,
                               connectionLimit: Int? = nil) async throws -> SocketServer {
@@ -93,6 +93,13 @@ public final class SocketServer: Service {
         // being refused, and the agent's own files.
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
+
+    /// Asks the accept loop, the thread that serves every client, to answer probe `number`
+    /// (``WatchdogService``); ``answeredProbe`` says whether it did.
+    public func probe(_ number: UInt64) { loop.post(.probe(number)) }
+
+    /// The number of the last probe the accept loop answered.
+    public var answeredProbe: UInt64 { loop.answeredProbe.load(ordering: .relaxed) }
 
     public func run() async throws {
         await withGracefulShutdownHandler {

@@ -1,21 +1,23 @@
 import AuthCore
 import Logging
-import NIOCore
-import NIOPosix
 import ServiceLifecycle
 
-/// Pings systemd's watchdog (`WatchdogSec=`) at half the interval, but only after proving the agent can still do
-/// work: a task must run on the NIO event loop (which serves the socket) and hop through the broker actor (which
-/// serves tokens), each within half the interval. A wedged agent therefore stops pinging and systemd restarts it.
+/// Pings systemd's watchdog (`WatchdogSec=`) at half the interval, but only while the agent can still serve: the
+/// accept loop, the one thread that serves every socket client, must have answered the probe posted half an interval
+/// earlier, and a hop through the broker actor (which serves tokens) must finish within half the interval. A wedged
+/// loop or broker therefore stops the pings, and systemd restarts the agent.
 public struct WatchdogService: Service {
     let interval: Duration
     let broker: TokenBroker
+    let server: SocketServer
     let ping: @Sendable () -> Void
     let logger: Logger
 
-    public init(interval: Duration, broker: TokenBroker, logger: Logger, ping: @escaping @Sendable () -> Void) {
+    public init(interval: Duration, broker: TokenBroker, server: SocketServer, logger: Logger,
+                ping: @escaping @Sendable () -> Void) {
         self.interval = interval
         self.broker = broker
+        self.server = server
         self.logger = logger
         self.ping = ping
     }
@@ -24,17 +26,24 @@ public struct WatchdogService: Service {
         let half = interval / 2
         let broker = self.broker
         await cancelWhenGracefulShutdown {
+            var probe: UInt64 = 1
+            server.probe(probe)
             while !Task.isCancelled {
-                let healthy = await WatchdogService.probe(within: half) {
-                    try? await MultiThreadedEventLoopGroup.singleton.any().submit {}.get()
-                    _ = await broker.accountNames
-                }
-                if healthy {
+                do { try await Task.sleep(for: half) } catch { return }
+                let loopTurning = server.answeredProbe >= probe
+                let brokerAnswers = await WatchdogService.probe(within: half) { _ = await broker.accountNames }
+                if loopTurning && brokerAnswers {
                     ping()
                 } else {
-                    logger.error("the agent did not answer its own health probe; not pinging the watchdog")
+                    logger.error("the agent did not answer its own health probe; not pinging the watchdog", metadata: [
+                        "accept_loop": "\(loopTurning ? "answered" : "stuck")",
+                        "broker": "\(brokerAnswers ? "answered" : "stuck")"])
                 }
-                do { try await Task.sleep(for: half) } catch { return }
+                // A stuck loop never answers this one either: the pings stay off until systemd restarts the agent.
+                if loopTurning {
+                    probe += 1
+                    server.probe(probe)
+                }
             }
         }
     }

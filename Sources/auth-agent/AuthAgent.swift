@@ -182,7 +182,7 @@ struct AuthAgent: AsyncParsableCommand {
         }
         if let interval = SystemdNotifier.watchdogInterval() {
             logger.info("watchdog enabled", metadata: ["interval": "\(interval)"])
-            services.append(.init(service: WatchdogService(interval: interval, broker: broker, logger: logger) {
+            services.append(.init(service: WatchdogService(interval: interval, broker: broker, server: server, logger: logger) {
                 _ = SystemdNotifier.watchdog()
             }))
         }
