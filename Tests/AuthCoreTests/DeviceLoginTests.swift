@@ -30,11 +30,17 @@ final class DeviceLoginTests: XCTestCase {
                              FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1")]
         let broker = Fixtures.broker(accounts: [Self.deviceAccount()], store: store, http: http, redirects: redirects,
                                      browser: browser)
-        // The endpoints answer after a moment, so the second caller arrives while the sign-in is pending.
+        // The device authorization request is held at the endpoint until the second caller has arrived, so that
+        // caller finds the device sign-in pending (and started first, whatever order the tasks run in).
+        let gate = TokenGate()
+        http.tokenGate = gate
+        // And the polls answer after a moment, so the sign-in is still pending when the second caller joins it.
         http.tokenDelay = .milliseconds(20)
-        async let first = broker.beginLogin(account: "work", method: .device)
-        async let second = broker.beginLogin(account: "work")
-        let (ticket, joined) = try await (first, second)
+        let first = Task { try await broker.beginLogin(account: "work", method: .device) }
+        await gate.arrived(1)
+        let second = Task { try await broker.beginLogin(account: "work") }
+        gate.open()
+        let (ticket, joined) = try await (first.value, second.value)
         let device = try XCTUnwrap(ticket.device)
         XCTAssertEqual(device.userCode, "WDJB-MJHT")
         XCTAssertEqual(device.verificationURI.absoluteString, "https://issuer.example/activate")
