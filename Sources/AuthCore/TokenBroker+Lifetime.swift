@@ -4,11 +4,12 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import SessionEnvironment
 
 /// Sign-ins that end while nobody is looking: each account's "sign-in valid until" (``SignInDeadline``: the server's
 /// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept in the credential's keyring item beside
 /// the secret (``KeyringItem``: libsecret attributes, never inside the secret), shown by `status`, and watched (``SignInExpiryWatch``): a warning
-/// (journal line and ``BrokerEvent/signInExpiring(_:validUntil:)``, which the desktop notification follows) when the
+/// (journal line and ``BrokerEvent/signInExpiring(_:validUntil:at:)``, which the desktop notification follows) when the
 /// end is near, and ``BrokerEvent/signInRequired(_:)`` once it passed.
 ///
 /// A passed deadline is advice, not proof: the refresh token stays in the keyring and a token request still tries
@@ -145,10 +146,10 @@ extension TokenBroker {
             case .none:
                 break
             case .warn(let until):
-                let days = Int(until.timeIntervalSince(now) / 86400)
+                let days = DaysLeft.count(until: until.timeIntervalSince1970, now: now.timeIntervalSince1970)
                 logger.notice("the sign-in ends soon; sign in again when it suits you (authctl login)", metadata: [
                     "account": "\(name)", "valid_until": "\(until.formatted(.iso8601))", "days_left": "\(days)"])
-                publish(.signInExpiring(name, validUntil: until))
+                publish(.signInExpiring(name, validUntil: until, at: now))
                 await storeWarning(name)
             case .ended(let until):
                 logger.notice("the sign-in has reached its end; the account needs a new sign-in (authctl login)", metadata: [

@@ -36,8 +36,8 @@ enum Formatter {
         guard until > now else {
             return "ended \(localTime(until)) (\(relative(until, now: now))): run `authctl login \(account)`"
         }
-        let days = (until - now) / 86400
-        return "valid until \(localTime(until)) (" + (days >= 1 ? "in \(days) day\(days == 1 ? "" : "s"))" : "\(relative(until, now: now)))")
+        let when = DaysLeft.phrase(DaysLeft.count(until: until, now: now)) ?? relative(until, now: now)
+        return "valid until \(localTime(until)) (\(when))"
     }
 
     static func table(_ rows: [[String]]) -> String {

@@ -173,7 +173,7 @@ final class SignInLifetimeTests: XCTestCase {
             }
             return seen
         }
-        XCTAssertEqual(seen, [.signInExpiring("work", validUntil: until), .signInRequired("work")])
+        XCTAssertEqual(seen, [.signInExpiring("work", validUntil: until, at: until - 100), .signInRequired("work")])
         let kept = await store.items[key]
         XCTAssertNotNil(kept, "a passed deadline never deletes the refresh token")
     }
@@ -213,7 +213,7 @@ final class SignInLifetimeTests: XCTestCase {
         let first = Fixtures.broker(store: store, clock: clock)
         let firstEvents = first.events()
         _ = await first.checkSignInLifetimes()
-        let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day)
+        let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day, at: t0)
         let warned = await SystemTimeSource().within(.seconds(5), fallback: false) {
             for await event in firstEvents where event == expected {
                 return true
