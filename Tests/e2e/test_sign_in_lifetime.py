@@ -50,6 +50,7 @@ def test_server_lifetime_is_shown_kept_in_the_keyring_read_back_after_a_restart_
                          env={**agent.env}, capture_output=True, text=True, timeout=15)
     assert bus.returncode == 0, bus.stderr
     assert f"'sign_in_valid_until': <int64 {kept}>" in bus.stdout, bus.stdout
+    assert "'sign_in_ended': <false>" in bus.stdout, bus.stdout
 
     # A restart: the new process knows it from the keyring item before the account is used.
     agent.restart()
@@ -91,6 +92,7 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     def ending():
         return [n for n in notifications(notification_server) if n.get("summary", "").startswith("Sign-in to work ends")]
 
+    assert agent.account_status("work")["sign_in_ended"] is False
     wait_for(lambda: ending(), 15, "the warning notification")
     [warning] = ending()
     assert warning["summary"] == "Sign-in to work ends today", warning
@@ -113,6 +115,9 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     assert "the sign-in has reached its end" in agent.log()
     human = agent.authctl("status").stdout
     assert "sign-in ended" in human and "run `authctl login work`" in human, human
+    # The JSON says it too, in a field of its own (issue 35); `signed_in` stays true: the refresh token is kept.
+    status = agent.account_status("work")
+    assert status["sign_in_ended"] is True and status["signed_in"] is True, status
     assert len(ending()) == 1, "one warning per day at most"
     # Never deleted on a guess: the refresh token is still in the keyring.
     assert stored(keyring, auth_server)[0] == rt
