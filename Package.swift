@@ -49,6 +49,7 @@ let package = Package(
         .target(
             name: "AuthCore",
             dependencies: [
+                "SessionEnvironment",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),

@@ -37,14 +37,19 @@ public struct SignInNotificationPolicy: Sendable, Equatable {
          "The account '\(account)' needs you to sign in again. Run: authctl login \(account)")
     }
 
-    /// The warning ahead of a sign-in's end (``BrokerEvent/signInExpiring(_:validUntil:)``): when, and the command.
+    /// The warning ahead of a sign-in's end (``BrokerEvent/signInExpiring(_:validUntil:at:)``): when, and the
+    /// command. `now` is the warning's own instant, so the count is the one its journal line gives.
     public static func expiringText(account: String, validUntil: Date, now: Date) -> (summary: String, body: String) {
-        let days = Int(validUntil.timeIntervalSince(now) / 86400)
-        let when = days >= 1 ? "in \(days) day\(days == 1 ? "" : "s")" : "today"
+        let when = DaysLeft.phrase(daysLeft(validUntil, now: now)) ?? "today"
         return ("Sign-in to \(account) ends \(when)",
                 "The sign-in of the account '\(account)' is valid until "
                     + "\(LocalTime.text(Int(validUntil.timeIntervalSince1970))). "
                     + "Sign in again when it suits you: authctl login \(account)")
+    }
+
+    /// Whole days left, by the one rule every day count follows (``DaysLeft``); 0 on the last day.
+    static func daysLeft(_ validUntil: Date, now: Date) -> Int {
+        DaysLeft.count(until: validUntil.timeIntervalSince1970, now: now.timeIntervalSince1970)
     }
 }
 
@@ -71,8 +76,8 @@ final class SignInNotifier: @unchecked Sendable {
 
     /// From any thread.
     func handle(_ event: BrokerEvent) {
-        if case .signInExpiring(let account, let validUntil) = event {
-            return warn(account, validUntil: validUntil)
+        if case .signInExpiring(let account, let validUntil, let at) = event {
+            return warn(account, validUntil: validUntil, at: at)
         }
         loop.submit { [self] bus in
             guard let account = policy.account(toNotifyFor: event) else { return }
@@ -85,14 +90,14 @@ final class SignInNotifier: @unchecked Sendable {
     }
 
     /// The sign-in ends soon: a notification with the "Sign in" action, replacing the account's previous warning;
-    /// critical on the last day.
-    private func warn(_ account: String, validUntil: Date) {
+    /// critical on the last day. Counted from `at`, the broker's instant of the warning.
+    private func warn(_ account: String, validUntil: Date, at: Date) {
         loop.submit { [self] bus in
-            let now = Date()
-            let (summary, body) = SignInNotificationPolicy.expiringText(account: account, validUntil: validUntil, now: now)
+            let (summary, body) = SignInNotificationPolicy.expiringText(account: account, validUntil: validUntil, now: at)
+            let lastDay = SignInNotificationPolicy.daysLeft(validUntil, now: at) == 0
             let notification = DesktopNotification(
                 summary: summary, body: body, actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")],
-                urgency: validUntil.timeIntervalSince(now) < 86400 ? .critical : .normal, replaces: warnings[account])
+                urgency: lastDay ? .critical : .normal, replaces: warnings[account])
             warnings[account] = client.send(notification, bus: bus, what: "sign-in ending",
                                             metadata: ["account": "\(account)"], onAction: signInOnClick(account))
         }

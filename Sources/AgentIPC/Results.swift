@@ -274,12 +274,17 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// When the sign-in ends (Unix seconds), when the server or the configuration says; in the past: the
         /// account needs a new sign-in. Absent when unknown.
         public var signInValidUntil: Int?
+        /// Whether that date has passed, by the agent's clock (`sign-in ended` in the human output); present with
+        /// ``signInValidUntil``. `signedIn` stays true while the refresh token is kept.
+        public var signInEnded: Bool?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
-                    access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil) {
+                    access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil,
+                    signInEnded: Bool? = nil) {
             self.accessTokenDoesNotExpire = accessTokenDoesNotExpire
+            self.signInEnded = signInEnded
             self.scopedTokens = scopedTokens
             self.signInValidUntil = signInValidUntil
             self.name = name
@@ -300,7 +305,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
             case name, issuer, clientID = "client_id", redirectURI = "redirect_uri", scopes, signedIn = "signed_in",
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  accessTokenDoesNotExpire = "access_token_does_not_expire", lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
-                 scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until"
+                 scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until",
+                 signInEnded = "sign_in_ended"
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -321,6 +327,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(scopedTokens, forKey: .scopedTokens)
             try container.encodeIfPresent(access, forKey: .access)
             try container.encodeIfPresent(signInValidUntil, forKey: .signInValidUntil)
+            try container.encodeIfPresent(signInEnded, forKey: .signInEnded)
         }
     }
 

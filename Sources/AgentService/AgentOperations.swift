@@ -185,7 +185,8 @@ public struct AgentOperations: Sendable {
                     },
                     access: AccountAccess(access.policy(of: account.name)),
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
-                    accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil)
+                    accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
+                    signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded)
             })
     }
 

@@ -16,8 +16,9 @@ public enum BrokerEvent: Sendable, Equatable {
     case refreshFinished(String)
     case signInStarted(String)
     case signInFinished(String)
-    /// The account's sign-in ends at this date, soon (``SignInExpiryWatch``): time to sign in again.
-    case signInExpiring(String, validUntil: Date)
+    /// The account's sign-in ends at this date, soon (``SignInExpiryWatch``): time to sign in again. `at` is when the
+    /// broker gave the warning: a day count shown for it is taken from there (``DaysLeft``), as its journal line's is.
+    case signInExpiring(String, validUntil: Date, at: Date)
     /// The configuration in force changed (accounts added, removed or changed by a reload), or its problem did.
     case configurationChanged
 
@@ -28,7 +29,7 @@ public enum BrokerEvent: Sendable, Equatable {
             return ""
         case .accountChanged(let name), .signInRequired(let name), .refreshStarted(let name),
              .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name),
-             .signInExpiring(let name, _):
+             .signInExpiring(let name, _, _):
             return name
         }
     }

@@ -111,6 +111,8 @@ public struct AccountStatus: Sendable {
     public var scopedTokens: [ScopedTokenStatus] = []
     /// When the sign-in ends, if known (TokenBroker+Lifetime.swift); it may have passed.
     public var signInValidUntil: Date?
+    /// ``signInValidUntil`` has passed (``SignInExpiryWatch/hasEnded(at:)``): the account needs a new sign-in.
+    public var signInEnded = false
 }
 
 /// One scoped access token in `status`: what it is for and when it expires (never the token).

@@ -103,12 +103,14 @@ extension TokenBroker {
         do {
             let outcome = try await completeSignIn(name, start: start)
             endSignIn(name, id: id, .signedIn)
+            await storeUnsavedWarning(name)
             return outcome
         } catch {
             let failure = TokenBroker.authError(error)
             accounts[name]?.refresh.recordError(failure, at: time.wallClock())
             logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
             endSignIn(name, id: id, .init(failure.code))
+            await storeUnsavedWarning(name)
             throw failure
         }
     }
@@ -159,21 +161,32 @@ extension TokenBroker {
             claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
             if claims == nil { tokens.idToken = nil }
         }
-        noteSignIn(name, tokens)
-        if let refresh = tokens.refreshToken {
-            try await storeRefreshToken(refresh, for: SecretKey(config))
-            accounts[name]?.unsavedRefreshToken = nil
-        } else if tokens.nonExpiring {
-            // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
-            try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
-        } else {
-            logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
-                           metadata: ["account": "\(name)"])
+        let now = time.wallClock()
+        let lifetimeBefore = accounts[name]?.lifetime
+        // A warning due at once is in the item written below (issue 35), and given only once it is.
+        let due = noteSignIn(name, tokens, now: now)
+        do throws(AuthError) {
+            if let refresh = tokens.refreshToken {
+                try await storeRefreshToken(refresh, for: SecretKey(config))
+                accounts[name]?.unsavedRefreshToken = nil
+            } else if tokens.nonExpiring {
+                // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
+                try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
+            } else {
+                logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
+                               metadata: ["account": "\(name)"])
+            }
+        } catch {
+            // The keyring kept the item it had: the watch goes back to it.
+            if let lifetimeBefore { accounts[name]?.lifetime = lifetimeBefore }
+            lifetimeBell.ring()
+            throw error
         }
         accounts[name]?.idClaims = claims
         let cached = cacheTokens(name, .default, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))
+        announce(name, due, at: now)
         var result = outcome(name, cached.tokens, hasRefreshToken: tokens.refreshToken != nil || tokens.nonExpiring)
         result.subject = claims?.subject
         result.email = claims?.email

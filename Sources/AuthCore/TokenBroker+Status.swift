@@ -28,7 +28,8 @@ extension TokenBroker {
                 accessTokenExpiresIn: remaining, accessTokenDoesNotExpire: cache?.tokens.nonExpiring ?? false,
                 lastRefresh: state.lastRefresh, lastError: state.refresh.lastError,
                 loginPending: state.signIn.isPending, gitHosts: state.config.gitHosts,
-                scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil))
+                scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil,
+                signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock())))
         }
         return BrokerStatus(keyring: keyring.state, accounts: list)
     }

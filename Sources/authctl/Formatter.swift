@@ -32,12 +32,12 @@ enum Formatter {
     static func localTime(_ at: Int) -> String { LocalTime.text(at) }
 
     /// The `sign-in:` row of `status`: when the sign-in ends, or that it ended and what to run.
-    static func signInEnd(_ until: Int, account: String, now: Int) -> String {
-        guard until > now else {
+    static func signInEnd(_ until: Int, ended: Bool, account: String, now: Int) -> String {
+        guard !ended else {
             return "ended \(localTime(until)) (\(relative(until, now: now))): run `authctl login \(account)`"
         }
-        let days = (until - now) / 86400
-        return "valid until \(localTime(until)) (" + (days >= 1 ? "in \(days) day\(days == 1 ? "" : "s"))" : "\(relative(until, now: now)))")
+        let when = DaysLeft.phrase(DaysLeft.count(until: until, now: now)) ?? relative(until, now: now)
+        return "valid until \(localTime(until)) (\(when))"
     }
 
     static func table(_ rows: [[String]]) -> String {
@@ -78,10 +78,12 @@ enum Formatter {
         }
         for account in status.accounts {
             lines.append("")
+            // The agent's word, as `status --json` gives it (an agent older than `sign_in_ended`: authctl's clock).
+            let ended = account.signInEnded ?? ((account.signInValidUntil ?? Int.max) <= now)
             let state: String
             switch (account.signedIn, account.loginPending) {
             case (_, true): state = paint("signing in", "33")
-            case (true?, _) where (account.signInValidUntil ?? Int.max) <= now:
+            case (true?, _) where ended:
                 state = paint("sign-in ended", "33")
             case (true?, _): state = paint("signed in", "32")
             case (false?, _): state = paint("not signed in", "33")
@@ -104,7 +106,7 @@ enum Formatter {
                 rows.append(["scoped token:", "\(what): \(when)"])
             }
             if let until = account.signInValidUntil, account.signedIn != false {
-                rows.append(["sign-in:", signInEnd(until, account: account.name, now: now)])
+                rows.append(["sign-in:", signInEnd(until, ended: ended, account: account.name, now: now)])
             }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let access = account.access { rows.append(["tokens for:", access.summary]) }

@@ -20,7 +20,7 @@ final class SignInNotificationPolicyTests: XCTestCase {
         var policy = SignInNotificationPolicy()
         for event: BrokerEvent in [.accountChanged("a"), .refreshStarted("a"), .refreshFinished("a"),
                                    .signInStarted("a"), .signInFinished("a"),
-                                   .signInExpiring("a", validUntil: Date())] {
+                                   .signInExpiring("a", validUntil: Date(), at: Date())] {
             XCTAssertNil(policy.account(toNotifyFor: event), "\(event)")
         }
     }
@@ -44,5 +44,17 @@ final class SignInNotificationPolicyTests: XCTestCase {
                        "Sign-in to work ends in 1 day")
         XCTAssertEqual(SignInNotificationPolicy.expiringText(account: "work", validUntil: now + 600, now: now).summary,
                        "Sign-in to work ends today")
+    }
+
+    /// Issue 35: days are counted from whole seconds, as `authctl status` counts them: a warning given within the
+    /// second a 2-day sign-in began says 2 days, as status does in that second (it said 1, from the fraction).
+    func testTheWarningCountsDaysFromWholeSecondsAsStatusDoes() {
+        let until = Date(timeIntervalSince1970: 1_800_000_000 + 2 * 86400)
+        let sameSecond = Date(timeIntervalSince1970: 1_800_000_000.9)
+        XCTAssertEqual(SignInNotificationPolicy.expiringText(account: "work", validUntil: until, now: sameSecond).summary,
+                       "Sign-in to work ends in 2 days")
+        XCTAssertEqual(SignInNotificationPolicy.expiringText(account: "work", validUntil: until,
+                                                             now: sameSecond.addingTimeInterval(1)).summary,
+                       "Sign-in to work ends in 1 day", "a second later, less than 2 whole days are left")
     }
 }

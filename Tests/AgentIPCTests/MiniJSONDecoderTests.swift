@@ -37,7 +37,7 @@ final class MiniJSONDecoderTests: XCTestCase {
                   lastError: .init(code: "server_error", message: "m", at: 1_799_999_001), loginPending: true,
                   scopedTokens: [.init(scopes: ["r"], resource: "https://api", expiresAt: 1, expiresIn: 2),
                                  .init(scopes: nil, resource: nil, expiresAt: nil, expiresIn: nil, doesNotExpire: true)],
-                  access: access, signInValidUntil: 1_900_000_000, accessTokenDoesNotExpire: nil),
+                  access: access, signInValidUntil: 1_900_000_000, accessTokenDoesNotExpire: nil, signInEnded: true),
         ]))
         try assertRoundTrip(LoginCallbackResult(account: "w", accepted: true))
         try assertRoundTrip(DiagnoseResult(agentVersion: "1", keyring: "available",

@@ -2,6 +2,9 @@ import AgentIPC
 import AgentServer
 @testable import AgentService
 import AuthCore
+import AuthTestSupport
+import Foundation
+import Logging
 import XCTest
 
 final class AgentOperationsTests: XCTestCase {
@@ -10,5 +13,33 @@ final class AgentOperationsTests: XCTestCase {
         for code in AuthError.Code.allCases {
             XCTAssertEqual(AgentOperations.wireCode(code).rawValue, code.rawValue, "\(code)")
         }
+    }
+
+    /// Issue 35: `status --json` says that a sign-in ended in a field of its own, as the human output does, rather
+    /// than leaving a script to compare `sign_in_valid_until` with its own clock; `signed_in` stays true while the
+    /// refresh token is kept.
+    func testStatusSaysWhetherTheSignInEnded() async throws {
+        let account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
+                                    scopes: ["read"])
+        let other = AccountConfig(name: "home", issuer: URL(string: "https://issuer.example")!, clientID: "client-2",
+                                  scopes: ["read"])
+        let clock = ManualClock()
+        let now = clock.wallClock()
+        let store = MemorySecretStore(entries: [
+            SecretKey(account): KeyringItem(secret: Secret("rt-1"), validUntil: now - 60),
+            SecretKey(other): KeyringItem(secret: Secret("rt-2"), validUntil: now + 86400),
+        ])
+        let broker = TokenBroker(accounts: [account, other], store: store, http: NoHTTP(), redirects: NoRedirects(),
+                                 browser: NoBrowser(), time: clock, logger: Logger(label: "test"))
+        _ = await broker.checkSignInLifetimes()
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock"),
+                                         logger: Logger(label: "test"))
+        let json = try JSONEncoder().encode(await operations.status())
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: json) as? [String: Any])
+        let accounts = try XCTUnwrap(object["accounts"] as? [[String: Any]])
+        XCTAssertEqual(accounts[0]["signed_in"] as? Bool, true)
+        XCTAssertEqual(accounts[0]["sign_in_ended"] as? Bool, true, "ended: \(accounts[0].keys.sorted())")
+        XCTAssertEqual(accounts[1]["sign_in_ended"] as? Bool, false, "still valid")
     }
 }

@@ -173,7 +173,7 @@ final class SignInLifetimeTests: XCTestCase {
             }
             return seen
         }
-        XCTAssertEqual(seen, [.signInExpiring("work", validUntil: until), .signInRequired("work")])
+        XCTAssertEqual(seen, [.signInExpiring("work", validUntil: until, at: until - 100), .signInRequired("work")])
         let kept = await store.items[key]
         XCTAssertNotNil(kept, "a passed deadline never deletes the refresh token")
     }
@@ -213,7 +213,7 @@ final class SignInLifetimeTests: XCTestCase {
         let first = Fixtures.broker(store: store, clock: clock)
         let firstEvents = first.events()
         _ = await first.checkSignInLifetimes()
-        let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day)
+        let expected = BrokerEvent.signInExpiring("work", validUntil: t0 + 2 * day, at: t0)
         let warned = await SystemTimeSource().within(.seconds(5), fallback: false) {
             for await event in firstEvents where event == expected {
                 return true
@@ -238,6 +238,91 @@ final class SignInLifetimeTests: XCTestCase {
         _ = await second.checkSignInLifetimes()
         item = await store.entries[key]
         XCTAssertEqual(item?.warnedAt, t0 + day)
+    }
+
+    /// A browser sign-in of `account`, left pending: the test delivers the redirect's query.
+    func pendingSignIn(_ broker: TokenBroker, _ browser: FakeBrowser) async throws -> (LoginTicket, state: String) {
+        let ticket = try await broker.beginLogin(account: "work")
+        return (ticket, try XCTUnwrap(browser.lastQuery["state"]?.first))
+    }
+
+    /// Issue 35: a sign-in the server says ends within the warning window warns at once, and that warning is in the
+    /// keyring item by the time the sign-in returns. The agent may stop right after (the default idle exit); started
+    /// again the same day, it does not repeat it.
+    func testAWarningDueAtSignInIsInTheItemTheSignInWrote() async throws {
+        let store = MemorySecretStore()
+        let http = FakeHTTP()
+        let redirects = FakeRedirects()
+        let browser = FakeBrowser()
+        let clock = ManualClock()
+        let account = Fixtures.account(scopes: ["read"])
+        let broker = Fixtures.broker(accounts: [account], store: store, http: http, redirects: redirects,
+                                     browser: browser, clock: clock)
+        let events = broker.events()
+        let watch = Task { await broker.runSignInLifetimeWatch() }
+        let (ticket, state) = try await pendingSignIn(broker, browser)
+        http.tokenReplies = [reply(access: "at-1", refresh: "rt-1", refreshLifetime: 2 * 86400)]
+        XCTAssertEqual(redirects.deliver("code=the-code&state=\(state)"), .success)
+        _ = try await broker.awaitLogin(ticket)
+        let item = await store.entries[key]
+        XCTAssertEqual(item?.validUntil, t0 + 2 * day)
+        XCTAssertEqual(item?.warnedAt, t0, "the warning is in the item the sign-in wrote")
+        let warned = await SystemTimeSource().within(.seconds(5), fallback: false) {
+            for await event in events {
+                if case .signInExpiring = event { return true }
+            }
+            return false
+        }
+        XCTAssertTrue(warned, "the warning was given")
+        watch.cancel()
+
+        // Stopped by the idle exit, started again an hour later: nothing to repeat, nothing written.
+        clock.advance(.seconds(3600))
+        let restarted = Fixtures.broker(accounts: [account], store: store, http: FakeHTTP(), clock: clock)
+        _ = await restarted.checkSignInLifetimes()
+        let after = await store.entries[key]
+        XCTAssertEqual(after?.warnedAt, t0, "no second warning that day")
+    }
+
+    /// Issue 35: a warning that falls due while a sign-in is pending cannot be written then (the sign-in's own write
+    /// must win); it is written when the sign-in ends, here refused by the user, so the old item keeps it.
+    func testAWarningGivenWhileASignInIsPendingIsWrittenWhenTheSignInEnds() async throws {
+        let store = MemorySecretStore(entries: [key: KeyringItem(secret: Secret("rt-1"), validUntil: t0 + 2 * day)])
+        let redirects = FakeRedirects()
+        let browser = FakeBrowser()
+        let account = Fixtures.account(scopes: ["read"])
+        let broker = Fixtures.broker(accounts: [account], store: store, redirects: redirects, browser: browser)
+        let (ticket, state) = try await pendingSignIn(broker, browser)
+        _ = await broker.checkSignInLifetimes()
+        var item = await store.entries[key]
+        XCTAssertNil(item?.warnedAt, "not written while the sign-in is pending")
+        XCTAssertEqual(redirects.deliver("error=access_denied&state=\(state)"), .denied)
+        await assertThrows(.accessDenied) { _ = try await broker.awaitLogin(ticket) }
+        item = await store.entries[key]
+        XCTAssertEqual(item?.warnedAt, t0, "written when the sign-in ended")
+        XCTAssertEqual(item?.secret, Secret("rt-1"))
+    }
+
+    /// A sign-in whose keyring write fails gives no warning of a deadline the keyring does not hold, and the watch
+    /// keeps the old item's date, so it warns of that one when due.
+    func testASignInTheKeyringRefusedGivesNoWarningAndKeepsTheOldDate() async throws {
+        let store = MemorySecretStore(entries: [key: KeyringItem(secret: Secret("rt-1"), validUntil: t0 + 30 * day)])
+        let http = FakeHTTP()
+        let redirects = FakeRedirects()
+        let browser = FakeBrowser()
+        let broker = Fixtures.broker(accounts: [Fixtures.account(scopes: ["read"])], store: store, http: http,
+                                     redirects: redirects, browser: browser)
+        _ = await broker.checkSignInLifetimes()
+        let (ticket, state) = try await pendingSignIn(broker, browser)
+        http.tokenReplies = [reply(access: "at-1", refresh: "rt-2", refreshLifetime: 2 * 86400)]
+        await store.setState(.error)
+        XCTAssertEqual(redirects.deliver("code=the-code&state=\(state)"), .success)
+        await assertThrows(.keyringError) { _ = try await broker.awaitLogin(ticket) }
+        await store.setState(.available)
+        let status = await broker.status()
+        XCTAssertEqual(status.accounts[0].signInValidUntil, t0 + 30 * day, "the date the keyring holds")
+        let item = await store.entries[key]
+        XCTAssertNil(item?.warnedAt)
     }
 
     func testSignOutForgetsTheDeadline() async throws {

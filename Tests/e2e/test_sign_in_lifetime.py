@@ -50,6 +50,7 @@ def test_server_lifetime_is_shown_kept_in_the_keyring_read_back_after_a_restart_
                          env={**agent.env}, capture_output=True, text=True, timeout=15)
     assert bus.returncode == 0, bus.stderr
     assert f"'sign_in_valid_until': <int64 {kept}>" in bus.stdout, bus.stdout
+    assert "'sign_in_ended': <false>" in bus.stdout, bus.stdout
 
     # A restart: the new process knows it from the keyring item before the account is used.
     agent.restart()
@@ -91,6 +92,7 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     def ending():
         return [n for n in notifications(notification_server) if n.get("summary", "").startswith("Sign-in to work ends")]
 
+    assert agent.account_status("work")["sign_in_ended"] is False
     wait_for(lambda: ending(), 15, "the warning notification")
     [warning] = ending()
     assert warning["summary"] == "Sign-in to work ends today", warning
@@ -113,9 +115,46 @@ def test_short_lifetime_warns_on_the_desktop_then_reads_as_needing_sign_in(
     assert "the sign-in has reached its end" in agent.log()
     human = agent.authctl("status").stdout
     assert "sign-in ended" in human and "run `authctl login work`" in human, human
+    # The JSON says it too, in a field of its own (issue 35); `signed_in` stays true: the refresh token is kept.
+    status = agent.account_status("work")
+    assert status["sign_in_ended"] is True and status["signed_in"] is True, status
     assert len(ending()) == 1, "one warning per day at most"
     # Never deleted on a guess: the refresh token is still in the keyring.
     assert stored(keyring, auth_server)[0] == rt
+    assert_alive(agent)
+
+
+def test_a_warning_due_at_sign_in_is_in_the_keyring_item_when_login_returns_and_not_repeated_after_a_restart(
+        make_agent, keyring, auth_server, fault_proxy, notification_server):
+    """Issue 35: a server that gives the sign-in 2 days (inside the default 3-day `sign_in_warning`), as a GitHub App
+    near the end of its six months does. The warning comes at once, and it is in the keyring item by the time
+    `authctl login` returns: with the default idle exit the agent may stop any moment after, and its next start
+    must not repeat that day's warning. Its day count is the one status shows in that second."""
+    fault_proxy.quirk(q.refresh_token_lifetime({"value": 2 * 86400}))
+    agent = proxied_agent(make_agent, fault_proxy)
+    agent.login("work")
+    [item] = keyring.secret_tool_attributes("work")
+    assert "attribute.warned_at" in item, f"no warned_at when the sign-in returned: {sorted(item)}"
+    rt, until = stored(keyring, auth_server)
+    agent.remember(rt)
+
+    def ending():
+        return [n for n in notifications(notification_server) if n.get("summary", "").startswith("Sign-in to work ends")]
+
+    wait_for(lambda: ending(), 15, "the warning notification")
+    [warning] = ending()
+    assert warning["summary"] == "Sign-in to work ends in 2 days", warning
+    assert warning["urgency"] != 2, "not critical: not the last day"
+    assert agent.log().count("the sign-in ends soon") == 1
+
+    agent.restart()
+    # The restarted agent reads the item and steps its watch in one turn of the broker: once status shows the date,
+    # a repeated warning would already be in the log.
+    wait_for(lambda: agent.account_status("work").get("sign_in_valid_until") == until, 15, "the deadline read back")
+    assert agent.log().count("the sign-in ends soon") == 1, "no second warning after the restart"
+    [item_after] = keyring.secret_tool_attributes("work")
+    assert item_after["attribute.warned_at"] == item["attribute.warned_at"]
+    assert len(ending()) == 1
     assert_alive(agent)
 
 
