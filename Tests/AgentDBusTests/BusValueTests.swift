@@ -1,5 +1,6 @@
 @testable import AgentDBus
 import AgentIPC
+import Foundation
 import XCTest
 
 final class BusValueTests: XCTestCase {
@@ -32,6 +33,35 @@ final class BusValueTests: XCTestCase {
         XCTAssertEqual(dict["login_pending"], .bool(true))
         XCTAssertEqual(dict["last_error"], .dict(["code": .string("server_error"), "message": .string("boom"), "at": .int64(5)]))
         XCTAssertEqual(BusValue.dict(dict).signature, "a{sv}")
+    }
+
+    /// Every field the socket's JSON carries is on the bus under the same name, nested structures and lists of them
+    /// included: the bus map read back as JSON equals the socket's JSON, null fields left out.
+    func testTheBusMapCarriesWhatTheSocketsJSONCarries() throws {
+        let account = StatusResult.Account(
+            name: "work", issuer: "https://i", clientID: "c", redirectURI: "http://127.0.0.1/cb", scopes: ["a", "b"],
+            signedIn: true, accessTokenExpiresAt: 1_800_000_000, accessTokenExpiresIn: 60, lastRefresh: 7,
+            lastError: nil, loginPending: false,
+            scopedTokens: [.init(scopes: ["a"], resource: "https://r", expiresAt: 9, expiresIn: 3),
+                           .init(scopes: nil, resource: nil, expiresAt: nil, expiresIn: nil, doesNotExpire: true)],
+            access: AccountAccess(open: false, allowedClients: ["/usr/bin/git"], confirm: "never", summary: "only git"))
+        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(account)) as? NSDictionary
+        XCTAssertEqual(Self.json(.dict(BusValue.dictionary(encoding: account))) as? NSDictionary, json)
+        let scoped = BusValue.dictionary(encoding: account)["scoped_tokens"]
+        XCTAssertEqual(scoped?.signature, "aa{sv}")
+    }
+
+    /// A bus value as the JSON object it stands for (integers as numbers, maps as objects).
+    static func json(_ value: BusValue) -> Any {
+        switch value {
+        case .string(let s): return s
+        case .bool(let b): return b
+        case .int64(let i): return i
+        case .double(let d): return d
+        case .stringArray(let a): return a
+        case .dict(let d): return d.mapValues(json) as NSDictionary
+        case .dictArray(let a): return a.map { $0.mapValues(json) as NSDictionary }
+        }
     }
 
     func testPollTimeoutFollowsSdBusDeadline() {
