@@ -48,4 +48,31 @@ final class CallerTests: ChildProcessTestCase {
         XCTAssertFalse(sleep.matches(theirs))
         XCTAssertTrue(theirs.summary.contains("(own pid namespace)"), theirs.summary)
     }
+
+    /// Issue 21's defect 5, on the one route: a process in a mount namespace of its own bind-mounts another binary over
+    /// its own path there and execs that path. The kernel names the new executable exactly as the old one, but it is
+    /// another file; the replaced-file check (the file at the path in the agent's namespace against the running one,
+    /// by device and inode) says the path no longer names what runs.
+    func testAProcessThatExecsAnotherFileMountedOverItsPathIsNotNamedByIt() throws {
+        try XCTSkipUnless(getuid() == 0, "bind mounts in a private mount namespace need root here")
+        let shell = directory.appendingPathComponent("x").path
+        let other = directory.appendingPathComponent("y").path
+        try FileManager.default.copyItem(atPath: "/usr/bin/dash", toPath: shell)
+        try FileManager.default.copyItem(atPath: "/usr/bin/sleep", toPath: other)
+        let marker = directory.appendingPathComponent("go").path
+        let child = try spawn("/usr/bin/unshare", ["-m", "--propagation", "private", shell, "-c",
+                                                   "while [ ! -e '\(marker)' ]; do :; done; mount --bind '\(other)' '\(shell)' && exec '\(shell)' 60"])
+        waitForExecutable(child.processIdentifier, shell)
+        XCTAssertFalse(Caller.identify(peer: peer(child), via: "socket").identity.exeDeleted)
+        let mounted = try XCTUnwrap(FileID(path: other))
+        _ = FileManager.default.createFile(atPath: marker, contents: nil)
+        // Bounded wait for the child's exec: there is nothing to block on for another process's execve.
+        for _ in 0..<500 where FileID(path: "/proc/\(child.processIdentifier)/exe") != mounted { usleep(10_000) }
+        XCTAssertEqual(FileID(path: "/proc/\(child.processIdentifier)/exe"), mounted, "the child never ran the mounted file")
+        XCTAssertEqual(Caller.executable(of: child.processIdentifier), shell, "the premise: the same name")
+        let after = Caller.identify(peer: peer(child), via: "socket")
+        XCTAssertEqual(after.identity.exe, shell)
+        XCTAssertTrue(after.identity.exeDeleted, "the path no longer names what runs")
+        XCTAssertFalse(try XCTUnwrap(ClientRule.parse(shell).get()).matches(after.identity))
+    }
 }
