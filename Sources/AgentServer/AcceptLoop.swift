@@ -9,18 +9,17 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// The socket server's one thread: an epoll set that accepts connections, checks each peer (`SO_PEERCRED`, the
-/// caller's identity through ``CallerCache``) and then owns the connection for its whole life, the way the C floor
-/// of the benchmark serves its lines: no channel, pipeline or future per connection. It hands each request (the
-/// request, not the connection) to the async side as a task whose reply lines come back as commands, and writes
-/// every reply, keeping what the socket does not take until it
-/// has room (AcceptLoop+Serve.swift). Each connection's lifecycle is a pure ``ConnectionStateMachine``; this type
-/// does its I/O.
+/// The socket server's one thread: an epoll set that accepts connections, checks each peer (`SO_PEERCRED`, then the
+/// caller's identity, read in full by ``Caller/identify(peer:via:pidfd:connection:)``) and then owns the connection
+/// for its whole life, the way the C floor of the benchmark serves its lines: no channel, pipeline or future per
+/// connection. It hands each request (the request, not the connection) to the async side as a task whose reply lines
+/// come back as commands, and writes every reply, keeping what the socket does not take until it has room
+/// (AcceptLoop+Serve.swift). Each connection's lifecycle is a pure ``ConnectionStateMachine``; this type does its I/O.
 ///
 /// Everything the connections share lives on this thread, so none of it needs a lock: the connection cap with its
-/// eviction order, the accept order ``CallerCache`` relies on, and the idle hook's timer. Other threads reach the
-/// loop only through ``post(_:)``. One loop serves a desktop's clients many times over (docs/BENCHMARKS.md): more
-/// loops would need all of the above shared between threads.
+/// eviction order, and the idle hook's timer. Other threads reach the loop only through ``post(_:)``. One loop serves
+/// a desktop's clients many times over (docs/BENCHMARKS.md): more loops would need all of the above shared between
+/// threads.
 final class AcceptLoop: @unchecked Sendable {
     /// Accepts per wake-up before the loop serves its connections again (fairness under a connection flood).
     static let acceptBatch = 64
@@ -84,8 +83,6 @@ final class AcceptLoop: @unchecked Sendable {
     let whenIdle: IdleHook?
     let myUID = getuid()
     let commands = Mutex<[Command]>([])
-    /// Identities of processes that connected before (a reconnecting client is not read in full again).
-    let callers = CallerCache()
     /// The last ``Command/probe(_:)`` the loop ran (read by the watchdog on another thread).
     let answeredProbe = Atomic<UInt64>(0)
     /// Open connections, and the most there ever were at once (read by tests on other threads).
@@ -101,8 +98,6 @@ final class AcceptLoop: @unchecked Sendable {
     var stopped = false
     /// A counter for registrations and activity: the eviction order.
     var order = 0
-    /// The number of the last accepted connection, in the listening socket's (first in, first out) order.
-    var accepted: UInt64 = 0
     // The loop's timers, in ``monotonicNow()``'s nanoseconds: plain integers, because every wake-up reads them
     // (`ContinuousClock.Instant` is a resilient type: an optional one is copied and compared through its value
     // witnesses, ~450 instructions per request for two of them).
@@ -208,8 +203,6 @@ final class AcceptLoop: @unchecked Sendable {
         guard let idle = idleAt, idle <= now else { return }
         idleAt = nil
         guard !stopped else { return }
-        // Processes that have exited give back their pinned /proc/PID descriptors.
-        _ = callers.sweep()
         whenIdle?()
     }
 
@@ -269,7 +262,6 @@ final class AcceptLoop: @unchecked Sendable {
         for _ in 0..<AcceptLoop.acceptBatch where accepting {
             let fd = aa_socket_accept(listenFD)
             if fd >= 0 {
-                accepted += 1
                 admit(fd)
                 continue
             }
@@ -313,11 +305,9 @@ final class AcceptLoop: @unchecked Sendable {
                 retryAfter: 1)))
             return release(fd)
         }
-        // The pidfd names the process that connected while it is identified, and is closed right after. Not asked
-        // for at all when the cache holds that process's /proc/PID directory from an earlier connection
-        // (Caller.identifyPinned).
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), cache: callers,
-                                     accepted: accepted, connection: fd)
+        // The pidfd names the process that connected while it is identified, and is closed right after: a
+        // connection costs one descriptor, not two.
+        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), connection: fd)
         order += 1
         let connection = Connection(registration: order, caller: caller)
         connections[fd] = connection

@@ -89,8 +89,8 @@ public final class SocketServer: Service {
     static func connectionLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return maxConnections }
-        // 256 spare: the caller cache's pinned /proc/PID directories (64, CallerCache.pinCapacity), a connection
-        // being refused, and the agent's own files.
+        // 256 spare: a connection being refused or identified (its pidfd), and the agent's own files (the keyring's
+        // and the buses' connections, HTTP, a sign-in's redirect listener with up to 64 connections).
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 

@@ -3,10 +3,9 @@ import Glibc
 #endif
 import AuthCore
 import CAgentSocket
-import Synchronization
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
-/// which front end carried the request, and the identity derived from them by ``identify(peer:via:pidfd:)``
+/// which front end carried the request, and the identity derived from them by ``identify(peer:via:pidfd:connection:)``
 /// (executable, systemd unit, Flatpak app). Read by the agent once per connection, never taken from anything the
 /// client sends.
 public struct Caller: Sendable {
@@ -52,70 +51,34 @@ public struct Caller: Sendable {
         process?.isAlive ?? false
     }
 
-    /// The caller's identity from the kernel, computed once per connection. Synchronous and cheap (a few small
-    /// `/proc` reads); runs on the connection's event loop, before its first request. `pidfd` is `SO_PEERPIDFD`'s
-    /// descriptor when the kernel gives one (asked for only when needed): it proves that what was read under
-    /// `/proc/PID` belonged to the process that connected, not to a later owner of its pid. The caller is then
-    /// pinned by its start time.
+    /// The caller's identity from the kernel, read in full for every connection and every D-Bus call: one route, no
+    /// cache. Synchronous and cheap (a few small `/proc` reads); runs on the front end's own thread (the accept loop,
+    /// the bus loop) before the request is served. The start time is read first, then the executable, unit and app
+    /// and whether the file at the path was replaced, then a check that the process that connected ran throughout;
+    /// the start time then pins it (``process``) for the check each request under a policy makes.
     ///
-    /// With a `cache`, a process that connected before (same pid and start time, so the same process) and still
-    /// runs the same file (same device and inode behind `/proc/PID/exe`, so no `execve` of another binary since)
-    /// reuses the executable path, unit and app read then; the start time, the terminal, whether the file at the path
-    /// was replaced, and the pidfd are still read for every connection. A process that moved to another cgroup
-    /// since its first connection keeps the unit it had then, for as long as it runs.
-    ///
-    /// `accepted` is the connection's place in the listening socket's queue (the socket's one accept loop numbers
-    /// connections as it accepts them). With it, the cache also keeps the process's `/proc/PID` directory open
-    /// (``CallerCache/pinned(pid:acceptedBefore:)``), and a later connection from the same pid is identified with a
-    /// `statx` and a `readlinkat` under it and no pidfd; see ``identifyPinned``.
-    ///
-    /// `connection` is the socket's descriptor. Without a pidfd (kernels before 6.5, or `SO_PEERPIDFD` refused) the
-    /// pid alone does not name the process that connected: it may have exited before it was read, and its pid be
-    /// taken by another program, whose `/proc/PID` then reads consistently from start to end. So the connection is
-    /// tied to the live process first: the process read must hold the connection's other end (a descriptor of the
-    /// peer socket, by inode: ``tied(_:to:)``). A process that got the pid later holds it only if it was handed the
-    /// socket (then whoever writes on it is checked per request, ``AcceptLoop``); one that cannot be tied is not
-    /// identified, and so not served under a policy.
-    public static func identify(peer: PeerCredentials, via: String, pidfd: @autoclosure () -> ProcessFD? = nil,
-                                cache: CallerCache? = nil, accepted: UInt64? = nil, connection: Int32? = nil) -> Caller {
+    /// `pidfd` is `SO_PEERPIDFD`'s descriptor where the kernel gives one: still running at the end means its pid was
+    /// never reused, so what was read under `/proc/PID` was its own. Without one (kernels before 6.5, or
+    /// `SO_PEERPIDFD` refused) the pid alone does not name the process that connected: it may have exited before it
+    /// was read, and its pid be taken by another program, whose `/proc/PID` then reads consistently from start to
+    /// end. So the connection (the socket's descriptor, `connection`) is tied to the live process: the process read
+    /// must hold its other end (a descriptor of the peer socket, by inode: ``tied(_:to:)``), and then its start time
+    /// is read again. A process that got the pid later holds it only if it was handed the socket (then whoever writes
+    /// on it is checked per request, ``AcceptLoop``); one that cannot be tied is not identified, and so not served
+    /// under a policy. A D-Bus call has neither: the start time read again answers for whoever has the pid now.
+    public static func identify(peer: PeerCredentials, via: String, pidfd: ProcessFD? = nil,
+                                connection: Int32? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
-        if let accepted, let cache, let pin = cache.pinned(pid: pid, acceptedBefore: accepted),
-           let caller = identifyPinned(peer: peer, via: via, pin, cache: cache) {
-            return caller
-        }
-        let pidfd = pidfd()
-        let running = FileID(runningOf: pid)
-        let processID = pidfd?.processID
-        var started: UInt64?
-        var terminal: Bool
-        let derived: CallerCache.Derived
-        var reused = false
-        var reusedByID = false
-        if let processID, let running, let known = cache?.lookup(pid: pid, processID: processID, executable: running) {
-            // The pidfd names the very process that connected, and this process was read before: its start time and
-            // terminal are the ones read then (the pidfd's check at the end vouches for the exe read above).
-            (derived, started, terminal, reused, reusedByID) = (known.derived, known.startTime, known.hasTerminal, true, true)
-        } else {
-            // The start time is read first and checked last: everything read in between belongs to that process.
-            let stat = readText("/proc/\(pid)/stat")
-            started = stat.flatMap(ProcFS.startTime(stat:))
-            terminal = (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0
-            if let started, let running, let known = cache?.lookup(pid: pid, startTime: started, executable: running) {
-                (derived, reused) = (known, true)
-            } else {
-                derived = .read(pid: pid)
-            }
-        }
-        // Opened before the check below, so the check vouches for it too: it is this process's directory.
-        let directory = accepted != nil && pidfd != nil && cache?.makeRoomForPin() == true ? ProcessDirectory.open(pid: pid) : nil
-        let pin = started.map { ProcessPin(pid: pid, startTime: $0) }
-        var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: derived.exe,
-                            identity: derived.identity(running: running), process: pin, hasTerminal: terminal)
+        let stat = readText("/proc/\(pid)/stat")
+        let pin = stat.flatMap(ProcFS.startTime(stat:)).map { ProcessPin(pid: pid, startTime: $0) }
+        let terminal = (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0
+        let facts = ProcessFacts.read(pid: pid)
+        var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: facts.exe,
+                            identity: facts.identity(running: FileID(runningOf: pid)), process: pin,
+                            hasTerminal: terminal)
         // The process that connected died (its pid may be someone else's now) before or while we read: nothing
-        // read can be trusted. The pidfd answers for the very process: still running means its pid was never
-        // reused, so what was read under /proc/PID was its own. Without a pidfd, the start time read again answers
-        // for whoever has the pid now.
+        // read can be trusted.
         let stillTheSameProcess = switch pidfd?.isRunning {
         case true?: pin != nil
         case false?: false
@@ -128,60 +91,8 @@ public struct Caller: Sendable {
             // Not pinned either: the start time read may be a later owner's of the pid (process_exited).
             caller.process = nil
             caller.hasTerminal = false
-        } else if let started, let running {
-            // Also after a hit by start time when there is a process id now, so the next connection finds it by id,
-            // and whenever the process can be pinned now.
-            let pinned = directory.flatMap { directory in
-                derived.exe.map { CallerCache.Pin(held: directory, accepted: accepted ?? 0, exe: $0,
-                                                  exeDeletedAsRead: derived.exeDeleted, caller: caller,
-                                                  executable: running) }
-            }
-            if !reused || (processID != nil && !reusedByID) || pinned != nil {
-                cache?.store(pid: pid, startTime: started, processID: processID, executable: running, derived,
-                             hasTerminal: terminal, pin: pinned)
-            }
         }
         return caller
-    }
-
-    /// A connection from a pinned process (``CallerCache/pinned(pid:acceptedBefore:)``): the process whose
-    /// `/proc/PID` directory the cache holds connected on an earlier connection, which the listening socket gave out before
-    /// this one. Its queue is first in, first out, so that process already had this pid when this connection was
-    /// made; if it still runs now, it had the pid throughout, and so it is the process that connected (the pid
-    /// `SO_PEERCRED` reports is the connecting process's at `connect`).
-    ///
-    /// A `statx` (cached attributes) and a `readlinkat` of `exe` under the held directory prove that the process
-    /// still runs the very file it ran when it was pinned (same device and inode: a name alone is not enough, since a
-    /// process in a mount namespace of its own can mount another binary over its path and exec it under the same
-    /// name), and that the kernel names it exactly as it did then. While that name is unchanged the path still leads
-    /// to that file in the agent's namespace: renaming the file or a directory above it changes the name, and
-    /// replacing or deleting it unlinks the file (" (deleted)"); only mounting over the path in the agent's own
-    /// mount namespace would not, which takes privileges there. So the identity read when it was pinned holds, with
-    /// its replaced-file verdict. Nil when the process has exited (then it is unpinned) or runs another file or one
-    /// named otherwise now (another binary, a moved, replaced or deleted file): the full read decides then.
-    static func identifyPinned(peer: PeerCredentials, via: String, _ pin: CallerCache.Pin,
-                               cache: CallerCache) -> Caller? {
-        // Both through the held directory, so both describe the pinned process (nothing can be looked up under it
-        // once that process has exited, whoever has the pid now). Same name is not same file: in a mount namespace of
-        // its own the process may have mounted another binary over its path and run that.
-        let running = pin.held.executable
-        switch pin.held.reads(pin.link) {
-        case nil:
-            cache.unpin(pid: peer.pid, pin.held)
-            return nil
-        case false?:
-            return nil
-        case true?:
-            guard running == pin.executable else { return nil }
-            cache.pinnedHits.add(1, ordering: .relaxed)
-            // The caller as the full read made it when the process was pinned; the credentials are this
-            // connection's own (the same unless the process changed its ids since).
-            var caller = pin.caller
-            (caller.uid, caller.gid) = (peer.uid, peer.gid)
-            // Only if it differs: setting it makes the audited form again.
-            if caller.via != via { caller.via = via }
-            return caller
-        }
     }
 
     /// Whether process `pid` holds the other end of the Unix socket `connection` (by the peer socket's inode). False

@@ -102,7 +102,7 @@ struct LiveProcessTable: ProcessTable {
     }
 
     func identity(of pid: Int32) -> ClientIdentity {
-        CallerCache.Derived.read(pid: pid).identity(running: FileID(runningOf: pid))
+        ProcessFacts.read(pid: pid).identity(running: FileID(runningOf: pid))
     }
 }
 

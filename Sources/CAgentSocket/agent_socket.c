@@ -13,8 +13,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,29 +122,8 @@ long aa_socket_receive(int fd, void *bytes, unsigned long capacity) {
     }
 }
 
-#ifndef PIDFS_MAGIC
-#define PIDFS_MAGIC 0x50494446
-#endif
-
-int aa_socket_pidfd_open(int32_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-
-int aa_socket_pidfd_process_id(int pidfd, uint64_t *id) {
-    /* Whether pidfds live on pidfs is a property of the kernel: asked once (a race only repeats the question). */
-    static int on_pidfs = -1;
-    if (on_pidfs < 0) {
-        struct statfs fs;
-        if (fstatfs(pidfd, &fs) != 0) return -1;
-        on_pidfs = (fs.f_type == PIDFS_MAGIC && sizeof(ino_t) == 8) ? 1 : 0;
-    }
-    if (!on_pidfs) return -1;
-    struct stat info;
-    if (fstat(pidfd, &info) != 0) return -1;
-    *id = (uint64_t)info.st_ino;
-    return 0;
-}
-
 /* "/proc/" PID "/" name into path (32 bytes hold any pid and a name of up to 14 bytes), formatted by hand (no
- * snprintf, no Swift string): it runs for every connection identified in full. Every /proc/PID path of this file
+ * snprintf, no Swift string): it runs several times for every connection. Every /proc/PID path of this file
  * is made here. -1 (ESRCH) for a pid <= 0. */
 static int proc_path(char path[32], int32_t pid, const char *name) {
     char digits[12];
@@ -161,19 +138,6 @@ static int proc_path(char path[32], int32_t pid, const char *name) {
     path[at++] = '/';
     memcpy(path + at, name, strlen(name) + 1);
     return 0;
-}
-
-int aa_socket_proc_dir_open(int32_t pid) {
-    char path[32];
-    if (proc_path(path, pid, "") != 0) return -1;
-    for (;;) {
-        int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0 || errno != EINTR) return fd;
-    }
-}
-
-long aa_socket_proc_exe_read(int proc_dir_fd, char *buffer, unsigned long capacity) {
-    return (long)readlinkat(proc_dir_fd, "exe", buffer, capacity);
 }
 
 #ifndef STATX_MNT_ID
@@ -196,10 +160,6 @@ int aa_proc_exe_info(int32_t pid, struct aa_file_info *info) {
     char path[32];
     if (proc_path(path, pid, "exe") != 0) return -1;
     return aa_file_info_at(AT_FDCWD, path, 0, info);
-}
-
-int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info) {
-    return aa_file_info_at(proc_dir_fd, "exe", 0, info);
 }
 
 static struct stat own_pid_namespace, own_user_namespace;

@@ -205,27 +205,6 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(audit.first?.caller.pid, getpid())
     }
 
-    /// A process that connects again is identified through its pinned /proc/PID (no pidfd), under the same policy
-    /// and with the same audited identity as its first connection.
-    func testAReconnectingListedCallerIsIdentifiedThroughItsPin() async throws {
-        let probe = try XCTUnwrap(ProcessFD.open(pid: getpid()))
-        try XCTSkipIf(probe.processID == nil, "pidfds are not on pidfs on this kernel (Linux 6.9+)")
-        let me = try XCTUnwrap(Caller.executable(of: getpid()))
-        let server = try await start(policy: AccessPolicy(allowedClients: [.path(me)]))
-        for id in 1...3 {
-            let client = try await TestClient.connect(path)
-            try await client.send(SocketServerTests.fast(id) + "\n")
-            let token = try await client.readReply().result?.accessToken
-            XCTAssertEqual(token, "at-1", "connection \(id)")
-        }
-        XCTAssertEqual(server.loop.callers.pinCount, 1)
-        XCTAssertEqual(server.loop.callers.pinnedHits.load(ordering: .relaxed), 2, "the second and third connection")
-        let audit = server.loop.dispatcher.operations.audit(account: "work", since: nil).entries
-        XCTAssertEqual(audit.map(\.outcome), Array(repeating: AuditEntry.granted, count: 3))
-        XCTAssertEqual(Set(audit.compactMap(\.caller.exe)), [me])
-        XCTAssertEqual(Set(audit.map(\.caller.pid)), [getpid()])
-    }
-
     func testAnOversizeLineGetsMessageTooLargeAndTheConnectionCloses() async throws {
         _ = try await start()
         for servedFirst in [false, true] {

@@ -37,20 +37,6 @@ int aa_socket_accept(int listen_fd);
 int aa_socket_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
 /* SO_PEERPIDFD (Linux 6.5+): a pidfd for the process that connected, which the caller closes. */
 int aa_socket_peer_pidfd(int fd);
-/* pidfd_open(pid, 0). */
-int aa_socket_pidfd_open(int32_t pid);
-/* The process's unique id on this boot: the pidfd's inode number on pidfs (Linux 6.9+, 64-bit), where every
- * process has an inode of its own that is never reused. Returns 0 and fills id; -1 on older kernels, where all
- * pidfds share one anonymous inode. */
-int aa_socket_pidfd_process_id(int pidfd, uint64_t *id);
-/* /proc/PID opened as a directory (O_PATH | O_DIRECTORY | O_CLOEXEC). The descriptor names the process that had the
- * pid when it was opened, like a pidfd: once that process is gone, nothing can be looked up under it (ENOENT while
- * it is a zombie, then ESRCH), even after another process got the same pid. */
-int aa_socket_proc_dir_open(int32_t pid);
-/* readlinkat(proc_dir_fd, "exe"): the kernel's name for that process's executable (a path from the root,
- * " (deleted)" appended once the file is unlinked), not NUL-terminated. Returns its length (capacity when it may be
- * cut short), or -1 once that process has exited (or is exiting). One lookup, of "exe" under the held directory. */
-long aa_socket_proc_exe_read(int proc_dir_fd, char *buffer, unsigned long capacity);
 /* send(MSG_NOSIGNAL | MSG_DONTWAIT); EINTR is retried. Returns bytes sent, or -1 (EAGAIN: the buffer is full). */
 long aa_socket_send(int fd, const void *bytes, unsigned long count);
 /* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */
@@ -62,9 +48,6 @@ struct aa_file_info { uint64_t device; uint64_t inode; uint64_t size; uint64_t m
 int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info);
 /* aa_file_info_at of "/proc/PID/exe", following the link: the file process `pid` runs now. */
 int aa_proc_exe_info(int32_t pid, struct aa_file_info *info);
-/* The same for the process whose /proc/PID directory `proc_dir_fd` holds (aa_socket_proc_dir_open): "exe" under it,
- * followed; -1 once that process has exited. */
-int aa_proc_dir_exe_info(int proc_dir_fd, struct aa_file_info *info);
 /* Whether process `pid` runs in a pid namespace that a user namespace other than the agent's owns (a rootless
  * container, `unshare -Urp`, a Flatpak sandbox). A process there may hold CAP_SYS_ADMIN over that pid namespace, and
  * then the kernel takes credentials it attaches naming any pid of the namespace (SCM_CREDENTIALS): the sender of bytes
