@@ -8,7 +8,7 @@ import PackageDescription
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
-//   AgentService   what both front ends share: AgentOperations, the access gate, consent, audit, caller identity.
+//   AgentAccess   what both front ends share: AgentOperations, the access gate, consent, audit, caller identity.
 //   AgentServer    the socket front end: the accept loop, connection lifecycle, dispatch; and the agent's services.
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
@@ -76,23 +76,31 @@ let package = Package(
         .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"]),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
+        .target(name: "CProcFS"),
         .target(
             name: "AgentConfig",
             dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .target(
-            name: "AgentService",
+            name: "AgentAccess",
             dependencies: [
-                "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
+                "AuthCore", "AgentIPC", "CAgentSocket", "CProcFS", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "AgentServer",
             dependencies: [
-                "AgentService", "AuthCore", "AgentIPC", "CAgentSocket", "CAgentProcess",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                "AgentAccess", "AuthCore", "AgentIPC", "AgentLifecycle", "CAgentSocket", "CAgentProcess",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The agent's lifecycle services: proactive refresh, sign-in lifetime, watchdog, status, idle exit, SIGHUP.
+        .target(
+            name: "AgentLifecycle",
+            dependencies: [
+                "AgentAccess", "AuthCore", "AgentIPC",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -103,7 +111,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentService", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
+                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -111,8 +119,8 @@ let package = Package(
         .executableTarget(
             name: "auth-agent",
             dependencies: [
-                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentService", "AgentServer",
-                "AgentDBus",
+                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentAccess", "AgentServer",
+                "AgentLifecycle", "AgentDBus",
                 "CAgentProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -173,7 +181,7 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport"]),
+        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio"),
@@ -181,17 +189,25 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentServerTests",
-            dependencies: [
-                "AgentServer", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-            ]
+            dependencies: ["AgentServer", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
+                           // swift-atomics' module map comes in through NIOCore; ServiceLifecycle's modules need it.
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+        ),
+        .testTarget(
+            name: "AgentAccessTests",
+            dependencies: ["AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket"]
+        ),
+        .testTarget(
+            name: "AgentLifecycleTests",
+            dependencies: ["AgentLifecycle", "AgentAccess", "AuthCore",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
         ),
         // Mutation fuzzing of the socket request decoder and the redirect request check (scripts/fuzz).
         .testTarget(
             name: "FuzzTests",
             dependencies: [
-                "AgentServer", "AgentService", "AgentIPC", "AuthTransport", "AuthCore",
+                "AgentServer", "AgentAccess", "AgentIPC", "AuthTransport", "AuthCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -205,7 +221,7 @@ let package = Package(
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
-                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentService", "AgentServer", "AgentDBus",
+                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentAccess", "AgentServer", "AgentLifecycle", "AgentDBus",
                                      "authctl"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -34,8 +34,11 @@ static int timed_lookup(const char *account, const char *issuer, const char *cli
     GError *error = NULL;
     GCancellable *c = g_cancellable_new();
     uint64_t t0 = now_ns();
-    char *found = aa_secret_lookup(account, issuer, client, c, &error);
+    gchar *valid_until = NULL, *warned_at = NULL;
+    char *found = aa_secret_lookup_item(account, issuer, client, &valid_until, &warned_at, c, &error);
     *out = now_ns() - t0;
+    g_free(valid_until);
+    g_free(warned_at);
     g_object_unref(c);
     if (!found) { fprintf(stderr, "keyring_time: lookup found nothing\n"); return 0; }
     aa_secret_free(found);

@@ -125,8 +125,10 @@ if [ "${ONLY:-}" = login ]; then
     exit 0
 fi
 
-say "idle memory, 3 accounts signed in"
+say "idle memory, 3 accounts signed in: 2 s (the idle hook has run) and a minute without requests"
 sleep 2
+emit "{\"kind\":\"memory\",\"at\":\"idle-2s\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+sleep 58
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 if [ "${ONLY:-}" = memory ]; then
     # The peak's parts, phase by phase, without the rest of the run: HWM reset, 1,000 concurrent cached-token

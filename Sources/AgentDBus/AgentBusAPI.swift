@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentService
+import AgentAccess
 
 /// One method call of `dev.authagent.Agent1`, with its arguments (already type-checked by sd-bus against the
 /// vtable in CAgentBus).

@@ -1,4 +1,4 @@
-import AgentService
+import AgentAccess
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)
@@ -27,8 +27,8 @@ final class AgentBusObject: @unchecked Sendable {
     private let lock = Mutex(())
     /// Calls that wait for a person, with their caller's unique name: cancelled when the caller leaves the bus (like
     /// a socket client hanging up) or the agent shuts down. Only these take the lock: a token call, the common
-    /// case, does not (the bus thread and the finished task contended for it, and a contended `Mutex` is a PI
-    /// futex in the kernel: ~30 µs of the agent's CPU per call).
+    /// case, does not (the bus thread and the finished task contended for it, and a contended `Mutex` is a
+    /// priority-inheritance futex in the kernel: docs/BENCHMARKS.md, "What is left").
     private var personCalls: [UInt64: (task: Task<Void, Never>, sender: String?)] = [:]
     private var nextCall: UInt64 = 0
 

@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentService
+import AgentAccess
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)

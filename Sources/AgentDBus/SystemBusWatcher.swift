@@ -1,4 +1,4 @@
-import AgentService
+import AgentAccess
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)

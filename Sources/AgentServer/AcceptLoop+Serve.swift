@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import AgentIPC
-import AgentService
+import AgentAccess
 import AuthCore
 import CAgentSocket
 #if canImport(FoundationEssentials)
@@ -11,7 +11,6 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import NIOCore
 import Synchronization
 
 /// Serving a connection the loop owns: reading, lines, requests, writing and closing, driven

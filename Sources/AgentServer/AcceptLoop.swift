@@ -2,11 +2,10 @@
 import Glibc
 #endif
 import AgentIPC
-import AgentService
+import AgentAccess
 import AuthCore
 import CAgentSocket
 import Logging
-import NIOCore
 import Synchronization
 
 /// The socket server's one thread: an epoll set that accepts connections, checks each peer (`SO_PEERCRED`, then the
@@ -100,7 +99,7 @@ final class AcceptLoop: @unchecked Sendable {
     var order = 0
     // The loop's timers, in ``monotonicNow()``'s nanoseconds: plain integers, because every wake-up reads them
     // (`ContinuousClock.Instant` is a resilient type: an optional one is copied and compared through its value
-    // witnesses, ~450 instructions per request for two of them).
+    // witnesses).
     /// When the last accept failed for lack of descriptors (EMFILE), accepting waits this long before it tries again.
     var acceptRetry: UInt64?
     /// When the idle hook runs: a second after the last connection closed, unless a client connects first.

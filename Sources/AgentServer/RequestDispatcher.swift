@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentService
+import AgentAccess
 import AuthCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import AgentAccess
 import AgentIPC
-import AgentService
+import AgentLifecycle
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -13,7 +14,7 @@ public typealias IdleHook = @Sendable () -> Void
 /// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
 /// peer, and owns it until it closes: it runs every request as a task of its own, whose replies it writes. A bad or
 /// slow client affects only itself.
-public final class SocketServer: Service {
+public final class SocketServer: Service, ProbedLoop {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
         case path(String)
@@ -94,8 +95,8 @@ public final class SocketServer: Service {
         return max(16, min(maxConnections, Int(clamping: limit.rlim_cur) - 256))
     }
 
-    /// Asks the accept loop, the thread that serves every client, to answer probe `number`
-    /// (``WatchdogService``); ``answeredProbe`` says whether it did.
+    /// Asks the accept loop, the thread that serves every client, to answer probe `number` (the watchdog's
+    /// question); ``answeredProbe`` says whether it did.
     public func probe(_ number: UInt64) { loop.post(.probe(number)) }
 
     /// The number of the last probe the accept loop answered.

@@ -1,6 +1,6 @@
 /// Who a local client is, as the agent's access policy sees it: facts the agent read from the kernel
 /// (`/proc/PID/exe`, `/proc/PID/cgroup`, the Flatpak sandbox's `.flatpak-info`), never anything the client sent.
-/// Pure value: the front ends derive it (AgentService's `Caller.identify`), the policy judges it.
+/// Pure value: the front ends derive it (AgentAccess's `Caller.identify`), the policy judges it.
 ///
 /// For a request relayed by the agent's own `authctl` (mail clients, git and kubectl run authctl; they do not
 /// connect themselves), the facts are those of the program behind authctl, and ``relay`` names authctl and any

@@ -4,16 +4,6 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// An access token in the broker's cache (the default entry or a scoped one), never its refresh token.
-struct CachedToken: Sendable {
-    var tokens: TokenSet
-    /// Spreads this entry's early-refresh moment over many accounts and agents (``RefreshPolicy/earlyMargin``).
-    var jitter = 0.0
-    /// Set after a resume from suspend (``TokenBroker/markStale(_:)``): not served until refreshed, except during an
-    /// outage.
-    var stale = false
-}
-
 /// One account's refresh rules as a pure state machine over the injected clock: what a request for a token does
 /// (serve the cache, join or start the single refresh, wait out a backoff, fail), what a refresh's failure leaves
 /// behind, and which cached entries the proactive loop should refresh. ``TokenBroker`` executes the actions; this

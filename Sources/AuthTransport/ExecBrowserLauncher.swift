@@ -26,8 +26,8 @@ import Glibc
 /// warning in the log.
 ///
 /// Processes are started with `posix_spawn`, not Foundation's `Process`: `Process` watches its children from a
-/// run-loop thread of its own, and when the browser (or `xdg-open`) exits, that thread ran about 2 MB of
-/// CoreFoundation code, mapped again right after the idle agent had released its code pages (docs/BENCHMARKS.md, "Memory").
+/// run-loop thread of its own, and when the browser (or `xdg-open`) exits, that thread ran CoreFoundation code,
+/// mapped again right after the idle agent had released its code pages (docs/BENCHMARKS.md, "Memory").
 /// A small C thread reaps the child instead; the browser gets no descriptor of the agent's but stderr.
 public struct ExecBrowserLauncher: BrowserLauncher {
     let environment: [String: String]

@@ -3,8 +3,9 @@
 import AgentConfig
 import AgentDBus
 import AgentIPC
+import AgentLifecycle
 import AgentServer
-import AgentService
+import AgentAccess
 import ArgumentParser
 import AuthCore
 import AuthTransport

@@ -1,7 +1,7 @@
 import AgentConfig
 import AgentIPC
 import AgentServer
-import AgentService
+import AgentAccess
 import AuthCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials

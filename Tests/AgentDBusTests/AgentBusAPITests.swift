@@ -1,7 +1,7 @@
 import AuthTestSupport
 @testable import AgentDBus
 import AgentIPC
-import AgentService
+import AgentAccess
 import AuthCore
 import Foundation
 import Logging

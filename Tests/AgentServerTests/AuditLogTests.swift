@@ -1,6 +1,6 @@
 import AgentIPC
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import Foundation
 import Logging
 import XCTest

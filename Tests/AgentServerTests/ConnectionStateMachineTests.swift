@@ -1,5 +1,5 @@
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import XCTest
 
 /// A connection's lifecycle, step by step, without a socket: lines, the line cap, the in-flight cap, back-pressure

@@ -1,7 +1,7 @@
 import AuthTestSupport
 @testable import AgentIPC
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 @testable import AuthCore
 import Foundation
 import Logging

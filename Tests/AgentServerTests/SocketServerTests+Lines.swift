@@ -2,7 +2,7 @@
 import Glibc
 #endif
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 @testable import AuthCore
 import Foundation
 import XCTest

@@ -4,7 +4,7 @@ import Glibc
 #endif
 @testable import AgentIPC
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 @testable import AuthCore
 import Foundation
 import Logging

@@ -1,6 +1,6 @@
 @testable import AgentIPC
 @testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import Foundation
 import XCTest
 

@@ -1,5 +1,5 @@
 import AgentIPC
-import AgentService
+import AgentAccess
 import Logging
 import ServiceLifecycle
 import UnixSignals

@@ -1,6 +1,5 @@
 import AgentIPC
-@testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import AuthCore
 import Foundation
 import Logging

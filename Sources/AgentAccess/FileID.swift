@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CAgentSocket
+import CProcFS
 
 /// A file's device and inode (`statx`, following links): the same pair is the same file. The attributes are the
 /// ones the kernel has cached (`AT_STATX_DONT_SYNC`), so a caller's FUSE server is not asked for them.

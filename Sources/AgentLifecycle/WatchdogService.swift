@@ -2,6 +2,15 @@ import AuthCore
 import Logging
 import ServiceLifecycle
 
+/// A thread that serves clients and can prove it is turning: it answers a numbered probe when it next runs
+/// (the socket server's accept loop).
+public protocol ProbedLoop: Sendable {
+    /// Asks the loop to answer probe `number`.
+    func probe(_ number: UInt64)
+    /// The number of the last probe the loop answered.
+    var answeredProbe: UInt64 { get }
+}
+
 /// Pings systemd's watchdog (`WatchdogSec=`) at half the interval, but only while the agent can still serve: the
 /// accept loop, the one thread that serves every socket client, must have answered the probe posted half an interval
 /// earlier, and a hop through the broker actor (which serves tokens) must finish within half the interval. A wedged
@@ -9,11 +18,11 @@ import ServiceLifecycle
 public struct WatchdogService: Service {
     let interval: Duration
     let broker: TokenBroker
-    let server: SocketServer
+    let server: any ProbedLoop
     let ping: @Sendable () -> Void
     let logger: Logger
 
-    public init(interval: Duration, broker: TokenBroker, server: SocketServer, logger: Logger,
+    public init(interval: Duration, broker: TokenBroker, server: any ProbedLoop, logger: Logger,
                 ping: @escaping @Sendable () -> Void) {
         self.interval = interval
         self.broker = broker

@@ -1,4 +1,4 @@
-import AgentService
+import AgentAccess
 import AuthCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials

@@ -1,6 +1,5 @@
 import AgentIPC
-import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import AuthCore
 import AuthTestSupport
 import Foundation

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CAgentSocket
+import CProcFS
 
 /// Reads `/.flatpak-info` in a caller's root directory (`/proc/PID/root`), a file system the caller may control:
 /// in a user namespace of its own it can mount a tmpfs there and put a FIFO, a device, a symlink or a huge file

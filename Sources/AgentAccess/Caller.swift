@@ -3,6 +3,7 @@ import Glibc
 #endif
 import AuthCore
 import CAgentSocket
+import CProcFS
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
 /// which front end carried the request, and the identity derived from them by ``identify(peer:via:pidfd:connection:)``

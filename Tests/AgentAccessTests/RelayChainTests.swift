@@ -1,5 +1,4 @@
-@testable import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import AuthCore
 import XCTest
 

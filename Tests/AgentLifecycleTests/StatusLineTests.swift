@@ -1,5 +1,5 @@
-import AgentServer
-@testable import AgentService
+@testable import AgentLifecycle
+@testable import AgentAccess
 import XCTest
 
 final class StatusLineTests: XCTestCase {

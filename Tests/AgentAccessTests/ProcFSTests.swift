@@ -1,5 +1,4 @@
-import AgentServer
-@testable import AgentService
+@testable import AgentAccess
 import XCTest
 
 /// The `/proc` parsers against recorded contents (this test machine has no systemd as PID 1, so callers in real

@@ -1,5 +1,5 @@
 import AuthCore
-import CAgentSocket
+import CProcFS
 
 /// What the kernel says about one process: its executable (the kernel's name, and whether it said deleted), systemd
 /// unit, Flatpak app, and whether it runs in a pid namespace another user namespace owns. Read the same way for the
