@@ -32,28 +32,3 @@ public enum StoredCredential: Equatable, Sendable {
         }
     }
 }
-
-/// The form in which agents before ``KeyringItem`` kept the sign-in's dates: a header inside the secret,
-/// `\u{1}valid_until=UNIX-SECONDS\u{1}` and maybe `\u{1}warned_at=UNIX-SECONDS\u{1}`, before the credential. Only
-/// read now (an item in this form is rewritten with the dates as attributes at its next write); a secret without the
-/// header reads as it is.
-extension StoredCredential {
-    static let validUntilKey = "valid_until"
-    static let warnedAtKey = "warned_at"
-
-    /// A stored secret split into the credential (what ``init(stored:)`` reads) and the dates of its header, if any.
-    public static func unseal(_ payload: Secret) -> (credential: Secret, validUntil: Date?, warnedAt: Date?) {
-        var rest = Substring(payload.reveal())
-        var dates: [String: Date] = [:]
-        for key in [validUntilKey, warnedAtKey] {
-            let prefix = "\u{1}\(key)="
-            guard rest.hasPrefix(prefix) else { break }
-            let value = rest.dropFirst(prefix.count)
-            guard let end = value.firstIndex(of: "\u{1}"), let seconds = Int64(value[..<end]) else { break }
-            dates[key] = Date(timeIntervalSince1970: TimeInterval(seconds))
-            rest = value[value.index(after: end)...]
-        }
-        guard dates[validUntilKey] != nil else { return (payload, nil, nil) }
-        return (Secret(String(rest)), dates[validUntilKey], dates[warnedAtKey])
-    }
-}

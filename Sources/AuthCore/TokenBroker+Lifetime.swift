@@ -19,8 +19,7 @@ extension TokenBroker {
     /// One account's sign-in deadline as the broker knows it.
     struct LifetimeRecord: Sendable {
         var watch = SignInExpiryWatch()
-        /// The deadline in the keyring item's attributes, as last read or written (nil for an item that still carries
-        /// it in a header inside the secret, ``StoredCredential/unseal(_:)``, so the next refresh rewrites it).
+        /// The deadline in the keyring item's attributes, as last read or written.
         var stored: Date?
         /// The keyring item was read (or written) since the agent started: the watch knows what the keyring knows.
         var known = false
@@ -69,27 +68,20 @@ extension TokenBroker {
     }
 
     /// An item read from the keyring: the credential, after learning the deadline it carries (unless this run
-    /// already knows a newer one from a sign-in or refresh). An item written before the dates moved to attributes
-    /// carries them in a header inside the secret: read from there, and remembered as not stored, so the next
-    /// refresh writes the item again in the new form (``storeMovedDeadline(_:credential:key:)``).
+    /// already knows a newer one from a sign-in or refresh).
     func credentialFromKeyring(_ item: KeyringItem, account name: String) -> Secret {
-        let legacy = StoredCredential.unseal(item.secret)
-        let fromHeader = legacy.validUntil != nil && item.validUntil == nil
-        let deadline = fromHeader ? legacy.validUntil : item.validUntil
-        let warnedAt = fromHeader ? legacy.warnedAt : item.warnedAt
         if let config = accounts[name]?.config, accounts[name]?.lifetime.known == false {
-            accounts[name]?.lifetime.watch.update(deadline, now: time.wallClock(), warnBefore: config.signInWarning)
-            accounts[name]?.lifetime.watch.restoreWarning(warnedAt)
-            accounts[name]?.lifetime.stored = fromHeader ? nil : deadline
+            accounts[name]?.lifetime.watch.update(item.validUntil, now: time.wallClock(), warnBefore: config.signInWarning)
+            accounts[name]?.lifetime.watch.restoreWarning(item.warnedAt)
+            accounts[name]?.lifetime.stored = item.validUntil
             accounts[name]?.lifetime.known = true
             lifetimeBell.ring()
         }
-        return legacy.credential
+        return item.secret
     }
 
     /// After a refresh that kept its refresh token: writes the moved deadline when ``SignInDeadline/needsWrite(_:stored:)``
-    /// says so (also for an item whose dates are still in the secret's header: it is rewritten as the bare credential
-    /// with the dates as attributes). A failure only costs the stored deadline's accuracy, never the sign-in.
+    /// says so. A failure only costs the stored deadline's accuracy, never the sign-in.
     func storeMovedDeadline(_ name: String, credential: Secret, key: SecretKey) async {
         guard let record = accounts[name]?.lifetime,
               SignInDeadline.needsWrite(record.watch.validUntil, stored: record.stored) else { return }
@@ -112,7 +104,7 @@ extension TokenBroker {
         defer { releaseRedemption(name) }
         guard warningWritable(name), let item = try? await keyring.item(key), warningWritable(name) else { return }
         do throws(AuthError) {
-            try await storeRefreshToken(StoredCredential.unseal(item.secret).credential, for: key)
+            try await storeRefreshToken(item.secret, for: key)
         } catch {
             logger.debug("cannot note the warning in the keyring", metadata: ["account": "\(name)",
                                                                              "error_code": "\(error.code.rawValue)"])

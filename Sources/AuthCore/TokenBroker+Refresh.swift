@@ -100,7 +100,7 @@ extension TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
-        if let current = try await keyring.item(key), StoredCredential.unseal(current.secret).credential == sent {
+        if let current = try await keyring.item(key), current.secret == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))

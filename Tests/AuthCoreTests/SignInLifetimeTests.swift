@@ -86,27 +86,6 @@ final class SignInLifetimeTests: XCTestCase {
 
     // MARK: The keyring payload and the token reply
 
-    /// A secret as agents before ``KeyringItem`` wrote it: the dates in a header before the credential.
-    func legacy(_ credential: Secret, validUntil: Date, warnedAt: Date? = nil) -> Secret {
-        func header(_ key: String, _ date: Date) -> String { "\u{1}\(key)=\(Int64(date.timeIntervalSince1970))\u{1}" }
-        return Secret(header("valid_until", validUntil) + (warnedAt.map { header("warned_at", $0) } ?? "") + credential.reveal())
-    }
-
-    func testTheOldHeaderIsStillReadAndASecretWithoutItReadsAsItIs() {
-        let sealed = legacy(Secret("rt-1"), validUntil: t0)
-        XCTAssertEqual(StoredCredential.unseal(sealed).credential, Secret("rt-1"))
-        XCTAssertEqual(StoredCredential.unseal(sealed).validUntil, t0)
-        XCTAssertEqual(StoredCredential.unseal(Secret("rt-old")).credential, Secret("rt-old"), "written before deadlines")
-        XCTAssertNil(StoredCredential.unseal(Secret("rt-old")).validUntil)
-        let warned = StoredCredential.unseal(legacy(Secret("rt-1"), validUntil: t0, warnedAt: t0 - day))
-        XCTAssertEqual(warned.credential, Secret("rt-1"))
-        XCTAssertEqual(warned.validUntil, t0)
-        XCTAssertEqual(warned.warnedAt, t0 - day)
-        let longLived = StoredCredential.longLivedAccessToken(Secret("gho_x")).stored
-        let unsealed = StoredCredential.unseal(legacy(longLived, validUntil: t0)).credential
-        XCTAssertEqual(StoredCredential(stored: unsealed), .longLivedAccessToken(Secret("gho_x")))
-    }
-
     func testRefreshTokenExpiresInIsReadAndNeverFailsTheReply() throws {
         func parse(_ json: String) throws -> TokenSet {
             try TokenResponseParser.parse(HTTPReply(status: 200, body: Array(json.utf8)), receivedAt: .now)

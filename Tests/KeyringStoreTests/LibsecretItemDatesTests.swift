@@ -79,18 +79,18 @@ final class LibsecretItemDatesTests: XCTestCase {
         XCTAssertEqual(try items(key).count, 0)
     }
 
-    func testAnItemWrittenTheOldWayIsReadAsItIsAndTakenOverByTheNextWrite() async throws {
+    func testAnItemWithoutDatesIsReadAsItIsAndTakenOverByTheNextWrite() async throws {
         let store = LibsecretStore()
         let key = KeyringTest.uniqueKey()
-        // What earlier agents wrote: the key's three attributes only, the dates in a header inside the secret.
-        let header = "\u{1}valid_until=1900000000\u{1}rt-1"
+        // What agents before the dates wrote: the key's three attributes only.
+        let bare = "rt-0"
         let written = try runProcess(["secret-tool", "store", "--label=\(LibsecretStore.defaultLabel(key))",
                                       "xdg:schema", "dev.auth-agent.RefreshToken", "account", key.account,
-                                      "issuer", key.issuer, "client_id", key.clientID], input: header)
+                                      "issuer", key.issuer, "client_id", key.clientID], input: bare)
         XCTAssertEqual(written.status, 0, written.output)
         let loaded5 = try await store.loadItem(key)
-        XCTAssertEqual(loaded5, KeyringItem(secret: Secret(header)),
-                       "the secret as stored (the broker reads the header), no attribute dates")
+        XCTAssertEqual(loaded5, KeyringItem(secret: Secret(bare)),
+                       "the secret as stored, no attribute dates")
 
         try await store.store(KeyringItem(secret: Secret("rt-1"), validUntil: until), for: key)
         let loaded6 = try await store.loadItem(key)
