@@ -11,6 +11,8 @@ import sys
 
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
+# waitpid(2)'s __WALL: wait for a thread that is not a child process (Python's os module does not name it).
+WALL = 0x40000000
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -29,12 +31,12 @@ def main():
     tid = next(int(t) for t in tasks if open(f"/proc/{pid}/task/{t}/comm").read().strip() == name)
     ptrace(PTRACE_SEIZE, tid)
     ptrace(PTRACE_INTERRUPT, tid)
-    os.waitpid(tid, os.__WALL)
+    os.waitpid(tid, WALL)
     print(f"frozen {tid}", flush=True)
     # Never resumed: every later stop (a signal meant for it) leaves it stopped; the loop ends when it exits.
     while True:
         try:
-            _, status = os.waitpid(tid, os.__WALL)
+            _, status = os.waitpid(tid, WALL)
         except ChildProcessError:
             return
         if os.WIFEXITED(status) or os.WIFSIGNALED(status):
