@@ -156,35 +156,3 @@ def test_a_warning_due_at_sign_in_is_in_the_keyring_item_when_login_returns_and_
     assert item_after["attribute.warned_at"] == item["attribute.warned_at"]
     assert len(ending()) == 1
     assert_alive(agent)
-
-
-def test_an_item_with_the_date_inside_the_secret_is_read_and_rewritten_in_the_new_form(make_agent, keyring, auth_server):
-    """An item as earlier agents wrote it (the date in a header before the token, no date attribute) keeps its sign-in
-    and its date, and the next refresh writes the bare token with the date as an attribute."""
-    agent = make_agent(work={"sign_in_lifetime": "90d", "sign_in_lifetime_kind": "fixed"})
-    agent.login("work")
-    rt, kept = stored(keyring, auth_server)
-    agent.remember(rt)
-    agent.stop()
-    [item] = keyring.secret_tool_attributes("work")
-    attributes = ["xdg:schema", item["schema"], "account", "work", "issuer", auth_server.issuer,
-                  "client_id", item["attribute.client_id"]]
-    env = keyring._tool_env()
-    cleared = subprocess.run(["secret-tool", "clear", *attributes[2:]], env=env, capture_output=True, text=True, timeout=15)
-    assert cleared.returncode == 0, cleared.stderr
-    header = f"\x01valid_until={kept - 86400}\x01"
-    written = subprocess.run(["secret-tool", "store", "--label=auth-agent refresh token", *attributes],
-                             input=header + rt, env=env, capture_output=True, text=True, timeout=15)
-    assert written.returncode == 0, written.stderr
-    assert keyring.secret_tool_lookup("work", auth_server.issuer) == header + rt
-
-    agent.start()
-    wait_for(lambda: agent.account_status("work").get("sign_in_valid_until") == kept - 86400, 15, "the header's date")
-    assert agent.authctl("token", "work", "--refresh").returncode == 0, "the token inside the header works"
-    new_rt, until = stored(keyring, auth_server)
-    agent.remember(new_rt)
-    assert new_rt != rt, "rotated"
-    assert until == kept - 86400, "the fixed date moved from the header to the attribute"
-    assert keyring.secret_tool_count("work") == 1
-    assert agent.account_status("work")["sign_in_valid_until"] == until
-    assert_alive(agent)
