@@ -189,20 +189,13 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentServerTests",
-            dependencies: ["AgentServer", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess",
-                           // swift-atomics' module map comes in through NIOCore; ServiceLifecycle's modules need it.
-                           .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+            dependencies: ["AgentServer", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess"]
         ),
         .testTarget(
             name: "AgentAccessTests",
             dependencies: ["AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket"]
         ),
-        .testTarget(
-            name: "AgentLifecycleTests",
-            dependencies: ["AgentLifecycle", "AgentAccess", "AuthCore",
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
-        ),
+        .testTarget(name: "AgentLifecycleTests", dependencies: ["AgentLifecycle", "AgentAccess", "AuthCore"]),
         // Mutation fuzzing of the socket request decoder and the redirect request check (scripts/fuzz).
         .testTarget(
             name: "FuzzTests",

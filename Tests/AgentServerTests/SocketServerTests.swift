@@ -8,7 +8,6 @@ import Glibc
 @testable import AuthCore
 import Foundation
 import Logging
-import NIOCore
 import Synchronization
 import XCTest
 
