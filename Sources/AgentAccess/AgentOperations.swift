@@ -139,7 +139,8 @@ public struct AgentOperations: Sendable {
         return LoginResult(
             account: outcome.account, subject: outcome.subject, email: outcome.email, name: outcome.name,
             scopes: outcome.scopes, hasRefreshToken: outcome.hasRefreshToken,
-            accessTokenExpiresAt: outcome.accessTokenExpiresAt.map { Int($0.timeIntervalSince1970) })
+            accessTokenExpiresAt: outcome.accessTokenExpiresAt.map { Int($0.timeIntervalSince1970) },
+            keptInMemory: outcome.keptInMemory)
     }
 
     /// Manual paste or a private-use scheme handler: hands the final redirect URL to the account's pending sign-in.
@@ -165,7 +166,7 @@ public struct AgentOperations: Sendable {
         let uptime = ContinuousClock.now - info.startedAt
         return StatusResult(
             agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
-                         socket: info.socketPath, keyring: status.keyring.rawValue),
+                         socket: info.socketPath, keyring: status.keyring.rawValue, store: status.store.rawValue),
             accounts: status.accounts.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
@@ -186,7 +187,8 @@ public struct AgentOperations: Sendable {
                     access: AccountAccess(access.policy(of: account.name)),
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
                     accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
-                    signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded)
+                    signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,
+                    keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError)
             })
     }
 

@@ -20,6 +20,9 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `[agent] consent_timeout`: how long a request waits for the user's Allow/Deny (`confirm = "first-use"`)
     /// before it is refused with `access_denied`.
     public var consentTimeout: Duration
+    /// `[agent] store`: where sign-ins are kept (``StoreChoice``; default `auto`: the Secret Service when one
+    /// answers, else memory only).
+    public var store: StoreChoice
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.
@@ -32,7 +35,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public init(path: String, accounts: [AccountConfig], logLevel: String? = nil, fileMissing: Bool = false,
                 idleExit: Duration = AgentConfiguration.defaultIdleExit,
                 httpTimeout: Duration = AgentConfiguration.defaultHTTPTimeout, notifications: Bool = true,
-                consentTimeout: Duration = AgentConfiguration.defaultConsentTimeout) {
+                consentTimeout: Duration = AgentConfiguration.defaultConsentTimeout, store: StoreChoice = .auto) {
+        self.store = store
         self.path = path
         self.accounts = accounts
         self.logLevel = logLevel

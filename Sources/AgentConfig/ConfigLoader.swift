@@ -19,7 +19,8 @@ public enum ConfigLoader {
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
         "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning",
     ]
-    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout"]
+    static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout",
+                                         "store"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -61,6 +62,7 @@ public enum ConfigLoader {
         var httpTimeout = AgentConfiguration.defaultHTTPTimeout
         var notifications = true
         var consentTimeout = AgentConfiguration.defaultConsentTimeout
+        var store = StoreChoice.auto
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -104,6 +106,13 @@ public enum ConfigLoader {
                 }
                 consentTimeout = .seconds(seconds)
             }
+            if let value = agentTable["store"] {
+                guard let name = value.string, let choice = StoreChoice(rawValue: name) else {
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "store"),
+                                      "store must be \"auto\" (the Secret Service, else memory only), \"secret-service\" or \"memory\"")
+                }
+                store = choice
+            }
         }
         var accounts: [AccountConfig] = []
         if let accountsValue = table["accounts"] {
@@ -123,7 +132,8 @@ public enum ConfigLoader {
             }
         }
         return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit,
-                                  httpTimeout: httpTimeout, notifications: notifications, consentTimeout: consentTimeout)
+                                  httpTimeout: httpTimeout, notifications: notifications, consentTimeout: consentTimeout,
+                                  store: store)
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {

@@ -109,12 +109,32 @@ final class AgentBusObject: @unchecked Sendable {
     }
 
     /// The C handler for `NameOwnerChanged`: a unique name that lost its owner is a caller that left the bus.
+    /// A caller left the bus (its unique name lost its owner), or a Secret Service took its name.
     static let nameOwnerChanged: sd_bus_message_handler_t = { message, context, _ in
         guard let message, let context,
               let name = BusMessage.readString(message), let _ = BusMessage.readString(message),
-              let newOwner = BusMessage.readString(message), name.hasPrefix(":"), newOwner.isEmpty else { return 0 }
-        Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().callerLeft(name)
+              let newOwner = BusMessage.readString(message) else { return 0 }
+        let object = Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue()
+        if name.hasPrefix(":"), newOwner.isEmpty { object.callerLeft(name) }
+        if name == secretService.name, !newOwner.isEmpty { object.secretServiceChanged() }
         return 0
+    }
+
+    /// The Secret Service's bus name, and the signal it sends when a collection changes (an unlock among them).
+    static let secretService = (name: "org.freedesktop.secrets", path: "/org/freedesktop/secrets",
+                                interface: "org.freedesktop.Secret.Service", collectionChanged: "CollectionChanged")
+
+    static let collectionChanged: sd_bus_message_handler_t = { _, context, _ in
+        guard let context else { return 0 }
+        Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().secretServiceChanged()
+        return 0
+    }
+
+    /// A Secret Service appeared or one of its collections changed: sign-ins kept in memory move into it (the
+    /// broker does nothing when there are none).
+    func secretServiceChanged() {
+        let broker = operations.broker
+        Task { await broker.secretServiceAppeared() }
     }
 
     /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its

@@ -88,20 +88,28 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
 
     public var agentVersion: String
     public var protocolVersion: Int
-    /// available, locked, absent or error.
+    /// available, locked, absent, error, or unused (`store = "memory"`).
     public var keyring: String
+    /// `[agent] store` (auto, secret-service, memory); absent from older agents.
+    public var store: String?
+    /// The accounts whose sign-in lives in the agent's memory only; absent when none.
+    public var keptInMemory: [String]?
     public var browser: Browser
     public var accounts: [Account]
 
-    public init(agentVersion: String, keyring: String, browser: Browser, accounts: [Account]) {
+    public init(agentVersion: String, keyring: String, store: String? = nil, keptInMemory: [String]? = nil,
+                browser: Browser, accounts: [Account]) {
         self.agentVersion = agentVersion
         self.protocolVersion = WireProtocol.version
         self.keyring = keyring
+        self.store = store
+        self.keptInMemory = keptInMemory
         self.browser = browser
         self.accounts = accounts
     }
 
     enum CodingKeys: String, CodingKey {
-        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, browser, accounts
+        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, store,
+             keptInMemory = "kept_in_memory", browser, accounts
     }
 }

@@ -112,9 +112,12 @@ public struct LoginResult: Codable, Sendable, Equatable {
     public var accessTokenExpiresAt: Int?
     /// The access token has no expiry (``TokenExpiry/never``): `access_token_expires_at` is then absent.
     public var accessTokenDoesNotExpire: Bool
+    /// The sign-in is kept in the agent's memory only (no Secret Service): it ends when the agent stops.
+    /// `kept_in_memory`, present only when true.
+    public var keptInMemory: Bool
 
     public init(account: String, subject: String?, email: String?, name: String?, scopes: [String]?,
-                hasRefreshToken: Bool, accessTokenExpiresAt: Int?) {
+                hasRefreshToken: Bool, accessTokenExpiresAt: Int?, keptInMemory: Bool = false) {
         self.account = account
         self.subject = subject
         self.email = email
@@ -123,11 +126,13 @@ public struct LoginResult: Codable, Sendable, Equatable {
         self.hasRefreshToken = hasRefreshToken
         self.accessTokenExpiresAt = accessTokenExpiresAt
         self.accessTokenDoesNotExpire = accessTokenExpiresAt == nil
+        self.keptInMemory = keptInMemory
     }
 
     enum CodingKeys: String, CodingKey {
         case account, subject, email, name, scopes, hasRefreshToken = "has_refresh_token",
-             accessTokenExpiresAt = "access_token_expires_at", accessTokenDoesNotExpire = "access_token_does_not_expire"
+             accessTokenExpiresAt = "access_token_expires_at", accessTokenDoesNotExpire = "access_token_does_not_expire",
+             keptInMemory = "kept_in_memory"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -141,6 +146,7 @@ public struct LoginResult: Codable, Sendable, Equatable {
         accessTokenDoesNotExpire = try container.decodeIfPresent(Bool.self, forKey: .accessTokenDoesNotExpire) ?? false
         accessTokenExpiresAt = accessTokenDoesNotExpire
             ? nil : try container.decode(Int.self, forKey: .accessTokenExpiresAt)
+        keptInMemory = try container.decodeIfPresent(Bool.self, forKey: .keptInMemory) ?? false
     }
 
     /// `access_token_does_not_expire` only when true, so a reply about an expiring token is what it always was.
@@ -157,6 +163,7 @@ public struct LoginResult: Codable, Sendable, Equatable {
         } else {
             try container.encodeIfPresent(accessTokenExpiresAt, forKey: .accessTokenExpiresAt)
         }
+        if keptInMemory { try container.encode(true, forKey: .keptInMemory) }
     }
 }
 
@@ -223,20 +230,24 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var pid: Int
         public var uptimeSeconds: Int
         public var socket: String
-        /// available, locked, absent or error.
+        /// available, locked, absent, error, or unused (`store = "memory"`).
         public var keyring: String
+        /// Where sign-ins are kept (`[agent] store`): auto, secret-service or memory. Absent from older agents.
+        public var store: String?
 
-        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String) {
+        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String,
+                    store: String? = nil) {
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
             self.uptimeSeconds = uptimeSeconds
             self.socket = socket
             self.keyring = keyring
+            self.store = store
         }
 
         enum CodingKeys: String, CodingKey {
-            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring
+            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring, store
         }
     }
 
@@ -277,12 +288,18 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// Whether that date has passed, by the agent's clock (`sign-in ended` in the human output); present with
         /// ``signInValidUntil``. `signedIn` stays true while the refresh token is kept.
         public var signInEnded: Bool?
+        /// true: the sign-in lives in the agent's memory only and ends when the agent stops; absent otherwise.
+        public var keptInMemory: Bool?
+        /// Why the sign-in could not be moved into a Secret Service that appeared; absent otherwise.
+        public var keyringMoveError: String?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
                     access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil,
-                    signInEnded: Bool? = nil) {
+                    signInEnded: Bool? = nil, keptInMemory: Bool? = nil, keyringMoveError: String? = nil) {
+            self.keptInMemory = keptInMemory
+            self.keyringMoveError = keyringMoveError
             self.accessTokenDoesNotExpire = accessTokenDoesNotExpire
             self.signInEnded = signInEnded
             self.scopedTokens = scopedTokens
@@ -306,7 +323,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  accessTokenDoesNotExpire = "access_token_does_not_expire", lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
                  scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until",
-                 signInEnded = "sign_in_ended"
+                 signInEnded = "sign_in_ended", keptInMemory = "kept_in_memory", keyringMoveError = "keyring_move_error"
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -328,6 +345,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(access, forKey: .access)
             try container.encodeIfPresent(signInValidUntil, forKey: .signInValidUntil)
             try container.encodeIfPresent(signInEnded, forKey: .signInEnded)
+            try container.encodeIfPresent(keptInMemory, forKey: .keptInMemory)
+            try container.encodeIfPresent(keyringMoveError, forKey: .keyringMoveError)
         }
     }
 

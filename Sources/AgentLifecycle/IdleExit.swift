@@ -12,12 +12,15 @@ import ServiceLifecycle
 /// When a socket-activated agent may exit. Pure: tested on any instants without sleeping.
 public enum IdlePolicy {
     /// nil: exit now. Otherwise how long to wait before asking again. Busy (a client connected, a D-Bus call, a
-    /// sign-in pending or a refresh running) restarts the idle period.
+    /// sign-in pending or a refresh running) restarts the idle period. `holding`: a sign-in lives in memory only
+    /// (no Secret Service), which an exit would lose, so the agent stays and asks again now and then (the sign-in
+    /// may move to a Secret Service that appears, or be signed out).
     public static func wait(now: ContinuousClock.Instant, lastActive: ContinuousClock.Instant, busy: Bool,
-                            timeout: Duration) -> Duration? {
+                            holding: Bool = false, timeout: Duration) -> Duration? {
         if busy { return min(timeout, .seconds(5)) }
         let idle = now - lastActive
-        return idle >= timeout ? nil : timeout - idle
+        if idle < timeout { return timeout - idle }
+        return holding ? min(timeout, .seconds(30)) : nil
     }
 }
 
@@ -38,17 +41,26 @@ public struct IdleExitService: Service {
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
+            var heldBack = false
             while true {
                 let (active, lastActive) = activity.snapshot
                 let brokerBusy = await broker.isBusy
                 let busy = active > 0 || brokerBusy
+                let holding = await broker.holdsSignInsInMemory
                 let now = ContinuousClock.now
                 if busy { activity.touch(now: now) }
-                guard let wait = IdlePolicy.wait(now: now, lastActive: lastActive, busy: busy, timeout: timeout) else {
+                guard let wait = IdlePolicy.wait(now: now, lastActive: lastActive, busy: busy, holding: holding,
+                                                 timeout: timeout) else {
                     logger.info("idle; exiting until the next connection starts the agent again",
                                 metadata: ["idle_exit_s": "\(timeout.components.seconds)"])
                     return
                 }
+                // Said once each time a memory-only sign-in is what keeps an idle agent up.
+                let idle = !busy && now - lastActive >= timeout
+                if idle && holding && !heldBack {
+                    logger.notice("idle, but a sign-in lives in memory only (no Secret Service); not exiting, which would lose it")
+                }
+                heldBack = idle && holding
                 do { try await Task.sleep(for: wait) } catch { return }
             }
         }

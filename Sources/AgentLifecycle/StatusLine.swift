@@ -8,6 +8,8 @@ public struct StatusLine: Sendable, Equatable {
     public var waitingForSignIn: Set<String> = []
     /// The configuration file's problem while it is broken (`file:line: ...`): every request fails until it is fixed.
     public var configProblem: String?
+    /// Accounts whose sign-in lives in memory only (no Secret Service): the agent does not exit idle meanwhile.
+    public var inMemory: [String] = []
 
     public init(accounts: Int, signedIn: Int? = nil) {
         self.accounts = accounts
@@ -26,16 +28,21 @@ public struct StatusLine: Sendable, Equatable {
 
     public enum BrokerEventKind: Sendable { case refreshStarted, refreshFinished, signInStarted, signInFinished }
 
-    /// e.g. "Serving 3 accounts, 2 signed in", "Refreshing work", "Waiting for sign-in: work; refreshing home".
+    /// e.g. "Serving 3 accounts, 2 signed in", "Refreshing work", "Waiting for sign-in: work; refreshing home",
+    /// "Serving 1 account, 1 signed in; kept in memory only, so no idle exit: work".
     public var text: String {
         if let configProblem { return "Configuration error: \(configProblem)" }
         var parts: [String] = []
         if !waitingForSignIn.isEmpty { parts.append("Waiting for sign-in: \(StatusLine.list(waitingForSignIn))") }
         if !refreshing.isEmpty { parts.append("\(parts.isEmpty ? "Refreshing" : "refreshing") \(StatusLine.list(refreshing))") }
-        if !parts.isEmpty { return parts.joined(separator: "; ") }
-        let serving = "Serving \(accounts) account\(accounts == 1 ? "" : "s")"
-        guard let signedIn else { return serving }
-        return "\(serving), \(signedIn) signed in"
+        if parts.isEmpty {
+            let serving = "Serving \(accounts) account\(accounts == 1 ? "" : "s")"
+            parts.append(signedIn.map { "\(serving), \($0) signed in" } ?? serving)
+        }
+        if !inMemory.isEmpty {
+            parts.append("kept in memory only, so no idle exit: \(StatusLine.list(Set(inMemory)))")
+        }
+        return parts.joined(separator: "; ")
     }
 
     static func list(_ names: Set<String>) -> String { names.sorted().joined(separator: ", ") }

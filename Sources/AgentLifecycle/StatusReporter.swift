@@ -27,6 +27,7 @@ public struct StatusReporter: Service {
         let reporter = Task {
             var line = StatusLine(accounts: await broker.accountNames.count, signedIn: await StatusReporter.signedIn(broker))
             line.configProblem = configProblem()
+            line.inMemory = await broker.accountsInMemory
             var sent = ""
             func send() {
                 guard line.text != sent else { return }
@@ -40,7 +41,9 @@ public struct StatusReporter: Service {
                 case .refreshFinished(let name): line.apply(.refreshFinished, account: name)
                 case .signInStarted(let name): line.apply(.signInStarted, account: name)
                 case .signInFinished(let name): line.apply(.signInFinished, account: name)
-                case .accountChanged: line.signedIn = await StatusReporter.signedIn(broker)
+                case .accountChanged:
+                    line.signedIn = await StatusReporter.signedIn(broker)
+                    line.inMemory = await broker.accountsInMemory
                 case .signInRequired, .signInExpiring: continue
                 case .configurationChanged:
                     line.configProblem = configProblem()
@@ -60,7 +63,9 @@ public struct StatusReporter: Service {
 
     static func signedIn(_ broker: TokenBroker) async -> Int? {
         let status = await broker.status()
-        guard status.keyring == .available else { return nil }
+        // Known when the keyring answers, or when sign-ins live in memory only (no Secret Service, or not used).
+        guard status.keyring == .available || status.keyring == .unused
+                || (status.keyring == .absent && status.store == .auto) else { return nil }
         return status.accounts.filter { $0.hasRefreshToken == true }.count
     }
 }

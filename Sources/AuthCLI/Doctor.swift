@@ -73,6 +73,27 @@ public enum Doctor {
         DoctorCheck("agent", .fail, "auth-agent is not running (\(reason))", hint: startHint)
     }
 
+    /// The keyring's state, and a warning for each sign-in that lives in the agent's memory only (`store`).
+    public static func keyring(_ state: String, store: String?, keptInMemory: [String]) -> [DoctorCheck] {
+        let memory = keptInMemory.map { account in
+            DoctorCheck("store", account: account, .warn,
+                        "the sign-in is kept in the agent's memory only: it ends when the agent stops",
+                        hint: store == "memory"
+                            ? "set `store = \"auto\"` in [agent] and run a Secret Service to keep sign-ins across restarts"
+                            : "start a Secret Service (gnome-keyring-daemon, KeePassXC) in your session: the agent moves the sign-in into it")
+        }
+        switch (state, store) {
+        case ("unused", _):
+            return [DoctorCheck("keyring", .warn, "not used: store = \"memory\" keeps every sign-in in memory until the agent stops",
+                                hint: "set `store = \"auto\"` in [agent] to keep sign-ins in a Secret Service")] + memory
+        case ("absent", "auto"?):
+            return [DoctorCheck("keyring", .warn, "no Secret Service is running on the agent's session bus: sign-ins are kept in memory until the agent stops",
+                                hint: "start gnome-keyring-daemon (or KeePassXC with its Secret Service integration) in your session")] + memory
+        default:
+            return [keyring(state)] + memory
+        }
+    }
+
     public static func keyring(_ state: String) -> DoctorCheck {
         switch state {
         case "available": return DoctorCheck("keyring", .ok, "the Secret Service (GNOME keyring) is available and unlocked")

@@ -72,6 +72,8 @@ public struct LoginOutcome: Sendable {
     public var hasRefreshToken: Bool
     /// Nil when the access token does not expire (``TokenSet/nonExpiring``).
     public var accessTokenExpiresAt: Date?
+    /// The sign-in lives in the agent's memory only (no Secret Service; ``StoreChoice``): it ends with the agent.
+    public var keptInMemory = false
 }
 
 public struct LogoutOutcome: Sendable {
@@ -113,6 +115,10 @@ public struct AccountStatus: Sendable {
     public var signInValidUntil: Date?
     /// ``signInValidUntil`` has passed (``SignInExpiryWatch/hasEnded(at:)``): the account needs a new sign-in.
     public var signInEnded = false
+    /// The sign-in lives in the agent's memory only (``StoreChoice``), and why the last move to a Secret Service
+    /// that appeared failed, if one was tried.
+    public var keptInMemory = false
+    public var keyringMoveError: String?
 }
 
 /// One scoped access token in `status`: what it is for and when it expires (never the token).
@@ -129,5 +135,7 @@ public struct ScopedTokenStatus: Sendable, Equatable {
 
 public struct BrokerStatus: Sendable {
     public var keyring: KeyringState
+    /// `[agent] store`.
+    public var store: StoreChoice
     public var accounts: [AccountStatus]
 }

@@ -4,66 +4,167 @@
 /// without an error, SECURITY.md 19); every probe step is bounded, so a keyring that hangs (an unanswered unlock
 /// prompt, a stopped daemon) shows as `error`; concurrent `status` calls share one probe, and every write retires a
 /// probe that began before it, so a `status` asked after a write never gets an answer read before it.
+///
+/// It also owns where a sign-in goes when there is no Secret Service (``StoreChoice``): with `auto`, a write that
+/// finds no Secret Service on the bus keeps the item in memory (never a file); a held item is the newest of its key,
+/// read before the keyring's, written there by ``moveHeldItems()`` once a Secret Service answers. A locked or failing
+/// keyring is never taken for a missing one.
 actor KeyringGateway {
     /// What `status` reports about the keyring: its state and, when it is available, which keys have a token
-    /// (nil when the search failed or took too long).
+    /// (nil when the search failed or took too long), and which sign-ins live in memory only.
     struct View: Sendable {
         var state: KeyringState
         var stored: Set<SecretKey>?
+        var held: [SecretKey: HeldItem] = [:]
+    }
+
+    /// A sign-in kept in memory: why the last move to the keyring failed, if one was tried.
+    struct HeldItem: Sendable, Equatable {
+        var moveError: String?
     }
 
     private let store: any SecretStore
+    let choice: StoreChoice
     private let time: any TimeSource
     private let probeLimit: Duration
     private var probe: Task<View, Never>?
+    /// Items kept in memory only (``StoreChoice``), and why each could not be moved to the keyring.
+    private var held: [SecretKey: KeyringItem] = [:]
+    private var moveErrors: [SecretKey: String] = [:]
 
-    init(store: any SecretStore, time: any TimeSource, probeLimit: Duration) {
+    init(store: any SecretStore, choice: StoreChoice = .secretService, time: any TimeSource, probeLimit: Duration) {
         self.store = store
+        self.choice = choice
         self.time = time
         self.probeLimit = probeLimit
     }
 
-    /// The item stored under `key`, or nil when there truly is none; a locked or absent keyring throws.
+    /// The item stored under `key`, or nil when there truly is none; a locked keyring throws, and so does an absent
+    /// one unless sign-ins may live in memory.
     func load(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
-        if let found = try await store.loadItem(key) { return found }
+        if let item = held[key] { return item }
+        guard choice != .memory else { return nil }
+        do throws(AuthError) {
+            if let found = try await store.loadItem(key) { return found }
+        } catch where error.code == .keyringUnavailable && choice == .auto {
+            return nil
+        }
         switch await store.state() {
         case .locked: throw AuthError.keyringLocked()
+        case .absent where choice == .auto: return nil
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
-        case .available, .error: return nil
+        case .available, .error, .unused: return nil
         }
     }
 
     /// The item under `key` as the keyring gives it, without the double check: nil also when the collection is
     /// locked (for readers that only act on an item they see: the sign-in lifetime watch, forgetting a dead token).
     func item(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
-        try await store.loadItem(key)
+        if let item = held[key] { return item }
+        guard choice != .memory else { return nil }
+        do throws(AuthError) {
+            return try await store.loadItem(key)
+        } catch where error.code == .keyringUnavailable && choice == .auto {
+            return nil
+        }
     }
 
-    /// Which keys have an item, if the keyring is unlocked and answers (one search of the attributes, no secret read).
+    /// Which keys have an item, if the keyring is unlocked and answers (one search of the attributes, no secret
+    /// read), or none answers and sign-ins live in memory.
     func storedKeysIfAvailable() async -> Set<SecretKey>? {
-        guard await store.state() == .available else { return nil }
-        return try? await store.storedKeys()
+        let inMemory = Set(held.keys)
+        switch choice == .memory ? .unused : await store.state() {
+        case .available: return (try? await store.storedKeys()).map { $0.union(inMemory) }
+        case .unused: return inMemory
+        case .absent where choice == .auto: return inMemory
+        case .absent, .locked, .error: return nil
+        }
     }
 
-    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) {
+    /// Writes the item: to the keyring, or, with no Secret Service and `auto` (or with `memory`), to memory. A key
+    /// held in memory stays there until ``moveHeldItems()`` writes it to the keyring.
+    @discardableResult
+    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) -> StoredIn {
         defer { probe = nil }
-        try await store.store(item, for: key)
+        if held[key] != nil || choice == .memory {
+            let first = held.updateValue(item, forKey: key) == nil
+            return .memory(first: first)
+        }
+        do throws(AuthError) {
+            try await store.store(item, for: key)
+            return .keyring
+        } catch where error.code == .keyringUnavailable && choice == .auto {
+            let first = held.updateValue(item, forKey: key) == nil
+            return .memory(first: first)
+        }
     }
 
     @discardableResult
     func delete(_ key: SecretKey) async throws(AuthError) -> Bool {
         defer { probe = nil }
-        return try await store.delete(key)
+        let wasHeld = held.removeValue(forKey: key) != nil
+        moveErrors[key] = nil
+        guard choice != .memory else { return wasHeld }
+        do throws(AuthError) {
+            return try await store.delete(key) || wasHeld
+        } catch where error.code == .keyringUnavailable && choice == .auto {
+            return wasHeld
+        }
+    }
+
+    /// Whether any sign-in lives in memory only (the agent must then not exit idle: it would lose it).
+    var holdsItems: Bool { !held.isEmpty }
+
+    /// Writes every item held in memory to the keyring (a Secret Service appeared, or was unlocked). An item
+    /// written is dropped from memory; one the keyring refused stays, with the reason. A key written again while
+    /// its move was under way is moved again, so the newest item is the one that lands. Returns what happened per
+    /// key (nil: moved).
+    func moveHeldItems() async -> [(key: SecretKey, error: AuthError?)] {
+        guard choice == .auto else { return [] }
+        var report: [(key: SecretKey, error: AuthError?)] = []
+        for key in held.keys.sorted(by: { $0.account < $1.account }) {
+            while let item = held[key] {
+                do throws(AuthError) {
+                    try await store.store(item, for: key)
+                } catch {
+                    moveErrors[key] = error.message
+                    report.append((key, error))
+                    break
+                }
+                probe = nil
+                // Dropped only if nothing newer was held meanwhile (a refresh that rotated the token).
+                guard held[key] == item else { continue }
+                held[key] = nil
+                moveErrors[key] = nil
+                report.append((key, nil))
+            }
+        }
+        return report
     }
 
     /// The keyring's state, bounded by the probe limit (`error` when it does not answer in time).
     func state() async -> KeyringState {
+        guard choice != .memory else { return .unused }
         let store = self.store
         return await time.within(probeLimit, fallback: .error) { await store.state() }
     }
 
     /// The probe under way if there is one, else a new one. Each step is bounded by the probe limit.
     func view() async -> View {
+        var view = await probedView()
+        view.held = held.keys.reduce(into: [:]) { $0[$1] = HeldItem(moveError: moveErrors[$1]) }
+        let inMemory = Set(held.keys)
+        switch view.state {
+        case .available: view.stored = view.stored?.union(inMemory)
+        case .unused: view.stored = inMemory
+        case .absent where choice == .auto: view.stored = inMemory
+        case .absent, .locked, .error: break
+        }
+        return view
+    }
+
+    private func probedView() async -> View {
+        guard choice != .memory else { return View(state: .unused, stored: nil) }
         if let running = probe { return await running.value }
         let store = self.store, time = self.time, limit = probeLimit
         let task = Task {

@@ -51,6 +51,8 @@ public struct SecretKey: Sendable, Hashable {
 
 public enum KeyringState: String, Sendable, Equatable {
     case available, locked, absent, error
+    /// `[agent] store = "memory"`: the Secret Service is never asked.
+    case unused
 }
 
 /// HTTP to the authorization server. Adapters throw `serverUnreachable` for network failures and time-outs and

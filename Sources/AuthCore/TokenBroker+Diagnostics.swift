@@ -38,8 +38,8 @@ extension TokenBroker {
             }
             for await result in group { results[result.name] = result }
         }
-        return BrokerDiagnosis(keyring: keyring, browser: browser.locate(),
-                               accounts: configs.compactMap { results[$0.name] })
+        return BrokerDiagnosis(keyring: keyring, store: self.keyring.choice, inMemory: await accountsInMemory,
+                               browser: browser.locate(), accounts: configs.compactMap { results[$0.name] })
     }
 
     private func diagnose(_ config: AccountConfig) async -> AccountDiagnosis {
@@ -77,6 +77,9 @@ extension TokenBroker {
 /// The result of ``TokenBroker/diagnose(account:)``.
 public struct BrokerDiagnosis: Sendable {
     public var keyring: KeyringState
+    /// `[agent] store`, and the accounts whose sign-in lives in memory only.
+    public var store: StoreChoice
+    public var inMemory: [String]
     public var browser: BrowserLocation
     public var accounts: [AccountDiagnosis]
 }

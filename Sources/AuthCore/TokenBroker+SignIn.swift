@@ -165,13 +165,15 @@ extension TokenBroker {
         let lifetimeBefore = accounts[name]?.lifetime
         // A warning due at once is in the item written below (issue 35), and given only once it is.
         let due = noteSignIn(name, tokens, now: now)
+        var stored: StoredIn?
         do throws(AuthError) {
             if let refresh = tokens.refreshToken {
-                try await storeRefreshToken(refresh, for: SecretKey(config))
+                stored = try await storeRefreshToken(refresh, for: SecretKey(config))
                 accounts[name]?.unsavedRefreshToken = nil
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
-                try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored, for: SecretKey(config))
+                stored = try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored,
+                                                     for: SecretKey(config))
             } else {
                 logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                                metadata: ["account": "\(name)"])
@@ -191,6 +193,7 @@ extension TokenBroker {
         result.subject = claims?.subject
         result.email = claims?.email
         result.name = claims?.name
+        if case .memory = stored { result.keptInMemory = true }
         return result
     }
 

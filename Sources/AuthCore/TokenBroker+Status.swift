@@ -29,9 +29,11 @@ extension TokenBroker {
                 lastRefresh: state.lastRefresh, lastError: state.refresh.lastError,
                 loginPending: state.signIn.isPending, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil,
-                signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock())))
+                signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock()),
+                keptInMemory: keyring.held[SecretKey(state.config)] != nil,
+                keyringMoveError: keyring.held[SecretKey(state.config)]?.moveError))
         }
-        return BrokerStatus(keyring: keyring.state, accounts: list)
+        return BrokerStatus(keyring: keyring.state, store: self.keyring.choice, accounts: list)
     }
 
     /// The account's scoped access tokens, ordered by scope set and resource.

@@ -80,13 +80,15 @@ public actor TokenBroker {
     /// Wakes the sign-in lifetime watch when a deadline changes (TokenBroker+Lifetime.swift).
     let lifetimeBell = Doorbell()
 
-    public init(accounts: [AccountConfig], store: any SecretStore, http: any HTTPTransport,
+    public init(accounts: [AccountConfig], store: any SecretStore, storeChoice: StoreChoice = .secretService,
+                http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
                 time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(),
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                 loginLimit: LoginRateLimit = LoginRateLimit(), logger: Logger) {
         self.loginLimit = loginLimit
-        self.keyring = KeyringGateway(store: store, time: time, probeLimit: TokenBroker.keyringProbeLimit)
+        self.keyring = KeyringGateway(store: store, choice: storeChoice, time: time,
+                                      probeLimit: TokenBroker.keyringProbeLimit)
         self.http = http
         self.redirects = redirects
         self.browser = browser
@@ -229,9 +231,18 @@ public actor TokenBroker {
 
     // MARK: Status: TokenBroker+Status.swift
 
-    /// Every keyring write goes through these two, which write the sign-in's dates beside the credential.
-    func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) {
-        try await keyring.store(itemForKeyring(secret, account: key.account), for: key)
+    /// Every keyring write goes through these two, which write the sign-in's dates beside the credential. A key
+    /// that starts to live in memory only (no Secret Service) is said once in the journal.
+    @discardableResult
+    func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) -> StoredIn {
+        let stored = try await keyring.store(itemForKeyring(secret, account: key.account), for: key)
+        if stored == .memory(first: true) {
+            logger.notice(keyring.choice == .memory
+                            ? "the sign-in is kept in memory until the agent stops (store = \"memory\")"
+                            : "no Secret Service answers; the sign-in is kept in memory until the agent stops",
+                          metadata: ["account": "\(key.account)"])
+        }
+        return stored
     }
 
     @discardableResult

@@ -111,7 +111,7 @@ struct AuthAgent: AsyncParsableCommand {
         let http = HTTPClientTransport(userAgent: "auth-agent/\(agentVersion)",
                                        timeout: .seconds(configuration.httpTimeout.components.seconds))
         let broker = TokenBroker(
-            accounts: configuration.accounts, store: LibsecretStore(), http: http,
+            accounts: configuration.accounts, store: LibsecretStore(), storeChoice: configuration.store, http: http,
             redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment, logger: logger), logger: logger),
             logger: logger)
         let access = AccessGate(

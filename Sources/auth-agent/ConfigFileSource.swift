@@ -82,6 +82,7 @@ extension AgentConfiguration {
         if httpTimeout != other.httpTimeout { keys.append("http_timeout") }
         if notifications != other.notifications { keys.append("notifications") }
         if consentTimeout != other.consentTimeout { keys.append("consent_timeout") }
+        if store != other.store { keys.append("store") }
         return keys
     }
 }

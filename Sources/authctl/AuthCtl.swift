@@ -149,8 +149,9 @@ struct Login: ParsableCommand {
         if let email = result.email, let name = result.name { who = " as \(name) <\(email)>" }
         let scopes = result.scopes.map { " (scopes: \($0.joined(separator: " ")))" } ?? ""
         print("Signed in to '\(account)'\(who)\(scopes).")
+        if result.keptInMemory { print(Formatter.keptInMemoryNotice) }
         guard let expiresAt = result.accessTokenExpiresAt else {
-            print("The access token does not expire; the agent keeps it in the keyring.")
+            if !result.keptInMemory { print("The access token does not expire; the agent keeps it in the keyring.") }
             return
         }
         print("The access token expires \(Formatter.relative(expiresAt, now: Int(Date().timeIntervalSince1970))); the agent refreshes it as needed.")

@@ -76,7 +76,8 @@ struct CLIFailure: Error {
     static func hint(for code: ErrorCode?) -> String? {
         switch code {
         case .keyringLocked?: return "unlock your login keyring (e.g. with Seahorse, or by logging in to the desktop) and retry"
-        case .keyringUnavailable?: return "start gnome-keyring-daemon (or another Secret Service) in your session"
+        case .keyringUnavailable?:
+            return "start gnome-keyring-daemon (or another Secret Service) in your session, or set `store = \"auto\"` in [agent] to keep sign-ins in memory meanwhile"
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .invalidScope?: return "ask only for scopes the account is configured with (see `authctl accounts`)"
         case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"

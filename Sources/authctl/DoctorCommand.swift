@@ -54,7 +54,7 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         if let diagnosis {
-            checks.append(Doctor.keyring(diagnosis.keyring))
+            checks += Doctor.keyring(diagnosis.keyring, store: diagnosis.store, keptInMemory: diagnosis.keptInMemory ?? [])
             checks.append(Doctor.browser(program: diagnosis.browser.program, source: diagnosis.browser.source,
                                                  problem: diagnosis.browser.problem, fromAgent: true))
         } else {

@@ -52,15 +52,22 @@ enum Formatter {
 
     /// What a keyring state other than `available` means for the user, and what to do about it. The agent asks the
     /// keyring again at each use, so none of these needs a restart.
-    static func keyringHint(_ state: String) -> String? {
+    static func keyringHint(_ state: String, store: String? = nil) -> String? {
         switch state {
+        case "absent" where store == "auto":
+            return "no Secret Service on the session bus: sign-ins are kept in memory until the agent stops; start one (gnome-keyring-daemon, KeePassXC) and they move into it"
         case "absent":
             return "no Secret Service on the session bus: start one (gnome-keyring-daemon, KeePassXC) and the agent uses it without a restart"
+        case "unused": return "store = \"memory\": sign-ins are kept in memory until the agent stops"
         case "locked": return "unlock the login keyring (log in again, or Seahorse); no restart needed"
         case "error": return "the keyring failed or did not answer in time; see the agent's log"
         default: return nil
         }
     }
+
+    /// What `authctl login` says after a sign-in the agent keeps in memory only.
+    static let keptInMemoryNotice =
+        "The sign-in is kept in memory until the agent stops: start a Secret Service (gnome-keyring, KeePassXC) to keep it."
 
     static func status(_ status: StatusResult, now: Int, color: Bool) -> String {
         func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
@@ -68,8 +75,8 @@ enum Formatter {
         var lines = [
             "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
             "socket:  \(agent.socket)",
-            "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, "31"))"
-                + (keyringHint(agent.keyring).map { " (\($0))" } ?? ""),
+            "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, agent.keyring == "unused" ? "33" : "31"))"
+                + (keyringHint(agent.keyring, store: agent.store).map { " (\($0))" } ?? ""),
         ]
         if status.accounts.isEmpty {
             lines.append("")
@@ -85,6 +92,7 @@ enum Formatter {
             case (_, true): state = paint("signing in", "33")
             case (true?, _) where ended:
                 state = paint("sign-in ended", "33")
+            case (true?, _) where account.keptInMemory == true: state = paint("signed in, in memory only", "33")
             case (true?, _): state = paint("signed in", "32")
             case (false?, _): state = paint("not signed in", "33")
             case (nil, _): state = paint("unknown (keyring \(agent.keyring))", "31")
@@ -107,6 +115,12 @@ enum Formatter {
             }
             if let until = account.signInValidUntil, account.signedIn != false {
                 rows.append(["sign-in:", signInEnd(until, ended: ended, account: account.name, now: now)])
+            }
+            if account.keptInMemory == true {
+                rows.append(["kept:", "in the agent's memory until it stops (no Secret Service to keep it)"])
+                if let error = account.keyringMoveError {
+                    rows.append(["keyring:", paint("a Secret Service answers but refused it: \(error)", "31")])
+                }
             }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let access = account.access { rows.append(["tokens for:", access.summary]) }

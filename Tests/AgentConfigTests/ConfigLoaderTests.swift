@@ -98,6 +98,14 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[agent]\nnotifications = \"no\"\n", line: 2, contains: "notifications must be true or false")
     }
 
+    func testStore() throws {
+        XCTAssertEqual(try parse("").store, .auto, "the Secret Service when one answers, else memory only")
+        XCTAssertEqual(try parse("[agent]\nstore = \"memory\"\n").store, .memory)
+        XCTAssertEqual(try parse("[agent]\nstore = \"secret-service\"\n").store, .secretService)
+        expectError("[agent]\nstore = \"file\"\n", line: 2, contains: "store must be \"auto\"")
+        expectError("[agent]\nstore = true\n", line: 2, contains: "\"secret-service\" or \"memory\"")
+    }
+
     func testSignInLifetime() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let none = try parse(base).accounts[0]

@@ -20,6 +20,16 @@ final class IdlePolicyTests: XCTestCase {
                        .seconds(2))
     }
 
+    func testNeverWhileASignInLivesInMemoryOnly() {
+        // An exit would lose it: stay, and ask again every 30 s (it may move to a Secret Service, or be signed out).
+        XCTAssertEqual(IdlePolicy.wait(now: start + .seconds(7000), lastActive: start, busy: false, holding: true,
+                                       timeout: .seconds(600)), .seconds(30))
+        XCTAssertEqual(IdlePolicy.wait(now: start + .seconds(100), lastActive: start, busy: false, holding: true,
+                                       timeout: .seconds(600)), .seconds(500), "before the idle period ends, as ever")
+        XCTAssertNil(IdlePolicy.wait(now: start + .seconds(7000), lastActive: start, busy: false, holding: false,
+                                     timeout: .seconds(600)), "moved or signed out: the idle exit is back")
+    }
+
     func testTrackerCountsClientsAndRemembersTheLastOne() {
         let tracker = ActivityTracker(now: start)
         tracker.begin()

@@ -24,6 +24,16 @@ final class StatusLineTests: XCTestCase {
         XCTAssertEqual(line.text, "Serving 3 accounts, 2 signed in")
     }
 
+    func testSignInsInMemoryOnlyAreSaidWithWhyTheAgentStays() {
+        var line = StatusLine(accounts: 2, signedIn: 1)
+        line.inMemory = ["work"]
+        XCTAssertEqual(line.text, "Serving 2 accounts, 1 signed in; kept in memory only, so no idle exit: work")
+        line.apply(.refreshStarted, account: "work")
+        XCTAssertEqual(line.text, "Refreshing work; kept in memory only, so no idle exit: work")
+        line.inMemory = []
+        XCTAssertEqual(line.text, "Refreshing work")
+    }
+
     func testAConfigurationProblemIsAllTheLineSays() {
         var line = StatusLine(accounts: 0)
         line.configProblem = "/home/u/.config/auth-agent/config.toml:4: unknown key 'x'"

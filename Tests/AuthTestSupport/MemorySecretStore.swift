@@ -45,7 +45,7 @@ public actor MemorySecretStore: SecretStore {
 
     private func check() throws(AuthError) {
         switch forcedState {
-        case .available: return
+        case .available, .unused: return
         case .locked: throw AuthError.keyringLocked()
         case .absent: throw AuthError.keyringUnavailable("test store is absent")
         case .error: throw AuthError(.keyringError, "test store failure")

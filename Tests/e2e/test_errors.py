@@ -151,10 +151,11 @@ def test_client_that_disconnects_cancels_its_sign_in(make_agent, keyring):
 
 
 def test_a_secret_service_that_appears_later_is_used_without_a_restart(make_agent, bus_without_keyring, auth_server):
-    """The agent starts on a session bus with no Secret Service: status says so with what to do, a token request
-    fails as keyring_unavailable (exit 5), nothing crashes. Then a real gnome-keyring-daemon is started and unlocked
-    on the same bus: without restarting the agent, status shows it available and a sign-in and a token work."""
-    agent = make_agent(bus=bus_without_keyring)
+    """`store = "secret-service"`: the agent starts on a session bus with no Secret Service: status says so with
+    what to do, a token request fails as keyring_unavailable (exit 5), nothing crashes. Then a real
+    gnome-keyring-daemon is started and unlocked on the same bus: without restarting the agent, status shows it
+    available and a sign-in and a token work. (The default, `auto`: test_memory_store.py.)"""
+    agent = make_agent(bus=bus_without_keyring, agent={"store": "secret-service"})
     pid = agent.proc.pid
     status = agent.status_json()
     assert status["agent"]["keyring"] == "absent"
@@ -216,10 +217,13 @@ def test_locked_keyring_is_reported_as_locked(signed_in_agent, keyring, auth_ser
 
 
 def test_login_with_a_locked_keyring_fails_as_locked(agent, keyring, auth_server):
+    """Under the default `store = "auto"`: a locked keyring is never taken for a missing one (no memory fallback)."""
     keyring.lock()
     result = agent.authctl("login", "work")
     assert result.returncode == 5, (result.returncode, result.stdout, result.stderr)
     assert "locked" in result.stderr
+    assert "kept_in_memory" not in agent.account_status("work")
+    assert "kept in memory" not in agent.log()
     keyring.unlock()
     assert keyring.secret_tool_count("work") == 0
     assert agent.authctl("token", "work").returncode == 4
@@ -236,7 +240,8 @@ def _files_under(root):
 
 
 def test_no_secret_service(make_agent, bus_without_keyring, auth_server):
-    agent = make_agent(bus=bus_without_keyring)
+    """`store = "secret-service"`: no Secret Service is keyring_unavailable, never a file."""
+    agent = make_agent(bus=bus_without_keyring, agent={"store": "secret-service"})
     status = agent.status_json()
     assert status["agent"]["keyring"] == "absent"
     assert status["accounts"][0].get("signed_in") is None
