@@ -114,6 +114,7 @@ actor KeyringGateway {
 
     /// Whether any sign-in lives in memory only (the agent must then not exit idle: it would lose it).
     var holdsItems: Bool { !held.isEmpty }
+    var heldKeys: Set<SecretKey> { Set(held.keys) }
 
     /// Writes every item held in memory to the keyring (a Secret Service appeared, or was unlocked). An item
     /// written is dropped from memory; one the keyring refused stays, with the reason. A key written again while

@@ -11,8 +11,8 @@ extension TokenBroker {
     /// Names of the accounts whose sign-in lives in memory only, in configuration order.
     public var accountsInMemory: [String] {
         get async {
-            let held = await keyring.view().held
-            return accountOrder.filter { name in accounts[name].map { held[SecretKey($0.config)] != nil } ?? false }
+            let held = await keyring.heldKeys
+            return accountOrder.filter { name in accounts[name].map { held.contains(SecretKey($0.config)) } ?? false }
         }
     }
 

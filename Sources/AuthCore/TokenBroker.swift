@@ -218,6 +218,10 @@ public actor TokenBroker {
     public func drain(timeout: Duration = .seconds(10)) async {
         let refreshes = accounts.values.flatMap { $0.refreshes.values }
         for state in accounts.values { state.signIn.pending?.flow.completion.cancel() }
+        // Said as it happens, so whoever reads the journal after a restart knows why the account is signed out.
+        for name in await accountsInMemory {
+            logger.warning("stopping: the sign-in kept in memory only is lost", metadata: ["account": "\(name)"])
+        }
         guard !refreshes.isEmpty else { return }
         logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
         let time = self.time

@@ -71,8 +71,10 @@ def test_no_secret_service_keeps_a_browser_sign_in_in_memory_and_says_so(make_ag
     assert "start a Secret Service" in store["hint"], store
     assert_no_token_in_files(agent, auth_server)
 
-    # A restart loses it, and says what it is: not signed in, with no Secret Service to keep a sign-in.
+    # A restart loses it, and says so: the stopping agent names it in the journal; the new one says not signed in,
+    # with no Secret Service to keep a sign-in.
     agent.restart()
+    assert agent.log().count("stopping: the sign-in kept in memory only is lost") == 1, agent.log()
     after = agent.account_status("work")
     assert after["signed_in"] is False and "kept_in_memory" not in after, after
     token = agent.authctl("token", "work")
