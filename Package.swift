@@ -168,6 +168,7 @@ let package = Package(
                 "AuthCore", "AuthTestSupport",
                 // Tests make their own keys and sign tokens with them.
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),

@@ -144,6 +144,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case pkceUnsupported = "pkce_unsupported"
     case insecureEndpoint = "insecure_endpoint"
     case invalidIDToken = "invalid_id_token"
+    /// The server refused the agent's DPoP proof, or does not offer DPoP to an account that requires it.
+    case dpopRefused = "dpop_refused"
     // Agent
     case invalidConfig = "invalid_config"
     /// The agent's configuration file is invalid (message: `file:line: what to fix`). Every request gets it until

@@ -44,6 +44,16 @@ public struct AccountConfig: Sendable, Equatable {
     public var signInLifetime: SignInLifetime?
     /// `sign_in_warning`: how long before the sign-in ends the user is told.
     public var signInWarning: Duration = SignInLifetime.defaultWarning
+    /// `dpop`: sender-constrained tokens (RFC 9449).
+    public var dpop: DPoPSetting = .auto
+
+    public enum DPoPSetting: String, Sendable, Equatable {
+        /// Used when the server's metadata offers ES256.
+        case auto
+        /// Required: a server that does not offer it is an error.
+        case required
+        case off
+    }
 
     public init(
         name: String, issuer: URL, clientID: String, clientSecret: Secret? = nil, scopes: [String] = [],
@@ -88,7 +98,7 @@ public struct AccountConfig: Sendable, Equatable {
     /// Authorization request parameters that `extra_auth_params` may not override.
     public static let reservedAuthParams: Set<String> = [
         "response_type", "client_id", "redirect_uri", "scope", "state", "nonce",
-        "code_challenge", "code_challenge_method",
+        "code_challenge", "code_challenge_method", "dpop_jkt",
     ]
     /// Account names appear in paths and keyring attributes: keep them boring.
     public static func isValidName(_ name: String) -> Bool {

@@ -28,6 +28,9 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The discovery document lists an endpoint that is not https (or loopback http).
         case insecureEndpoint = "insecure_endpoint"
         case invalidIDToken = "invalid_id_token"
+        /// The authorization server refused the agent's DPoP proof (`invalid_dpop_proof`, RFC 9449 §5.2), or the
+        /// account requires DPoP (`dpop = true`) and the server does not offer it.
+        case dpopRefused = "dpop_refused"
         case invalidConfig = "invalid_config"
         case minValidUnsatisfiable = "min_valid_unsatisfiable"
         /// A token was asked for with a scope the account does not configure (or the server refused the scope).

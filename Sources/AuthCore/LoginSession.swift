@@ -16,11 +16,14 @@ public struct LoginSession: Sendable {
     public let nonce: Secret?
     public let pkce: PKCE
     public let requiresIss: Bool
+    /// The sign-in's DPoP key (RFC 9449): its thumbprint goes out as `dpop_jkt`, binding the code to it (§10).
+    public let proofKey: DPoPKey?
     public let authorizationURL: URL
 
     public init(account: AccountConfig, metadata: ProviderMetadata, redirectURI: String,
                 pkce: PKCE = PKCE(), state: String = Randomness.token(bytes: 32),
-                nonce: String = Randomness.token(bytes: 32)) {
+                nonce: String = Randomness.token(bytes: 32), proofKey: DPoPKey? = nil) {
+        self.proofKey = proofKey
         self.account = account.name
         self.issuer = metadata.issuer
         self.clientID = account.clientID
@@ -43,6 +46,7 @@ public struct LoginSession: Sendable {
             URLQueryItem(name: "code_challenge_method", value: PKCE.method),
         ]
         if account.wantsOpenID { items.append(URLQueryItem(name: "nonce", value: nonce)) }
+        if let proofKey { items.append(URLQueryItem(name: "dpop_jkt", value: proofKey.thumbprint)) }
         for key in account.extraAuthParams.keys.sorted() where !AccountConfig.reservedAuthParams.contains(key) {
             items.append(URLQueryItem(name: key, value: account.extraAuthParams[key]))
         }

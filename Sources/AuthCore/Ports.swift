@@ -59,7 +59,16 @@ public enum KeyringState: String, Sendable, Equatable {
 /// return every HTTP reply (any status) as an ``HTTPReply``.
 public protocol HTTPTransport: Sendable {
     func get(_ url: URL) async throws(AuthError) -> HTTPReply
-    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply
+    /// A form POST; `headers` are added to the request (a DPoP proof).
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply
+}
+
+extension HTTPTransport {
+    public func postForm(_ url: URL, fields: [(String, String)],
+                         basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+        try await postForm(url, fields: fields, basicAuth: basicAuth, headers: [])
+    }
 }
 
 /// Opens the loopback redirect listener for one sign-in.

@@ -17,12 +17,18 @@ public struct ProviderMetadata: Sendable, Equatable {
     public var tokenEndpointAuthMethods: [String]
     /// RFC 9207: when true, the authorization response must carry `iss` equal to ``issuer``.
     public var requiresIssInResponse: Bool
+    /// RFC 9449 §5.1: `dpop_signing_alg_values_supported`; empty when the server does not say it offers DPoP.
+    public var dpopSigningAlgorithms: [String] = []
+
+    /// Whether the server offers DPoP with an algorithm the agent signs with (ES256).
+    public var offersDPoP: Bool { dpopSigningAlgorithms.contains(DPoPKey.algorithm) }
 
     public init(
         issuer: URL, authorizationEndpoint: URL, tokenEndpoint: URL, revocationEndpoint: URL? = nil,
         jwksURI: URL? = nil, codeChallengeMethods: [String] = ["S256"], tokenEndpointAuthMethods: [String] = [],
-        requiresIssInResponse: Bool = false, deviceAuthorizationEndpoint: URL? = nil
+        requiresIssInResponse: Bool = false, deviceAuthorizationEndpoint: URL? = nil, dpopSigningAlgorithms: [String] = []
     ) {
+        self.dpopSigningAlgorithms = dpopSigningAlgorithms
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
@@ -88,7 +94,8 @@ public struct ProviderMetadata: Sendable, Equatable {
             codeChallengeMethods: methods ?? [],
             tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"]?.strings ?? [],
             requiresIssInResponse: object["authorization_response_iss_parameter_supported"]?.bool ?? false,
-            deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint", required: false)
+            deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint", required: false),
+            dpopSigningAlgorithms: object["dpop_signing_alg_values_supported"]?.strings ?? []
         )
     }
 

@@ -13,6 +13,8 @@ extension TokenBroker {
         let authorization: DeviceAuthorization
         let metadata: ProviderMetadata
         let startedAt: ContinuousClock.Instant
+        /// The sign-in's DPoP key: every poll carries a proof with it (RFC 9449 §5).
+        let proofKey: DPoPKey?
     }
 
     static let deviceGrantType = "urn:ietf:params:oauth:grant-type:device_code"
@@ -42,6 +44,7 @@ extension TokenBroker {
         guard let endpoint = metadata.deviceAuthorizationEndpoint else {
             throw AuthError(.deviceGrantUnsupported, "the authorization server offers no device authorization endpoint")
         }
+        let proofKey = try proofKeyForSignIn(config, metadata)
         var fields: [(String, String)] = []
         if !config.scopes.isEmpty { fields.append(("scope", config.scopes.joined(separator: " "))) }
         let basic = clientAuthentication(config, metadata, into: &fields)
@@ -58,7 +61,8 @@ extension TokenBroker {
         logger.info("device sign-in started", metadata: [
             "account": "\(config.name)", "verification_uri": "\(authorization.verificationURI.absoluteString)",
             "expires_in_s": "\(authorization.expiresIn)", "interval_s": "\(interval)"])
-        return DeviceStart(ticket: ticket, authorization: authorization, metadata: metadata, startedAt: startedAt)
+        return DeviceStart(ticket: ticket, authorization: authorization, metadata: metadata, startedAt: startedAt,
+                           proofKey: proofKey)
     }
 
     /// RFC 8628 §3.4-3.5: polls the token endpoint (the rules live in ``DevicePolling``) and ends the sign-in like
@@ -72,20 +76,21 @@ extension TokenBroker {
         let machine = DevicePolling(interval: device.authorization.interval, expiresIn: device.authorization.expiresIn,
                                     startedAt: device.startedAt)
         let time = self.time
-        let http = self.http
+        let proofKey = device.proofKey
         let tokens: TokenSet
         do {
             tokens = try await DevicePolling.run(
                 machine, now: { time.now() }, sleep: { try await time.sleep(for: $0) },
                 request: { () async throws(AuthError) -> DevicePolling.Attempt<TokenSet> in
                     let sentAt = time.now()
-                    let reply = try await http.postForm(metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+                    let reply = try await self.postToTokenEndpoint(metadata, fields: fields, basicAuth: basic,
+                                                                   proofKey: proofKey)
                     guard (200..<300).contains(reply.status) else { return .notYet(reply) }
-                    return .tokens(try TokenResponseParser.parse(reply, receivedAt: sentAt))
+                    return .tokens(try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: proofKey != nil))
                 })
         } catch {
             throw TokenBroker.authError(error)
         }
-        return try await signedIn(name, tokens: tokens, metadata: metadata, nonce: nil)
+        return try await signedIn(name, tokens: tokens, metadata: metadata, nonce: nil, proofKey: proofKey)
     }
 }

@@ -123,8 +123,9 @@ final class DateRecordingTransport: HTTPTransport, @unchecked Sendable {
         record(try await base.get(url))
     }
 
-    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
-        record(try await base.postForm(url, fields: fields, basicAuth: basicAuth))
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
+        record(try await base.postForm(url, fields: fields, basicAuth: basicAuth, headers: headers))
     }
 
     private func record(_ reply: HTTPReply) -> HTTPReply {

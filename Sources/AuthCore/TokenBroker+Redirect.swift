@@ -50,7 +50,14 @@ extension TokenBroker {
             listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort,
                                                   path: config.redirectPath, judge: judge)
         }
-        let session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI)
+        let session: LoginSession
+        do {
+            session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI,
+                                   proofKey: try proofKeyForSignIn(config, metadata))
+        } catch {
+            await listener.close()
+            throw error
+        }
         box.session = session
         // The ID token will need the provider's keys: fetch them while the person signs in, not after.
         if config.wantsOpenID, let jwks = metadata.jwksURI { providers.prefetchSigningKeys(account: config.name, from: jwks) }
@@ -147,16 +154,18 @@ extension TokenBroker {
         ]
         let basic = clientAuthentication(config, begun.metadata, into: &fields)
         let sentAt = time.now()
-        let reply = try await http.postForm(begun.metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+        let proofKey = begun.session.proofKey
+        let reply = try await postToTokenEndpoint(begun.metadata, fields: fields, basicAuth: basic, proofKey: proofKey)
         let tokens: TokenSet
         do throws(AuthError) {
-            tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+            tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: proofKey != nil)
         } catch let error where error.code == .loginRequired {
             throw AuthError(.loginFailed, "the authorization server did not accept the authorization code (\(error.message))")
         }
         if config.wantsOpenID, tokens.idToken == nil {
             throw AuthError(.invalidIDToken, "the server returned no ID token although 'openid' was requested")
         }
-        return try await signedIn(name, tokens: tokens, metadata: begun.metadata, nonce: begun.session.nonce)
+        return try await signedIn(name, tokens: tokens, metadata: begun.metadata, nonce: begun.session.nonce,
+                                  proofKey: proofKey)
     }
 }

@@ -17,21 +17,24 @@ extension TokenBroker {
         await acquireRedemption(name)
         defer { releaseRedemption(name) }
         do throws(AuthError) {
-            let refreshToken: Secret
+            // The stored form: the refresh token with its DPoP key, if the sign-in has one (StoredCredential).
+            let stored: Secret
             if let unsaved = accounts[name]?.unsavedRefreshToken {
-                refreshToken = unsaved
-            } else if let stored = try await loadRefreshToken(key) {
-                refreshToken = stored
+                stored = unsaved
+            } else if let loaded = try await loadRefreshToken(key) {
+                stored = loaded
             } else {
                 throw AuthError.loginRequired(name)
             }
-            if case .longLivedAccessToken(let access) = StoredCredential(stored: refreshToken) {
-                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring). An item whose
-                // dates are still inside the secret is written again in the new form here, as a refresh would.
+            let credential = try StoredCredential(stored: stored)
+            accounts[name]?.proofKey = credential.proofKey
+            guard let refreshToken = credential.refreshToken else {
+                // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
+                guard case .longLivedAccessToken(let access) = credential.token else { throw AuthError.loginRequired(name) }
                 var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
                                       receivedAt: time.now())
                 tokens.nonExpiring = true
-                await storeMovedDeadline(name, credential: refreshToken, key: key)
+                await storeMovedDeadline(name, credential: stored, key: key)
                 return cacheTokens(name, entry, tokens)
             }
             let metadata = try await metadata(for: name)
@@ -40,25 +43,27 @@ extension TokenBroker {
             let basic = clientAuthentication(config, metadata, into: &fields)
             let sentAt = time.now()
             logger.debug("refreshing", metadata: ["account": "\(name)"])
-            let reply = try await http.postForm(metadata.tokenEndpoint, fields: fields, basicAuth: basic)
+            let reply = try await postToTokenEndpoint(metadata, fields: fields, basicAuth: basic, proofKey: credential.proofKey)
             var tokens: TokenSet
             do throws(AuthError) {
-                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt)
+                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: credential.proofKey != nil)
             } catch let error where error.code == .loginRequired {
-                try await forgetDeadRefreshToken(name, key: key, sent: refreshToken)
+                try await forgetDeadRefreshToken(name, key: key, sent: stored)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
             noteRefresh(name, tokens)
-            // Rotation: the new refresh token is saved before the old one is forgotten or any access token is used.
+            // Rotation: the new refresh token (with the sign-in's key) is saved before the old one is forgotten or any
+            // access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
-                accounts[name]?.unsavedRefreshToken = rotated
-                try await storeRefreshToken(rotated, for: key)
+                let next = StoredCredential.refreshToken(rotated, proofKey: credential.proofKey).stored
+                accounts[name]?.unsavedRefreshToken = next
+                try await storeRefreshToken(next, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
             } else if accounts[name]?.unsavedRefreshToken != nil {
-                try await storeRefreshToken(refreshToken, for: key)
+                try await storeRefreshToken(stored, for: key)
                 accounts[name]?.unsavedRefreshToken = nil
             } else {
-                await storeMovedDeadline(name, credential: refreshToken, key: key)
+                await storeMovedDeadline(name, credential: stored, key: key)
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.

@@ -153,7 +153,7 @@ extension TokenBroker {
     /// The end of every sign-in (redirect or device): verifies an ID token if there is one, stores the refresh token
     /// in the keyring and caches the rest.
     func signedIn(_ name: String, tokens: TokenSet, metadata: ProviderMetadata,
-                  nonce: Secret?) async throws(AuthError) -> LoginOutcome {
+                  nonce: Secret?, proofKey: DPoPKey?) async throws(AuthError) -> LoginOutcome {
         let config = try state(name).config
         var tokens = tokens
         var claims: IDTokenClaims?
@@ -168,7 +168,9 @@ extension TokenBroker {
         var stored: StoredIn?
         do throws(AuthError) {
             if let refresh = tokens.refreshToken {
-                stored = try await storeRefreshToken(refresh, for: SecretKey(config))
+                // The new sign-in's key goes into the same secret as its refresh token: one write.
+                stored = try await storeRefreshToken(StoredCredential.refreshToken(refresh, proofKey: proofKey).stored,
+                                                     for: SecretKey(config))
                 accounts[name]?.unsavedRefreshToken = nil
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
@@ -185,6 +187,11 @@ extension TokenBroker {
             throw error
         }
         accounts[name]?.idClaims = claims
+        accounts[name]?.proofKey = proofKey
+        if proofKey != nil {
+            logger.info("the sign-in is bound to a DPoP key", metadata: [
+                "account": "\(name)", "token_type": "\(tokens.tokenType)"])
+        }
         let cached = cacheTokens(name, .default, tokens)
         logger.info("signed in", metadata: ["account": "\(name)"])
         publish(.accountChanged(name))

@@ -10,13 +10,15 @@ extension TokenBroker {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         accounts[name]?.idClaims = nil
+        accounts[name]?.proofKey = nil
         let key = SecretKey(config)
         let unsaved = accounts[name]?.unsavedRefreshToken
         accounts[name]?.unsavedRefreshToken = nil
         let stored = try await loadRefreshToken(key)
         var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
-        if let token = unsaved ?? stored {
-            let (revoked, hint) = switch StoredCredential(stored: token) {
+        // An item whose key cannot be read is deleted without a revocation (its token's text is not known apart).
+        if let token = unsaved ?? stored, let credential = try? StoredCredential(stored: token) {
+            let (revoked, hint) = switch credential.token {
             case .refreshToken(let refresh): (refresh, "refresh_token")
             case .longLivedAccessToken(let access): (access, "access_token")
             }

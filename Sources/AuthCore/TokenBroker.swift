@@ -33,6 +33,8 @@ public actor TokenBroker {
         var lastUsed: ContinuousClock.Instant?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
         var idClaims: IDTokenClaims?
+        /// The sign-in's DPoP key (RFC 9449), as signed in or read with the refresh token; nil without DPoP.
+        var proofKey: DPoPKey?
         /// When the sign-in ends (TokenBroker+Lifetime.swift).
         var lifetime = LifetimeRecord()
 
@@ -79,6 +81,8 @@ public actor TokenBroker {
     let proactiveBell = Doorbell()
     /// Wakes the sign-in lifetime watch when a deadline changes (TokenBroker+Lifetime.swift).
     let lifetimeBell = Doorbell()
+    /// The last `DPoP-Nonce` of each authorization server (TokenBroker+TokenEndpoint.swift).
+    var dpopNonces: [String: String] = [:]
 
     public init(accounts: [AccountConfig], store: any SecretStore, storeChoice: StoreChoice = .secretService,
                 http: any HTTPTransport,

@@ -44,7 +44,11 @@ public struct HTTPReply: Sendable {
     public var date: String?
     /// The body was larger than the transport's cap and was not read (``body`` is empty).
     public var bodyTooLarge: Bool
-    public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil, bodyTooLarge: Bool = false) {
+    /// The `DPoP-Nonce` header (RFC 9449 §8): the nonce the server wants in the next proof.
+    public var dpopNonce: String?
+    public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil, bodyTooLarge: Bool = false,
+                dpopNonce: String? = nil) {
+        self.dpopNonce = dpopNonce
         self.status = status
         self.body = body
         self.retryAfter = retryAfter
@@ -62,7 +66,10 @@ public enum TokenResponseParser {
     /// Ten years: above, `refresh_token_expires_in` is ignored.
     public static let maximumRefreshTokenLifetime: Int = 10 * 366 * 24 * 3600
 
-    public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant) throws(AuthError) -> TokenSet {
+    /// `proofSent`: the request carried a DPoP proof, so `token_type` `DPoP` (a bound access token) is expected, and
+    /// `Bearer` means the server bound only the refresh token, or nothing (RFC 9449 §5).
+    public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant,
+                             proofSent: Bool = false) throws(AuthError) -> TokenSet {
         guard (200..<300).contains(reply.status) else { throw error(from: reply) }
         guard !reply.bodyTooLarge else {
             throw AuthError(.invalidTokenResponse, "the token endpoint answered HTTP \(reply.status) with a body too large to be a token response")
@@ -86,9 +93,12 @@ public enum TokenResponseParser {
         guard let access = body.access_token, !access.isEmpty else {
             throw AuthError(.invalidTokenResponse, "the token response has no access_token")
         }
-        guard let type = body.token_type, type.lowercased() == "bearer" else {
+        let type = body.token_type?.lowercased()
+        guard type == "bearer" || (proofSent && type == "dpop") else {
             let shown = body.token_type.map { "'\(LoginSession.printable($0))'" } ?? "none"
-            throw AuthError(.invalidTokenResponse, "the token response has token_type \(shown); only Bearer is supported")
+            throw AuthError(.invalidTokenResponse, proofSent
+                ? "the token response has token_type \(shown); DPoP or Bearer expected"
+                : "the token response has token_type \(shown) to a request without a DPoP proof; only Bearer is supported")
         }
         var lifetime = defaultLifetime
         let nonExpiring = body.expires_in == nil && body.refresh_token == nil
@@ -106,7 +116,7 @@ public enum TokenResponseParser {
         }
         var set = TokenSet(
             accessToken: Secret(access),
-            tokenType: "Bearer",
+            tokenType: type == "dpop" ? "DPoP" : "Bearer",
             refreshToken: try nonEmpty(body.refresh_token, "refresh_token").map(Secret.init),
             idToken: try nonEmpty(body.id_token, "id_token").map(Secret.init),
             // GitHub separates scopes with commas ("repo,gist"); a comma is never part of a real provider's scope.
@@ -184,6 +194,11 @@ public enum TokenResponseParser {
         return "\(reason) (\(code))"
     }
 
+    /// The OAuth `error` code of a reply's JSON body, whatever its status; nil when it has none.
+    public static func errorCode(_ reply: HTTPReply) -> String? {
+        (try? JSONValue.object(jsonBody(reply.body)))??["error"]?.string
+    }
+
     /// Classifies an error reply. `invalid_grant` means the refresh token (or code) is dead: sign-in required.
     /// So does a 4xx other than 408/429 that carries no OAuth error at all (an empty 400, a 401, an HTML page): the
     /// server refused the grant without saying why, and asking again would get the same answer.
@@ -198,6 +213,14 @@ public enum TokenResponseParser {
         }
         let code = object?["error"]?.string.map(LoginSession.printable)
         let description = object?["error_description"]?.string.map(LoginSession.printable)
+        let detailed = [code, description].compactMap { $0 }.joined(separator: ": ")
+        // RFC 9449 §5.2, §8: whatever the HTTP status (some servers send 401 or 403).
+        if code == "invalid_dpop_proof" {
+            return AuthError(.dpopRefused, "the authorization server refused the DPoP proof (\(detailed))")
+        }
+        if code == "use_dpop_nonce" {
+            return AuthError(.serverError, "the authorization server kept asking for a new DPoP nonce (\(detailed))")
+        }
         let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
         switch code {
         case "invalid_grant", "bad_refresh_token", "bad_verification_code":

@@ -42,7 +42,8 @@ public final class HTTPClientTransport: HTTPTransport {
         return try await execute(request, url: url)
     }
 
-    public func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+    public func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .POST
         request.headers.add(name: "Accept", value: "application/json")
@@ -51,6 +52,7 @@ public final class HTTPClientTransport: HTTPTransport {
             let credentials = Data("\(basicAuth.user):\(basicAuth.password.reveal())".utf8).base64EncodedString()
             request.headers.add(name: "Authorization", value: "Basic \(credentials)")
         }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         let body = fields.map { "\(LoginSession.formEncode($0.0))=\(LoginSession.formEncode($0.1))" }.joined(separator: "&")
         request.body = .bytes(ByteBuffer(string: body))
         return try await execute(request, url: url)
@@ -72,7 +74,8 @@ public final class HTTPClientTransport: HTTPTransport {
                                  bodyTooLarge: true)
             }
             return HTTPReply(status: Int(response.status.code), body: Array(buffer: body),
-                             retryAfter: response.headers.first(name: "Retry-After"), date: response.headers.first(name: "Date"))
+                             retryAfter: response.headers.first(name: "Retry-After"), date: response.headers.first(name: "Date"),
+                             dpopNonce: response.headers.first(name: "DPoP-Nonce"))
         } catch let error as AuthError {
             throw error
         } catch {

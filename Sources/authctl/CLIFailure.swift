@@ -28,7 +28,7 @@ enum ExitStatus {
         case .loginRequired?: return loginRequired
         case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
         case .serverUnreachable?, .serverError?, .tlsError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?,
-             .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?: return server
+             .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?, .dpopRefused?: return server
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
             return loginIncomplete
         case .unknownAccount?, .invalidConfig?, .invalidScope?, .invalidTarget?: return account
@@ -83,6 +83,8 @@ struct CLIFailure: Error {
         case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"
         case .tlsError?: return "the server's certificate did not verify against the system's trusted CAs; check the endpoint's address, your network (a proxy or captive portal), and the system clock"
+        case .dpopRefused?:
+            return "check the system clock; set `dpop = false` for the account if the server cannot take DPoP from this client, then sign in again"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
         case .deviceGrantUnsupported?:
             return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"

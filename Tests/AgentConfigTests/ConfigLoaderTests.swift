@@ -106,6 +106,15 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[agent]\nstore = true\n", line: 2, contains: "\"secret-service\" or \"memory\"")
     }
 
+    func testDPoP() throws {
+        let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+        XCTAssertEqual(try parse(base).accounts[0].dpop, .auto, "used when the server offers it")
+        XCTAssertEqual(try parse(base + "dpop = true\n").accounts[0].dpop, .required)
+        XCTAssertEqual(try parse(base + "dpop = false\n").accounts[0].dpop, .off)
+        XCTAssertEqual(try parse(base + "dpop = \"auto\"\n").accounts[0].dpop, .auto)
+        expectError(base + "dpop = \"yes\"\n", line: 4, contains: "'dpop' must be \"auto\"")
+    }
+
     func testSignInLifetime() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let none = try parse(base).accounts[0]

@@ -92,7 +92,8 @@ final class DiagnosticsTests: XCTestCase {
 
 private struct UnreachableHTTP: HTTPTransport {
     func get(_ url: URL) async throws(AuthError) -> HTTPReply { throw AuthError(.serverUnreachable, "cannot reach \(url.host ?? "")") }
-    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
         throw AuthError(.serverUnreachable, "no")
     }
 }

@@ -11,7 +11,7 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     var discovery: [String: HTTPReply] = [:]
     var tokenReplies: [HTTPReply] = []
     var revocationStatus = 200
-    private(set) var posts: [(url: URL, fields: [String: String], basic: Bool)] = []
+    private(set) var posts: [(url: URL, fields: [String: String], basic: Bool, headers: [String: String])] = []
     /// Delay before the token endpoint answers (to let concurrent callers pile up).
     var tokenDelay: Duration = .zero
     /// Holds token requests until the test opens it (no sleeping).
@@ -34,9 +34,11 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     /// How often the provider's JWKS was fetched.
     var jwksFetches: Int { lock.withLock { gets.filter { $0.path == "/jwks" }.count } }
 
-    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
         let delay = lock.withLock { () -> Duration in
-            posts.append((url, Dictionary(fields, uniquingKeysWith: { a, _ in a }), basicAuth != nil))
+            posts.append((url, Dictionary(fields, uniquingKeysWith: { a, _ in a }), basicAuth != nil,
+                          Dictionary(headers, uniquingKeysWith: { a, _ in a })))
             return tokenDelay
         }
         if delay > .zero { try? await Task.sleep(for: delay) }
@@ -50,6 +52,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     }
 
     var tokenPosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("token") }.map(\.fields) } }
+    /// The headers of each token request (a DPoP proof).
+    var tokenHeaders: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("token") }.map(\.headers) } }
     var revokePosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("revoke") }.map(\.fields) } }
 
     static func tokenReply(access: String, refresh: String? = nil, expiresIn: Int = 3600, idToken: String? = nil) -> HTTPReply {

@@ -77,8 +77,8 @@ final class ProviderQuirkTests: XCTestCase {
         XCTAssertTrue(set.nonExpiring)
         XCTAssertFalse(try TokenResponseParser.parse(reply(#"{"access_token":"a","token_type":"bearer","refresh_token":"r"}"#), receivedAt: now).nonExpiring)
         XCTAssertFalse(try TokenResponseParser.parse(reply(#"{"access_token":"a","token_type":"bearer","expires_in":60}"#), receivedAt: now).nonExpiring)
-        XCTAssertEqual(StoredCredential(stored: StoredCredential.longLivedAccessToken(Secret("gho_x")).stored), .longLivedAccessToken(Secret("gho_x")))
-        XCTAssertEqual(StoredCredential(stored: Secret("ghr_y")), .refreshToken(Secret("ghr_y")))
+        XCTAssertEqual(try StoredCredential(stored: StoredCredential.longLivedAccessToken(Secret("gho_x")).stored), .longLivedAccessToken(Secret("gho_x")))
+        XCTAssertEqual(try StoredCredential(stored: Secret("ghr_y")), .refreshToken(Secret("ghr_y")))
 
         // Stored in the keyring at sign-in, served after a "restart" (a new broker) without any token request,
         // and shown without an expiry in status.

@@ -6,7 +6,8 @@ import Foundation
 public struct NoHTTP: HTTPTransport {
     public init() {}
     public func get(_ url: URL) async throws(AuthError) -> HTTPReply { throw AuthError(.serverUnreachable, "no network in unit tests") }
-    public func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?) async throws(AuthError) -> HTTPReply {
+    public func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
         throw AuthError(.serverUnreachable, "no network in unit tests")
     }
 }

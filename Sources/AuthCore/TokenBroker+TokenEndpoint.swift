@@ -1,0 +1,57 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Every call to a token endpoint (code exchange, refresh, device polling) goes through here: with the sign-in's
+/// DPoP key, each request carries a fresh proof (RFC 9449 §5: `htm` POST, `htu` the endpoint as discovered, a new
+/// `jti`, `iat` now by the agent's clock); a `DPoP-Nonce` on any answer (200 included) is kept per server and put in
+/// the next proof; a `use_dpop_nonce` answer is retried once with the nonce it carried (§8).
+extension TokenBroker {
+    func postToTokenEndpoint(_ metadata: ProviderMetadata, fields: [(String, String)],
+                             basicAuth: (user: String, password: Secret)?,
+                             proofKey: DPoPKey?) async throws(AuthError) -> HTTPReply {
+        let endpoint = metadata.tokenEndpoint
+        guard let proofKey else { return try await http.postForm(endpoint, fields: fields, basicAuth: basicAuth) }
+        let server = TokenBroker.nonceScope(endpoint)
+        var retried = false
+        while true {
+            let proof = proofKey.proof(method: "POST", url: endpoint, nonce: dpopNonces[server], issuedAt: time.wallClock())
+            let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basicAuth,
+                                                headers: [("DPoP", proof.reveal())])
+            if let nonce = reply.dpopNonce, !nonce.isEmpty { dpopNonces[server] = nonce }
+            guard !retried, reply.dpopNonce != nil, !(200..<300).contains(reply.status),
+                  TokenResponseParser.errorCode(reply) == "use_dpop_nonce" else { return reply }
+            retried = true
+        }
+    }
+
+    /// Nonces are the authorization server's (RFC 9449 §8): kept per origin of its token endpoint.
+    static func nonceScope(_ endpoint: URL) -> String {
+        var parts = URLComponents(url: endpoint, resolvingAgainstBaseURL: false)
+        parts?.path = ""
+        parts?.query = nil
+        parts?.fragment = nil
+        return parts?.string ?? endpoint.absoluteString
+    }
+
+    /// The key for a new sign-in, by the account's `dpop` setting and the server's metadata: a new ES256 key when
+    /// DPoP is on and offered; none when it is off, or `auto` and not offered; `dpop = true` without the server
+    /// offering ES256 is an error.
+    func proofKeyForSignIn(_ config: AccountConfig, _ metadata: ProviderMetadata) throws(AuthError) -> DPoPKey? {
+        switch config.dpop {
+        case .off: return nil
+        case .auto: return metadata.offersDPoP ? DPoPKey() : nil
+        case .required:
+            guard metadata.offersDPoP else {
+                let offered = metadata.dpopSigningAlgorithms.isEmpty
+                    ? "its metadata has no dpop_signing_alg_values_supported"
+                    : "it offers \(metadata.dpopSigningAlgorithms.joined(separator: ", ")), not ES256"
+                throw AuthError(.dpopRefused,
+                                "account '\(config.name)' has dpop = true, but the authorization server does not offer DPoP (\(offered))")
+            }
+            return DPoPKey()
+        }
+    }
+}

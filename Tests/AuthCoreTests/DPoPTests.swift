@@ -1,0 +1,258 @@
+import AuthTestSupport
+@testable import AuthCore
+import Crypto
+import Foundation
+import XCTest
+
+/// DPoP (RFC 9449) on the agent's own requests: the key and its proofs, the key kept with the refresh token in one
+/// secret, a proof on every token-endpoint call, nonces, `dpop_jkt`, and the `dpop` setting. Each proof here is
+/// verified as a server would (signature with the key in its header, claims), so a proof that skips or fakes a step
+/// fails. The same against a real server: Tests/e2e/test_dpop.py.
+final class DPoPTests: XCTestCase {
+    let key = SecretKey(Fixtures.account())
+
+    /// A proof taken apart and checked as RFC 9449 §4.3 has a server do it: the signature with the header's key.
+    struct Verified {
+        var header: [String: Any]
+        var claims: [String: Any]
+        var thumbprint: String
+    }
+
+    func verify(_ proof: String, file: StaticString = #filePath, line: UInt = #line) throws -> Verified {
+        let parts = proof.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        XCTAssertEqual(parts.count, 3, file: file, line: line)
+        let header = try XCTUnwrap(JSONSerialization.jsonObject(with: XCTUnwrap(Base64URL.decode(parts[0]))) as? [String: Any])
+        let claims = try XCTUnwrap(JSONSerialization.jsonObject(with: XCTUnwrap(Base64URL.decode(parts[1]))) as? [String: Any])
+        let jwk = try XCTUnwrap(header["jwk"] as? [String: String])
+        XCTAssertNil(jwk["d"], "the private key never leaves the agent", file: file, line: line)
+        let x = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["x"]))), y = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["y"])))
+        let publicKey = try P256.Signing.PublicKey(x963Representation: [0x04] + x + y)
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: XCTUnwrap(Base64URL.decode(parts[2])))
+        XCTAssertTrue(publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)),
+                      "the signature does not verify", file: file, line: line)
+        // RFC 7638, computed here from the header's JWK as a server would.
+        let canonical = #"{"crv":"\#(jwk["crv"]!)","kty":"\#(jwk["kty"]!)","x":"\#(jwk["x"]!)","y":"\#(jwk["y"]!)"}"#
+        return Verified(header: header, claims: claims,
+                        thumbprint: Base64URL.encode(SHA256.hash(data: Data(canonical.utf8))))
+    }
+
+    func testAProofIsSignedByTheKeyItNamesAndCarriesTheRequestItIsFor() throws {
+        let key = DPoPKey()
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let url = URL(string: "https://api.example.com/v1/items?page=2#top")!
+        let proof = key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1", issuedAt: now)
+        let seen = try verify(proof.reveal())
+        XCTAssertEqual(seen.header["typ"] as? String, "dpop+jwt")
+        XCTAssertEqual(seen.header["alg"] as? String, "ES256")
+        XCTAssertEqual(seen.thumbprint, key.thumbprint)
+        XCTAssertEqual(seen.claims["htm"] as? String, "GET")
+        XCTAssertEqual(seen.claims["htu"] as? String, "https://api.example.com/v1/items", "no query, no fragment (§4.2)")
+        XCTAssertEqual(seen.claims["iat"] as? Int, 1_800_000_000)
+        XCTAssertEqual(seen.claims["nonce"] as? String, "n-1")
+        XCTAssertEqual(seen.claims["ath"] as? String, Base64URL.encode(SHA256.hash(data: Data("at-1".utf8))))
+        let jti = try XCTUnwrap(seen.claims["jti"] as? String)
+        XCTAssertGreaterThanOrEqual(jti.count, 16)
+        let again = try verify(key.proof(method: "GET", url: url, issuedAt: now).reveal())
+        XCTAssertNotEqual(again.claims["jti"] as? String, jti, "a fresh jti for every proof")
+        XCTAssertNil(again.claims["ath"], "no access token, no ath")
+        XCTAssertNil(again.claims["nonce"])
+        XCTAssertNotEqual(DPoPKey().thumbprint, key.thumbprint, "a new key for each sign-in")
+    }
+
+    func testTheKeyIsKeptWithTheRefreshTokenInOneSecretAndAPlainTokenReadsAsBefore() throws {
+        let proofKey = DPoPKey()
+        let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored
+        XCTAssertFalse(stored.reveal().hasPrefix("rt-1"))
+        let read = try StoredCredential(stored: stored)
+        XCTAssertEqual(read.refreshToken?.reveal(), "rt-1")
+        XCTAssertEqual(read.proofKey, proofKey)
+        XCTAssertEqual(read.proofKey?.thumbprint, proofKey.thumbprint)
+
+        let plain = try StoredCredential(stored: Secret("rt-plain"))
+        XCTAssertEqual(plain, .refreshToken(Secret("rt-plain")), "a sign-in without DPoP is stored as it always was")
+        XCTAssertEqual(plain.stored.reveal(), "rt-plain")
+        let access = try StoredCredential(stored: StoredCredential.longLivedAccessToken(Secret("gho_1")).stored)
+        XCTAssertEqual(access.token, .longLivedAccessToken(Secret("gho_1")))
+
+        let broken = Secret(StoredCredential.proofKeyMarker + "not-a-key\u{1}rt-1")
+        XCTAssertThrowsError(try StoredCredential(stored: broken)) { error in
+            XCTAssertEqual((error as? AuthError)?.code, .loginRequired)
+            XCTAssertTrue("\(error)".contains("DPoP key cannot be read"))
+        }
+    }
+
+    // MARK: The broker
+
+    static let dpopDiscovery = Array("""
+    {"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/authorize",
+     "token_endpoint":"https://issuer.example/token","revocation_endpoint":"https://issuer.example/revoke",
+     "jwks_uri":"https://issuer.example/jwks","code_challenge_methods_supported":["S256"],
+     "dpop_signing_alg_values_supported":["RS256","ES256"]}
+    """.utf8)
+
+    func dpopBroker(_ store: MemorySecretStore, _ http: FakeHTTP, account: AccountConfig = Fixtures.account(),
+                    offer: Bool = true, redirects: FakeRedirects = FakeRedirects(),
+                    browser: FakeBrowser = FakeBrowser()) -> TokenBroker {
+        let broker = Fixtures.broker(accounts: [account], store: store, http: http, redirects: redirects, browser: browser)
+        if offer {
+            http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: DPoPTests.dpopDiscovery)
+        }
+        return broker
+    }
+
+    static func dpopReply(access: String, refresh: String?, type: String = "DPoP", nonce: String? = nil) -> HTTPReply {
+        var object: [String: Any] = ["access_token": access, "token_type": type, "expires_in": 3600]
+        if let refresh { object["refresh_token"] = refresh }
+        return HTTPReply(status: 200, body: Array(try! JSONSerialization.data(withJSONObject: object)), dpopNonce: nonce)
+    }
+
+    func signIn(_ broker: TokenBroker, _ http: FakeHTTP, _ redirects: FakeRedirects, _ browser: FakeBrowser,
+                reply: HTTPReply) async throws -> [String: [String]] {
+        let ticket = try await broker.beginLogin(account: "work")
+        let query = browser.lastQuery
+        var reply = reply
+        if let nonce = query["nonce"]?.first {
+            // The ID token the sign-in needs, in the scripted reply.
+            var object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: Any])
+            object["id_token"] = await Fixtures.signedIDToken(nonce: nonce)
+            reply = HTTPReply(status: reply.status, body: Array(try JSONSerialization.data(withJSONObject: object)),
+                              dpopNonce: reply.dpopNonce)
+        }
+        http.tokenReplies = [reply]
+        XCTAssertEqual(redirects.deliver("code=the-code&state=\(try XCTUnwrap(query["state"]?.first))"), .success)
+        _ = try await broker.awaitLogin(ticket)
+        return query
+    }
+
+    func testASignInMakesAKeyBindsTheCodeAndStoresTheKeyWithTheRefreshToken() async throws {
+        let store = MemorySecretStore()
+        let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+        let broker = dpopBroker(store, http, redirects: redirects, browser: browser)
+        let query = try await signIn(broker, http, redirects, browser, reply: DPoPTests.dpopReply(access: "at-1", refresh: "rt-1"))
+
+        let proof = try verify(XCTUnwrap(http.tokenHeaders.first?["DPoP"]))
+        XCTAssertEqual(query["dpop_jkt"]?.first, proof.thumbprint, "the code is bound to the key that redeems it (§10)")
+        XCTAssertEqual(proof.claims["htm"] as? String, "POST")
+        XCTAssertEqual(proof.claims["htu"] as? String, "https://issuer.example/token")
+        XCTAssertNil(proof.claims["ath"], "no access token at the token endpoint")
+        let item = await store.items[key]
+        let stored = try StoredCredential(stored: XCTUnwrap(item))
+        XCTAssertEqual(stored.refreshToken?.reveal(), "rt-1")
+        XCTAssertEqual(stored.proofKey?.thumbprint, proof.thumbprint, "the key and the refresh token, in one item")
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.tokenType, "DPoP")
+
+        // A refresh after a restart: the key comes back from the keyring with the token.
+        let restarted = dpopBroker(store, http)
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-2", refresh: "rt-2")]
+        _ = try await restarted.accessToken(account: "work")
+        let refresh = try verify(XCTUnwrap(http.tokenHeaders.last?["DPoP"]))
+        XCTAssertEqual(refresh.thumbprint, proof.thumbprint)
+        XCTAssertNotEqual(refresh.claims["jti"] as? String, proof.claims["jti"] as? String)
+        let rotatedItem = await store.items[key]
+        let rotated = try StoredCredential(stored: XCTUnwrap(rotatedItem))
+        XCTAssertEqual(rotated.refreshToken?.reveal(), "rt-2")
+        XCTAssertEqual(rotated.proofKey?.thumbprint, proof.thumbprint, "a rotated token keeps its key")
+    }
+
+    func testANonceAskedForIsRetriedOnceAndANonceOnAnyAnswerIsUsedNextTime() async throws {
+        let proofKey = DPoPKey()
+        let store = MemorySecretStore(items: [key: StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored])
+        let http = FakeHTTP()
+        let broker = dpopBroker(store, http)
+        var askForNonce = FakeHTTP.errorReply(401, "use_dpop_nonce")
+        askForNonce.dpopNonce = "n-1"
+        http.tokenReplies = [askForNonce, DPoPTests.dpopReply(access: "at-1", refresh: "rt-2", nonce: "n-2")]
+        let first = try await broker.accessToken(account: "work")
+        XCTAssertEqual(first.accessToken.reveal(), "at-1")
+        let proofs = try http.tokenHeaders.map { try verify(XCTUnwrap($0["DPoP"])) }
+        XCTAssertEqual(proofs.count, 2)
+        XCTAssertNil(proofs[0].claims["nonce"])
+        XCTAssertEqual(proofs[1].claims["nonce"] as? String, "n-1", "retried with the nonce the error carried")
+
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-2", refresh: "rt-3")]
+        _ = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(try verify(XCTUnwrap(http.tokenHeaders.last?["DPoP"])).claims["nonce"] as? String, "n-2",
+                       "the nonce of a 200 is kept for the next request")
+
+        var again = FakeHTTP.errorReply(400, "use_dpop_nonce")
+        again.dpopNonce = "n-3"
+        var still = FakeHTTP.errorReply(400, "use_dpop_nonce")
+        still.dpopNonce = "n-4"
+        http.tokenReplies = [again, still]
+        await assertThrows(.serverError) { _ = try await broker.accessToken(account: "work", forceRefresh: true) }
+        XCTAssertEqual(http.tokenPosts.count, 5, "one retry, not a loop")
+    }
+
+    func testARefusedProofIsReadWhateverTheStatusAndKeepsTheRefreshToken() async throws {
+        let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: DPoPKey()).stored
+        for status in [400, 401, 403] {
+            let store = MemorySecretStore(items: [key: stored])
+            let http = FakeHTTP()
+            let broker = dpopBroker(store, http)
+            http.tokenReplies = [FakeHTTP.errorReply(status, "invalid_dpop_proof")]
+            await assertThrows(.dpopRefused) { _ = try await broker.accessToken(account: "work") }
+            let kept = await store.items[key]
+            XCTAssertEqual(kept, stored, "HTTP \(status)")
+        }
+    }
+
+    func testTheSettingDecidesAndAServerThatDoesNotOfferItGetsNoProof() async throws {
+        // auto against a server that does not offer DPoP: a sign-in as before, no key, no proof, no dpop_jkt.
+        do {
+            let store = MemorySecretStore()
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(store, http, offer: false, redirects: redirects, browser: browser)
+            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
+            XCTAssertNil(query["dpop_jkt"])
+            XCTAssertNil(http.tokenHeaders.first?["DPoP"])
+            let item = await store.items[key]
+            XCTAssertEqual(item?.reveal(), "rt-1")
+        }
+        // dpop = false against a server that offers it: none either.
+        do {
+            var account = Fixtures.account()
+            account.dpop = .off
+            let store = MemorySecretStore()
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(store, http, account: account, redirects: redirects, browser: browser)
+            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
+            XCTAssertNil(query["dpop_jkt"])
+            XCTAssertNil(http.tokenHeaders.first?["DPoP"])
+        }
+        // dpop = true against a server that does not offer it: a clear error before any browser opens.
+        do {
+            var account = Fixtures.account()
+            account.dpop = .required
+            let http = FakeHTTP(), browser = FakeBrowser()
+            let broker = dpopBroker(MemorySecretStore(), http, account: account, offer: false, browser: browser)
+            await assertThrows(.dpopRefused) {
+                let ticket = try await broker.beginLogin(account: "work")
+                _ = try await broker.awaitLogin(ticket)
+            }
+            XCTAssertTrue(browser.opened.isEmpty)
+        }
+        // A DPoP token type to a request without a proof is refused (§5).
+        do {
+            let store = MemorySecretStore(items: [key: Secret("rt-1")])
+            let http = FakeHTTP()
+            let broker = dpopBroker(store, http, offer: false)
+            http.tokenReplies = [DPoPTests.dpopReply(access: "at-1", refresh: "rt-2")]
+            await assertThrows(.invalidTokenResponse) { _ = try await broker.accessToken(account: "work") }
+        }
+    }
+
+    func testBearerAfterAProofMeansOnlyTheRefreshTokenIsBound() async throws {
+        let proofKey = DPoPKey()
+        let store = MemorySecretStore(items: [key: StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored])
+        let http = FakeHTTP()
+        let broker = dpopBroker(store, http)
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-1", refresh: nil, type: "Bearer")]
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.tokenType, "Bearer", "Google's way: the refresh token is bound, the access token is not")
+        XCTAssertNotNil(http.tokenHeaders.first?["DPoP"], "the refresh still carries a proof")
+        let keptItem = await store.items[key]
+        let kept = try StoredCredential(stored: XCTUnwrap(keptItem))
+        XCTAssertEqual(kept.proofKey, proofKey)
+    }
+}
