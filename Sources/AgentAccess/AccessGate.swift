@@ -160,15 +160,15 @@ public final class AccessGate: @unchecked Sendable {
 
     /// Appends an audit record for `caller`.
     public func record(_ caller: Caller, account: String, granted: Bool, reason: AccessPolicy.Reason,
-                       scopes: [String]? = nil, resource: String? = nil) {
+                       scopes: [String]? = nil, resource: String? = nil, proofFor: String? = nil) {
         record(caller, account: account, outcome: granted ? AuditEntry.granted : AuditEntry.denied, reason: reason,
-               scopes: scopes, resource: resource)
+               scopes: scopes, resource: resource, proofFor: proofFor)
     }
 
     func record(_ caller: Caller, account: String, outcome: String, reason: AccessPolicy.Reason,
-                scopes: [String]?, resource: String?) {
+                scopes: [String]?, resource: String?, proofFor: String? = nil) {
         audit.append(time: now(), account: account, outcome: outcome, reason: reason.rawValue, scopes: scopes,
-                     resource: resource, caller: caller.audited)
+                     resource: resource, proofFor: proofFor, caller: caller.audited)
     }
 
     /// Why a caller was refused, and what the user can do about it.

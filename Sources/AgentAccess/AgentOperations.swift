@@ -89,14 +89,22 @@ public struct AgentOperations: Sendable {
     /// An access token valid for `minValid` seconds, for `caller` if the account's access policy serves it (asking
     /// the user first if it says so; the grant or refusal is audited). With `interactive`, a missing sign-in is
     /// started (or joined) and announced through `loginStarted` before the wait.
+    /// `dpop`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
     public func token(account: String, caller: Caller, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
                       includeIDToken: Bool = false, method: LoginMethod = .redirect,
                       scopes: [String]? = nil, resource: String? = nil,
+                      dpop: (method: String, url: String, nonce: String?)? = nil,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
         }
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
+        var proof: ProofTarget?
+        if let dpop {
+            do { proof = try ProofTarget(method: dpop.method, url: dpop.url, nonce: dpop.nonce) } catch {
+                throw WireError(AgentOperations.wireCode(error.code), error.message)
+            }
+        }
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
         let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
@@ -112,9 +120,11 @@ public struct AgentOperations: Sendable {
                 }
             }
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
-                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource)
+                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource,
+                                                proof: proof)
         }
-        access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource)
+        access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
+                      proofFor: proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
         return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
     }
 
@@ -125,7 +135,8 @@ public struct AgentOperations: Sendable {
             expiry: grant.doesNotExpire
                 ? .never
                 : .after(seconds: Int(grant.expiresIn.components.seconds), unixTime: Int(grant.expiresAt.timeIntervalSince1970)),
-            scopes: grant.scopes, idToken: includeIDToken ? grant.idToken?.reveal() : nil)
+            scopes: grant.scopes, idToken: includeIDToken ? grant.idToken?.reveal() : nil,
+            dpopProof: grant.dpopProof?.reveal())
     }
 
     /// Starts (or joins) the account's sign-in, announces it through `loginStarted`, and waits for it.

@@ -33,11 +33,12 @@ public final class AuditLog: @unchecked Sendable {
         let reason: String
         let scopes: [String]?
         let resource: String?
+        let proofFor: String?
         let caller: AuditedCaller
 
         var entry: AuditEntry {
             AuditEntry(time: time, account: account, outcome: outcome, reason: reason, scopes: scopes,
-                       resource: resource, caller: caller.value)
+                       resource: resource, proofFor: proofFor, caller: caller.value)
         }
     }
 
@@ -51,15 +52,15 @@ public final class AuditLog: @unchecked Sendable {
     /// metadata.
     public func append(_ entry: AuditEntry) {
         append(time: entry.time, account: entry.account, outcome: entry.outcome, reason: entry.reason,
-               scopes: entry.scopes, resource: entry.resource, caller: AuditedCaller(entry.caller))
+               scopes: entry.scopes, resource: entry.resource, proofFor: entry.proofFor, caller: AuditedCaller(entry.caller))
     }
 
     /// ``append(_:)`` with the caller as ``Caller/audited`` made it.
     func append(time: Int, account: String, outcome: String, reason: String, scopes: [String]?, resource: String?,
-                caller: AuditedCaller) {
+                proofFor: String? = nil, caller: AuditedCaller) {
         lock.withLock { _ in
             let record = Record(seq: nextSeq, time: time, account: account, outcome: outcome, reason: reason,
-                                scopes: scopes, resource: resource, caller: caller)
+                                scopes: scopes, resource: resource, proofFor: proofFor, caller: caller)
             nextSeq += 1
             if ring.count < capacity {
                 ring.append(record)
@@ -86,6 +87,7 @@ public final class AuditLog: @unchecked Sendable {
         if let app = who.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
         if let scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
         if let resource { meta["resource"] = "\(resource)" }
+        if let proofFor { meta["dpop_proof_for"] = "\(proofFor)" }
         if granted {
             logger.info("token granted", metadata: meta)
         } else if outcome == AuditEntry.withdrawn {

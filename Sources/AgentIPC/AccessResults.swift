@@ -52,13 +52,16 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     public var reason: String
     public var scopes: [String]?
     public var resource: String?
+    /// The request a DPoP proof was made for, `METHOD URL` (the URL without query and fragment); never the proof.
+    public var proofFor: String?
     public var caller: WireCaller
     /// True when the record was too long for a reply page and its strings and lists were shortened
     /// (``AuditResult/clipped(_:)``); the journal has it in full.
     public var clipped: Bool?
 
     public init(time: Int, account: String, outcome: String, reason: String, scopes: [String]? = nil,
-                resource: String? = nil, caller: WireCaller, clipped: Bool? = nil) {
+                resource: String? = nil, proofFor: String? = nil, caller: WireCaller, clipped: Bool? = nil) {
+        self.proofFor = proofFor
         self.time = time
         self.account = account
         self.outcome = outcome
@@ -67,6 +70,10 @@ public struct AuditEntry: Codable, Sendable, Equatable {
         self.resource = resource
         self.caller = caller
         self.clipped = clipped
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case time, account, outcome, reason, scopes, resource, proofFor = "dpop_proof_for", caller, clipped
     }
 
     public static let granted = "granted"
@@ -123,7 +130,7 @@ public struct AuditResult: Codable, Sendable, Equatable {
         caller.relayedBy = cut(caller.relayedBy)
         return AuditEntry(time: entry.time, account: cut(entry.account), outcome: cut(entry.outcome),
                           reason: cut(entry.reason), scopes: cut(entry.scopes), resource: entry.resource.map(cut),
-                          caller: caller, clipped: true)
+                          proofFor: entry.proofFor.map(cut), caller: caller, clipped: true)
     }
 
     /// Pages put together, oldest first (`pages` newest page first, as they are asked for).

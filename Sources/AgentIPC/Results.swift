@@ -32,9 +32,13 @@ public struct TokenResult: Codable, Sendable, Equatable {
     public var expiry: TokenExpiry
     public var scopes: [String]?
     public var idToken: String?
+    /// A DPoP proof for the request the caller named (`dpop_method`, `dpop_url`), made with the key the token is
+    /// bound to; absent for a Bearer token or when none was asked for.
+    public var dpopProof: String?
 
     public init(account: String, accessToken: String, tokenType: String, expiry: TokenExpiry,
-                scopes: [String]?, idToken: String?) {
+                scopes: [String]?, idToken: String?, dpopProof: String? = nil) {
+        self.dpopProof = dpopProof
         self.account = account
         self.accessToken = accessToken
         self.tokenType = tokenType
@@ -64,7 +68,8 @@ public struct TokenResult: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case account, accessToken = "access_token", tokenType = "token_type", expiresIn = "expires_in",
-             expiresAt = "expires_at", doesNotExpire = "does_not_expire", scopes, idToken = "id_token"
+             expiresAt = "expires_at", doesNotExpire = "does_not_expire", scopes, idToken = "id_token",
+             dpopProof = "dpop_proof"
     }
 
     /// A reply must say when the token expires or that it does not: `expires_in` and `expires_at`, or
@@ -82,6 +87,7 @@ public struct TokenResult: Codable, Sendable, Equatable {
         }
         scopes = try container.decodeIfPresent([String].self, forKey: .scopes)
         idToken = try container.decodeIfPresent(String.self, forKey: .idToken)
+        dpopProof = try container.decodeIfPresent(String.self, forKey: .dpopProof)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -98,6 +104,7 @@ public struct TokenResult: Codable, Sendable, Equatable {
         }
         try container.encodeIfPresent(scopes, forKey: .scopes)
         try container.encodeIfPresent(idToken, forKey: .idToken)
+        try container.encodeIfPresent(dpopProof, forKey: .dpopProof)
     }
 }
 

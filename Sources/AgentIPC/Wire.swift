@@ -66,12 +66,21 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var request: Int?
     /// `forget`: only decisions for this client (an executable path or `flatpak:APP`).
     public var client: String?
+    /// `token`: the request a DPoP proof is wanted for (RFC 9449 §7): its HTTP method and URL, and the resource
+    /// server's nonce when it asked for one. The agent fills `iat` and `jti` itself.
+    public var dpopMethod: String?
+    public var dpopURL: String?
+    public var dpopNonce: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
                 browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
                 scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
-                client: String? = nil, before: Int? = nil) {
+                client: String? = nil, before: Int? = nil, dpopMethod: String? = nil, dpopURL: String? = nil,
+                dpopNonce: String? = nil) {
+        self.dpopMethod = dpopMethod
+        self.dpopURL = dpopURL
+        self.dpopNonce = dpopNonce
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
@@ -93,7 +102,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url, method, scopes, resource, since, request, client, before
+             browser, url, method, scopes, resource, since, request, client, before, dpopMethod = "dpop_method",
+             dpopURL = "dpop_url", dpopNonce = "dpop_nonce"
     }
 }
 

@@ -44,10 +44,13 @@ extension WireRequest {
               let idToken = json.bool("id_token"), let browser = json.bool("browser"), let url = json.string("url"),
               let method = json.string("method"), let scopes = json.strings("scopes"),
               let resource = json.string("resource"), let since = json.int("since"), let before = json.int("before"),
-              let request = json.int("request"), let client = json.string("client") else { return nil }
+              let request = json.int("request"), let client = json.string("client"),
+              let dpopMethod = json.string("dpop_method"), let dpopURL = json.string("dpop_url"),
+              let dpopNonce = json.string("dpop_nonce") else { return nil }
         self.init(op: operation, id: id, account: account, minValid: minValid, forceRefresh: forceRefresh,
                   interactive: interactive, idToken: idToken, browser: browser, url: url, scopes: scopes,
-                  resource: resource, since: since, request: request, client: client, before: before)
+                  resource: resource, since: since, request: request, client: client, before: before,
+                  dpopMethod: dpopMethod, dpopURL: dpopURL, dpopNonce: dpopNonce)
         // Kept as sent: an unknown method is the operation's error to report, with the list of known ones.
         self.method = method
     }

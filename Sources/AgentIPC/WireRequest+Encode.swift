@@ -20,6 +20,9 @@ extension WireRequest {
         if let before { members.append("\"before\":" + String(before)) }
         if let request { members.append("\"request\":" + String(request)) }
         if let client { members.append("\"client\":" + MiniJSON.quoted(client)) }
+        if let dpopMethod { members.append("\"dpop_method\":" + MiniJSON.quoted(dpopMethod)) }
+        if let dpopURL { members.append("\"dpop_url\":" + MiniJSON.quoted(dpopURL)) }
+        if let dpopNonce { members.append("\"dpop_nonce\":" + MiniJSON.quoted(dpopNonce)) }
         return "{" + WireRequest.commaSeparated(members) + "}"
     }
 

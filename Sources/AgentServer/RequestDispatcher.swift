@@ -59,7 +59,8 @@ public struct RequestDispatcher: Sendable {
                         account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
                         forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
                         includeIDToken: request.idToken ?? false, method: try loginMethod(request),
-                        scopes: request.scopes, resource: request.resource, loginStarted: loginStarted))
+                        scopes: request.scopes, resource: request.resource, dpop: try proofTarget(request),
+                        loginStarted: loginStarted))
                 case .login:
                     return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
                                                           method: try loginMethod(request), loginStarted: loginStarted))
@@ -99,6 +100,15 @@ public struct RequestDispatcher: Sendable {
             throw WireError(.badRequest, "unknown sign-in method '\(String(text.prefix(32)))'; known: \(LoginMethodName.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return method
+    }
+
+    /// `dpop_method` and `dpop_url` go together; `dpop_nonce` only with them.
+    private func proofTarget(_ request: WireRequest) throws(WireError) -> (method: String, url: String, nonce: String?)? {
+        switch (request.dpopMethod, request.dpopURL) {
+        case (let method?, let url?): return (method, url, request.dpopNonce)
+        case (nil, nil) where request.dpopNonce == nil: return nil
+        default: throw WireError(.badRequest, "a DPoP proof needs both 'dpop_method' and 'dpop_url' ('dpop_nonce' only with them)")
+        }
     }
 
     /// Domain codes map one-to-one onto wire codes (see ``AgentOperations/wireCode(_:)``).

@@ -23,6 +23,7 @@ public enum AuditFormat {
         var what: [String] = []
         if let scopes = entry.scopes { what.append("scopes=\(scopes.joined(separator: ","))") }
         if let resource = entry.resource { what.append("resource=\(resource)") }
+        if let proofFor = entry.proofFor { what.append("dpop=\(proofFor.split(separator: " ", maxSplits: 1).joined(separator: ":"))") }
         // Shortened by the agent to fit a reply page (docs/PROTOCOL.md, `audit`); the journal has it whole.
         if entry.clipped == true { what.append("(clipped)") }
         return [RFC3339.utc(unixSeconds: entry.time), entry.account, "\(entry.outcome) (\(entry.reason))",

@@ -15,10 +15,18 @@ public struct TokenArguments: Equatable, Sendable {
     public var resource: String?
     /// `--timeout`: seconds to wait for the agent's answer (0: no limit); nil: the verb's default.
     public var timeout: Int?
+    /// `--method`, `--url`, `--dpop-nonce`: the request a DPoP proof is for (RFC 9449 §7).
+    public var method: String?
+    public var url: String?
+    public var dpopNonce: String?
 
     public init(account: String, socket: String? = nil, minValid: Int = 0, refresh: Bool = false,
                 interactive: Bool = false, idToken: Bool = false, header: Bool = false, json: Bool = false,
-                scopes: [String] = [], resource: String? = nil, timeout: Int? = nil) {
+                scopes: [String] = [], resource: String? = nil, timeout: Int? = nil, method: String? = nil,
+                url: String? = nil, dpopNonce: String? = nil) {
+        self.method = method
+        self.url = url
+        self.dpopNonce = dpopNonce
         self.account = account
         self.socket = socket
         self.minValid = minValid
@@ -40,12 +48,22 @@ public struct TokenArguments: Equatable, Sendable {
                     forceRefresh: refresh ? true : nil, interactive: interactive ? true : nil,
                     idToken: idToken ? true : nil, method: method,
                     scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                    resource: resource)
+                    resource: resource, dpopMethod: url == nil ? nil : (self.method ?? "GET"), dpopURL: url,
+                    dpopNonce: url == nil ? nil : dpopNonce)
+    }
+
+    /// Why these options do not go together, if they do not (ArgumentParser's `validate()` and the fast path share
+    /// it).
+    public var conflict: String? {
+        if header && idToken { return "--header and --id-token do not go together" }
+        if url == nil && (method != nil || dpopNonce != nil) { return "--method and --dpop-nonce need --url" }
+        if url != nil && idToken { return "--url (a DPoP proof) and --id-token do not go together" }
+        return nil
     }
 
     private static let scanner = ArgumentScanner(
         flags: ["refresh", "interactive", "id-token", "header", "json"],
-        options: ["socket", "min-valid", "resource", "timeout"],
+        options: ["socket", "min-valid", "resource", "timeout", "method", "url", "dpop-nonce"],
         repeatable: ["scope"])
 
     /// The arguments after `token`, when they are a form ArgumentParser would accept and read the same way;
@@ -67,9 +85,9 @@ public struct TokenArguments: Equatable, Sendable {
             refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
             idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
             json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"),
-            timeout: timeout)
+            timeout: timeout, method: scan.value("method"), url: scan.value("url"), dpopNonce: scan.value("dpop-nonce"))
         // Token.validate()'s refusals are ArgumentParser's to word.
-        guard !(result.header && result.idToken) else { return nil }
+        guard result.conflict == nil else { return nil }
         return result
     }
 }

@@ -17,6 +17,39 @@ public struct AccessTokenGrant: Sendable {
     public var idToken: Secret?
     /// The server gave the token no expiry (``TokenSet/nonExpiring``): callers are told it does not expire.
     public var doesNotExpire = false
+    /// A DPoP proof for the request the caller named (``ProofTarget``), with the key this token is bound to; nil for
+    /// a Bearer token or when none was asked for.
+    public var dpopProof: Secret?
+}
+
+/// The request a program wants a DPoP proof for (RFC 9449 §7): what the proof's `htm` and `htu` say, and the
+/// resource server's nonce (§9) when it asked for one. `iat` and `jti` are the agent's own.
+public struct ProofTarget: Sendable, Equatable {
+    public var method: String
+    public var url: URL
+    public var nonce: String?
+
+    /// Checks what a program sent: a method token (RFC 9110 §5.6.2, at most 32 characters), an absolute http(s) URL
+    /// (at most 4 KiB), a nonce of visible ASCII (at most 1 KiB, §8.1's NQCHAR).
+    public init(method: String, url: String, nonce: String?) throws(AuthError) {
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+        guard !method.isEmpty, method.count <= 32, method.allSatisfy({ tchar.contains($0) }) else {
+            throw AuthError(.invalidTarget, "the DPoP method must be an HTTP method such as GET or POST")
+        }
+        guard url.utf8.count <= 4096, let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+              scheme == "https" || scheme == "http", parsed.host?.isEmpty == false else {
+            throw AuthError(.invalidTarget, "the DPoP URL must be an absolute http or https URL")
+        }
+        if let nonce {
+            guard !nonce.isEmpty, nonce.utf8.count <= 1024,
+                  nonce.unicodeScalars.allSatisfy({ $0 == "!" || ($0.value >= 0x23 && $0.value <= 0x5B) || ($0.value >= 0x5D && $0.value <= 0x7E) }) else {
+                throw AuthError(.invalidTarget, "the DPoP nonce must be visible ASCII without quotes or backslashes")
+            }
+        }
+        self.method = method
+        self.url = parsed
+        self.nonce = nonce
+    }
 }
 
 /// What a caller needs to follow a pending sign-in: the URL (always shown, even when a browser opened) and

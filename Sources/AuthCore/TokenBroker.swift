@@ -113,9 +113,11 @@ public actor TokenBroker {
     /// (served like the default one). The account's ``RefreshMachine`` decides (serve the cache, join or start the
     /// entry's one refresh, wait out a backoff); this executes it. With `interactive`, a missing sign-in starts (or
     /// joins) a browser sign-in.
+    /// With `proof`, a DPoP-bound token comes with a proof for that request, made with the key the token is bound to
+    /// in the same step (the token and its proof always match).
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil)
-        async throws(AuthError) -> AccessTokenGrant {
+                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
+                            proof: ProofTarget? = nil) async throws(AuthError) -> AccessTokenGrant {
         let state = try self.state(name)
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
         let now = time.now()
@@ -128,9 +130,9 @@ public actor TokenBroker {
             // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
             // refresh happens behind it, so the next caller finds a fresh one.
             if refreshBehind { Task { _ = try? await self.refreshOnce(name, key) } }
-            return grant(name, key, cached)
+            return try grant(name, key, cached, proof: proof)
         case (.serveDuringBackoff, let cached?):
-            return grant(name, key, cached)
+            return try grant(name, key, cached, proof: proof)
         case (.waitOut(let wait), _):
             throw backoffError(state.refresh.lastError, wait: wait)
         default:
@@ -158,13 +160,13 @@ public actor TokenBroker {
                 guard let cached = state.cached(key) else { throw error }
                 logger.notice("serving a cached token while the authorization server is unavailable",
                               metadata: ["account": "\(name)", "entry": "\(key)", "error_code": "\(error.code.rawValue)"])
-                return grant(name, key, cached)
+                return try grant(name, key, cached, proof: proof)
             case .fail:
                 throw error
             }
         }
         try requireValidity(refreshed, minValid: minValid)
-        return grant(name, key, refreshed)
+        return try grant(name, key, refreshed, proof: proof)
     }
 
     /// While the account backs off after a transient failure: the last failure, and when the next attempt may be.
@@ -295,13 +297,24 @@ public actor TokenBroker {
     }
 
     /// What a caller gets for a cached entry. A scoped entry whose grant named no scopes has the ones asked for.
-    func grant(_ name: String, _ key: TokenCacheKey, _ cached: CachedToken) -> AccessTokenGrant {
+    /// With `proof`, a DPoP token gets its proof here, from the key the account's sign-in holds now, which is the
+    /// key the cached token was issued to (both change together, with no suspension between).
+    func grant(_ name: String, _ key: TokenCacheKey, _ cached: CachedToken,
+               proof target: ProofTarget? = nil) throws(AuthError) -> AccessTokenGrant {
         let remaining = cached.tokens.expiresAt - time.now()
-        return AccessTokenGrant(
+        var grant = AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
             expiresIn: remaining, expiresAt: TokenBroker.wallClockInstant(time.wallClock(), plus: remaining),
             scopes: cached.tokens.scopes ?? key.scopes ?? accounts[name]?.config.scopes, idToken: cached.tokens.idToken,
             doesNotExpire: cached.tokens.nonExpiring)
+        if let target, cached.tokens.tokenType == "DPoP" {
+            guard let proofKey = accounts[name]?.proofKey else {
+                throw AuthError.internalError("the DPoP key of '\(name)' is not loaded")
+            }
+            grant.dpopProof = proofKey.proof(method: target.method, url: target.url, accessToken: cached.tokens.accessToken,
+                                             nonce: target.nonce, issuedAt: time.wallClock())
+        }
+        return grant
     }
 
     /// Caches newly issued tokens for an entry (without the refresh token, which lives only in the keyring), with

@@ -19,6 +19,8 @@ struct Token: ParsableCommand {
           authctl token work --min-valid 600     a token valid for at least 10 more minutes
           authctl token work --scope read        a token for a subset of the account's scopes
           authctl token work --resource https://api.example.com/   a token for one resource (RFC 8707)
+          curl -H @<(authctl token work --header --method GET --url https://api.example.com/x) https://api.example.com/x
+                                                 a DPoP-bound token with its proof (two header lines)
         """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name.") var account: String
@@ -26,22 +28,26 @@ struct Token: ParsableCommand {
     @Flag(help: "Refresh even if the cached token is still fresh.") var refresh = false
     @Flag(help: "If the account needs to sign in, open the browser and wait instead of failing.") var interactive = false
     @Flag(help: "Print the OIDC ID token instead of the access token.") var idToken = false
-    @Flag(help: "Print an HTTP header line: 'Authorization: Bearer TOKEN'.") var header = false
+    @Flag(help: "Print HTTP header lines: 'Authorization: Bearer TOKEN', or for a DPoP-bound token (with --url) 'Authorization: DPoP TOKEN' and 'DPoP: PROOF'.")
+    var header = false
     @Flag(help: "Print JSON: token, type, expiry, scopes.") var json = false
     @Option(name: .customLong("scope"), help: "Ask for only this scope of the account's (repeatable); cached separately.")
     var scopes: [String] = []
     @Option(help: "The resource (RFC 8707 absolute URI) the token is for; cached separately.") var resource: String?
+    @Option(help: "The HTTP method of the request a DPoP proof is for (default GET; with --url).") var method: String?
+    @Option(help: "The URL of the request a DPoP proof is for: a DPoP-bound token then comes with its proof.") var url: String?
+    @Option(help: "The resource server's DPoP-Nonce, to put in the proof (with --url).") var dpopNonce: String?
 
     func validate() throws {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
-        guard !(header && idToken) else { throw ValidationError("--header and --id-token do not go together") }
+        if let conflict = arguments.conflict { throw ValidationError(conflict) }
     }
 
     /// The options as the fast path would have parsed them (``TokenArguments/parse(_:)``).
     var arguments: TokenArguments {
         TokenArguments(account: account, socket: global.socket, minValid: minValid, refresh: refresh,
                        interactive: interactive, idToken: idToken, header: header, json: json, scopes: scopes,
-                       resource: resource, timeout: global.timeout)
+                       resource: resource, timeout: global.timeout, method: method, url: url, dpopNonce: dpopNonce)
     }
 
     func run() throws { try TokenCommand.run(arguments) }
@@ -84,6 +90,15 @@ enum TokenCommand {
             }
             return print(id)
         }
-        print(options.header ? "Authorization: \(result.tokenType) \(result.accessToken)" : result.accessToken)
+        guard options.header else { return print(result.accessToken) }
+        if result.tokenType.lowercased() == "dpop" {
+            // A bound token is useless without its proof: print both, or say how to get both.
+            guard let proof = result.dpopProof else {
+                throw CLIFailure(message: "account '\(account)' has a DPoP-bound token, which needs a proof for each request",
+                                 hint: "add --url URL (and --method, default GET) of the request it is for", exit: ExitStatus.usage)
+            }
+            return print("Authorization: DPoP \(result.accessToken)\nDPoP: \(proof)")
+        }
+        print("Authorization: \(result.tokenType) \(result.accessToken)")
     }
 }

@@ -242,6 +242,49 @@ final class DPoPTests: XCTestCase {
         }
     }
 
+    func testAProgramGetsAProofMadeWithTheKeyItsTokenIsBoundTo() async throws {
+        let proofKey = DPoPKey()
+        let store = MemorySecretStore(items: [key: StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored])
+        let http = FakeHTTP()
+        let broker = dpopBroker(store, http)
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-1", refresh: "rt-2")]
+        let target = try ProofTarget(method: "POST", url: "https://api.example.com/v1/x?y=1", nonce: "rs-nonce")
+        let grant = try await broker.accessToken(account: "work", proof: target)
+        let seen = try verify(XCTUnwrap(grant.dpopProof?.reveal()))
+        XCTAssertEqual(seen.thumbprint, proofKey.thumbprint)
+        XCTAssertEqual(seen.claims["htm"] as? String, "POST")
+        XCTAssertEqual(seen.claims["htu"] as? String, "https://api.example.com/v1/x")
+        XCTAssertEqual(seen.claims["nonce"] as? String, "rs-nonce")
+        XCTAssertEqual(seen.claims["ath"] as? String, Base64URL.encode(SHA256.hash(data: Data("at-1".utf8))),
+                       "the proof names the token it goes with")
+        // Served from the cache: a new proof each time (fresh jti), for the same token.
+        let again = try await broker.accessToken(account: "work", proof: target)
+        XCTAssertEqual(again.accessToken, grant.accessToken)
+        XCTAssertNotEqual(try verify(XCTUnwrap(again.dpopProof?.reveal())).claims["jti"] as? String, seen.claims["jti"] as? String)
+        XCTAssertEqual(http.tokenPosts.count, 1)
+
+        // A Bearer token gets no proof: there is nothing to bind it to.
+        let plain = MemorySecretStore(items: [key: Secret("rt-1")])
+        let bearerHTTP = FakeHTTP()
+        let bearer = dpopBroker(plain, bearerHTTP, offer: false)
+        bearerHTTP.tokenReplies = [FakeHTTP.tokenReply(access: "at-b", refresh: nil)]
+        let bearerGrant = try await bearer.accessToken(account: "work", proof: target)
+        XCTAssertNil(bearerGrant.dpopProof)
+        XCTAssertEqual(bearerGrant.tokenType, "Bearer")
+    }
+
+    func testWhatAProgramAsksAProofForIsChecked() {
+        XCTAssertNoThrow(try ProofTarget(method: "PATCH", url: "http://127.0.0.1:8080/x", nonce: nil))
+        for (method, url, nonce) in [("GE T", "https://x.example/", nil), ("", "https://x.example/", nil),
+                                     ("GET", "ftp://x.example/", nil), ("GET", "/relative", nil),
+                                     ("GET", "https://x.example/", "a\"b"), ("GET", "https://x.example/", ""),
+                                     ("GET", "https://x.example/", "line\nbreak")] as [(String, String, String?)] {
+            XCTAssertThrowsError(try ProofTarget(method: method, url: url, nonce: nonce), "\(method) \(url) \(nonce ?? "-")") {
+                XCTAssertEqual(($0 as? AuthError)?.code, .invalidTarget)
+            }
+        }
+    }
+
     func testBearerAfterAProofMeansOnlyTheRefreshTokenIsBound() async throws {
         let proofKey = DPoPKey()
         let store = MemorySecretStore(items: [key: StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored])

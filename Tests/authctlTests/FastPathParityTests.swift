@@ -32,6 +32,8 @@ final class FastPathParityTests: XCTestCase {
             ["token", "work", "--min-valid", "600"], ["token", "--min-valid=600", "work"], ["token", "work", "--refresh"],
             ["token", "work", "--interactive"], ["token", "work", "--scope", "read", "--scope", "write admin"],
             ["token", "work", "--resource", "https://api.example.com/"], ["token", "--socket", "/tmp/a.sock", "work"],
+            ["token", "work", "--header", "--method", "POST", "--url", "https://api.example.com/x"],
+            ["token", "work", "--header", "--url", "https://api.example.com/x", "--dpop-nonce", "n-1"],
             ["git-credential", "get"], ["git-credential", "--account", "gitlab", "get"],
             ["git-credential", "--username", "x-access-token", "--min-valid", "0", "store"],
         ] {
@@ -47,7 +49,8 @@ final class FastPathParityTests: XCTestCase {
         let tokenPieces = ["work", "other", "help", "", "-", "--", "-h", "--help", "--version", "--json", "--header",
                            "--id-token", "--refresh", "--interactive", "--json=true", "--bogus", "--min-valid", "5", "-5",
                            "+5", "--min-valid=7", "--min-valid=", "--scope", "read", "--scope=a b", "--resource",
-                           "https://x.example/", "--resource=-x", "--socket", "/tmp/s.sock", "--socket=/tmp/t.sock", "a=b"]
+                           "https://x.example/", "--resource=-x", "--socket", "/tmp/s.sock", "--socket=/tmp/t.sock", "a=b",
+                           "--url", "https://api.example/x", "--method", "POST", "--dpop-nonce", "n1", "--url="]
         let gitPieces = ["get", "store", "erase", "help", "", "--", "--help", "--account", "gitlab", "--account=work",
                          "--username", "oauth2", "--username=x", "--min-valid", "0", "-1", "--min-valid=30", "--socket",
                          "/tmp/s.sock", "--json", "a\nb"]
