@@ -199,7 +199,8 @@ public struct AgentOperations: Sendable {
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
                     accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
                     signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,
-                    keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError)
+                    keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError,
+                    dpop: account.dpop)
             })
     }
 

@@ -299,12 +299,17 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var keptInMemory: Bool?
         /// Why the sign-in could not be moved into a Secret Service that appeared; absent otherwise.
         public var keyringMoveError: String?
+        /// What DPoP binds, when the agent knows: `access_token`, `refresh_token` (only the refresh token), or
+        /// `refused` (the server refused the proof at sign-in, which went on without DPoP); absent otherwise.
+        public var dpop: String?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
                     access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil,
-                    signInEnded: Bool? = nil, keptInMemory: Bool? = nil, keyringMoveError: String? = nil) {
+                    signInEnded: Bool? = nil, keptInMemory: Bool? = nil, keyringMoveError: String? = nil,
+                    dpop: String? = nil) {
+            self.dpop = dpop
             self.keptInMemory = keptInMemory
             self.keyringMoveError = keyringMoveError
             self.accessTokenDoesNotExpire = accessTokenDoesNotExpire
@@ -330,7 +335,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
                  accessTokenExpiresAt = "access_token_expires_at", accessTokenExpiresIn = "access_token_expires_in",
                  accessTokenDoesNotExpire = "access_token_does_not_expire", lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
                  scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until",
-                 signInEnded = "sign_in_ended", keptInMemory = "kept_in_memory", keyringMoveError = "keyring_move_error"
+                 signInEnded = "sign_in_ended", keptInMemory = "kept_in_memory", keyringMoveError = "keyring_move_error",
+                 dpop
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -354,6 +360,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(signInEnded, forKey: .signInEnded)
             try container.encodeIfPresent(keptInMemory, forKey: .keptInMemory)
             try container.encodeIfPresent(keyringMoveError, forKey: .keyringMoveError)
+            try container.encodeIfPresent(dpop, forKey: .dpop)
         }
     }
 

@@ -152,6 +152,10 @@ public struct AccountStatus: Sendable {
     /// that appeared failed, if one was tried.
     public var keptInMemory = false
     public var keyringMoveError: String?
+    /// What DPoP binds, when this run knows (RFC 9449): `access_token` (the access token, and the refresh token of
+    /// a public client), `refresh_token` (only the refresh token: the server answered `Bearer` to a proof), or
+    /// `refused` (dpop = "auto" and the server refused the proof, so the sign-in went on without it).
+    public var dpop: String?
 }
 
 /// One scoped access token in `status`: what it is for and when it expires (never the token).

@@ -154,8 +154,18 @@ extension TokenBroker {
         ]
         let basic = clientAuthentication(config, begun.metadata, into: &fields)
         let sentAt = time.now()
-        let proofKey = begun.session.proofKey
-        let reply = try await postToTokenEndpoint(begun.metadata, fields: fields, basicAuth: basic, proofKey: proofKey)
+        var proofKey = begun.session.proofKey
+        var reply = try await postToTokenEndpoint(begun.metadata, fields: fields, basicAuth: basic, proofKey: proofKey)
+        // dpop = "auto" never breaks a sign-in that works without DPoP: a server that advertises it but refuses it
+        // for this client gets the code exchanged once more without a proof, and that is said.
+        if proofKey != nil, config.dpop == .auto, !(200..<300).contains(reply.status),
+           TokenResponseParser.errorCode(reply) == "invalid_dpop_proof" {
+            logger.notice("the authorization server refused DPoP for this client; signing in without it (set dpop = false to skip it)",
+                          metadata: ["account": "\(name)"])
+            proofKey = nil
+            accounts[name]?.dpopRefused = true
+            reply = try await postToTokenEndpoint(begun.metadata, fields: fields, basicAuth: basic, proofKey: nil)
+        }
         let tokens: TokenSet
         do throws(AuthError) {
             tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: proofKey != nil)

@@ -189,6 +189,7 @@ extension TokenBroker {
         accounts[name]?.idClaims = claims
         accounts[name]?.proofKey = proofKey
         if proofKey != nil {
+            accounts[name]?.dpopRefused = false
             logger.info("the sign-in is bound to a DPoP key", metadata: [
                 "account": "\(name)", "token_type": "\(tokens.tokenType)"])
         }

@@ -11,6 +11,7 @@ extension TokenBroker {
         accounts[name]?.scoped = [:]
         accounts[name]?.idClaims = nil
         accounts[name]?.proofKey = nil
+        accounts[name]?.dpopRefused = false
         let key = SecretKey(config)
         let unsaved = accounts[name]?.unsavedRefreshToken
         accounts[name]?.unsavedRefreshToken = nil

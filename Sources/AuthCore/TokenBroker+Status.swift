@@ -31,7 +31,9 @@ extension TokenBroker {
                 scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil,
                 signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock()),
                 keptInMemory: keyring.held[SecretKey(state.config)] != nil,
-                keyringMoveError: keyring.held[SecretKey(state.config)]?.moveError))
+                keyringMoveError: keyring.held[SecretKey(state.config)]?.moveError,
+                dpop: state.proofKey == nil ? (state.dpopRefused ? "refused" : nil)
+                    : (cache?.tokens.tokenType == "Bearer" ? "refresh_token" : "access_token")))
         }
         return BrokerStatus(keyring: keyring.state, store: self.keyring.choice, accounts: list)
     }

@@ -35,6 +35,8 @@ public actor TokenBroker {
         var idClaims: IDTokenClaims?
         /// The sign-in's DPoP key (RFC 9449), as signed in or read with the refresh token; nil without DPoP.
         var proofKey: DPoPKey?
+        /// With `dpop = "auto"`, the server refused this client's proof at sign-in, which went on without DPoP.
+        var dpopRefused = false
         /// When the sign-in ends (TokenBroker+Lifetime.swift).
         var lifetime = LifetimeRecord()
 

@@ -122,6 +122,12 @@ enum Formatter {
                     rows.append(["keyring:", paint("a Secret Service answers but refused it: \(error)", "31")])
                 }
             }
+            switch account.dpop {
+            case "access_token"?: rows.append(["DPoP:", "tokens bound to the agent's key (use `authctl token --header --url URL`)"])
+            case "refresh_token"?: rows.append(["DPoP:", "the refresh token is bound to the agent's key; access tokens are Bearer"])
+            case "refused"?: rows.append(["DPoP:", paint("the server refused it for this client; signed in without it", "33")])
+            default: break
+            }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let access = account.access { rows.append(["tokens for:", access.summary]) }
             if let error = account.lastError {

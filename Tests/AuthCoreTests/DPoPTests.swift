@@ -285,6 +285,40 @@ final class DPoPTests: XCTestCase {
         }
     }
 
+    func testAutoSignsInWithoutDPoPWhenTheServerRefusesItForThisClientAndSaysSo() async throws {
+        let store = MemorySecretStore()
+        let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+        let broker = dpopBroker(store, http, redirects: redirects, browser: browser)
+        let ticket = try await broker.beginLogin(account: "work")
+        let query = browser.lastQuery
+        XCTAssertNotNil(query["dpop_jkt"])
+        let idToken = await Fixtures.signedIDToken(nonce: try XCTUnwrap(query["nonce"]?.first))
+        http.tokenReplies = [FakeHTTP.errorReply(400, "invalid_dpop_proof"),
+                             FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: idToken)]
+        XCTAssertEqual(redirects.deliver("code=the-code&state=\(try XCTUnwrap(query["state"]?.first))"), .success)
+        _ = try await broker.awaitLogin(ticket)
+        XCTAssertNotNil(http.tokenHeaders.first?["DPoP"])
+        XCTAssertNil(http.tokenHeaders.last?["DPoP"], "the second exchange goes without a proof")
+        let item = await store.items[key]
+        XCTAssertEqual(item?.reveal(), "rt-1", "no key is stored for a sign-in without DPoP")
+        let status = await broker.status()
+        XCTAssertEqual(status.accounts.first?.dpop, "refused")
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.tokenType, "Bearer")
+
+        // dpop = true: the same refusal fails the sign-in instead.
+        var account = Fixtures.account()
+        account.dpop = .required
+        let strictHTTP = FakeHTTP(), strictRedirects = FakeRedirects(), strictBrowser = FakeBrowser()
+        let strict = dpopBroker(MemorySecretStore(), strictHTTP, account: account, redirects: strictRedirects,
+                                browser: strictBrowser)
+        let strictTicket = try await strict.beginLogin(account: "work")
+        strictHTTP.tokenReplies = [FakeHTTP.errorReply(401, "invalid_dpop_proof")]
+        XCTAssertEqual(strictRedirects.deliver("code=c&state=\(try XCTUnwrap(strictBrowser.lastQuery["state"]?.first))"), .success)
+        await assertThrows(.dpopRefused) { _ = try await strict.awaitLogin(strictTicket) }
+        XCTAssertEqual(strictHTTP.tokenPosts.count, 1)
+    }
+
     func testBearerAfterAProofMeansOnlyTheRefreshTokenIsBound() async throws {
         let proofKey = DPoPKey()
         let store = MemorySecretStore(items: [key: StoredCredential.refreshToken(Secret("rt-1"), proofKey: proofKey).stored])
@@ -297,5 +331,7 @@ final class DPoPTests: XCTestCase {
         let keptItem = await store.items[key]
         let kept = try StoredCredential(stored: XCTUnwrap(keptItem))
         XCTAssertEqual(kept.proofKey, proofKey)
+        let status = await broker.status()
+        XCTAssertEqual(status.accounts.first?.dpop, "refresh_token")
     }
 }
