@@ -17,7 +17,7 @@ public enum ConfigLoader {
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
-        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop",
+        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop", "par",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout",
                                          "store"]
@@ -264,15 +264,18 @@ public enum ConfigLoader {
             guard let flag = value.bool else { throw fail("scoped_tokens", "'scoped_tokens' must be true or false") }
             account.scopedTokens = flag
         }
-        if let value = table["dpop"] {
+        // `"auto"` (when the server offers it), true (required) or false.
+        func choice(_ key: String) throws(ConfigError) -> AccountConfig.Choice? {
+            guard let value = table[key] else { return nil }
             switch (value.bool, value.string) {
-            case (true?, _): account.dpop = .required
-            case (false?, _): account.dpop = .off
-            case (_, "auto"?): account.dpop = .auto
-            default:
-                throw fail("dpop", "'dpop' must be \"auto\" (when the server offers it), true (required) or false")
+            case (true?, _): return .required
+            case (false?, _): return .off
+            case (_, "auto"?): return .auto
+            default: throw fail(key, "'\(key)' must be \"auto\" (when the server offers it), true (required) or false")
             }
         }
+        if let dpop = try choice("dpop") { account.dpop = dpop }
+        if let par = try choice("par") { account.par = par }
         account.access = try accessPolicy(table, fail: fail)
         try signInLifetime(table, into: &account, fail: fail)
         return account

@@ -45,10 +45,13 @@ public struct AccountConfig: Sendable, Equatable {
     /// `sign_in_warning`: how long before the sign-in ends the user is told.
     public var signInWarning: Duration = SignInLifetime.defaultWarning
     /// `dpop`: sender-constrained tokens (RFC 9449).
-    public var dpop: DPoPSetting = .auto
+    public var dpop: Choice = .auto
+    /// `par`: pushed authorization requests (RFC 9126).
+    public var par: Choice = .auto
 
-    public enum DPoPSetting: String, Sendable, Equatable {
-        /// Used when the server's metadata offers ES256.
+    /// How an account takes a protocol feature the server may offer (`dpop`, `par`).
+    public enum Choice: String, Sendable, Equatable {
+        /// Used when the server's metadata offers (or requires) it.
         case auto
         /// Required: a server that does not offer it is an error.
         case required
@@ -98,7 +101,7 @@ public struct AccountConfig: Sendable, Equatable {
     /// Authorization request parameters that `extra_auth_params` may not override.
     public static let reservedAuthParams: Set<String> = [
         "response_type", "client_id", "redirect_uri", "scope", "state", "nonce",
-        "code_challenge", "code_challenge_method", "dpop_jkt",
+        "code_challenge", "code_challenge_method", "dpop_jkt", "request_uri",
     ]
     /// Account names appear in paths and keyring attributes: keep them boring.
     public static func isValidName(_ name: String) -> Bool {

@@ -18,7 +18,10 @@ public struct LoginSession: Sendable {
     public let requiresIss: Bool
     /// The sign-in's DPoP key (RFC 9449): its thumbprint goes out as `dpop_jkt`, binding the code to it (§10).
     public let proofKey: DPoPKey?
+    /// The authorization request with every parameter in its query (what the browser gets without PAR).
     public let authorizationURL: URL
+    /// The authorization request's parameters, in order: what a pushed request (RFC 9126) sends in its body.
+    public let parameters: [(String, String)]
 
     public init(account: AccountConfig, metadata: ProviderMetadata, redirectURI: String,
                 pkce: PKCE = PKCE(), state: String = Randomness.token(bytes: 32),
@@ -51,10 +54,22 @@ public struct LoginSession: Sendable {
             items.append(URLQueryItem(name: key, value: account.extraAuthParams[key]))
         }
         if account.scopes.isEmpty { items.removeAll { $0.name == "scope" } }
+        self.parameters = items.map { ($0.name, $0.value ?? "") }
         components.percentEncodedQueryItems = items.map {
             URLQueryItem(name: $0.name, value: $0.value.map(LoginSession.formEncode))
         }
         self.authorizationURL = components.url!
+    }
+
+    /// The browser's URL for a pushed request (RFC 9126 §4): the authorization endpoint with `client_id` and
+    /// `request_uri` only.
+    public static func pushedAuthorizationURL(_ endpoint: URL, clientID: String, requestURI: String) -> URL {
+        var components = URLComponents(url: endpoint, resolvingAgainstBaseURL: false)!
+        var items = components.percentEncodedQueryItems ?? []
+        items += [URLQueryItem(name: "client_id", value: formEncode(clientID)),
+                  URLQueryItem(name: "request_uri", value: formEncode(requestURI))]
+        components.percentEncodedQueryItems = items
+        return components.url!
     }
 
     /// What a redirect that reached the listener amounts to.

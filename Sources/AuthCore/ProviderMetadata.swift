@@ -19,6 +19,9 @@ public struct ProviderMetadata: Sendable, Equatable {
     public var requiresIssInResponse: Bool
     /// RFC 9449 §5.1: `dpop_signing_alg_values_supported`; empty when the server does not say it offers DPoP.
     public var dpopSigningAlgorithms: [String] = []
+    /// RFC 9126 §5: `pushed_authorization_request_endpoint`, and whether the server takes only pushed requests.
+    public var pushedAuthorizationEndpoint: URL?
+    public var requiresPushedAuthorization = false
 
     /// Whether the server offers DPoP with an algorithm the agent signs with (ES256).
     public var offersDPoP: Bool { dpopSigningAlgorithms.contains(DPoPKey.algorithm) }
@@ -26,8 +29,11 @@ public struct ProviderMetadata: Sendable, Equatable {
     public init(
         issuer: URL, authorizationEndpoint: URL, tokenEndpoint: URL, revocationEndpoint: URL? = nil,
         jwksURI: URL? = nil, codeChallengeMethods: [String] = ["S256"], tokenEndpointAuthMethods: [String] = [],
-        requiresIssInResponse: Bool = false, deviceAuthorizationEndpoint: URL? = nil, dpopSigningAlgorithms: [String] = []
+        requiresIssInResponse: Bool = false, deviceAuthorizationEndpoint: URL? = nil, dpopSigningAlgorithms: [String] = [],
+        pushedAuthorizationEndpoint: URL? = nil, requiresPushedAuthorization: Bool = false
     ) {
+        self.pushedAuthorizationEndpoint = pushedAuthorizationEndpoint
+        self.requiresPushedAuthorization = requiresPushedAuthorization
         self.dpopSigningAlgorithms = dpopSigningAlgorithms
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
@@ -95,7 +101,9 @@ public struct ProviderMetadata: Sendable, Equatable {
             tokenEndpointAuthMethods: object["token_endpoint_auth_methods_supported"]?.strings ?? [],
             requiresIssInResponse: object["authorization_response_iss_parameter_supported"]?.bool ?? false,
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint", required: false),
-            dpopSigningAlgorithms: object["dpop_signing_alg_values_supported"]?.strings ?? []
+            dpopSigningAlgorithms: object["dpop_signing_alg_values_supported"]?.strings ?? [],
+            pushedAuthorizationEndpoint: try endpoint("pushed_authorization_request_endpoint", required: false),
+            requiresPushedAuthorization: object["require_pushed_authorization_requests"]?.bool ?? false
         )
     }
 

@@ -51,9 +51,11 @@ extension TokenBroker {
                                                   path: config.redirectPath, judge: judge)
         }
         let session: LoginSession
+        let authorizationURL: URL
         do {
             session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI,
                                    proofKey: try proofKeyForSignIn(config, metadata))
+            authorizationURL = try await self.authorizationURL(for: session, config, metadata)
         } catch {
             await listener.close()
             throw error
@@ -61,12 +63,12 @@ extension TokenBroker {
         box.session = session
         // The ID token will need the provider's keys: fetch them while the person signs in, not after.
         if config.wantsOpenID, let jwks = metadata.jwksURI { providers.prefetchSigningKeys(account: config.name, from: jwks) }
-        var ticket = LoginTicket(account: config.name, authorizationURL: session.authorizationURL,
+        var ticket = LoginTicket(account: config.name, authorizationURL: authorizationURL,
                                  redirectURI: listener.redirectURI, browserOpened: false, timeout: config.loginTimeout,
                                  loginID: id)
         if openBrowser {
             do {
-                try await browser.open(session.authorizationURL)
+                try await browser.open(authorizationURL)
                 ticket.browserOpened = true
             } catch {
                 ticket.browserError = error.message

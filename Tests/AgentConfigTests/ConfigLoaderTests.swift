@@ -113,6 +113,10 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(try parse(base + "dpop = false\n").accounts[0].dpop, .off)
         XCTAssertEqual(try parse(base + "dpop = \"auto\"\n").accounts[0].dpop, .auto)
         expectError(base + "dpop = \"yes\"\n", line: 4, contains: "'dpop' must be \"auto\"")
+        XCTAssertEqual(try parse(base).accounts[0].par, .auto)
+        XCTAssertEqual(try parse(base + "par = true\n").accounts[0].par, .required)
+        XCTAssertEqual(try parse(base + "par = false\n").accounts[0].par, .off)
+        expectError(base + "par = 1\n", line: 4, contains: "'par' must be \"auto\"")
     }
 
     func testSignInLifetime() throws {

@@ -11,6 +11,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     var discovery: [String: HTTPReply] = [:]
     var tokenReplies: [HTTPReply] = []
     var revocationStatus = 200
+    /// Answers of the pushed authorization request endpoint (`/par`), in order.
+    var parReplies: [HTTPReply] = []
     private(set) var posts: [(url: URL, fields: [String: String], basic: Bool, headers: [String: String])] = []
     /// Delay before the token endpoint answers (to let concurrent callers pile up).
     var tokenDelay: Duration = .zero
@@ -43,6 +45,9 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
         }
         if delay > .zero { try? await Task.sleep(for: delay) }
         if url.path.hasSuffix("revoke") { return HTTPReply(status: revocationStatus, body: []) }
+        if url.path.hasSuffix("par") {
+            return lock.withLock { parReplies.isEmpty ? HTTPReply(status: 404, body: []) : parReplies.removeFirst() }
+        }
         if let gate = lock.withLock({ tokenGate }) { await gate.pass() }
         if let failure = lock.withLock({ tokenFailures.isEmpty ? nil : tokenFailures.removeFirst() }) { throw failure }
         return lock.withLock {
@@ -52,6 +57,9 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     }
 
     var tokenPosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("token") }.map(\.fields) } }
+    var parPosts: [(fields: [String: String], basic: Bool)] {
+        lock.withLock { posts.filter { $0.url.path.hasSuffix("par") }.map { ($0.fields, $0.basic) } }
+    }
     /// The headers of each token request (a DPoP proof).
     var tokenHeaders: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("token") }.map(\.headers) } }
     var revokePosts: [[String: String]] { lock.withLock { posts.filter { $0.url.path.hasSuffix("revoke") }.map(\.fields) } }

@@ -1,0 +1,124 @@
+import AuthTestSupport
+@testable import AuthCore
+import Foundation
+import XCTest
+
+/// Pushed authorization requests (RFC 9126): every parameter goes in the push, the browser gets only `client_id` and
+/// `request_uri`, `par` decides with the server's metadata, and `auto` falls back only when the push is refused for
+/// this client. The same against a real server: Tests/e2e/test_par.py.
+final class PushedAuthorizationTests: XCTestCase {
+    func discovery(par: Bool = true, required: Bool = false, dpop: Bool = false) -> HTTPReply {
+        var object: [String: Any] = [
+            "issuer": "https://issuer.example", "authorization_endpoint": "https://issuer.example/authorize",
+            "token_endpoint": "https://issuer.example/token", "jwks_uri": "https://issuer.example/jwks",
+            "code_challenge_methods_supported": ["S256"],
+        ]
+        if par { object["pushed_authorization_request_endpoint"] = "https://issuer.example/par" }
+        if required { object["require_pushed_authorization_requests"] = true }
+        if dpop { object["dpop_signing_alg_values_supported"] = ["ES256"] }
+        return HTTPReply(status: 200, body: Array(try! JSONSerialization.data(withJSONObject: object)))
+    }
+
+    static let pushed = HTTPReply(status: 201, body: Array(#"{"request_uri":"urn:ietf:params:oauth:request_uri:abc","expires_in":60}"#.utf8))
+
+    func broker(_ http: FakeHTTP, _ browser: FakeBrowser, _ redirects: FakeRedirects = FakeRedirects(),
+                account: AccountConfig = Fixtures.account(), metadata: HTTPReply) -> TokenBroker {
+        let broker = Fixtures.broker(accounts: [account], http: http, redirects: redirects, browser: browser)
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = metadata
+        return broker
+    }
+
+    func testThePushCarriesEveryParameterAndTheBrowserOnlyTheRequestURI() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser(), redirects = FakeRedirects()
+        http.parReplies = [PushedAuthorizationTests.pushed]
+        let broker = broker(http, browser, redirects, metadata: discovery(dpop: true))
+        let ticket = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(Set(browser.lastQuery.keys), ["client_id", "request_uri"], "nothing else goes through the browser")
+        XCTAssertEqual(browser.lastQuery["request_uri"], ["urn:ietf:params:oauth:request_uri:abc"])
+        XCTAssertEqual(ticket.authorizationURL.host, "issuer.example")
+        XCTAssertEqual(ticket.authorizationURL.path, "/authorize")
+        let push = try XCTUnwrap(http.parPosts.first?.fields)
+        for name in ["response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge",
+                     "code_challenge_method", "nonce", "dpop_jkt"] {
+            XCTAssertNotNil(push[name], "the push lacks \(name)")
+        }
+        XCTAssertEqual(push["code_challenge_method"], "S256")
+        // The sign-in completes with the state and nonce that were pushed.
+        let idToken = await Fixtures.signedIDToken(nonce: try XCTUnwrap(push["nonce"]))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: idToken)]
+        XCTAssertEqual(redirects.deliver("code=c&state=\(try XCTUnwrap(push["state"]))"), .success)
+        let outcome = try await broker.awaitLogin(ticket)
+        XCTAssertTrue(outcome.hasRefreshToken)
+        XCTAssertEqual(http.tokenPosts.first?["code_verifier"].map(PKCE.challenge(for:)), push["code_challenge"])
+    }
+
+    func testAConfidentialClientAuthenticatesThePushAsAtTheTokenEndpoint() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser()
+        http.parReplies = [PushedAuthorizationTests.pushed]
+        let broker = broker(http, browser, account: Fixtures.account(secret: "s3cret"), metadata: discovery())
+        _ = try await broker.beginLogin(account: "work")
+        let push = try XCTUnwrap(http.parPosts.first)
+        XCTAssertTrue(push.basic, "client_secret_basic, as at the token endpoint")
+        XCTAssertEqual(push.fields["client_id"], "client-1")
+        XCTAssertNil(push.fields["client_secret"])
+    }
+
+    func testTheSettingAndTheServerDecide() async throws {
+        // auto, no endpoint: the plain request.
+        do {
+            let http = FakeHTTP(), browser = FakeBrowser()
+            _ = try await broker(http, browser, metadata: discovery(par: false)).beginLogin(account: "work")
+            XCTAssertTrue(http.parPosts.isEmpty)
+            XCTAssertNotNil(browser.lastQuery["code_challenge"])
+        }
+        // par = false against a server that offers it: the plain request; against one that requires it: an error.
+        do {
+            var account = Fixtures.account()
+            account.par = .off
+            let http = FakeHTTP(), browser = FakeBrowser()
+            _ = try await broker(http, browser, account: account, metadata: discovery()).beginLogin(account: "work")
+            XCTAssertTrue(http.parPosts.isEmpty)
+            let strict = broker(FakeHTTP(), FakeBrowser(), account: account, metadata: discovery(required: true))
+            await assertThrows(.invalidConfig) { _ = try await strict.beginLogin(account: "work") }
+        }
+        // par = true without an endpoint: an error before any browser opens.
+        do {
+            var account = Fixtures.account()
+            account.par = .required
+            let browser = FakeBrowser()
+            let none = broker(FakeHTTP(), browser, account: account, metadata: discovery(par: false))
+            await assertThrows(.invalidConfig) { _ = try await none.beginLogin(account: "work") }
+            XCTAssertTrue(browser.opened.isEmpty)
+        }
+    }
+
+    func testAutoFallsBackOnlyWhenThePushIsRefusedForThisClient() async throws {
+        // Refused for this client, not required: the plain request, said in the journal.
+        do {
+            let http = FakeHTTP(), browser = FakeBrowser()
+            http.parReplies = [FakeHTTP.errorReply(400, "unauthorized_client")]
+            _ = try await broker(http, browser, metadata: discovery()).beginLogin(account: "work")
+            XCTAssertEqual(http.parPosts.count, 1)
+            XCTAssertNotNil(browser.lastQuery["code_challenge"], "the plain request after a refused push")
+        }
+        // The same refusal when the server requires pushed requests: the sign-in's error.
+        do {
+            let http = FakeHTTP(), browser = FakeBrowser()
+            http.parReplies = [FakeHTTP.errorReply(400, "unauthorized_client")]
+            await assertThrows(.invalidClient) {
+                _ = try await self.broker(http, browser, metadata: self.discovery(required: true)).beginLogin(account: "work")
+            }
+            XCTAssertTrue(browser.opened.isEmpty)
+        }
+        // A server outage or a broken answer is no reason to fall back: errors like the token endpoint's.
+        for (reply, code) in [(HTTPReply(status: 503, body: []), AuthError.Code.serverError),
+                              (HTTPReply(status: 201, body: Array(#"{"expires_in":60}"#.utf8)), .invalidTokenResponse)] {
+            let http = FakeHTTP(), browser = FakeBrowser()
+            http.parReplies = [reply]
+            await assertThrows(code) {
+                _ = try await self.broker(http, browser, metadata: self.discovery()).beginLogin(account: "work")
+            }
+            XCTAssertTrue(browser.opened.isEmpty)
+        }
+    }
+}
