@@ -277,8 +277,11 @@ def run_default(base, state_dir):
     conn.putheader("DPoP", key.proof("POST", T))
     conn.endheaders(body.encode())
     resp = conn.getresponse()
-    check(resp.status == 400 and json.loads(resp.read()).get("error") == "invalid_dpop_proof",
-          f"token endpoint proof: two DPoP headers -> 400 invalid_dpop_proof ({resp.status})")
+    body = json.loads(resp.read())
+    check(resp.status == 400 and body.get("error") == "invalid_dpop_proof"
+          and body.get("error_description") == "more than one DPoP header",
+          f"token endpoint proof: two DPoP headers -> 400 invalid_dpop_proof, more than one DPoP header "
+          f"({resp.status} {body.get('error_description')})")
     conn.close()
     refused(c.refresh(rt), "invalid_dpop_proof", "bound refresh token without a proof")
     refused(c.refresh(rt, other.proof("POST", T)), "invalid_dpop_proof", "bound refresh token with another key")

@@ -300,6 +300,8 @@ class PARView(View):
     def post(self, request):
         from .models import PushedRequest
 
+        if PAR == "off":
+            return _oauth_error(404, "invalid_request", "pushed authorization requests are off (AS_PAR=off)")
         nonces = dpop.AS_NONCES if (dpop.NONCE and dpop.MODE != "off") else None
         response = self._push(request, nonces, PushedRequest)
         if nonces and "DPoP-Nonce" not in response:
