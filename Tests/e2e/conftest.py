@@ -198,7 +198,10 @@ class AuthServer:
 
     def start(self, port: int | None = None, timeout: float = 60):
         self.state.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, AS_ACCESS_TOKEN_LIFETIME=str(self.lifetime), **self.extra_env)
+        # DPoP and PAR are off unless a test asks for them (extra_env={"AS_DPOP": "optional", "AS_PAR": "on"}, ...):
+        # the fixture advertises both by default, and the tests written before them expect plain Bearer sign-ins.
+        env = {**os.environ, "AS_ACCESS_TOKEN_LIFETIME": str(self.lifetime), "AS_DPOP": "off", "AS_PAR": "off",
+               **self.extra_env}
         for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             env.pop(var, None)
         args = [str(SERVE_SH), str(VENV), str(self.state)] + ([str(port)] if port else [])

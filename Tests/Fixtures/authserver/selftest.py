@@ -168,9 +168,16 @@ def main():
                 sys.exit("selftest FAILED: server did not start")
             time.sleep(0.02)
         print(f"server ready in {time.monotonic() - t0:.2f}s (state {state_dir})")
+    import selftest_dpop
+    others = selftest_dpop.start_servers(state_dir)  # they boot while the main checks run
     try:
         run(state_dir)
+        t0 = time.monotonic()
+        selftest_dpop.run_all(state_dir, *others)
+        print(f"DPoP/PAR checks took {time.monotonic() - t0:.2f}s")
     finally:
+        for srv in others:
+            srv.stop()
         if proc:
             proc.terminate()
             proc.wait()
@@ -243,8 +250,8 @@ def run(state_dir):
 
     n = sum(1 for line in (state_dir / "requests.log").read_text().splitlines() if line.startswith("POST /o/token/ "))
     check(n >= 5, f"requests.log has {n} 'POST /o/token/' lines")
-    print("selftest passed")
 
 
 if __name__ == "__main__":
     main()
+    print("selftest passed")

@@ -117,6 +117,7 @@ def main():
     from django.core.management import call_command
 
     django.setup()
+    import asproject.views  # noqa: F401  (reads and checks the AS_DPOP*/AS_PAR* settings: a bad value exits now)
     call_command("migrate", verbosity=0, interactive=False)
     seed()
 

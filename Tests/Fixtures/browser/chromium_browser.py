@@ -79,8 +79,15 @@ def start_driver(profile):
     return driver
 
 
+# A pushed authorization request (RFC 9126): the URL has client_id and request_uri only, no redirect_uri. Then the
+# callback is the first loopback http page on another host:port than the authorization server's (as fake-browser).
+PUSHED = {"as_netloc": None}
+
+
 def on_callback(url, callback):
     p, c = urlsplit(url), urlsplit(callback)
+    if not callback and PUSHED["as_netloc"]:
+        return p.scheme == "http" and p.hostname in ("127.0.0.1", "::1") and p.netloc != PUSHED["as_netloc"]
     return (p.scheme, p.netloc, p.path) == (c.scheme, c.netloc, c.path)
 
 
@@ -229,13 +236,18 @@ def main():
     try:
         with tempfile.TemporaryDirectory(prefix="aa-chromium-") as profile:
             try:
-                callback = parse_qs(urlsplit(url).query).get("redirect_uri", [""])[0]
-                if urlsplit(callback).scheme != "http":
+                query = parse_qs(urlsplit(url).query)
+                callback = query.get("redirect_uri", [""])[0]
+                if not callback and query.get("request_uri"):
+                    PUSHED["as_netloc"] = urlsplit(url).netloc
+                elif urlsplit(callback).scheme != "http":
                     raise Failure("the authorization URL has no loopback http redirect_uri")
                 driver = start_driver(profile)
                 log(f"CHROMIUM {driver.capabilities.get('browserVersion', '?')} "
                     f"started in {time.monotonic() - started:.1f} s profile={profile}")
                 sign_in(driver, url, callback, mode)
+                if not callback:
+                    callback = no_query(driver.current_url)  # the pushed redirect_uri, now that it is known
                 wait_loaded(driver)
                 seen = what_was_seen(driver, callback)
                 log("PAGE " + json.dumps(seen, sort_keys=True))

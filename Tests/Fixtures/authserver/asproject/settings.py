@@ -8,6 +8,8 @@ Environment:
   AS_ROTATE_REFRESH_TOKEN   "0" keeps the refresh token on refresh instead of rotating it (default "1")
   AS_REFRESH_GRACE_SECONDS  seconds a rotated-out refresh token still answers a retry with the pair it already
                             issued (default 0: it dies at once, as GitLab's does)
+  AS_DPOP*, AS_RS_NONCE     DPoP (RFC 9449): asproject/dpop.py
+  AS_PAR*                   pushed authorization requests (RFC 9126): asproject/views.py
 """
 import os
 from pathlib import Path
