@@ -1,0 +1,242 @@
+"""DPoP (RFC 9449) and pushed authorization requests (RFC 9126) end to end: the real agent and authctl, a real
+gnome-keyring, and the Django OAuth Toolkit fixture with its DPoP and PAR layer (Tests/Fixtures/README.md), which
+verifies every proof as RFC 9449 §4.3 says (signature with the header's key, htm, htu, iat, jti replay, nonce, ath,
+the bound key) and records what it saw in STATE_DIR/events.jsonl. Its protected resource (/api/resource) takes a
+DPoP-bound token only with a matching proof: `curl -H @<(authctl token ... --header --url ...)` must work there,
+and the same token as Bearer must not. Each server check can fail: the fixture's self-test shows each refuses a
+proof that skips or fakes its step; here the agent's proofs must pass them all."""
+import hashlib
+import json
+import subprocess
+
+import pytest
+import requests
+
+from conftest import AuthServer, short_tmpdir
+
+pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
+
+KEY_MARKER = "\x01dpop_es256\x01"
+
+
+def ref(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def events(server, kind: str) -> list[dict]:
+    path = server.state / "events.jsonl"
+    if not path.exists():
+        return []
+    return [e for e in (json.loads(line) for line in path.read_text().splitlines()) if e["event"] == kind]
+
+
+def start_server(tmp_path_factory, name: str, **env) -> AuthServer:
+    server = AuthServer(tmp_path_factory.mktemp(name), extra_env=env)
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def dpop_server(tmp_path_factory):
+    """DPoP with server nonces at the token endpoint and at the resource, and PAR: what the AT Protocol asks."""
+    server = start_server(tmp_path_factory, "as-dpop", AS_DPOP="optional", AS_DPOP_NONCE="1", AS_RS_NONCE="1",
+                          AS_PAR="on")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def google_like_server(tmp_path_factory):
+    """Only the refresh token is bound (token_type Bearer), and a DPoP header on the push is refused."""
+    server = start_server(tmp_path_factory, "as-google", AS_DPOP="optional", AS_DPOP_BIND="refresh", AS_PAR="on",
+                          AS_PAR_DPOP_HEADER="refuse")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def strict_server(tmp_path_factory):
+    """DPoP required on every token request, PAR required, request_uris that live 3 s."""
+    server = start_server(tmp_path_factory, "as-strict", AS_DPOP="required", AS_DPOP_NONCE="1", AS_PAR="required",
+                          AS_PAR_EXPIRES="3")
+    yield server
+    server.stop()
+
+
+def resource(server, header_lines: str, method: str = "GET") -> requests.Response:
+    headers = dict(line.split(": ", 1) for line in header_lines.strip().splitlines())
+    return requests.request(method, f"{server.base}/api/resource", headers=headers, timeout=10,
+                            proxies={"http": None, "https": None})
+
+
+def proof_headers(agent, server, *extra, method: str = "GET"):
+    result = agent.authctl("token", "work", "--header", "--method", method, "--url", f"{server.base}/api/resource",
+                           *extra)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    lines = result.stdout.splitlines()
+    agent.remember(*(line.split(" ", 2)[-1] for line in lines))
+    return result.stdout
+
+
+def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof(make_agent, keyring, dpop_server):
+    agent = make_agent(server=dpop_server)
+    agent.login("work")
+
+    # The push carried every parameter, dpop_jkt among them; the browser only client_id and request_uri.
+    (push,) = [e for e in events(dpop_server, "par_push") if e["result"] == "accepted"]
+    assert {"code_challenge", "state", "nonce", "redirect_uri", "dpop_jkt"} <= set(push["params"]), push
+    # (/o/authorize/ is visited twice: before and after the login form.)
+    uses = [e for e in events(dpop_server, "par_use") if e["result"] == "accepted"]
+    assert uses and not any(e.get("ignored_params") for e in uses), uses
+    # The code was bound to the key (dpop_jkt) and redeemed with a proof of that key, after a nonce round trip.
+    (code,) = events(dpop_server, "code")
+    (issued,) = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"]
+    assert issued["jkt"] == code["dpop_jkt"] == push["dpop_jkt"]
+    assert issued["token_type"] == "DPoP" and issued["access_bound"] and issued["refresh_bound"]
+    nonce_asked = [e for e in events(dpop_server, "proof") if e["result"] == "refused"]
+    assert [e["error"] for e in nonce_asked] == ["use_dpop_nonce"], nonce_asked
+
+    # The key is in the keyring item, in the same secret as the refresh token.
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    assert stored and stored.startswith(KEY_MARKER), "the DPoP key is not stored with the refresh token"
+    refresh_token = stored.rsplit("\x01", 1)[1]
+    agent.remember(stored, refresh_token)
+    assert ref(refresh_token) == issued["refresh_token"]
+
+    status = agent.account_status("work")
+    assert status["dpop"] == "access_token", status
+    token = json.loads(agent.authctl("token", "work", "--json").stdout)
+    assert token["token_type"] == "DPoP" and "dpop_proof" not in token
+    assert "DPoP:" in agent.authctl("status").stdout
+
+    # curl with the two header lines: the resource asks for its own nonce first (401 + DPoP-Nonce), and the proof
+    # made with --dpop-nonce passes.
+    first = resource(dpop_server, proof_headers(agent, dpop_server))
+    assert first.status_code == 401 and "use_dpop_nonce" in first.headers.get("WWW-Authenticate", ""), first.text
+    rs_nonce = first.headers["DPoP-Nonce"]
+    lines = proof_headers(agent, dpop_server, "--dpop-nonce", rs_nonce)
+    assert lines.startswith("Authorization: DPoP ") and "\nDPoP: " in lines
+    # As a user types it: the two lines go straight from authctl to curl.
+    curl = subprocess.run(["bash", "-c", 'curl -sS -H @<("$AUTHCTL" token work --header --url "$URL" --dpop-nonce "$N") "$URL"'],
+                          env=dict(agent.env, AUTHCTL=str(agent.bins / "authctl"), N=rs_nonce,
+                                   URL=f"{dpop_server.base}/api/resource"),
+                          capture_output=True, text=True, timeout=20)
+    assert curl.returncode == 0 and json.loads(curl.stdout).get("user") == "alice", (curl.stdout, curl.stderr)
+    (accepted,) = [e for e in events(dpop_server, "resource") if e["result"] == "accepted"]
+    assert accepted["scheme"].lower() == "dpop" and accepted["jkt"] == issued["jkt"]
+
+    # A proof is good once: the same lines again are a replay. The same token as Bearer is refused; a GET's proof
+    # does not do for a POST. (The resource sends a new nonce with every answer and keeps the last three.)
+    nonce = [rs_nonce]
+
+    def call(method: str = "GET", proof_method: str = "GET", lines: str | None = None):
+        lines = lines or proof_headers(agent, dpop_server, "--dpop-nonce", nonce[0], method=proof_method)
+        answer = resource(dpop_server, lines, method=method)
+        nonce[0] = answer.headers.get("DPoP-Nonce", nonce[0])
+        return answer, lines
+
+    ok, lines = call()
+    assert ok.status_code == 200, ok.text
+    replay, _ = call(lines=lines)
+    assert replay.status_code == 401 and "invalid_dpop_proof" in replay.headers.get("WWW-Authenticate", "")
+    bearer = requests.get(f"{dpop_server.base}/api/resource", timeout=10, proxies={"http": None, "https": None},
+                          headers={"Authorization": f"Bearer {token['access_token']}"})
+    assert bearer.status_code == 401, "a DPoP-bound token must not work as Bearer"
+    wrong_method, _ = call(method="POST", proof_method="GET")
+    assert wrong_method.status_code == 401, wrong_method.text
+    post, _ = call(method="POST", proof_method="POST")
+    assert post.status_code == 200, post.text
+
+    # --header on a DPoP token without --url says how, instead of printing a useless line.
+    bare = agent.authctl("token", "work", "--header")
+    assert bare.returncode == 2 and "--url" in bare.stderr and bare.stdout == "", (bare.returncode, bare.stderr)
+
+    # The audit names the proofs' method and URL, never a proof.
+    audit = json.loads(agent.authctl("audit", "--json").stdout)["entries"]
+    assert any(e.get("dpop_proof_for") == f"POST {dpop_server.base}/api/resource" for e in audit), audit
+
+
+def test_a_refresh_after_a_restart_uses_the_key_from_the_keyring_and_keeps_it_through_rotation(
+        make_agent, keyring, dpop_server):
+    agent = make_agent(server=dpop_server)
+    agent.login("work")
+    before = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(before)
+    key_part = before.rsplit("\x01", 1)[0]
+    agent.restart()
+    token = agent.token("work")  # no cache after a restart: a refresh, with a proof of the stored key
+    refreshes = [e for e in events(dpop_server, "token") if e["grant"] == "refresh_token"]
+    signed_in = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]
+    assert refreshes and refreshes[-1]["jkt"] == signed_in["jkt"], "the refresh was not signed with the sign-in's key"
+    assert refreshes[-1]["access_token"] == ref(token)
+    after = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(after)
+    assert after != before and after.rsplit("\x01", 1)[0] == key_part, "the rotated token lost its key"
+    assert keyring.secret_tool_count("work") == 1
+
+
+def test_refresh_token_only_binding_gives_bearer_tokens_and_says_so(make_agent, keyring, google_like_server):
+    agent = make_agent(server=google_like_server)
+    agent.login("work")
+    (push,) = [e for e in events(google_like_server, "par_push") if e["result"] == "accepted"]
+    assert push["dpop_header"] is False and push["dpop_jkt"], "dpop_jkt in the body, no DPoP header on the push"
+    agent.restart()
+    token = json.loads(agent.authctl("token", "work", "--json").stdout)
+    agent.remember(token["access_token"])
+    assert token["token_type"] == "Bearer"
+    assert agent.account_status("work")["dpop"] == "refresh_token"
+    # A Bearer token prints its one line, whatever --url says, and works as Bearer.
+    lines = agent.authctl("token", "work", "--header", "--url", f"{google_like_server.base}/api/resource").stdout
+    assert lines == f"Authorization: Bearer {token['access_token']}\n"
+    assert resource(google_like_server, lines).status_code == 200
+    refresh = [e for e in events(google_like_server, "token") if e["grant"] == "refresh_token"][-1]
+    assert refresh["jkt"] and refresh["refresh_bound"] and not refresh["access_bound"]
+
+
+def test_required_dpop_and_par_sign_in_and_a_plain_client_is_refused(make_agent, keyring, strict_server):
+    agent = make_agent(server=strict_server, work={"dpop": True, "par": True})
+    agent.login("work")
+    assert agent.account_status("work")["dpop"] == "access_token"
+    assert strict_server.introspect(agent.token("work"))["active"] is True
+    # The same server with DPoP and PAR turned off in the account: a clear error before any browser opens.
+    plain = make_agent(server=strict_server, work={"dpop": False, "par": False})
+    result = plain.authctl("login", "work")
+    assert result.returncode == 10 or result.returncode == 8, (result.returncode, result.stderr)
+    assert "par = false" in result.stderr, result.stderr
+    assert plain.browser_runs() == 0
+
+
+def test_dpop_true_against_a_server_without_dpop_fails_before_the_browser(make_agent, keyring, auth_server):
+    agent = make_agent(work={"dpop": True})
+    result = agent.authctl("login", "work")
+    assert result.returncode == 6 and "dpop_refused" in result.stderr or "does not offer DPoP" in result.stderr, \
+        (result.returncode, result.stderr)
+    assert agent.browser_runs() == 0
+
+
+def test_a_program_refused_by_allowed_clients_gets_no_proof(make_agent, keyring, dpop_server):
+    agent = make_agent(server=dpop_server, work={"allowed_clients": ["/usr/bin/git"]})
+    # Signed in through login, which is the user's own act, not a token request.
+    agent.login("work")
+    audited = len(json.loads(agent.authctl("audit", "--json").stdout)["entries"])
+    result = agent.authctl("token", "work", "--header", "--url", f"{dpop_server.base}/api/resource")
+    assert result.returncode != 0 and result.stdout == "", (result.returncode, result.stdout)
+    assert "does not serve" in result.stderr, result.stderr
+    entries = json.loads(agent.authctl("audit", "--json").stdout)["entries"][audited:]
+    assert [e["outcome"] for e in entries] == ["denied"], entries
+
+
+def test_a_locked_keyring_is_reported_as_locked_and_keeps_key_and_token(make_agent, keyring, dpop_server):
+    agent = make_agent(server=dpop_server)
+    agent.login("work")
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(stored)
+    agent.restart()
+    keyring.lock()
+    result = agent.authctl("token", "work")
+    assert result.returncode == 5 and "locked" in result.stderr, (result.returncode, result.stderr)
+    keyring.unlock()
+    agent.token("work")
+    after = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(after)
+    assert after.startswith(stored.rsplit("\x01", 1)[0]), "the key changed or was lost"
