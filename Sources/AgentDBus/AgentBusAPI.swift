@@ -5,6 +5,8 @@ import AgentAccess
 /// vtable in CAgentBus).
 public enum BusCall: Sendable, Equatable {
     case getAccessToken(account: String, minValid: UInt32)
+    /// A token and, when it is DPoP-bound, a proof for the request named (RFC 9449).
+    case getAccessTokenForRequest(account: String, minValid: UInt32, method: String, url: String, nonce: String?)
     case listAccounts
     case getStatus
     case login(account: String)
@@ -15,7 +17,8 @@ public enum BusCall: Sendable, Equatable {
     public func waitsForPerson(_ ops: AgentOperations) -> Bool {
         switch self {
         case .login: return true
-        case .getAccessToken(let account, _): return ops.tokenMayWaitForPerson(account: account)
+        case .getAccessToken(let account, _), .getAccessTokenForRequest(let account, _, _, _, _):
+            return ops.tokenMayWaitForPerson(account: account)
         default: return false
         }
     }
@@ -40,6 +43,13 @@ public enum AgentBusAPI {
                 }
                 // `x expires_at` cannot be absent: 0 says the token does not expire (docs/DBUS.md).
                 return .values([.string(token.accessToken), .int64(Int64(token.expiresAt ?? 0))])
+            case .getAccessTokenForRequest(let account, let minValid, let method, let url, let nonce):
+                let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
+                    try await ops.token(account: account, caller: caller, minValid: Int(minValid),
+                                        dpop: (method: method, url: url, nonce: nonce))
+                }
+                return .values([.string(token.tokenType), .string(token.accessToken), .string(token.dpopProof ?? ""),
+                                .int64(Int64(token.expiresAt ?? 0))])
             case .listAccounts:
                 let list = try await ops.perform(.accounts, account: nil, caller: caller) { await ops.accounts() }
                 return .values([.dictArray(list.accounts.map { BusValue.dictionary(encoding: $0) })])

@@ -33,6 +33,11 @@ enum BusMessage {
         case "GetAccessToken":
             guard let account = readString(m), let minValid = readUInt32(m) else { return nil }
             return .getAccessToken(account: account, minValid: minValid)
+        case "GetAccessTokenForRequest":
+            guard let account = readString(m), let minValid = readUInt32(m), let method = readString(m),
+                  let url = readString(m), let nonce = readString(m) else { return nil }
+            return .getAccessTokenForRequest(account: account, minValid: minValid, method: method, url: url,
+                                             nonce: nonce.isEmpty ? nil : nonce)
         case "ListAccounts": return .listAccounts
         case "GetStatus": return .getStatus
         case "Login": return readString(m).map { .login(account: $0) }

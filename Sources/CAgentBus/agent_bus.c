@@ -21,6 +21,11 @@ static const sd_bus_vtable agent_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_METHOD_WITH_NAMES("GetAccessToken", "su", SD_BUS_PARAM(account) SD_BUS_PARAM(min_valid),
                              "sx", SD_BUS_PARAM(token) SD_BUS_PARAM(expires_at), on_method, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_NAMES("GetAccessTokenForRequest", "susss",
+                             SD_BUS_PARAM(account) SD_BUS_PARAM(min_valid) SD_BUS_PARAM(method) SD_BUS_PARAM(url)
+                             SD_BUS_PARAM(dpop_nonce),
+                             "sssx", SD_BUS_PARAM(token_type) SD_BUS_PARAM(token) SD_BUS_PARAM(dpop_proof)
+                             SD_BUS_PARAM(expires_at), on_method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_NAMES("ListAccounts", "", "", "aa{sv}", SD_BUS_PARAM(accounts), on_method,
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_NAMES("GetStatus", "", "", "a{sv}aa{sv}", SD_BUS_PARAM(agent) SD_BUS_PARAM(accounts), on_method,

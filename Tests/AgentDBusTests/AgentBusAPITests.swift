@@ -35,6 +35,19 @@ final class AgentBusAPITests: XCTestCase {
         XCTAssertEqual(name, "dev.authagent.Error.LoginRequired")
     }
 
+    func testARequestForAProofIsCheckedBeforeAnythingElse() async {
+        let reply = await AgentBusAPI.perform(.getAccessTokenForRequest(account: "work", minValid: 0, method: "GET",
+                                                                        url: "ftp://x.example/", nonce: nil),
+                                              on: operations(), caller: caller)
+        XCTAssertEqual(reply, .error(name: "dev.authagent.Error.InvalidTarget",
+                                     message: "the DPoP URL must be an absolute http or https URL"))
+        let signedOut = await AgentBusAPI.perform(.getAccessTokenForRequest(account: "work", minValid: 0, method: "GET",
+                                                                            url: "https://x.example/", nonce: "n"),
+                                                  on: operations(), caller: caller)
+        guard case .error(let name, _) = signedOut else { return XCTFail("expected an error, got \(signedOut)") }
+        XCTAssertEqual(name, "dev.authagent.Error.LoginRequired")
+    }
+
     func testMinValidOutOfRangeIsABadRequest() async {
         let reply = await AgentBusAPI.perform(.getAccessToken(account: "work", minValid: UInt32.max), on: operations(), caller: caller)
         XCTAssertEqual(reply, .error(name: "dev.authagent.Error.BadRequest", message: "min_valid must be between 0 and 31622400 seconds"))

@@ -240,3 +240,27 @@ def test_a_locked_keyring_is_reported_as_locked_and_keeps_key_and_token(make_age
     after = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(after)
     assert after.startswith(stored.rsplit("\x01", 1)[0]), "the key changed or was lost"
+
+
+def test_dbus_gives_the_token_and_its_proof_in_one_call(make_agent, keyring, dpop_server):
+    agent = make_agent(server=dpop_server)
+    agent.login("work")
+    url = f"{dpop_server.base}/api/resource"
+
+    def call(nonce: str) -> tuple[str, str, str]:
+        out = subprocess.run(
+            ["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path", "/dev/authagent/Agent1",
+             "--method", "dev.authagent.Agent1.GetAccessTokenForRequest", "work", "0", "GET", url, nonce],
+            env=dict(agent.env), capture_output=True, text=True, timeout=20)
+        assert out.returncode == 0, out.stderr
+        token_type, token, proof = [part.strip(" '") for part in out.stdout.strip("()\n").split(",")[:3]]
+        agent.remember(token, proof)
+        return token_type, token, proof
+
+    token_type, token, proof = call("")
+    assert token_type == "DPoP" and proof.count(".") == 2
+    first = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
+    assert first.status_code == 401 and first.headers.get("DPoP-Nonce"), first.text  # the resource's nonce
+    token_type, token, proof = call(first.headers["DPoP-Nonce"])
+    answer = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
+    assert answer.status_code == 200, answer.text
