@@ -9,10 +9,13 @@ import Logging
 /// (with client authentication, and `dpop_jkt` in the body: RFC 9449 §10.1), and the browser gets only `client_id`
 /// and the `request_uri` the server answered with. The parameters never travel through the browser's URL.
 extension TokenBroker {
-    /// What a push answered: the `request_uri` and how long it lives.
+    /// What a push answered: the `request_uri`, how long it lives, and when it was made.
     struct PushedRequest: Sendable {
         var requestURI: String
         var expiresIn: Int
+        var pushedAt: ContinuousClock.Instant
+
+        func expired(at now: ContinuousClock.Instant) -> Bool { now - pushedAt >= .seconds(expiresIn) }
     }
 
     /// Whether this sign-in pushes its request, by the account's `par` and the server's metadata; `par = true`
@@ -37,22 +40,35 @@ extension TokenBroker {
     /// that does not require it, a push refused as not allowed for this client falls back to the plain request (said
     /// in the journal); every other failure is the sign-in's error, reported like a token-endpoint error.
     func authorizationURL(for session: LoginSession, _ config: AccountConfig,
-                          _ metadata: ProviderMetadata) async throws(AuthError) -> URL {
+                          _ metadata: ProviderMetadata) async throws(AuthError) -> (url: URL, pushed: PushedRequest?) {
         guard try wantsPushedAuthorization(config, metadata), let endpoint = metadata.pushedAuthorizationEndpoint else {
-            return session.authorizationURL
+            return (session.authorizationURL, nil)
         }
         do throws(AuthError) {
             let pushed = try await push(session, config, metadata, to: endpoint)
             logger.debug("pushed the authorization request", metadata: [
                 "account": "\(config.name)", "expires_in_s": "\(pushed.expiresIn)"])
-            return LoginSession.pushedAuthorizationURL(metadata.authorizationEndpoint, clientID: config.clientID,
-                                                       requestURI: pushed.requestURI)
+            return (LoginSession.pushedAuthorizationURL(metadata.authorizationEndpoint, clientID: config.clientID,
+                                                        requestURI: pushed.requestURI), pushed)
         } catch let error where config.par == .auto && !metadata.requiresPushedAuthorization
                                 && (error.code == .invalidClient || error.code == .loginRequired) {
             logger.notice("the authorization server refused a pushed request for this client; using a plain one",
                           metadata: ["account": "\(config.name)", "error_code": "\(error.code.rawValue)"])
-            return session.authorizationURL
+            return (session.authorizationURL, nil)
         }
+    }
+
+    /// The ticket for a caller that joins a pending sign-in: a pushed request whose `request_uri` has expired is
+    /// pushed again (same parameters, a new `request_uri`), so the URL the caller shows still works.
+    func freshTicket(_ start: LoginStart, _ config: AccountConfig) async throws(AuthError) -> LoginTicket {
+        guard case .redirect(let redirect) = start, let pushed = redirect.pushed, pushed.expired(at: time.now()) else {
+            return start.ticket
+        }
+        var ticket = start.ticket
+        ticket.authorizationURL = try await authorizationURL(for: redirect.session, config, redirect.metadata).url
+        logger.info("the pushed authorization request expired; pushed it again for a caller that joined the sign-in",
+                    metadata: ["account": "\(config.name)"])
+        return ticket
     }
 
     /// RFC 9126 §2: one POST of the request's parameters; the answer is 201 with `request_uri` and `expires_in`.
@@ -73,6 +89,6 @@ extension TokenBroker {
             throw AuthError(.invalidTokenResponse,
                 "the pushed authorization response (HTTP \(reply.status)) has no request_uri or expires_in")
         }
-        return PushedRequest(requestURI: requestURI, expiresIn: Int(min(expiresIn, 3600)))
+        return PushedRequest(requestURI: requestURI, expiresIn: Int(min(expiresIn, 3600)), pushedAt: time.now())
     }
 }

@@ -19,6 +19,8 @@ extension TokenBroker {
         let continuation: AsyncStream<LoginSession.Verdict>.Continuation
         /// Lets exactly one response, from the listener or pasted, complete the sign-in.
         let box: SessionBox
+        /// The pushed request the browser was sent to (RFC 9126), if the request was pushed.
+        let pushed: PushedRequest?
     }
 
     func startLogin(_ config: AccountConfig, metadata: ProviderMetadata, id: UUID,
@@ -52,10 +54,11 @@ extension TokenBroker {
         }
         let session: LoginSession
         let authorizationURL: URL
+        let pushed: PushedRequest?
         do {
             session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI,
                                    proofKey: try proofKeyForSignIn(config, metadata))
-            authorizationURL = try await self.authorizationURL(for: session, config, metadata)
+            (authorizationURL, pushed) = try await self.authorizationURL(for: session, config, metadata)
         } catch {
             await listener.close()
             throw error
@@ -81,7 +84,7 @@ extension TokenBroker {
         logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
                                                   "browser": "\(openBrowser)"])
         return RedirectStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
-                          continuation: continuation, box: box)
+                             continuation: continuation, box: box, pushed: pushed)
     }
 
     /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is

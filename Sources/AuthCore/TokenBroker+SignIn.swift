@@ -61,7 +61,9 @@ extension TokenBroker {
             throw AuthError.unknownAccount(name)
         }
         do {
-            return try await pending.flow.start.value.ticket
+            let start = try await pending.flow.start.value
+            guard case .join = action else { return start.ticket }
+            return try await freshTicket(start, config)
         } catch {
             leaveSignIn(name, id: pending.id)
             throw TokenBroker.authError(error)

@@ -22,8 +22,9 @@ final class PushedAuthorizationTests: XCTestCase {
     static let pushed = HTTPReply(status: 201, body: Array(#"{"request_uri":"urn:ietf:params:oauth:request_uri:abc","expires_in":60}"#.utf8))
 
     func broker(_ http: FakeHTTP, _ browser: FakeBrowser, _ redirects: FakeRedirects = FakeRedirects(),
-                account: AccountConfig = Fixtures.account(), metadata: HTTPReply) -> TokenBroker {
-        let broker = Fixtures.broker(accounts: [account], http: http, redirects: redirects, browser: browser)
+                account: AccountConfig = Fixtures.account(), metadata: HTTPReply,
+                clock: ManualClock = ManualClock()) -> TokenBroker {
+        let broker = Fixtures.broker(accounts: [account], http: http, redirects: redirects, browser: browser, clock: clock)
         http.discovery["https://issuer.example/.well-known/openid-configuration"] = metadata
         return broker
     }
@@ -50,6 +51,25 @@ final class PushedAuthorizationTests: XCTestCase {
         let outcome = try await broker.awaitLogin(ticket)
         XCTAssertTrue(outcome.hasRefreshToken)
         XCTAssertEqual(http.tokenPosts.first?["code_verifier"].map(PKCE.challenge(for:)), push["code_challenge"])
+    }
+
+    func testACallerThatJoinsAfterTheRequestExpiredGetsAFreshlyPushedOne() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser(), clock = ManualClock()
+        http.parReplies = [PushedAuthorizationTests.pushed]
+        let broker = broker(http, browser, metadata: discovery(), clock: clock)
+        let first = try await broker.beginLogin(account: "work", openBrowser: false)
+        let joined = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(joined.authorizationURL, first.authorizationURL, "still fresh: the same request")
+        XCTAssertEqual(http.parPosts.count, 1)
+
+        clock.advance(.seconds(61))
+        http.parReplies = [HTTPReply(status: 201, body: Array(#"{"request_uri":"urn:ietf:params:oauth:request_uri:def","expires_in":60}"#.utf8))]
+        let late = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(http.parPosts.count, 2, "an expired request_uri is pushed again, not shown")
+        XCTAssertTrue(late.authorizationURL.absoluteString.contains("request_uri%3Adef")
+                      || late.authorizationURL.absoluteString.contains("request_uri:def"), late.authorizationURL.absoluteString)
+        XCTAssertEqual(http.parPosts[1].fields["state"], http.parPosts[0].fields["state"], "the same sign-in, pushed again")
+        XCTAssertTrue(browser.opened.isEmpty, "a joining caller is shown the URL; no browser is started for it")
     }
 
     func testAConfidentialClientAuthenticatesThePushAsAtTheTokenEndpoint() async throws {
