@@ -1,5 +1,5 @@
 # The measuring half of scripts/bench; runs inside scripts/with-keyring (a real GNOME keyring on a private bus).
-# Expects from scripts/bench: ROOT BIN TOOLS WORK SOCK AS1 AS2 DURATION SPAWN_RUNS. Appends one JSON object per figure
+# Expects from scripts/bench: ROOT BIN TOOLS WORK SOCK AS1 AS2 AS3 DURATION SPAWN_RUNS. Appends one JSON object per figure
 # to $WORK/results.jsonl; Benchmarks/report.py turns them into the table.
 set -euo pipefail
 R=$WORK/results.jsonl
@@ -12,6 +12,7 @@ say() { printf '== %s\n' "$*" >&2; }
 recorded() { "$ROOT/.venv/bin/python" "$ROOT/Benchmarks/record_request.py" "$WORK/record.sock" -- "$BIN/authctl" "$@" --socket "$WORK/record.sock"; }
 TOKEN_REQ=$(recorded token work)
 REFRESH_REQ=$(recorded token work --refresh)
+REFRESH_DPOP_REQ=$(recorded token dpop --refresh)
 PERSONAL_REQ=$(recorded token personal)
 STATUS_REQ=$(recorded status)
 # loadgen sends authctl's `token work` line unless a later --request names another.
@@ -19,8 +20,9 @@ loadgen() { "$TOOLS/loadgen" --request "$TOKEN_REQ" "$@"; }
 emit() { printf '%s\n' "$1" >>"$R"; }
 loadavg() { emit "{\"kind\":\"loadavg\",\"at\":\"$1\",\"value\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
 kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-# The server's own times (ms, comma-separated) of the POST /o/token/ requests in AS1's requests.log after its line $1.
-token_post_ms() { tail -n +"$(($1 + 1))" "$AS1/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }'; }
+# The server's own times (ms, comma-separated) of the POST /o/token/ requests in AS1's (or $2's) requests.log after its
+# line $1.
+token_post_ms() { tail -n +"$(($1 + 1))" "${2:-$AS1}/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }'; }
 # loadgen wrapper: a run that reports errors is still recorded (the report flags it); a crash is recorded as such.
 load() {
     local target=$1; shift
@@ -268,6 +270,19 @@ load refresh --socket "$SOCK" --clients 1 --mode persistent --count 20 --duratio
 server=$(token_post_ms "$before")
 others=$(tail -n +"$((before + 1))" "$AS1/requests.log" | awk '!($1 == "POST" && $2 == "/o/token/")' | wc -l)
 emit "{\"kind\":\"refresh_server\",\"token_ms\":[$server],\"other_requests\":$others}"
+# The same with DPoP (RFC 9449), the same server code with its DPoP layer on: the agent signs a proof per request
+# (and the server checks it, which its own logged time includes). Alternated with work's in rounds, so the load on
+# the machine falls on both alike.
+"$BIN/authctl" login dpop >/dev/null 2>>"$WORK/authctl.log"
+for round in 1 2 3; do
+    for account in work dpop; do
+        if [ "$account" = work ]; then req=$REFRESH_REQ dir=$AS1; else req=$REFRESH_DPOP_REQ dir=$AS3; fi
+        before=$(wc -l <"$dir/requests.log")
+        ROUND=$round load "refresh-ab-$account" --socket "$SOCK" --clients 1 --mode persistent --count 20 --duration 120 \
+            --timeout 60 --request "$req"
+        emit "{\"kind\":\"refresh_dpop_ab\",\"account\":\"$account\",\"round\":$round,\"token_ms\":[$(token_post_ms "$before" "$dir")]}"
+    done
+done
 # What a minimal HTTP client pays around the same endpoint beyond the time the server logs (waitress, TCP, HTTP):
 # 20 refresh-token POSTs with an unknown token (400 invalid_grant), each on a new connection, timed in-process.
 before=$(wc -l <"$AS1/requests.log")
