@@ -129,5 +129,7 @@ public struct ScopedTokenStatus: Sendable, Equatable {
 
 public struct BrokerStatus: Sendable {
     public var keyring: KeyringState
+    /// Who answers as the Secret Service (nil: none, or unknown).
+    public var keyringService: KeyringService?
     public var accounts: [AccountStatus]
 }

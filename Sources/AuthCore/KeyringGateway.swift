@@ -10,6 +10,8 @@ actor KeyringGateway {
     struct View: Sendable {
         var state: KeyringState
         var stored: Set<SecretKey>?
+        /// Who answers as the Secret Service (nil: none, or unknown).
+        var service: KeyringService?
     }
 
     private let store: any SecretStore
@@ -27,10 +29,18 @@ actor KeyringGateway {
     func load(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
         if let found = try await store.loadItem(key) { return found }
         switch await store.state() {
-        case .locked: throw AuthError.keyringLocked()
+        case .locked: throw await store.lockedError()
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
         case .available, .error: return nil
         }
+    }
+
+    /// Throws `keyringLocked` (in the words of the Secret Service that answers) when the store is locked: asked
+    /// before a sign-in sends anyone to the browser, whose result would otherwise have nowhere to go. Any other
+    /// state lets the sign-in go on (a keyring that does not answer now may by the end of it).
+    func requireUnlocked() async throws(AuthError) {
+        guard await state() == .locked else { return }
+        throw await store.lockedError()
     }
 
     /// The item under `key` as the keyring gives it, without the double check: nil also when the collection is
@@ -68,11 +78,12 @@ actor KeyringGateway {
         let store = self.store, time = self.time, limit = probeLimit
         let task = Task {
             let state = await time.within(limit, fallback: .error) { await store.state() }
-            guard state == .available else { return View(state: state, stored: nil) }
+            let service = await time.within(limit, fallback: KeyringService?.none) { await store.service() }
+            guard state == .available else { return View(state: state, stored: nil, service: service) }
             let stored = await time.within(limit, fallback: nil) { () async -> Set<SecretKey>? in
                 try? await store.storedKeys()
             }
-            return View(state: state, stored: stored)
+            return View(state: state, stored: stored, service: service)
         }
         probe = task
         let view = await task.value

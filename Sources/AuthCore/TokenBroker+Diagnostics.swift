@@ -23,7 +23,7 @@ extension TokenBroker {
             configs = accountOrder.compactMap { accounts[$0]?.config }
         }
         let time = self.time
-        let keyring = await self.keyring.state()
+        let keyring = await self.keyring.view()
         var results: [String: AccountDiagnosis] = [:]
         await withTaskGroup(of: AccountDiagnosis.self) { group in
             for config in configs {
@@ -38,7 +38,7 @@ extension TokenBroker {
             }
             for await result in group { results[result.name] = result }
         }
-        return BrokerDiagnosis(keyring: keyring, browser: browser.locate(),
+        return BrokerDiagnosis(keyring: keyring.state, keyringService: keyring.service, browser: browser.locate(),
                                accounts: configs.compactMap { results[$0.name] })
     }
 
@@ -77,6 +77,8 @@ extension TokenBroker {
 /// The result of ``TokenBroker/diagnose(account:)``.
 public struct BrokerDiagnosis: Sendable {
     public var keyring: KeyringState
+    /// Who answers as the Secret Service (nil: none, or unknown).
+    public var keyringService: KeyringService?
     public var browser: BrowserLocation
     public var accounts: [AccountDiagnosis]
 }

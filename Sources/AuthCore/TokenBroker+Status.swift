@@ -31,7 +31,7 @@ extension TokenBroker {
                 scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil,
                 signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock())))
         }
-        return BrokerStatus(keyring: keyring.state, accounts: list)
+        return BrokerStatus(keyring: keyring.state, keyringService: keyring.service, accounts: list)
     }
 
     /// The account's scoped access tokens, ordered by scope set and resource.
