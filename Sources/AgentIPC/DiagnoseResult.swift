@@ -90,18 +90,24 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     public var protocolVersion: Int
     /// available, locked, absent or error.
     public var keyring: String
+    /// The program that owns `org.freedesktop.secrets` (its executable's path, or its process name); absent when
+    /// none does or the agent cannot tell.
+    public var keyringService: String?
     public var browser: Browser
     public var accounts: [Account]
 
-    public init(agentVersion: String, keyring: String, browser: Browser, accounts: [Account]) {
+    public init(agentVersion: String, keyring: String, keyringService: String? = nil, browser: Browser,
+                accounts: [Account]) {
         self.agentVersion = agentVersion
         self.protocolVersion = WireProtocol.version
         self.keyring = keyring
+        self.keyringService = keyringService
         self.browser = browser
         self.accounts = accounts
     }
 
     enum CodingKeys: String, CodingKey {
-        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, browser, accounts
+        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, keyringService = "keyring_service",
+             browser, accounts
     }
 }

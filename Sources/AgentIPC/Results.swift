@@ -225,18 +225,24 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var socket: String
         /// available, locked, absent or error.
         public var keyring: String
+        /// The program that answers as the Secret Service (its executable's path, or its process name); absent when
+        /// none does or the agent cannot tell.
+        public var keyringService: String?
 
-        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String) {
+        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String,
+                    keyringService: String? = nil) {
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
             self.uptimeSeconds = uptimeSeconds
             self.socket = socket
             self.keyring = keyring
+            self.keyringService = keyringService
         }
 
         enum CodingKeys: String, CodingKey {
-            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring
+            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
+                 keyringService = "keyring_service"
         }
     }
 

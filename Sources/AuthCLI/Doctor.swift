@@ -73,18 +73,20 @@ public enum Doctor {
         DoctorCheck("agent", .fail, "auth-agent is not running (\(reason))", hint: startHint)
     }
 
-    public static func keyring(_ state: String) -> DoctorCheck {
+    /// `service`: the program that owns `org.freedesktop.secrets` on the agent's bus, as the agent saw it (named in
+    /// the message: which program answers is up to the bus, see docs/KEEPASSXC.md).
+    public static func keyring(_ state: String, service: String? = nil) -> DoctorCheck {
+        let owner = service.map { " (org.freedesktop.secrets: \($0))" } ?? ""
+        let hint = KeyringAdvice.hint(state: state, service: service)
         switch state {
-        case "available": return DoctorCheck("keyring", .ok, "the Secret Service (GNOME keyring) is available and unlocked")
+        case "available": return DoctorCheck("keyring", .ok, "the Secret Service is available and unlocked" + owner)
         case "locked":
-            return DoctorCheck("keyring", .fail, "the login keyring is locked",
-                               hint: "unlock it (log in to the desktop, or use Seahorse); tokens cannot be read or saved meanwhile")
+            let what = KeyringAdvice.isKeePassXC(service) ? "KeePassXC's database is locked or not open" : "the login keyring is locked"
+            return DoctorCheck("keyring", .fail, what + owner, hint: hint.map { "\($0); tokens cannot be read or saved meanwhile" })
         case "absent":
-            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus",
-                               hint: "start gnome-keyring-daemon (or another Secret Service) in your session")
+            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus", hint: hint)
         default:
-            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))",
-                               hint: "an unlock prompt may be waiting on your desktop")
+            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))" + owner, hint: hint)
         }
     }
 

@@ -54,7 +54,7 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         if let diagnosis {
-            checks.append(Doctor.keyring(diagnosis.keyring))
+            checks.append(Doctor.keyring(diagnosis.keyring, service: diagnosis.keyringService))
             checks.append(Doctor.browser(program: diagnosis.browser.program, source: diagnosis.browser.source,
                                                  problem: diagnosis.browser.problem, fromAgent: true))
         } else {

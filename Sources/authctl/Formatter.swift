@@ -50,18 +50,6 @@ enum Formatter {
         }.joined(separator: "\n")
     }
 
-    /// What a keyring state other than `available` means for the user, and what to do about it. The agent asks the
-    /// keyring again at each use, so none of these needs a restart.
-    static func keyringHint(_ state: String) -> String? {
-        switch state {
-        case "absent":
-            return "no Secret Service on the session bus: start one (gnome-keyring-daemon, KeePassXC) and the agent uses it without a restart"
-        case "locked": return "unlock the login keyring (log in again, or Seahorse); no restart needed"
-        case "error": return "the keyring failed or did not answer in time; see the agent's log"
-        default: return nil
-        }
-    }
-
     static func status(_ status: StatusResult, now: Int, color: Bool) -> String {
         func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
         let agent = status.agent
@@ -69,7 +57,8 @@ enum Formatter {
             "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
             "socket:  \(agent.socket)",
             "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, "31"))"
-                + (keyringHint(agent.keyring).map { " (\($0))" } ?? ""),
+                + (agent.keyringService.map { ", \(KeyringAdvice.describe($0))" } ?? "")
+                + (KeyringAdvice.hint(state: agent.keyring, service: agent.keyringService).map { " (\($0))" } ?? ""),
         ]
         if status.accounts.isEmpty {
             lines.append("")
