@@ -216,10 +216,14 @@ def test_locked_keyring_is_reported_as_locked(signed_in_agent, keyring, auth_ser
 
 
 def test_login_with_a_locked_keyring_fails_as_locked(agent, keyring, auth_server):
+    """The lock is found before the user is sent to sign in (a sign-in would have nowhere to go), and the hint is
+    the GNOME keyring's."""
     keyring.lock()
     result = agent.authctl("login", "work")
     assert result.returncode == 5, (result.returncode, result.stdout, result.stderr)
     assert "locked" in result.stderr
+    assert "hint: unlock the login keyring" in result.stderr and "Seahorse" in result.stderr, result.stderr
+    assert agent.browser_runs() == 0, "the browser was started for a sign-in that could not be stored"
     keyring.unlock()
     assert keyring.secret_tool_count("work") == 0
     assert agent.authctl("token", "work").returncode == 4
