@@ -7,9 +7,10 @@ import Foundation
 #endif
 
 /// A ``SecretStore`` over libsecret: refresh tokens live in the Secret Service's default collection (the GNOME
-/// login keyring, or the group of KeePassXC's open database that is exposed to the Secret Service), one item per ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes
-/// `account`, `issuer` and `client_id`, and, when known, `valid_until` and `warned_at` (``KeyringItem``'s dates, as
-/// decimal Unix seconds: not secret, so never in the secret, which is the bare credential).
+/// login keyring, or the group of KeePassXC's open database that is exposed to the Secret Service), one item per
+/// ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes `account`, `issuer` and
+/// `client_id`, and, when known, `valid_until` and `warned_at` (``KeyringItem``'s dates, as decimal Unix seconds: not
+/// secret, so never in the secret, which is the bare credential).
 ///
 /// Every call runs off the Swift concurrency pool on one serial queue and gives up after `timeout` (a stopped
 /// daemon, or an unlock prompt nobody answers, would otherwise block for ~50 s). Errors map to
