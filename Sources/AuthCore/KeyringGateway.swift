@@ -78,7 +78,10 @@ actor KeyringGateway {
         let store = self.store, time = self.time, limit = probeLimit
         let task = Task {
             let state = await time.within(limit, fallback: .error) { await store.state() }
-            let service = await time.within(limit, fallback: KeyringService?.none) { await store.service() }
+            // Not asked of a keyring that did not answer: the call would queue behind the stuck one and double the
+            // time `status` takes.
+            let service = state == .error
+                ? nil : await time.within(limit, fallback: KeyringService?.none) { await store.service() }
             guard state == .available else { return View(state: state, stored: nil, service: service) }
             let stored = await time.within(limit, fallback: nil) { () async -> Set<SecretKey>? in
                 try? await store.storedKeys()
