@@ -22,8 +22,8 @@ extension AgentOperations {
             error.map { DiagnoseResult.Problem(code: wireCode($0.code).rawValue, message: $0.message) }
         }
         return DiagnoseResult(
-            agentVersion: version, keyring: diagnosis.keyring.rawValue, store: diagnosis.store.rawValue,
-            keptInMemory: diagnosis.inMemory.isEmpty ? nil : diagnosis.inMemory,
+            agentVersion: version, keyring: diagnosis.keyring.rawValue, keyringService: diagnosis.keyringService?.program,
+            store: diagnosis.store.rawValue, keptInMemory: diagnosis.inMemory.isEmpty ? nil : diagnosis.inMemory,
             browser: .init(program: diagnosis.browser.program, source: diagnosis.browser.source, problem: diagnosis.browser.problem,
                            display: diagnosis.browser.display, waylandDisplay: diagnosis.browser.waylandDisplay,
                            displaySource: diagnosis.browser.displaySource),

@@ -177,7 +177,8 @@ public struct AgentOperations: Sendable {
         let uptime = ContinuousClock.now - info.startedAt
         return StatusResult(
             agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
-                         socket: info.socketPath, keyring: status.keyring.rawValue, store: status.store.rawValue),
+                         socket: info.socketPath, keyring: status.keyring.rawValue,
+                         keyringService: status.keyringService?.program, store: status.store.rawValue),
             accounts: status.accounts.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
@@ -212,7 +213,8 @@ public struct AgentOperations: Sendable {
         do {
             return try await body()
         } catch {
-            throw WireError(AgentOperations.wireCode(error.code), error.message, retryAfter: error.retryAfter)
+            throw WireError(AgentOperations.wireCode(error.code), error.message, retryAfter: error.retryAfter,
+                            keyringService: error.keyringService)
         }
     }
 

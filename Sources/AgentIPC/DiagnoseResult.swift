@@ -90,6 +90,9 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     public var protocolVersion: Int
     /// available, locked, absent, error, or unused (`store = "memory"`).
     public var keyring: String
+    /// The program that owns `org.freedesktop.secrets` (its executable's path, or its process name); absent when
+    /// none does or the agent cannot tell.
+    public var keyringService: String?
     /// `[agent] store` (auto, secret-service, memory); absent from older agents.
     public var store: String?
     /// The accounts whose sign-in lives in the agent's memory only; absent when none.
@@ -97,11 +100,12 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     public var browser: Browser
     public var accounts: [Account]
 
-    public init(agentVersion: String, keyring: String, store: String? = nil, keptInMemory: [String]? = nil,
-                browser: Browser, accounts: [Account]) {
+    public init(agentVersion: String, keyring: String, keyringService: String? = nil, store: String? = nil,
+                keptInMemory: [String]? = nil, browser: Browser, accounts: [Account]) {
         self.agentVersion = agentVersion
         self.protocolVersion = WireProtocol.version
         self.keyring = keyring
+        self.keyringService = keyringService
         self.store = store
         self.keptInMemory = keptInMemory
         self.browser = browser
@@ -109,7 +113,7 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, store,
-             keptInMemory = "kept_in_memory", browser, accounts
+        case agentVersion = "agent_version", protocolVersion = "protocol", keyring, keyringService = "keyring_service",
+             store, keptInMemory = "kept_in_memory", browser, accounts
     }
 }

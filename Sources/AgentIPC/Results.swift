@@ -239,22 +239,27 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var socket: String
         /// available, locked, absent, error, or unused (`store = "memory"`).
         public var keyring: String
+        /// The program that answers as the Secret Service (its executable's path, or its process name); absent when
+        /// none does or the agent cannot tell.
+        public var keyringService: String?
         /// Where sign-ins are kept (`[agent] store`): auto, secret-service or memory. Absent from older agents.
         public var store: String?
 
         public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String,
-                    store: String? = nil) {
+                    keyringService: String? = nil, store: String? = nil) {
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
             self.uptimeSeconds = uptimeSeconds
             self.socket = socket
             self.keyring = keyring
+            self.keyringService = keyringService
             self.store = store
         }
 
         enum CodingKeys: String, CodingKey {
-            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring, store
+            case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
+                 keyringService = "keyring_service", store
         }
     }
 

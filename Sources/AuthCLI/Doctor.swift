@@ -74,7 +74,8 @@ public enum Doctor {
     }
 
     /// The keyring's state, and a warning for each sign-in that lives in the agent's memory only (`store`).
-    public static func keyring(_ state: String, store: String?, keptInMemory: [String]) -> [DoctorCheck] {
+    public static func keyring(_ state: String, service: String? = nil, store: String?,
+                               keptInMemory: [String]) -> [DoctorCheck] {
         let memory = keptInMemory.map { account in
             DoctorCheck("store", account: account, .warn,
                         "the sign-in is kept in the agent's memory only: it ends when the agent stops",
@@ -85,27 +86,29 @@ public enum Doctor {
         switch (state, store) {
         case ("unused", _):
             return [DoctorCheck("keyring", .warn, "not used: store = \"memory\" keeps every sign-in in memory until the agent stops",
-                                hint: "set `store = \"auto\"` in [agent] to keep sign-ins in a Secret Service")] + memory
+                                hint: KeyringAdvice.hint(state: state, service: service, store: store))] + memory
         case ("absent", "auto"?):
             return [DoctorCheck("keyring", .warn, "no Secret Service is running on the agent's session bus: sign-ins are kept in memory until the agent stops",
-                                hint: "start gnome-keyring-daemon (or KeePassXC with its Secret Service integration) in your session")] + memory
+                                hint: KeyringAdvice.hint(state: state, service: service, store: store))] + memory
         default:
-            return [keyring(state)] + memory
+            return [keyring(state, service: service)] + memory
         }
     }
 
-    public static func keyring(_ state: String) -> DoctorCheck {
+    /// `service`: the program that owns `org.freedesktop.secrets` on the agent's bus, as the agent saw it (named in
+    /// the message: which program answers is up to the bus, see docs/KEEPASSXC.md).
+    public static func keyring(_ state: String, service: String? = nil) -> DoctorCheck {
+        let owner = service.map { " (org.freedesktop.secrets: \($0))" } ?? ""
+        let hint = KeyringAdvice.hint(state: state, service: service)
         switch state {
-        case "available": return DoctorCheck("keyring", .ok, "the Secret Service (GNOME keyring) is available and unlocked")
+        case "available": return DoctorCheck("keyring", .ok, "the Secret Service is available and unlocked" + owner)
         case "locked":
-            return DoctorCheck("keyring", .fail, "the login keyring is locked",
-                               hint: "unlock it (log in to the desktop, or use Seahorse); tokens cannot be read or saved meanwhile")
+            let what = KeyringAdvice.isKeePassXC(service) ? "KeePassXC's database is locked or not open" : "the login keyring is locked"
+            return DoctorCheck("keyring", .fail, what + owner, hint: hint.map { "\($0); tokens cannot be read or saved meanwhile" })
         case "absent":
-            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus",
-                               hint: "start gnome-keyring-daemon (or another Secret Service) in your session")
+            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus", hint: hint)
         default:
-            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))",
-                               hint: "an unlock prompt may be waiting on your desktop")
+            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))" + owner, hint: hint)
         }
     }
 

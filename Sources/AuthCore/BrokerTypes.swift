@@ -174,5 +174,7 @@ public struct BrokerStatus: Sendable {
     public var keyring: KeyringState
     /// `[agent] store`.
     public var store: StoreChoice
+    /// Who answers as the Secret Service (nil: none, or unknown).
+    public var keyringService: KeyringService?
     public var accounts: [AccountStatus]
 }

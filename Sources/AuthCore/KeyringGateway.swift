@@ -15,6 +15,8 @@ actor KeyringGateway {
     struct View: Sendable {
         var state: KeyringState
         var stored: Set<SecretKey>?
+        /// Who answers as the Secret Service (nil: none, or unknown).
+        var service: KeyringService?
         var held: [SecretKey: HeldItem] = [:]
     }
 
@@ -50,11 +52,20 @@ actor KeyringGateway {
             return nil
         }
         switch await store.state() {
-        case .locked: throw AuthError.keyringLocked()
+        case .locked: throw await store.lockedError()
         case .absent where choice == .auto: return nil
         case .absent: throw AuthError.keyringUnavailable("the Secret Service is not running")
         case .available, .error, .unused: return nil
         }
+    }
+
+    /// Throws `keyringLocked` (in the words of the Secret Service that answers) when the store is locked: asked
+    /// before a sign-in sends anyone to the browser, whose result would otherwise have nowhere to go (a locked store
+    /// is never a reason to keep a sign-in in memory). Any other state lets the sign-in go on (a keyring that does
+    /// not answer now may by the end of it; with no Secret Service and `auto`, the sign-in is kept in memory).
+    func requireUnlocked() async throws(AuthError) {
+        guard choice != .memory, await state() == .locked else { return }
+        throw await store.lockedError()
     }
 
     /// The item under `key` as the keyring gives it, without the double check: nil also when the collection is
@@ -170,11 +181,15 @@ actor KeyringGateway {
         let store = self.store, time = self.time, limit = probeLimit
         let task = Task {
             let state = await time.within(limit, fallback: .error) { await store.state() }
-            guard state == .available else { return View(state: state, stored: nil) }
+            // Not asked of a keyring that did not answer: the call would queue behind the stuck one and double the
+            // time `status` takes.
+            let service = state == .error
+                ? nil : await time.within(limit, fallback: KeyringService?.none) { await store.service() }
+            guard state == .available else { return View(state: state, stored: nil, service: service) }
             let stored = await time.within(limit, fallback: nil) { () async -> Set<SecretKey>? in
                 try? await store.storedKeys()
             }
-            return View(state: state, stored: stored)
+            return View(state: state, stored: stored, service: service)
         }
         probe = task
         let view = await task.value

@@ -19,9 +19,16 @@ public protocol SecretStore: Sendable {
     /// Deletes the item; returns whether one existed.
     @discardableResult func delete(_ key: SecretKey) async throws(AuthError) -> Bool
     func state() async -> KeyringState
+    /// The program that answers as the Secret Service, when the store can tell (nil: none, or unknown).
+    func service() async -> KeyringService?
+    /// The error for a store that ``state()`` calls `locked`, in the words of the Secret Service that answers.
+    func lockedError() async -> AuthError
 }
 
 extension SecretStore {
+    public func service() async -> KeyringService? { nil }
+    public func lockedError() async -> AuthError { AuthError.keyringLocked() }
+
     /// The key's secret alone, through ``loadItem(_:)``.
     public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {
         try await loadItem(key)?.secret

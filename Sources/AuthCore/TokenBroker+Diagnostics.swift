@@ -23,7 +23,7 @@ extension TokenBroker {
             configs = accountOrder.compactMap { accounts[$0]?.config }
         }
         let time = self.time
-        let keyring = await self.keyring.state()
+        let keyring = await self.keyring.view()
         var results: [String: AccountDiagnosis] = [:]
         await withTaskGroup(of: AccountDiagnosis.self) { group in
             for config in configs {
@@ -38,8 +38,9 @@ extension TokenBroker {
             }
             for await result in group { results[result.name] = result }
         }
-        return BrokerDiagnosis(keyring: keyring, store: self.keyring.choice, inMemory: await accountsInMemory,
-                               browser: browser.locate(), accounts: configs.compactMap { results[$0.name] })
+        return BrokerDiagnosis(keyring: keyring.state, keyringService: keyring.service, store: self.keyring.choice,
+                               inMemory: await accountsInMemory, browser: browser.locate(),
+                               accounts: configs.compactMap { results[$0.name] })
     }
 
     private func diagnose(_ config: AccountConfig) async -> AccountDiagnosis {
@@ -77,6 +78,8 @@ extension TokenBroker {
 /// The result of ``TokenBroker/diagnose(account:)``.
 public struct BrokerDiagnosis: Sendable {
     public var keyring: KeyringState
+    /// Who answers as the Secret Service (nil: none, or unknown).
+    public var keyringService: KeyringService?
     /// `[agent] store`, and the accounts whose sign-in lives in memory only.
     public var store: StoreChoice
     public var inMemory: [String]

@@ -38,6 +38,9 @@ extension TokenBroker {
     public func beginLogin(account name: String, openBrowser: Bool = true,
                            method: LoginMethod = .redirect) async throws(AuthError) -> LoginTicket {
         let config = try state(name).config
+        // Before anyone is sent to the browser or given a device code: the refresh token a sign-in ends with must
+        // have somewhere to go, and a locked store says so now rather than after the user signed in.
+        try await keyring.requireUnlocked()
         let id = UUID()
         let action = accounts[name]?.signIn.begin(id: id, method: method, now: time.now()) {
             let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }

@@ -35,7 +35,8 @@ extension TokenBroker {
                 dpop: state.proofKey == nil ? (state.dpopRefused ? "refused" : nil)
                     : (cache?.tokens.tokenType == "Bearer" ? "refresh_token" : "access_token")))
         }
-        return BrokerStatus(keyring: keyring.state, store: self.keyring.choice, accounts: list)
+        return BrokerStatus(keyring: keyring.state, store: self.keyring.choice, keyringService: keyring.service,
+                            accounts: list)
     }
 
     /// The account's scoped access tokens, ordered by scope set and resource.

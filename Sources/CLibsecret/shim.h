@@ -276,6 +276,40 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
     return state;
 }
 
+/* The program that owns org.freedesktop.secrets on the session bus, which is what answers every Secret Service
+ * call (the GNOME keyring, KeePassXC, ...): the path of its executable (/proc/PID/exe), or its name
+ * (/proc/PID/comm) when the executable cannot be read. Free with g_free. NULL with *error set when the bus or the
+ * name's owner cannot be asked (no owner: G_DBUS_ERROR_NAME_HAS_NO_OWNER); NULL without an error when the owner's
+ * process is not visible here (another PID namespace). Only the bus daemon is asked: the service is not called, so
+ * this never starts a D-Bus-activatable one. */
+static inline gchar *aa_secret_service_program(GCancellable *cancellable, GError **error) {
+    GDBusConnection *bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, error);
+    if (bus == NULL) return NULL;
+    GVariant *reply = g_dbus_connection_call_sync(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                  "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                                                  g_variant_new("(s)", "org.freedesktop.secrets"),
+                                                  G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, 5000, cancellable,
+                                                  error);
+    g_object_unref(bus);
+    if (reply == NULL) return NULL;
+    guint32 pid = 0;
+    g_variant_get(reply, "(u)", &pid);
+    g_variant_unref(reply);
+    gchar path[64];
+    g_snprintf(path, sizeof path, "/proc/%u/exe", pid);
+    gchar *program = g_file_read_link(path, NULL);
+    if (program != NULL) {
+        /* An executable replaced by an upgrade reads as "/usr/bin/x (deleted)". */
+        gchar *deleted = g_strrstr(program, " (deleted)");
+        if (deleted != NULL && deleted[strlen(" (deleted)")] == '\0') *deleted = '\0';
+        return program;
+    }
+    g_snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    if (!g_file_get_contents(path, &program, NULL, NULL)) return NULL;
+    g_strchomp(program);
+    return program;
+}
+
 static inline const char *aa_secret_error_message(const GError *error) { return error ? error->message : ""; }
 static inline void aa_secret_error_free(GError *error) { if (error) g_error_free(error); }
 

@@ -7,9 +7,10 @@ import Foundation
 #endif
 
 /// A ``SecretStore`` over libsecret: refresh tokens live in the Secret Service's default collection (the GNOME
-/// login keyring), one item per ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes
-/// `account`, `issuer` and `client_id`, and, when known, `valid_until` and `warned_at` (``KeyringItem``'s dates, as
-/// decimal Unix seconds: not secret, so never in the secret, which is the bare credential).
+/// login keyring, or the group of KeePassXC's open database that is exposed to the Secret Service), one item per
+/// ``SecretKey`` under the schema `dev.auth-agent.RefreshToken` with the attributes `account`, `issuer` and
+/// `client_id`, and, when known, `valid_until` and `warned_at` (``KeyringItem``'s dates, as decimal Unix seconds: not
+/// secret, so never in the secret, which is the bare credential).
 ///
 /// Every call runs off the Swift concurrency pool on one serial queue and gives up after `timeout` (a stopped
 /// daemon, or an unlock prompt nobody answers, would otherwise block for ~50 s). Errors map to
@@ -17,7 +18,8 @@ import Foundation
 /// contains a secret.
 ///
 /// A locked collection hides its items: ``load(_:)`` then returns nil without an error, so callers that get nil
-/// ask ``state()`` before concluding that there is no token.
+/// ask ``state()`` before concluding that there is no token. A locked one is never searched or written (KeePassXC
+/// would answer with a dialog and hold the call until the timeout): writes and deletes fail with ``lockedError()``.
 public final class LibsecretStore: SecretStore {
     /// How long one keyring call may take.
     public let timeout: Duration
@@ -43,7 +45,11 @@ public final class LibsecretStore: SecretStore {
 
     public func loadItem(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
         let outcome = await caller.call { cancellable, error -> KeyringItem? in
-            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+            // A locked or missing default collection is not searched: it hides our items anyway (nil, which the
+            // caller checks against state()), and KeePassXC answers such a search with its unlock or open dialog
+            // (UnlockBeforeSearch, its default), which would hold the call until its timeout.
+            guard LibsecretStore.inspect(cancellable, error).raw == AA_KEYRING_AVAILABLE else { return nil }
+            return LibsecretStore.withAttributes(key) { account, issuer, clientID in
                 var validUntil: UnsafeMutablePointer<gchar>?
                 var warnedAt: UnsafeMutablePointer<gchar>?
                 defer {
@@ -96,8 +102,18 @@ public final class LibsecretStore: SecretStore {
     public func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) {
         let itemLabel = label(key)
         let validUntil = LibsecretStore.attribute(item.validUntil), warnedAt = LibsecretStore.attribute(item.warnedAt)
-        let outcome = await caller.call { cancellable, error -> Bool in
-            LibsecretStore.withAttributes(key) { account, issuer, clientID in
+        let outcome = await caller.call { cancellable, error -> Guarded<Bool> in
+            // Refused before anything is asked of the service: a locked store, or KeePassXC with no database open,
+            // would otherwise wait on KeePassXC's unlock dialog or new-database wizard. (The GNOME keyring with no
+            // login collection yet creates one, which is what a first write there should do.)
+            let found = LibsecretStore.inspect(cancellable, error)
+            switch found.raw {
+            case AA_KEYRING_LOCKED: return .refused(found)
+            case AA_KEYRING_NO_DEFAULT_COLLECTION where found.service?.isKeePassXC == true: return .refused(found)
+            case AA_KEYRING_AVAILABLE, AA_KEYRING_NO_DEFAULT_COLLECTION: break
+            default: return .done(false)  // no service, or no answer: *error says which
+            }
+            let stored = LibsecretStore.withAttributes(key) { account, issuer, clientID in
                 itemLabel.withCString { itemLabel in
                     LibsecretStore.withOptionalCString(validUntil) { validUntil in
                         LibsecretStore.withOptionalCString(warnedAt) { warnedAt in
@@ -109,10 +125,22 @@ public final class LibsecretStore: SecretStore {
                     }
                 }
             }
+            return .done(stored)
         }
         if let failure = outcome.failure { throw authError(failure) }
+        switch outcome.value {
+        case .done(true)?: return
+        case .refused(let found)?: throw found.lockedError
         // libsecret documents FALSE with an error; be safe if it ever returns FALSE without one.
-        guard outcome.value == true else { throw AuthError(.keyringError, "the keyring refused to store the token") }
+        case .done(false)?, nil: throw AuthError(.keyringError, "the keyring refused to store the token")
+        }
+    }
+
+    /// What a write or delete came to.
+    private enum Guarded<Value: Sendable>: Sendable {
+        case done(Value)
+        /// Not tried: the store hides its items (locked, or KeePassXC with no database open).
+        case refused(Inspection)
     }
 
     /// `body` with the key's three attributes (the schema's `account`, `issuer` and `client_id`) as C strings.
@@ -130,41 +158,104 @@ public final class LibsecretStore: SecretStore {
 
     @discardableResult
     public func delete(_ key: SecretKey) async throws(AuthError) -> Bool {
-        let outcome = await caller.call { cancellable, error -> Bool in
-            LibsecretStore.withAttributes(key) { account, issuer, clientID in
-                aa_secret_clear(account, issuer, clientID, cancellable, error) == 1
+        let outcome = await caller.call { cancellable, error -> Guarded<Bool> in
+            // As for a write: a locked store hides the item (a delete would find nothing and say so), and KeePassXC
+            // would wait on its unlock dialog.
+            let found = LibsecretStore.inspect(cancellable, error)
+            if found.hidesItems { return .refused(found) }
+            guard found.raw == AA_KEYRING_AVAILABLE || found.raw == AA_KEYRING_NO_DEFAULT_COLLECTION else {
+                return .done(false)  // *error says why
             }
+            return .done(LibsecretStore.withAttributes(key) { account, issuer, clientID in
+                aa_secret_clear(account, issuer, clientID, cancellable, error) == 1
+            })
         }
         if let failure = outcome.failure { throw authError(failure) }
-        return outcome.value ?? false
+        switch outcome.value {
+        case .done(let deleted)?: return deleted
+        case .refused(let found)?: throw found.lockedError
+        case nil: return false
+        }
     }
 
     /// The default collection's state.
     ///
-    /// - `available`: unlocked, or the service answers but has no default collection yet (no login keyring):
-    ///   nothing is hidden, so a nil ``load(_:)`` really means "no token"; the first ``store(_:for:)`` asks the
-    ///   keyring to create the collection (a prompt on a desktop; a `keyringError` when headless).
-    /// - `locked`: items are hidden and stores fail until the user unlocks it.
+    /// - `available`: unlocked, or the GNOME keyring (any service but KeePassXC) answers but has no default
+    ///   collection yet (no login keyring): nothing is hidden, so a nil ``loadItem(_:)`` really means "no token"; the
+    ///   first ``store(_:for:)`` asks the keyring to create the collection (a prompt on a desktop; a `keyringError`
+    ///   when headless).
+    /// - `locked`: items are hidden and writes are refused until the user unlocks it; also KeePassXC with no
+    ///   database open (no default collection), which hides the items the same way and would answer a write with
+    ///   its new-database wizard.
     /// - `absent`: no Secret Service on the session bus (or no session bus).
     /// - `error`: anything else, including a keyring that did not answer within `timeout`.
     public func state() async -> KeyringState {
-        let outcome = await caller.call { cancellable, error in Int(aa_secret_keyring_state(cancellable, error)) }
-        switch outcome.value ?? AA_KEYRING_ERROR {
-        case AA_KEYRING_AVAILABLE, AA_KEYRING_NO_DEFAULT_COLLECTION: return .available
-        case AA_KEYRING_LOCKED: return .locked
-        case AA_KEYRING_ABSENT: return .absent
-        default:
-            switch outcome.failure?.kind {
-            case .noService: return .absent
-            case .locked: return .locked
+        let outcome = await caller.call { cancellable, error in LibsecretStore.inspect(cancellable, error) }
+        if let found = outcome.value, found.raw != AA_KEYRING_ERROR { return found.state }
+        switch outcome.failure?.kind {
+        case .noService: return .absent
+        case .locked: return .locked
+        default: return .error
+        }
+    }
+
+    /// The program that owns `org.freedesktop.secrets`; nil when none does or its process cannot be seen. Only the
+    /// bus is asked, so this never starts a D-Bus-activatable service.
+    public func service() async -> KeyringService? {
+        await caller.call { cancellable, _ in LibsecretStore.program(cancellable) }.value ?? nil
+    }
+
+    public func lockedError() async -> AuthError {
+        let outcome = await caller.call { cancellable, error in LibsecretStore.inspect(cancellable, error) }
+        return outcome.value?.lockedError ?? AuthError.keyringLocked()
+    }
+
+    /// The default collection's state as the shim reads it, and, when the store is not simply available, who
+    /// answers: that decides what a missing default collection means and how a lock is worded.
+    struct Inspection: Sendable {
+        var raw: Int
+        var service: KeyringService?
+
+        var state: KeyringState {
+            switch raw {
+            case AA_KEYRING_AVAILABLE: return .available
+            case AA_KEYRING_NO_DEFAULT_COLLECTION: return service?.isKeePassXC == true ? .locked : .available
+            case AA_KEYRING_LOCKED: return .locked
+            case AA_KEYRING_ABSENT: return .absent
             default: return .error
             }
         }
+
+        /// Our items cannot be seen or written until the user acts.
+        var hidesItems: Bool { state == .locked }
+
+        var lockedError: AuthError {
+            AuthError.keyringLocked(service, noDatabase: raw == AA_KEYRING_NO_DEFAULT_COLLECTION)
+        }
+    }
+
+    /// Runs on the libsecret queue: the state, and the program when the state needs it. `error` is set only by the
+    /// state's own failure.
+    static func inspect(_ cancellable: UnsafeMutablePointer<GCancellable>?,
+                        _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> Inspection {
+        let raw = Int(aa_secret_keyring_state(cancellable, error))
+        guard raw == AA_KEYRING_LOCKED || raw == AA_KEYRING_NO_DEFAULT_COLLECTION else { return Inspection(raw: raw) }
+        return Inspection(raw: raw, service: program(cancellable))
+    }
+
+    /// Runs on the libsecret queue; any failure (no owner, no bus) is "unknown".
+    private static func program(_ cancellable: UnsafeMutablePointer<GCancellable>?) -> KeyringService? {
+        var failure: UnsafeMutablePointer<GError>?
+        defer { aa_secret_error_free(failure) }
+        guard let program = aa_secret_service_program(cancellable, &failure) else { return nil }
+        defer { aa_secret_string_free(program) }
+        return KeyringService(program: String(cString: program))
     }
 
     private func authError(_ failure: LibsecretFailure) -> AuthError {
         switch failure.kind {
         case .locked:
+            // A lock that showed up only as the service's error (between our check and the call).
             return AuthError.keyringLocked()
         case .noService:
             return AuthError.keyringUnavailable(failure.message)

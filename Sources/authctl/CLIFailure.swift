@@ -1,4 +1,5 @@
 import AgentIPC
+import AuthCLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -69,15 +70,16 @@ struct CLIFailure: Error {
         case .protocolViolation(let text):
             self.init(message: text, hint: "authctl and auth-agent may be different versions", exit: ExitStatus.protocolError)
         case .agent(let wire):
-            self.init(message: wire.message, hint: CLIFailure.hint(for: wire.knownCode), exit: ExitStatus.forCode(wire.knownCode))
+            self.init(message: wire.message, hint: CLIFailure.hint(for: wire.knownCode, keyringService: wire.keyringService),
+                      exit: ExitStatus.forCode(wire.knownCode))
         }
     }
 
-    static func hint(for code: ErrorCode?) -> String? {
+    /// `keyringService`: the program the agent saw answering as the Secret Service (the keyring codes only).
+    static func hint(for code: ErrorCode?, keyringService: String? = nil) -> String? {
         switch code {
-        case .keyringLocked?: return "unlock your login keyring (e.g. with Seahorse, or by logging in to the desktop) and retry"
-        case .keyringUnavailable?:
-            return "start gnome-keyring-daemon (or another Secret Service) in your session, or set `store = \"auto\"` in [agent] to keep sign-ins in memory meanwhile"
+        case .keyringLocked?: return KeyringAdvice.hint(state: "locked", service: keyringService)
+        case .keyringUnavailable?: return KeyringAdvice.hint(state: "absent", service: keyringService, store: "secret-service")
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .invalidScope?: return "ask only for scopes the account is configured with (see `authctl accounts`)"
         case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"

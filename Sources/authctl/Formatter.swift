@@ -50,21 +50,6 @@ enum Formatter {
         }.joined(separator: "\n")
     }
 
-    /// What a keyring state other than `available` means for the user, and what to do about it. The agent asks the
-    /// keyring again at each use, so none of these needs a restart.
-    static func keyringHint(_ state: String, store: String? = nil) -> String? {
-        switch state {
-        case "absent" where store == "auto":
-            return "no Secret Service on the session bus: sign-ins are kept in memory until the agent stops; start one (gnome-keyring-daemon, KeePassXC) and they move into it"
-        case "absent":
-            return "no Secret Service on the session bus: start one (gnome-keyring-daemon, KeePassXC) and the agent uses it without a restart"
-        case "unused": return "store = \"memory\": sign-ins are kept in memory until the agent stops"
-        case "locked": return "unlock the login keyring (log in again, or Seahorse); no restart needed"
-        case "error": return "the keyring failed or did not answer in time; see the agent's log"
-        default: return nil
-        }
-    }
-
     /// What `authctl login` says after a sign-in the agent keeps in memory only.
     static let keptInMemoryNotice =
         "The sign-in is kept in memory until the agent stops: start a Secret Service (gnome-keyring, KeePassXC) to keep it."
@@ -76,7 +61,8 @@ enum Formatter {
             "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
             "socket:  \(agent.socket)",
             "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, agent.keyring == "unused" ? "33" : "31"))"
-                + (keyringHint(agent.keyring, store: agent.store).map { " (\($0))" } ?? ""),
+                + (agent.keyringService.map { ", \(KeyringAdvice.describe($0))" } ?? "")
+                + (KeyringAdvice.hint(state: agent.keyring, service: agent.keyringService, store: agent.store).map { " (\($0))" } ?? ""),
         ]
         if status.accounts.isEmpty {
             lines.append("")

@@ -36,6 +36,32 @@ final class DoctorTests: XCTestCase {
         XCTAssertEqual(Doctor.keyring("error").status, .warn)
     }
 
+    /// Issue 36: the check names the program that owns org.freedesktop.secrets, and its advice fits it.
+    func testKeyringNamesTheSecretServiceAndAdvisesInItsWords() {
+        let gnome = "/usr/bin/gnome-keyring-daemon", keepassxc = "/usr/bin/keepassxc"
+        XCTAssertEqual(Doctor.keyring("available", service: keepassxc).message,
+                       "the Secret Service is available and unlocked (org.freedesktop.secrets: /usr/bin/keepassxc)")
+        let locked = Doctor.keyring("locked", service: keepassxc)
+        XCTAssertEqual(locked.status, .fail)
+        XCTAssertEqual(locked.message, "KeePassXC's database is locked or not open (org.freedesktop.secrets: /usr/bin/keepassxc)")
+        XCTAssertTrue(locked.hint?.hasPrefix("unlock the database in KeePassXC") ?? false, locked.hint ?? "")
+        XCTAssertFalse(locked.hint?.contains("Seahorse") ?? true)
+        let gnomeLocked = Doctor.keyring("locked", service: gnome)
+        XCTAssertEqual(gnomeLocked.message, "the login keyring is locked (org.freedesktop.secrets: /usr/bin/gnome-keyring-daemon)")
+        XCTAssertTrue(gnomeLocked.hint?.contains("Seahorse") ?? false)
+        XCTAssertEqual(Doctor.keyring("locked").hint, gnomeLocked.hint, "an unknown service gets the GNOME keyring's words")
+    }
+
+    func testKeyringAdviceRecognisesKeePassXCByItsProgram() {
+        XCTAssertTrue(KeyringAdvice.isKeePassXC("/usr/bin/keepassxc"))
+        XCTAssertTrue(KeyringAdvice.isKeePassXC("/tmp/.mount_KeePaX/usr/bin/keepassxc"))
+        XCTAssertTrue(KeyringAdvice.isKeePassXC("keepassxc"))  // /proc/PID/comm when the executable is unreadable
+        XCTAssertFalse(KeyringAdvice.isKeePassXC("/usr/bin/gnome-keyring-daemon"))
+        XCTAssertFalse(KeyringAdvice.isKeePassXC(nil))
+        XCTAssertNil(KeyringAdvice.hint(state: "available", service: "/usr/bin/keepassxc"))
+        XCTAssertEqual(KeyringAdvice.describe("/usr/bin/keepassxc"), "KeePassXC (/usr/bin/keepassxc)")
+    }
+
     func testAgentVersionAndProtocol() {
         let same = Doctor.agent(PingResult(agentVersion: "0.1.0"), socket: "/s", authctlVersion: "0.1.0")
         XCTAssertEqual(same.map(\.status), [.ok, .ok])

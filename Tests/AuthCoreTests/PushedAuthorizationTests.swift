@@ -56,7 +56,9 @@ final class PushedAuthorizationTests: XCTestCase {
     func testACallerThatJoinsAfterTheRequestExpiredGetsAFreshlyPushedOne() async throws {
         let http = FakeHTTP(), browser = FakeBrowser(), clock = ManualClock()
         http.parReplies = [PushedAuthorizationTests.pushed]
-        let broker = broker(http, browser, metadata: discovery(), clock: clock)
+        var account = Fixtures.account()
+        account.loginTimeout = .seconds(300)  // the sign-in outlives its request_uri, not its own time limit
+        let broker = broker(http, browser, account: account, metadata: discovery(), clock: clock)
         let first = try await broker.beginLogin(account: "work", openBrowser: false)
         let joined = try await broker.beginLogin(account: "work")
         XCTAssertEqual(joined.authorizationURL, first.authorizationURL, "still fresh: the same request")

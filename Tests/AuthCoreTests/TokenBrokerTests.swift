@@ -1,6 +1,7 @@
 import AuthTestSupport
 @testable import AuthCore
 import Foundation
+import Logging
 import XCTest
 
 final class TokenBrokerTests: XCTestCase {
@@ -97,6 +98,34 @@ final class TokenBrokerTests: XCTestCase {
         let status = await broker.status()
         XCTAssertEqual(status.keyring, .locked)
         XCTAssertNil(status.accounts.first?.hasRefreshToken, "locked keyring: sign-in state unknown, not 'signed out'")
+    }
+
+    /// Issue 36: a sign-in whose refresh token could not be stored is refused before anyone is sent to sign in,
+    /// in the words of the store (KeePassXC's here), for the redirect and the device grant alike; it is not counted
+    /// as a failed sign-in.
+    func testSignInWithALockedStoreIsRefusedBeforeTheBrowserOrTheServer() async throws {
+        let store = LockedKeePassXCStore()
+        let http = FakeHTTP()
+        let redirects = FakeRedirects()
+        let browser = FakeBrowser()
+        let broker = TokenBroker(accounts: [Fixtures.account()], store: store, http: http, redirects: redirects,
+                                 browser: browser, time: ManualClock(), logger: Logger(label: "test"))
+        for method in [LoginMethod.redirect, .device] {
+            do {
+                _ = try await broker.beginLogin(account: "work", method: method)
+                XCTFail("a sign-in began with the store locked (\(method))")
+            } catch {
+                XCTAssertEqual(error.code, .keyringLocked)
+                XCTAssertEqual(error.message, "the KeePassXC database is locked: unlock the database in KeePassXC and try again")
+                XCTAssertEqual(error.keyringService, "/usr/bin/keepassxc")
+            }
+        }
+        XCTAssertTrue(browser.opened.isEmpty, "the browser was started")
+        XCTAssertEqual(redirects.opened, 0, "the redirect listener was opened")
+        XCTAssertTrue(http.tokenPosts.isEmpty)
+        let status = await broker.status()
+        XCTAssertEqual(status.accounts.first?.loginPending, false)
+        XCTAssertEqual(status.keyringService?.program, "/usr/bin/keepassxc")
     }
 
     func testLogoutWithLockedKeyringSaysLockedAndKeepsTheToken() async throws {
@@ -296,4 +325,15 @@ extension TokenBrokerTests {
         XCTAssertEqual(outcome.subject, "alice")
         XCTAssertEqual(outcome.email, "alice@example.test")
     }
+}
+
+/// A store locked the way KeePassXC is, naming KeePassXC as the Secret Service.
+private actor LockedKeePassXCStore: SecretStore {
+    func loadItem(_ key: SecretKey) throws(AuthError) -> KeyringItem? { nil }
+    func storedKeys() throws(AuthError) -> Set<SecretKey> { [] }
+    func store(_ item: KeyringItem, for key: SecretKey) throws(AuthError) { throw AuthError.keyringLocked(service()) }
+    func delete(_ key: SecretKey) throws(AuthError) -> Bool { throw AuthError.keyringLocked(service()) }
+    func state() -> KeyringState { .locked }
+    func service() -> KeyringService? { KeyringService(program: "/usr/bin/keepassxc") }
+    func lockedError() -> AuthError { AuthError.keyringLocked(service()) }
 }

@@ -121,9 +121,12 @@ final class KeyringProbeTests: XCTestCase {
             try await store.store(Secret("new"), for: key)
         }
         XCTAssertFalse(error?.message.contains("new") ?? false)
-        // Delete cannot see the hidden item either: it reports "nothing deleted", not an error.
-        let deleted = try await store.delete(key)
-        XCTAssertFalse(deleted)
+        XCTAssertEqual(error?.keyringService.map { $0.hasSuffix("gnome-keyring-daemon") }, true, "\(String(describing: error))")
+        XCTAssertEqual(error?.message, "the keyring is locked: unlock it (e.g. log in to the desktop session) and try again")
+        // Delete cannot see the hidden item either: it says "locked" rather than "nothing deleted".
+        await assertThrows(.keyringLocked) { () async throws(AuthError) in _ = try await store.delete(key) }
+        let locked = await store.lockedError()
+        XCTAssertEqual(locked.code, .keyringLocked)
     }
 
     func testNoSecretService() async throws {
@@ -169,6 +172,8 @@ final class KeyringProbeTests: XCTestCase {
         let start = ContinuousClock.now
         let state = await store.state()
         XCTAssertEqual(state, .absent, file: file, line: line)
+        let service = await store.service()
+        XCTAssertNil(service, "nobody owns org.freedesktop.secrets", file: file, line: line)
         let loadError = await assertThrows(.keyringUnavailable, file: file, line: line) {
             () async throws(AuthError) in try await store.load(key)
         }

@@ -114,6 +114,13 @@ final class LibsecretStoreTests: XCTestCase {
         XCTAssertEqual(state, .available)
     }
 
+    /// `doctor` names the program that owns org.freedesktop.secrets (here the test's gnome-keyring-daemon).
+    func testServiceNamesTheProgramThatOwnsTheBusName() async throws {
+        let service = await LibsecretStore().service()
+        XCTAssertTrue(service?.program.hasSuffix("/gnome-keyring-daemon") ?? false, "\(String(describing: service))")
+        XCTAssertEqual(service?.isKeePassXC, false)
+    }
+
     func testLoadAndDeleteOfAMissingItem() async throws {
         let store = LibsecretStore()
         let key = KeyringTest.uniqueKey()

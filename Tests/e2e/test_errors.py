@@ -217,13 +217,17 @@ def test_locked_keyring_is_reported_as_locked(signed_in_agent, keyring, auth_ser
 
 
 def test_login_with_a_locked_keyring_fails_as_locked(agent, keyring, auth_server):
-    """Under the default `store = "auto"`: a locked keyring is never taken for a missing one (no memory fallback)."""
+    """The lock is found before the user is sent to sign in (a sign-in would have nowhere to go), and the hint is
+    the GNOME keyring's. Under the default `store = "auto"`: a locked keyring is never taken for a missing one (no
+    memory fallback)."""
     keyring.lock()
     result = agent.authctl("login", "work")
     assert result.returncode == 5, (result.returncode, result.stdout, result.stderr)
     assert "locked" in result.stderr
     assert "kept_in_memory" not in agent.account_status("work")
     assert "kept in memory" not in agent.log()
+    assert "hint: unlock the login keyring" in result.stderr and "Seahorse" in result.stderr, result.stderr
+    assert agent.browser_runs() == 0, "the browser was started for a sign-in that could not be stored"
     keyring.unlock()
     assert keyring.secret_tool_count("work") == 0
     assert agent.authctl("token", "work").returncode == 4
