@@ -120,9 +120,8 @@ final class AgentBusObject: @unchecked Sendable {
         return 0
     }
 
-    /// The Secret Service's bus name, and the signal it sends when a collection changes (an unlock among them).
-    static let secretService = (name: "org.freedesktop.secrets", path: "/org/freedesktop/secrets",
-                                interface: "org.freedesktop.Secret.Service", collectionChanged: "CollectionChanged")
+    /// The Secret Service's bus name.
+    static let secretService = (name: "org.freedesktop.secrets", path: "/org/freedesktop/secrets")
 
     static let collectionChanged: sd_bus_message_handler_t = { _, context, _ in
         guard let context else { return 0 }

@@ -93,9 +93,11 @@ actor KeyringGateway {
     }
 
     /// Writes the item: to the keyring, or, with no Secret Service and `auto` (or with `memory`), to memory. A key
-    /// held in memory stays there until ``moveHeldItems()`` writes it to the keyring.
+    /// held in memory stays there until ``moveHeldItems()`` writes it to the keyring. `holdIfLocked` (a finished
+    /// sign-in, which must not be lost): a keyring that locked since the sign-in began gets the item when it is
+    /// unlocked, and the error is kept as the reason meanwhile (this is not a fallback: the item goes to that keyring).
     @discardableResult
-    func store(_ item: KeyringItem, for key: SecretKey) async throws(AuthError) -> StoredIn {
+    func store(_ item: KeyringItem, for key: SecretKey, holdIfLocked: Bool = false) async throws(AuthError) -> StoredIn {
         defer { probe = nil }
         if held[key] != nil || choice == .memory {
             let first = held.updateValue(item, forKey: key) == nil
@@ -107,6 +109,10 @@ actor KeyringGateway {
         } catch where error.code == .keyringUnavailable && choice == .auto {
             let first = held.updateValue(item, forKey: key) == nil
             return .memory(first: first)
+        } catch where error.code == .keyringLocked && holdIfLocked {
+            held[key] = item
+            moveErrors[key] = error.message
+            return .untilUnlocked
         }
     }
 
@@ -132,7 +138,7 @@ actor KeyringGateway {
     /// its move was under way is moved again, so the newest item is the one that lands. Returns what happened per
     /// key (nil: moved).
     func moveHeldItems() async -> [(key: SecretKey, error: AuthError?)] {
-        guard choice == .auto else { return [] }
+        guard choice != .memory else { return [] }
         var report: [(key: SecretKey, error: AuthError?)] = []
         for key in held.keys.sorted(by: { $0.account < $1.account }) {
             while let item = held[key] {

@@ -14,4 +14,6 @@ public enum StoredIn: Sendable, Equatable {
     case keyring
     /// Kept in the agent's memory; `first`: the key was not held there before this write.
     case memory(first: Bool)
+    /// The keyring is locked: kept in memory until it is unlocked, then written there (a finished sign-in).
+    case untilUnlocked
 }

@@ -20,8 +20,10 @@ extension TokenBroker {
     /// sign-in held in memory into it, once each. One the keyring refuses stays in memory, and `status` shows why.
     public func secretServiceAppeared() async {
         guard await keyring.holdsItems else { return }
+        var refused = false
         for (key, error) in await keyring.moveHeldItems() {
             if let error {
+                refused = true
                 logger.warning("a Secret Service answers, but the sign-in could not be moved into it; it stays in memory",
                                metadata: ["account": "\(key.account)", "error_code": "\(error.code.rawValue)"])
             } else {
@@ -29,5 +31,31 @@ extension TokenBroker {
             }
             publish(.accountChanged(key.account))
         }
+        if refused { retryMovesLater() }
     }
+
+    /// How often a refused move is tried again. gnome-keyring sends no signal when it is unlocked through its
+    /// control socket (as PAM does at login), so a locked keyring that takes a held sign-in is found by asking.
+    static let moveRetryInterval: Duration = .seconds(10)
+
+    /// Tries the refused moves again every ``moveRetryInterval`` until nothing is held (one loop at a time).
+    func retryMovesLater() {
+        guard moveRetry == nil else { return }
+        let time = self.time
+        moveRetry = Task {
+            while !Task.isCancelled {
+                do { try await time.sleep(for: TokenBroker.moveRetryInterval) } catch { break }
+                guard await self.keyring.holdsItems else { break }
+                let moved = await self.keyring.moveHeldItems()
+                for (key, error) in moved where error == nil {
+                    self.logger.notice("the sign-in kept in memory is now in the keyring", metadata: ["account": "\(key.account)"])
+                    self.publish(.accountChanged(key.account))
+                }
+                if moved.allSatisfy({ $0.error == nil }) { break }
+            }
+            await self.moveRetryEnded()
+        }
+    }
+
+    private func moveRetryEnded() { moveRetry = nil }
 }

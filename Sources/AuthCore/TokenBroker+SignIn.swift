@@ -175,12 +175,12 @@ extension TokenBroker {
             if let refresh = tokens.refreshToken {
                 // The new sign-in's key goes into the same secret as its refresh token: one write.
                 stored = try await storeRefreshToken(StoredCredential.refreshToken(refresh, proofKey: proofKey).stored,
-                                                     for: SecretKey(config))
+                                                     for: SecretKey(config), holdIfLocked: true)
                 accounts[name]?.unsavedRefreshToken = nil
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
                 stored = try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored,
-                                                     for: SecretKey(config))
+                                                     for: SecretKey(config), holdIfLocked: true)
             } else {
                 logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                                metadata: ["account": "\(name)"])
@@ -206,7 +206,10 @@ extension TokenBroker {
         result.subject = claims?.subject
         result.email = claims?.email
         result.name = claims?.name
-        if case .memory = stored { result.keptInMemory = true }
+        switch stored {
+        case .memory?, .untilUnlocked?: result.keptInMemory = true
+        case .keyring?, nil: break
+        }
         return result
     }
 

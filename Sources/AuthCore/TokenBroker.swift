@@ -85,6 +85,8 @@ public actor TokenBroker {
     let lifetimeBell = Doorbell()
     /// The last `DPoP-Nonce` of each authorization server (TokenBroker+TokenEndpoint.swift).
     var dpopNonces: [String: String] = [:]
+    /// Retries moving sign-ins held in memory into a keyring that refused them (TokenBroker+Memory.swift).
+    var moveRetry: Task<Void, Never>?
 
     public init(accounts: [AccountConfig], store: any SecretStore, storeChoice: StoreChoice = .secretService,
                 http: any HTTPTransport,
@@ -246,8 +248,14 @@ public actor TokenBroker {
     /// Every keyring write goes through these two, which write the sign-in's dates beside the credential. A key
     /// that starts to live in memory only (no Secret Service) is said once in the journal.
     @discardableResult
-    func storeRefreshToken(_ secret: Secret, for key: SecretKey) async throws(AuthError) -> StoredIn {
-        let stored = try await keyring.store(itemForKeyring(secret, account: key.account), for: key)
+    func storeRefreshToken(_ secret: Secret, for key: SecretKey, holdIfLocked: Bool = false) async throws(AuthError) -> StoredIn {
+        let stored = try await keyring.store(itemForKeyring(secret, account: key.account), for: key,
+                                             holdIfLocked: holdIfLocked)
+        if stored == .untilUnlocked {
+            logger.notice("the keyring locked during the sign-in; the sign-in is kept in memory and written when it is unlocked",
+                          metadata: ["account": "\(key.account)"])
+            retryMovesLater()
+        }
         if stored == .memory(first: true) {
             logger.notice(keyring.choice == .memory
                             ? "the sign-in is kept in memory until the agent stops (store = \"memory\")"

@@ -103,9 +103,11 @@ enum Formatter {
                 rows.append(["sign-in:", signInEnd(until, ended: ended, account: account.name, now: now)])
             }
             if account.keptInMemory == true {
-                rows.append(["kept:", "in the agent's memory until it stops (no Secret Service to keep it)"])
                 if let error = account.keyringMoveError {
-                    rows.append(["keyring:", paint("a Secret Service answers but refused it: \(error)", "31")])
+                    rows.append(["kept:", "in the agent's memory until the keyring takes it (lost if the agent stops first)"])
+                    rows.append(["keyring:", paint("not written yet: \(error)", "31")])
+                } else {
+                    rows.append(["kept:", "in the agent's memory until it stops (no Secret Service to keep it)"])
                 }
             }
             switch account.dpop {

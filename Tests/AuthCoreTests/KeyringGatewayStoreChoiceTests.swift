@@ -67,6 +67,35 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
         }
     }
 
+    func testAFinishedSignInIsHeldWhileTheKeyringIsLockedAndWrittenWhenItIsUnlocked() async throws {
+        for choice in [StoreChoice.auto, .secretService] {
+            let store = MemorySecretStore()
+            await store.setState(.locked)
+            let gateway = KeyringGateway(store: store, choice: choice, time: clock, probeLimit: .seconds(2))
+            let stored = try await gateway.store(item("rt-1"), for: key, holdIfLocked: true)
+            XCTAssertEqual(stored, .untilUnlocked, "\(choice)")
+            let view = await gateway.view()
+            XCTAssertEqual(view.held[key]?.moveError, AuthError.keyringLocked().message, "the reason is shown")
+            let loaded = try await gateway.load(key)
+            XCTAssertEqual(loaded?.secret.reveal(), "rt-1", "the sign-in serves tokens meanwhile")
+            await store.setState(.available)
+            let moved = await gateway.moveHeldItems()
+            XCTAssertEqual(moved.map(\.key), [key])
+            let entries = await store.entries
+            XCTAssertEqual(entries[key]?.secret.reveal(), "rt-1", "\(choice): written once the keyring is unlocked")
+        }
+        // Any other write (a refresh's rotation) still fails as locked: the broker keeps that token itself.
+        let store = MemorySecretStore()
+        await store.setState(.locked)
+        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        do {
+            try await gateway.store(item("rt-2"), for: key)
+            XCTFail("a write that does not ask to be held fails as locked")
+        } catch {
+            XCTAssertEqual(error.code, .keyringLocked)
+        }
+    }
+
     func testSecretServiceOnlyKeepsTodaysError() async throws {
         let store = MemorySecretStore()
         await store.setState(.absent)

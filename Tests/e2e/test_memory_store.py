@@ -189,3 +189,35 @@ def test_a_memory_only_sign_in_holds_off_the_idle_exit_until_a_keyring_takes_it(
         manager.wait(timeout=15)
         log.close()
         notify.close()
+
+
+def test_a_sign_in_finished_while_the_keyring_locked_is_held_and_written_when_it_is_unlocked(
+        make_agent, keyring, auth_server):
+    """The keyring is unlocked when the sign-in starts (a locked one refuses the sign-in before the browser), and
+    locks while the person signs in: the finished sign-in is not lost. It is kept in memory, says why, serves
+    tokens, and is written to that keyring as soon as it is unlocked (its CollectionChanged signal)."""
+    from test_paste import paste, sign_in_elsewhere, start_paste_login
+    agent = make_agent()
+    proc, url, _ = start_paste_login(agent)
+    redirect = sign_in_elsewhere(agent, url)
+    keyring.lock()
+    paste(proc, redirect)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "kept in memory" in out, out
+    account = agent.account_status("work")
+    assert account["kept_in_memory"] is True and "locked" in account["keyring_move_error"], account
+    assert "not written yet" in agent.authctl("status").stdout
+    assert auth_server.introspect(agent.token("work"))["active"] is True
+    assert keyring.secret_tool_count("work") == 0
+
+    keyring.unlock()
+    # gnome-keyring sends no signal for an unlock through its control socket: the agent finds it by asking again
+    # (every 10 s).
+    wait_for(lambda: "kept_in_memory" not in agent.account_status("work"), 30, "the unlocked keyring to get the sign-in",
+             interval=0.5)
+    stored = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert stored, "the held sign-in was not written to the keyring after the unlock"
+    agent.remember(stored)
+    agent.restart()
+    assert auth_server.introspect(agent.token("work", "--refresh"))["active"] is True
