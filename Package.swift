@@ -27,10 +27,10 @@ let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationIn
     .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
 // authctl's own modules get generic types' metadata through the compiler's direct accessors, which pass the witness
-// tables they know, not by mangled name (the compiler's default, for size), whose first use makes the runtime prove
-// each generic requirement again (`TokenResult.CodingKeys: CodingKey` for the reply's `KeyedDecodingContainer`) by
-// scanning every protocol conformance record of the static binary: 230k of `authctl token`'s 640k instructions, paid
-// by every git, mail and kubectl use (docs/BENCHMARKS.md, "`authctl token`").
+// tables they know, not by mangled name (the compiler's default, for size). From a mangled name the runtime proves
+// each generic requirement again (`TokenResult.CodingKeys: CodingKey` for the reply's `KeyedDecodingContainer`), and
+// its first proof of a type and protocol scans every conformance record of the static binary: over a third of what
+// `authctl token` ran, on every git, mail and kubectl use. Figures: docs/BENCHMARKS.md, "`authctl token`".
 let directMetadata: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])]
 
 let package = Package(
