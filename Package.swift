@@ -26,6 +26,13 @@ import PackageDescription
 let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationInternationalization.a", "lib_FoundationICU.a"]
     .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
+// authctl's own modules get generic types' metadata through the compiler's direct accessors, which pass the witness
+// tables they know, not by mangled name (the compiler's default, for size). From a mangled name the runtime proves
+// each generic requirement again (`TokenResult.CodingKeys: CodingKey` for the reply's `KeyedDecodingContainer`), and
+// its first proof of a type and protocol scans every conformance record of the static binary: over a third of what
+// `authctl token` ran, on every git, mail and kubectl use. Figures: docs/BENCHMARKS.md, "`authctl token`".
+let directMetadata: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])]
+
 let package = Package(
     name: "auth-agent",
     platforms: [.macOS(.v14)],
@@ -71,9 +78,9 @@ let package = Package(
         .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "AgentIPC"),
-        .target(name: "SessionEnvironment"),
-        .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"]),
+        .target(name: "AgentIPC", swiftSettings: directMetadata),
+        .target(name: "SessionEnvironment", swiftSettings: directMetadata),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"], swiftSettings: directMetadata),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
         .target(name: "CProcFS"),
@@ -146,6 +153,7 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: directMetadata,
             // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared
             // libraries and no relocations to process (-static-stdlib alone still loads libstdc++ and relocates the
             // PIE). authctl uses no NSS or dlopen. lld (in the Swift toolchain) rather than gold lays out the same
