@@ -7,6 +7,8 @@ In the release subset (-m release). Without chromium, chromedriver or selenium t
 or fails when AUTH_AGENT_REAL_BROWSER=1 (CI sets it: there a missing browser is a broken setup, not a choice).
 """
 import json
+
+from test_dpop import dpop_server, events as dpop_events  # noqa: F401  (the DPoP server fixture)
 import os
 import subprocess
 import time
@@ -48,11 +50,11 @@ def chromium():
         pytest.skip(reason)
 
 
-def chromium_agent(make_agent, client_id=None, mode="login"):
+def chromium_agent(make_agent, client_id=None, mode="login", server=None):
     work = {"login_timeout": 60}  # Chromium's start-up on a loaded CI machine must not decide the test
     if client_id:
         work["client_id"] = client_id
-    return make_agent(work=work, browser_mode=mode, env={"BROWSER": str(CHROMIUM_BROWSER)})
+    return make_agent(work=work, browser_mode=mode, env={"BROWSER": str(CHROMIUM_BROWSER)}, server=server)
 
 
 def what_chromium_saw(agent) -> dict:
@@ -156,3 +158,22 @@ def test_chromium_denies_consent_and_sees_the_listener_failure_page(make_agent, 
     assert keyring.secret_tool_count("work") == 0
     assert agent.account_status("work")["last_error"]["code"] == "access_denied"
     assert agent.authctl("token", "work").returncode != 0
+
+
+def test_chromium_signs_in_with_a_pushed_request_and_a_dpop_bound_code(make_agent, keyring, dpop_server):
+    """A real browser through PAR (its URL carries only client_id and request_uri) and the DPoP server: the code
+    it brings back is bound to the agent's key (dpop_jkt) and redeemed with a proof; the token works at the
+    protected resource only with the agent's proof."""
+    agent = chromium_agent(make_agent, server=dpop_server)
+    result = agent.authctl("login", "work", timeout=90)
+    assert result.returncode == 0, f"authctl login failed ({result.returncode}):\n{result.stderr}\n" \
+                                   f"{agent.browser_log.read_text()}"
+    seen = what_chromium_saw(agent)
+    assert_listener_page(seen, 200, "Signed in", "auth-agent has received the sign-in. You can close this tab.")
+    # The server saw the browser's authorization request carry the pushed request_uri and nothing it ignored.
+    uses = [e for e in dpop_events(dpop_server, "par_use") if e["result"] == "accepted"]
+    assert uses and not any(e.get("ignored_params") for e in uses), uses
+    assert agent.account_status("work")["dpop"] == "access_token"
+    code = [e for e in dpop_events(dpop_server, "code")][-1]
+    issued = [e for e in dpop_events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]
+    assert issued["jkt"] == code["dpop_jkt"] and issued["token_type"] == "DPoP"
