@@ -36,7 +36,7 @@ struct Token: ParsableCommand {
     @Option(help: "The resource (RFC 8707 absolute URI) the token is for; cached separately.") var resource: String?
     @Option(help: "The HTTP method of the request a DPoP proof is for (default GET; with --url).") var method: String?
     @Option(help: "The URL of the request a DPoP proof is for: a DPoP-bound token then comes with its proof.") var url: String?
-    @Option(help: "The resource server's DPoP-Nonce, to put in the proof (with --url).") var dpopNonce: String?
+    @Option(help: "The resource server's DPoP-Nonce, to put in the proof (with --url); write --dpop-nonce=VALUE, as a nonce may start with -.") var dpopNonce: String?
 
     func validate() throws {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }

@@ -114,10 +114,12 @@ def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof
     first = resource(dpop_server, proof_headers(agent, dpop_server))
     assert first.status_code == 401 and "use_dpop_nonce" in first.headers.get("WWW-Authenticate", ""), first.text
     rs_nonce = first.headers["DPoP-Nonce"]
-    lines = proof_headers(agent, dpop_server, "--dpop-nonce", rs_nonce)
+    # `--dpop-nonce=VALUE`: a nonce is base64url and may start with "-", which `--dpop-nonce VALUE` would read as
+    # an option (the run that found it: exit 2, "Missing value for '--dpop-nonce'").
+    lines = proof_headers(agent, dpop_server, f"--dpop-nonce={rs_nonce}")
     assert lines.startswith("Authorization: DPoP ") and "\nDPoP: " in lines
     # As a user types it: the two lines go straight from authctl to curl.
-    curl = subprocess.run(["bash", "-c", 'curl -sS -H @<("$AUTHCTL" token work --header --url "$URL" --dpop-nonce "$N") "$URL"'],
+    curl = subprocess.run(["bash", "-c", 'curl -sS -H @<("$AUTHCTL" token work --header --url "$URL" --dpop-nonce="$N") "$URL"'],
                           env=dict(agent.env, AUTHCTL=str(agent.bins / "authctl"), N=rs_nonce,
                                    URL=f"{dpop_server.base}/api/resource"),
                           capture_output=True, text=True, timeout=20)
@@ -130,7 +132,7 @@ def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof
     nonce = [rs_nonce]
 
     def call(method: str = "GET", proof_method: str = "GET", lines: str | None = None):
-        lines = lines or proof_headers(agent, dpop_server, "--dpop-nonce", nonce[0], method=proof_method)
+        lines = lines or proof_headers(agent, dpop_server, f"--dpop-nonce={nonce[0]}", method=proof_method)
         answer = resource(dpop_server, lines, method=method)
         nonce[0] = answer.headers.get("DPoP-Nonce", nonce[0])
         return answer, lines
