@@ -266,3 +266,17 @@ def test_dbus_gives_the_token_and_its_proof_in_one_call(make_agent, keyring, dpo
     token_type, token, proof = call(first.headers["DPoP-Nonce"])
     answer = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
     assert answer.status_code == 200, answer.text
+
+
+def test_a_plain_authorization_request_carries_dpop_jkt_without_par(make_agent, keyring, tmp_path_factory):
+    """Without PAR, `dpop_jkt` goes in the browser's authorization request (RFC 9449 §10) and binds the code."""
+    server = start_server(tmp_path_factory, "as-dpop-plain", AS_DPOP="optional", AS_PAR="off")
+    try:
+        agent = make_agent(server=server)
+        agent.login("work")
+        (code,) = events(server, "code")
+        issued = [e for e in events(server, "token") if e["grant"] == "authorization_code"][-1]
+        assert issued["jkt"] == code["dpop_jkt"] and issued["token_type"] == "DPoP"
+        assert not events(server, "par_push")
+    finally:
+        server.stop()
