@@ -116,21 +116,22 @@ final class AgentBusObject: @unchecked Sendable {
               let newOwner = BusMessage.readString(message) else { return 0 }
         let object = Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue()
         if name.hasPrefix(":"), newOwner.isEmpty { object.callerLeft(name) }
-        if name == secretService.name, !newOwner.isEmpty { object.secretServiceChanged() }
+        if name == secretServiceName, !newOwner.isEmpty { object.secretServiceChanged() }
         return 0
     }
 
     /// The Secret Service's bus name.
-    static let secretService = (name: "org.freedesktop.secrets", path: "/org/freedesktop/secrets")
+    static let secretServiceName = "org.freedesktop.secrets"
 
-    static let collectionChanged: sd_bus_message_handler_t = { _, context, _ in
+    /// A property of the Secret Service's changed (gnome-keyring: a collection's `Locked`).
+    static let secretServicePropertiesChanged: sd_bus_message_handler_t = { _, context, _ in
         guard let context else { return 0 }
         Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().secretServiceChanged()
         return 0
     }
 
-    /// A Secret Service appeared or one of its collections changed: sign-ins kept in memory move into it (the
-    /// broker does nothing when there are none).
+    /// A Secret Service appeared or one of its properties changed (an unlock among them): sign-ins kept in memory
+    /// move into it (the broker does nothing when there are none).
     func secretServiceChanged() {
         let broker = operations.broker
         Task { await broker.secretServiceAppeared() }

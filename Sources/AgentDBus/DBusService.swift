@@ -98,9 +98,8 @@ public struct DBusService: Service {
         if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }
         // A Secret Service that is unlocked later (its name already taken): sign-ins held in memory move into it.
         // gnome-keyring says so with PropertiesChanged (`Locked`) on the collection's object, whatever its path.
-        let secrets = AgentBusObject.secretService
-        r = sd_bus_match_signal(bus, nil, secrets.name, nil, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-                                AgentBusObject.collectionChanged, context.toOpaque())
+        r = sd_bus_match_signal(bus, nil, AgentBusObject.secretServiceName, nil, "org.freedesktop.DBus.Properties",
+                                "PropertiesChanged", AgentBusObject.secretServicePropertiesChanged, context.toOpaque())
         if r < 0 { logger.notice("cannot watch the Secret Service", metadata: ["errno": "\(-r)"]) }
         let notificationsContext = notifications.map { Unmanaged.passRetained($0) }
         defer { notificationsContext?.release() }

@@ -48,7 +48,7 @@ actor KeyringGateway {
         guard choice != .memory else { return nil }
         do throws(AuthError) {
             if let found = try await store.loadItem(key) { return found }
-        } catch where error.code == .keyringUnavailable && choice == .auto {
+        } catch where keptInMemoryWhen(error) {
             return nil
         }
         switch await store.state() {
@@ -75,7 +75,7 @@ actor KeyringGateway {
         guard choice != .memory else { return nil }
         do throws(AuthError) {
             return try await store.loadItem(key)
-        } catch where error.code == .keyringUnavailable && choice == .auto {
+        } catch where keptInMemoryWhen(error) {
             return nil
         }
     }
@@ -83,13 +83,32 @@ actor KeyringGateway {
     /// Which keys have an item, if the keyring is unlocked and answers (one search of the attributes, no secret
     /// read), or none answers and sign-ins live in memory.
     func storedKeysIfAvailable() async -> Set<SecretKey>? {
+        let state = choice == .memory ? KeyringState.unused : await store.state()
+        let stored = state == .available ? try? await store.storedKeys() : nil
+        return withHeld(stored, state: state)
+    }
+
+    /// The keys with an item, given what the keyring said (`stored`, when it was asked) and its state: the held
+    /// ones too, and only those when no keyring is used or none answers under `auto`; nil when it cannot be known.
+    private func withHeld(_ stored: Set<SecretKey>?, state: KeyringState) -> Set<SecretKey>? {
         let inMemory = Set(held.keys)
-        switch choice == .memory ? .unused : await store.state() {
-        case .available: return (try? await store.storedKeys()).map { $0.union(inMemory) }
+        switch state {
+        case .available: return stored?.union(inMemory)
         case .unused: return inMemory
         case .absent where choice == .auto: return inMemory
         case .absent, .locked, .error: return nil
         }
+    }
+
+    /// With `auto`, no Secret Service on the bus means the sign-in lives (or would live) in memory; any other
+    /// failure, a locked keyring among them, is the caller's error.
+    private func keptInMemoryWhen(_ error: AuthError) -> Bool {
+        error.code == .keyringUnavailable && choice == .auto
+    }
+
+    /// Keeps `item` in memory (``StoredIn/memory(first:)``: whether the key was not held before).
+    private func hold(_ item: KeyringItem, for key: SecretKey) -> StoredIn {
+        .memory(first: held.updateValue(item, forKey: key) == nil)
     }
 
     /// Writes the item: to the keyring, or, with no Secret Service and `auto` (or with `memory`), to memory. A key
@@ -99,16 +118,12 @@ actor KeyringGateway {
     @discardableResult
     func store(_ item: KeyringItem, for key: SecretKey, holdIfLocked: Bool = false) async throws(AuthError) -> StoredIn {
         defer { probe = nil }
-        if held[key] != nil || choice == .memory {
-            let first = held.updateValue(item, forKey: key) == nil
-            return .memory(first: first)
-        }
+        if held[key] != nil || choice == .memory { return hold(item, for: key) }
         do throws(AuthError) {
             try await store.store(item, for: key)
             return .keyring
-        } catch where error.code == .keyringUnavailable && choice == .auto {
-            let first = held.updateValue(item, forKey: key) == nil
-            return .memory(first: first)
+        } catch where keptInMemoryWhen(error) {
+            return hold(item, for: key)
         } catch where error.code == .keyringLocked && holdIfLocked {
             held[key] = item
             moveErrors[key] = error.message
@@ -124,7 +139,7 @@ actor KeyringGateway {
         guard choice != .memory else { return wasHeld }
         do throws(AuthError) {
             return try await store.delete(key) || wasHeld
-        } catch where error.code == .keyringUnavailable && choice == .auto {
+        } catch where keptInMemoryWhen(error) {
             return wasHeld
         }
     }
@@ -171,13 +186,7 @@ actor KeyringGateway {
     func view() async -> View {
         var view = await probedView()
         view.held = held.keys.reduce(into: [:]) { $0[$1] = HeldItem(moveError: moveErrors[$1]) }
-        let inMemory = Set(held.keys)
-        switch view.state {
-        case .available: view.stored = view.stored?.union(inMemory)
-        case .unused: view.stored = inMemory
-        case .absent where choice == .auto: view.stored = inMemory
-        case .absent, .locked, .error: break
-        }
+        view.stored = withHeld(view.stored, state: view.state)
         return view
     }
 

@@ -20,10 +20,19 @@ extension TokenBroker {
     /// sign-in held in memory into it, once each. One the keyring refuses stays in memory, and `status` shows why.
     public func secretServiceAppeared() async {
         guard await keyring.holdsItems else { return }
-        var refused = false
+        if await !moveHeldSignIns(warnOfRefusals: true) { retryMovesLater() }
+    }
+
+    /// One attempt to move every held sign-in into the keyring; each that moved is said in the journal and to the
+    /// front ends (`accountChanged`), each refusal too with `warnOfRefusals` (the first attempt: a retry says nothing
+    /// until it succeeds).
+    /// Returns whether every one moved.
+    private func moveHeldSignIns(warnOfRefusals: Bool) async -> Bool {
+        var allMoved = true
         for (key, error) in await keyring.moveHeldItems() {
             if let error {
-                refused = true
+                allMoved = false
+                guard warnOfRefusals else { continue }
                 logger.warning("a Secret Service answers, but the sign-in could not be moved into it; it stays in memory",
                                metadata: ["account": "\(key.account)", "error_code": "\(error.code.rawValue)"])
             } else {
@@ -31,7 +40,7 @@ extension TokenBroker {
             }
             publish(.accountChanged(key.account))
         }
-        if refused { retryMovesLater() }
+        return allMoved
     }
 
     /// How often a refused move is tried again. gnome-keyring sends no signal when it is unlocked through its
@@ -45,13 +54,7 @@ extension TokenBroker {
         moveRetry = Task {
             while !Task.isCancelled {
                 do { try await time.sleep(for: TokenBroker.moveRetryInterval) } catch { break }
-                guard await self.keyring.holdsItems else { break }
-                let moved = await self.keyring.moveHeldItems()
-                for (key, error) in moved where error == nil {
-                    self.logger.notice("the sign-in kept in memory is now in the keyring", metadata: ["account": "\(key.account)"])
-                    self.publish(.accountChanged(key.account))
-                }
-                if moved.allSatisfy({ $0.error == nil }) { break }
+                guard await self.keyring.holdsItems, await !self.moveHeldSignIns(warnOfRefusals: false) else { break }
             }
             await self.moveRetryEnded()
         }
