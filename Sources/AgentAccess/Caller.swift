@@ -107,12 +107,13 @@ public struct Caller: Sendable {
     /// nil when that name is not valid UTF-8.
     public static func executable(of pid: Int32) -> String? {
         guard pid > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        // A path that is not UTF-8 is not decoded with replacement characters: two different paths would read
-        // the same. No allowed_clients entry can name it (config.toml is UTF-8), so it is unknown.
-        return String(validating: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { buffer -> String? in
+            let count = readlink("/proc/\(pid)/exe", buffer.baseAddress!, buffer.count - 1)
+            guard count > 0 else { return nil }
+            // A path that is not UTF-8 is not decoded with replacement characters: two different paths would read
+            // the same. No allowed_clients entry can name it (config.toml is UTF-8), so it is unknown.
+            return String(validating: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
+        }
     }
 
     /// A small `/proc` file's text (at most `limit` bytes; a longer file is nil, not cut short), or nil.
@@ -121,17 +122,20 @@ public struct Caller: Sendable {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { return nil }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-            if bytes.count > limit { return nil }
-            // These files are generated whole on open (single_open): a short read is the end, no need to ask again.
-            // Not so /proc/PID/mountinfo (a seq_file read a page at a time): it is read until the end.
-            if n < chunk.count, !path.hasSuffix("/mountinfo") { break }
+        // The chunk is on the stack and not zeroed: this runs a few times per socket connection.
+        let complete = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { chunk -> Bool in
+            while true {
+                let n = read(fd, chunk.baseAddress, chunk.count)
+                if n < 0 { return false }
+                if n == 0 { return true }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[0..<n]))
+                if bytes.count > limit { return false }
+                // These files are generated whole on open (single_open): a short read is the end, no need to ask
+                // again. Not so /proc/PID/mountinfo (a seq_file read a page at a time): it is read until the end.
+                if n < chunk.count, !path.hasSuffix("/mountinfo") { return true }
+            }
         }
+        guard complete else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -25,22 +25,26 @@ public enum ProcFS {
         field(stat, 7).flatMap { Int64($0) }
     }
 
-    /// Fields are separated by spaces. Read over the UTF-8 bytes: this runs once per socket connection, and
-    /// `split` over `Character`s was a tenth of the agent's CPU in the new-connection benchmark.
+    /// Fields are separated by spaces. These parsers read the files' UTF-8 bytes in place (``bytes(_:_:)``): they run
+    /// once per socket connection, and reading them as `Character`s was most of the accept loop's instructions per
+    /// new connection.
     static func field(_ stat: String, _ number: Int) -> Substring? {
-        let bytes = stat.utf8
-        guard number >= 3, let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        var index = bytes.index(after: close)
-        var current = 2
-        while index < bytes.endIndex {
-            while index < bytes.endIndex, bytes[index] == UInt8(ascii: " ") { index = bytes.index(after: index) }
-            guard index < bytes.endIndex else { return nil }
-            let start = index
-            while index < bytes.endIndex, bytes[index] != UInt8(ascii: " ") { index = bytes.index(after: index) }
-            current += 1
-            if current == number { return stat[start..<index] }
+        guard number >= 3 else { return nil }
+        let range: Range<Int>? = bytes(stat) { bytes in
+            guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+            var index = close + 1
+            var current = 2
+            while index < bytes.count {
+                while index < bytes.count, bytes[index] == UInt8(ascii: " ") { index += 1 }
+                guard index < bytes.count else { return nil }
+                let start = index
+                while index < bytes.count, bytes[index] != UInt8(ascii: " ") { index += 1 }
+                current += 1
+                if current == number { return start..<index }
+            }
+            return nil
         }
-        return nil
+        return range.map { stat.utf8.dropFirst($0.lowerBound).prefix($0.count) }.map(Substring.init)
     }
 
     /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified
@@ -52,23 +56,35 @@ public enum ProcFS {
     /// lives). Cgroups below the unit are the unit's own (a unit with delegation may name them anything), so they
     /// are ignored. Nil outside systemd (containers, `0::/`).
     public static func unit(cgroup: String) -> String? {
-        var unified: Substring?
-        var named: Substring?
-        for line in cgroup.split(separator: "\n") {
-            if line.hasPrefix("0::") {
-                unified = line.dropFirst(3)
-            } else if named == nil, let range = line.firstRange(of: ":name=systemd:") {
-                named = line[range.upperBound...]
+        bytes(cgroup) { bytes in
+            var unified: Slice<UnsafeBufferPointer<UInt8>>?
+            var named: Slice<UnsafeBufferPointer<UInt8>>?
+            for line in bytes.split(separator: UInt8(ascii: "\n")) {
+                // hierarchy-ID:controllers:path (the path may hold ':').
+                guard let first = line.firstIndex(of: UInt8(ascii: ":")),
+                      let second = line[(first + 1)...].firstIndex(of: UInt8(ascii: ":")) else { continue }
+                let controllers = line[(first + 1)..<second], path = line[(second + 1)...]
+                if line[..<first].elementsEqual("0".utf8), controllers.isEmpty {
+                    unified = path
+                } else if named == nil, controllers.elementsEqual("name=systemd".utf8) {
+                    named = path
+                }
             }
+            guard let path = unified.flatMap({ $0.elementsEqual("/".utf8) ? nil : $0 }) ?? named else { return nil }
+            for component in path.split(separator: UInt8(ascii: "/")) {
+                if component.ends(with: ".slice") { continue }
+                guard component.ends(with: ".service") || component.ends(with: ".scope") else { return nil }
+                if component.starts(with: "user@".utf8) && component.ends(with: ".service") { continue }
+                return String(decoding: component, as: UTF8.self)
+            }
+            return nil
         }
-        guard let path = unified.flatMap({ $0 == "/" ? nil : $0 }) ?? named else { return nil }
-        for component in path.split(separator: "/") {
-            if component.hasSuffix(".slice") { continue }
-            guard component.hasSuffix(".service") || component.hasSuffix(".scope") else { return nil }
-            if component.hasPrefix("user@") && component.hasSuffix(".service") { continue }
-            return String(component)
-        }
-        return nil
+    }
+
+    /// `body` over `text`'s UTF-8 bytes, in place when the string is native (a file's text always is).
+    static func bytes<Result>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        var text = text
+        return text.withUTF8(body)
     }
 
     /// The Flatpak app id from a scope name `app-flatpak-<APPID>-<N>.scope` (what `flatpak run` creates).
@@ -114,5 +130,11 @@ public enum ProcFS {
     public static func executable(link: String) -> (path: String, deleted: Bool) {
         let suffix = " (deleted)"
         return link.hasSuffix(suffix) ? (String(link.dropLast(suffix.count)), true) : (link, false)
+    }
+}
+
+private extension Slice<UnsafeBufferPointer<UInt8>> {
+    func ends(with suffix: String) -> Bool {
+        count >= suffix.utf8.count && self.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
     }
 }

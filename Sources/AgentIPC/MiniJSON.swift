@@ -82,7 +82,12 @@ enum MiniJSON: Equatable {
         var index = 0
 
         mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
         }
 
         mutating func literal(_ text: StaticString, _ value: MiniJSON) -> MiniJSON? {
@@ -153,18 +158,28 @@ enum MiniJSON: Equatable {
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
             guard index > digits, index - digits == 1 || bytes[digits] != UInt8(ascii: "0") else { return nil }
             if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) { return nil }
-            guard let text = String(validating: bytes[start..<index], as: UTF8.self), let value = Int(text) else { return nil }
+            guard let text = Reader.text(bytes[start..<index]), let value = Int(text) else { return nil }
             return .integer(value)
         }
 
         mutating func string() -> String? {
             index += 1
-            var out: [UInt8] = []
+            // Most strings have no escape: taken whole, without a copy byte by byte.
+            var end = index
+            while end < bytes.count, bytes[end] >= 0x20, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") {
+                end += 1
+            }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+                defer { index = end + 1 }
+                return Reader.text(bytes[index..<end])
+            }
+            var out: [UInt8] = Array(bytes[index..<end])
+            index = end
             while index < bytes.count {
                 let byte = bytes[index]
                 index += 1
                 switch byte {
-                case UInt8(ascii: "\""): return String(validating: out, as: UTF8.self)
+                case UInt8(ascii: "\""): return Reader.text(out[...])
                 case 0..<0x20: return nil
                 case UInt8(ascii: "\\"):
                     guard index < bytes.count else { return nil }
@@ -193,6 +208,12 @@ enum MiniJSON: Equatable {
                 }
             }
             return nil
+        }
+
+        /// `utf8` as a string, nil when it is not valid UTF-8. ASCII, what nearly every request holds, needs no
+        /// decoder (the generic one costs more than the rest of a request's parse).
+        static func text(_ utf8: ArraySlice<UInt8>) -> String? {
+            utf8.allSatisfy { $0 < 0x80 } ? String(decoding: utf8, as: UTF8.self) : String(validating: utf8, as: UTF8.self)
         }
 
         mutating func hex4() -> UInt32? {
