@@ -203,7 +203,7 @@ extension AcceptLoop {
         Glibc.close(fd)
         openConnections.subtract(1, ordering: .relaxed)
         activity?.end()
-        if connections.isEmpty { idleAt = AcceptLoop.monotonicNow() + AcceptLoop.idleHookDelay }
+        if connections.isEmpty { armIdleHook() }
     }
 
     /// Closes a descriptor that never became a connection (refused). What the client already sent is read first:

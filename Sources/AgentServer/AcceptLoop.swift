@@ -27,6 +27,10 @@ final class AcceptLoop: @unchecked Sendable {
     /// How long the last connection must be gone before the idle hook runs; at most one run per this period, so a
     /// client that connects once per request does not pay for it (nanoseconds, as the loop's timers).
     static let idleHookDelay: UInt64 = 1_000_000_000
+    /// The idle hook runs once more this long after its first run, unless a client came in between: by then the HTTP
+    /// client has closed the connections the work left open (``HTTPClientTransport/idleConnectionLifetime``, 30 s),
+    /// and closing them mapped code again (NIO's channel teardown: about 2 MB).
+    static let idleHookAgain: UInt64 = 31_000_000_000
     /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
     /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Nanoseconds.
     static let drainLimit: UInt64 = 3_000_000_000
@@ -43,6 +47,9 @@ final class AcceptLoop: @unchecked Sendable {
         /// The watchdog's question: the loop answers by storing the number in ``answeredProbe``. A loop that is stuck
         /// (in a system call that never returns, say) never does.
         case probe(UInt64)
+        /// Work that ran without a client (the proactive refresh's round) finished: the idle hook runs a second from
+        /// now, as it does after the last client, so what that work mapped is handed back too.
+        case workFinished
     }
 
     /// A connection this loop owns. A class, so the loop updates it in place.
@@ -104,6 +111,8 @@ final class AcceptLoop: @unchecked Sendable {
     var acceptRetry: UInt64?
     /// When the idle hook runs: a second after the last connection closed, unless a client connects first.
     var idleAt: UInt64?
+    /// The hook's next run is its first since work: ``idleHookAgain`` after it, it runs once more.
+    var idleFirstRun = false
     /// When shutdown stops waiting for clients to take their replies (``drainLimit`` after it began).
     var drainBy: UInt64?
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
@@ -140,7 +149,7 @@ final class AcceptLoop: @unchecked Sendable {
         (drained, finishDrained) = AsyncStream.makeStream(of: Never.self)
         // The idle hook runs a second after start-up unless a client comes first: what start-up mapped and
         // allocated (configuration, the keyring, D-Bus) is given back even if no client ever connects.
-        idleAt = AcceptLoop.monotonicNow() + AcceptLoop.idleHookDelay
+        armIdleHook()
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
     }
 
@@ -200,9 +209,17 @@ final class AcceptLoop: @unchecked Sendable {
             closeAll()
         }
         guard let idle = idleAt, idle <= now else { return }
-        idleAt = nil
+        idleAt = idleFirstRun ? now + AcceptLoop.idleHookAgain : nil
+        idleFirstRun = false
         guard !stopped else { return }
         whenIdle?()
+    }
+
+    /// Work ended (the last client left, start-up, a proactive refresh round): the idle hook runs a second from now,
+    /// and once more ``idleHookAgain`` after that.
+    func armIdleHook() {
+        idleAt = AcceptLoop.monotonicNow() + AcceptLoop.idleHookDelay
+        idleFirstRun = true
     }
 
     func runCommands() {
@@ -225,6 +242,8 @@ final class AcceptLoop: @unchecked Sendable {
                 }
             case .probe(let number):
                 answeredProbe.store(number, ordering: .relaxed)
+            case .workFinished:
+                if connections.isEmpty { armIdleHook() }
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {

@@ -74,11 +74,14 @@ extension TokenBroker {
     }
 
     /// Runs until cancelled: keeps recently used accounts' tokens fresh ahead of expiry.
-    public func runProactiveRefresh() async {
+    /// `afterRound` runs after each round, whether it refreshed anything or not (the agent then hands back the
+    /// memory the round mapped, as it does after a client: an idle agent wakes here at least once a minute).
+    public func runProactiveRefresh(afterRound: @Sendable () -> Void = {}) async {
         while !Task.isCancelled {
             let wait = nextProactiveCheck()
             guard await proactiveBell.sleep(for: wait, on: time) else { return }
             await refreshDueAccounts()
+            afterRound()
         }
     }
 }

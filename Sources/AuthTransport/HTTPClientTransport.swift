@@ -14,6 +14,10 @@ import NIOSSL
 /// `tls_error`; a body over ``maxBodyBytes`` comes back as ``HTTPReply/bodyTooLarge`` for the parser to refuse.
 public final class HTTPClientTransport: HTTPTransport {
     public static let maxBodyBytes = 1024 * 1024
+    /// How long a connection to a server is kept open for the next request: the requests of a sign-in and the
+    /// refreshes of several accounts due together share it; an hourly refresh opens its own. (The agent's idle hook
+    /// runs again once these have closed: AcceptLoop.idleHookAgain.)
+    public static let idleConnectionLifetime: TimeAmount = .seconds(30)
     let client: HTTPClient
     let timeout: TimeAmount
     let userAgent: String
@@ -26,6 +30,7 @@ public final class HTTPClientTransport: HTTPTransport {
         // A failed connection (refused, or a certificate that does not verify) fails this request at once with its
         // real cause; retrying is the broker's job (backoff with jitter), not a silent loop until the deadline.
         configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.idleTimeout = HTTPClientTransport.idleConnectionLifetime
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.timeout = timeout
         self.userAgent = userAgent

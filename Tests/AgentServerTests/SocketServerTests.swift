@@ -139,6 +139,31 @@ final class SocketServerTests: XCTestCase {
         XCTAssertEqual(calls.load(ordering: .relaxed), 3)
     }
 
+    /// Work without a client (a proactive refresh) runs the hook again, a second after it finished; with a client
+    /// connected it waits for that client to leave.
+    func testWorkWithoutAClientRunsTheIdleHookAgain() async throws {
+        let calls = Atomic<Int>(0)
+        let server = try await start(whenIdle: { calls.add(1, ordering: .relaxed) })
+        func waitForCalls(_ count: Int) async throws {
+            for _ in 0..<300 where calls.load(ordering: .relaxed) < count { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try await waitForCalls(1)
+        server.workFinished()
+        try await waitForCalls(2)
+        XCTAssertEqual(calls.load(ordering: .relaxed), 2, "once after the work")
+
+        let client = try await TestClient.connect(path)
+        try await client.send(#"{"v":1,"id":1,"op":"ping"}"# + "\n")
+        _ = try await client.readID()
+        server.workFinished()
+        try await Task.sleep(for: .milliseconds(1500))
+        XCTAssertEqual(calls.load(ordering: .relaxed), 2, "not while a client is connected")
+        client.shutdownWrite()
+        _ = try await client.readLine()
+        try await waitForCalls(3)
+        XCTAssertEqual(calls.load(ordering: .relaxed), 3)
+    }
+
     /// More requests in one write than may be in flight: reading pauses at the cap and resumes as they end, and
     /// every one is answered.
     func testMoreRequestsThanTheInFlightCapAreAllAnswered() async throws {
