@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from conftest import AuthServer, short_tmpdir
+from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
@@ -280,3 +281,95 @@ def test_a_plain_authorization_request_carries_dpop_jkt_without_par(make_agent, 
         assert not events(server, "par_push")
     finally:
         server.stop()
+
+
+def key_ref(stored: str | None) -> str | None:
+    """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
+    Tests compare these, so a failed assertion never prints a key or token."""
+    if not stored or not stored.startswith(KEY_MARKER):
+        return None
+    return ref(stored.rsplit("\x01", 1)[0])
+
+
+def token_ref(stored: str | None) -> str | None:
+    """ref() of the token in a keyring secret (after the key)."""
+    return ref(stored.rsplit("\x01", 1)[1]) if stored else None
+
+
+@pytest.fixture
+def dpop_proxy(dpop_server):
+    proxy = FaultProxy(dpop_server.base).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.mark.parametrize("when", ["before_request", "after_rotation", "after_response"])
+def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token(make_agent, keyring, dpop_server,
+                                                                                 dpop_proxy, when):
+    """test_hostile.py::test_kill9_during_rotating_refresh with DPoP and server nonces. The token endpoint is the
+    fault proxy, which forwards the proof and the Host it was called with (the proof's htu, the endpoint the agent
+    knows, is what the server checks) and relays DPoP-Nonce. SIGKILL (a) before the server saw the refresh, (b) after
+    it rotated the refresh token but before the agent got the answer, (c) just after the agent got it. At every
+    moment the keyring holds the refresh token with the sign-in's key, never one without the other; after the
+    restart the refresh is signed with the key read back from the keyring (the server's proofs show the bound jkt)
+    and works (a), or the rotated token was lost and the account says sign-in needed (b; c either way)."""
+    proxy = dpop_proxy
+    agent = make_agent(server=dpop_server, work={"token_endpoint": proxy.base + "/o/token/"})
+    agent.login("work")
+    signed_in = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]
+    jkt = signed_in["jkt"]
+    assert jkt and signed_in["token_type"] == "DPoP" and signed_in["refresh_bound"], signed_in
+    before = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(before)
+    key = key_ref(before)
+    assert key and keyring.secret_tool_count("work") == 1
+
+    proxy.set({"before_request": "hang_before", "after_rotation": "hang_after",
+               "after_response": "after_response"}[when])
+    client = agent.authctl_popen("token", "work", "--refresh")
+    assert proxy.reached.wait(20), "the refresh never reached the proxy"
+    agent.kill9()
+    out, err = client.communicate(timeout=15)
+    agent.remember(out.strip())
+    assert not out.strip() or when == "after_response", "a token was printed although the agent died"
+    proxy.set("pass")
+    # Killed at any moment: one item, the token in it with the sign-in's key.
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(stored)
+    assert keyring.secret_tool_count("work") == 1
+    assert key_ref(stored) == key, "the item after the kill does not hold the sign-in's key"
+
+    agent.start()
+    proofs, tokens, posts = len(events(dpop_server, "proof")), len(events(dpop_server, "token")), proxy.token_posts()
+    result = agent.authctl("token", "work", "--refresh", timeout=60)
+    new_proofs = events(dpop_server, "proof")[proofs:]
+    refreshed = [e for e in events(dpop_server, "token")[tokens:] if e["grant"] == "refresh_token"]
+    # The restarted agent knows no nonce yet: one use_dpop_nonce answer and one retry, no more.
+    nonce_asked = [e for e in new_proofs if e.get("error") == "use_dpop_nonce"]
+    assert len(nonce_asked) <= 1 and proxy.token_posts() - posts == 1 + len(nonce_asked), new_proofs
+    accepted = [e for e in new_proofs if e["result"] == "accepted"]
+    assert accepted and {e["jkt"] for e in accepted} == {jkt}, "the restarted agent did not sign with the stored key"
+    if when == "before_request":
+        assert result.returncode == 0, (result.returncode, result.stderr)
+    elif when == "after_rotation":
+        assert result.returncode == 4, (result.returncode, result.stderr)
+    else:
+        assert result.returncode in (0, 4), (result.returncode, result.stderr)
+        print(f"kill after the response: restart outcome exit {result.returncode}")
+    if result.returncode == 0:
+        (refresh,) = refreshed
+        assert refresh["jkt"] == jkt and refresh["refresh_bound"] and refresh["access_token"] == ref(result.stdout.strip())
+        rotated = keyring.secret_tool_lookup("work", dpop_server.issuer)
+        agent.remember(rotated)
+        assert key_ref(rotated) == key, "the rotated token was stored without its key"
+        assert token_ref(rotated) == refresh["refresh_token"] != token_ref(stored)
+    else:
+        assert "authctl login work" in result.stderr and not refreshed
+        account = agent.account_status("work")
+        assert account["signed_in"] is False and account["last_error"]["code"] == "login_required", account
+    assert keyring.secret_tool_count("work") == (1 if result.returncode == 0 else 0)
+    # No loop: asking again costs no token request once the outcome is known.
+    posts = proxy.token_posts()
+    again = agent.authctl("token", "work")
+    assert again.returncode == result.returncode and proxy.token_posts() == posts, (again.returncode, again.stderr)
+
