@@ -7,17 +7,21 @@ and the same token as Bearer must not. Each server check can fail: the fixture's
 proof that skips or fakes its step; here the agent's proofs must pass them all."""
 import hashlib
 import json
+import re
 import subprocess
+import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 
-from conftest import AuthServer, short_tmpdir
+from conftest import FAKE_BROWSER, AuthServer, read_until, short_tmpdir, wait_for
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 KEY_MARKER = "\x01dpop_es256\x01"
+URL_RE = re.compile(r"(http://127\.0\.0\.1:\d+/o/authorize/\?\S+)")
 
 
 def ref(value: str) -> str:
@@ -373,3 +377,62 @@ def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token
     again = agent.authctl("token", "work")
     assert again.returncode == result.returncode and proxy.token_posts() == posts, (again.returncode, again.stderr)
 
+
+def request_uri(url: str) -> str:
+    (value,) = parse_qs(urlsplit(url).query)["request_uri"]
+    return value
+
+
+def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_presented(make_agent, keyring,
+                                                                                          strict_server):
+    """RFC 9126 §4: a request_uri is single-use and expires (3 s on strict_server, which requires PAR). A first
+    `authctl login` starts the sign-in (the browser stand-in starts and does nothing); once its request_uri has
+    expired a second `authctl login` joins it and is given a URL with a new request_uri, pushed again with the same
+    parameters; the sign-in completes in a browser on that URL and answers both. The server saw two pushes, and
+    the expired request_uri was never presented to its authorization endpoint."""
+    agent = make_agent(server=strict_server, work={"dpop": True, "par": True}, browser_mode="none")
+    pushes, uses = len(events(strict_server, "par_push")), len(events(strict_server, "par_use"))
+    first = agent.authctl_popen("login", "work")
+    second = None
+    try:
+        url1 = URL_RE.search(read_until(first.stderr, "Waiting for the sign-in", 20)).group(1)
+        wait_for(lambda: "DONE none" in agent.browser_log.read_text(), 10, "the browser stand-in to run")
+        uri1 = ref(request_uri(url1))  # refs, like the server's events: a request_uri is never printed
+        (push1,) = events(strict_server, "par_push")[pushes:]
+        assert push1["result"] == "accepted" and push1["request_uri"] == uri1, push1
+        # What is waited for here is time itself: the request_uri's expiry, by the server's clock (the event's time),
+        # plus a second for the agent's clock, which started when the push's answer arrived.
+        time.sleep(max(0.0, push1["t"] + push1["expires_in"] + 1 - time.time()))
+
+        second = agent.authctl_popen("login", "work")
+        url2 = URL_RE.search(read_until(second.stderr, "Waiting for the sign-in", 20)).group(1)
+        uri2 = ref(request_uri(url2))
+        assert uri2 != uri1, "the late joiner was sent to the expired request_uri"
+        assert parse_qs(urlsplit(url2).query).keys() == {"client_id", "request_uri"}, "only client_id and request_uri"
+        assert agent.browser_runs() == 1, "joining the sign-in started a second browser"
+        assert agent.account_status("work")["login_pending"] is True
+
+        browser = subprocess.run([str(FAKE_BROWSER), url2], env=dict(agent.env, FAKE_BROWSER_MODE="login"),
+                                 capture_output=True, text=True, timeout=60)
+        assert browser.returncode == 0, browser.stderr
+        for proc in (first, second):
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0 and "Signed in to 'work'" in out, (proc.returncode, err)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+
+    accepted = [e for e in events(strict_server, "par_push")[pushes:] if e["result"] == "accepted"]
+    assert [e["request_uri"] for e in accepted] == [uri1, uri2], accepted
+    assert accepted[0]["params"] == accepted[1]["params"], "the second push did not carry the same parameter names"
+    presented = [e["request_uri"] for e in events(strict_server, "par_use")[uses:]]
+    assert uri1 not in presented, "the expired request_uri was presented"
+    assert uri2 in presented
+    (done,) = [e for e in events(strict_server, "par_done") if e["request_uri"] == uri2]
+    assert done["outcome"] == "code", done
+    stored = keyring.secret_tool_lookup("work", strict_server.issuer)
+    agent.remember(stored)
+    assert key_ref(stored) and keyring.secret_tool_count("work") == 1
+    assert strict_server.introspect(agent.token("work"))["active"] is True
