@@ -297,7 +297,7 @@ def key_ref(stored: str | None) -> str | None:
 
 def token_ref(stored: str | None) -> str | None:
     """ref() of the token in a keyring secret (after the key)."""
-    return ref(stored.rsplit("\x01", 1)[1]) if stored else None
+    return ref(stored.rsplit("\x01", 1)[-1]) if stored else None
 
 
 @pytest.fixture
@@ -341,7 +341,8 @@ def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(stored)
     assert keyring.secret_tool_count("work") == 1
-    assert key_ref(stored) == key, "the item after the kill does not hold the sign-in's key"
+    stored_key = key_ref(stored)  # (values computed before the assert: its report shows no argument)
+    assert stored_key == key, "the item after the kill does not hold the sign-in's key"
 
     agent.start()
     proofs, tokens, posts = len(events(dpop_server, "proof")), len(events(dpop_server, "token")), proxy.token_posts()
@@ -362,11 +363,13 @@ def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token
         print(f"kill after the response: restart outcome exit {result.returncode}")
     if result.returncode == 0:
         (refresh,) = refreshed
-        assert refresh["jkt"] == jkt and refresh["refresh_bound"] and refresh["access_token"] == ref(result.stdout.strip())
+        served = ref(result.stdout.strip())
+        assert refresh["jkt"] == jkt and refresh["refresh_bound"] and refresh["access_token"] == served, refresh
         rotated = keyring.secret_tool_lookup("work", dpop_server.issuer)
         agent.remember(rotated)
-        assert key_ref(rotated) == key, "the rotated token was stored without its key"
-        assert token_ref(rotated) == refresh["refresh_token"] != token_ref(stored)
+        rotated_key, rotated_token, stored_token = key_ref(rotated), token_ref(rotated), token_ref(stored)
+        assert rotated_key == key, "the rotated token was stored without its key"
+        assert rotated_token == refresh["refresh_token"] != stored_token
     else:
         assert "authctl login work" in result.stderr and not refreshed
         account = agent.account_status("work")
@@ -434,5 +437,6 @@ def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_
     assert done["outcome"] == "code", done
     stored = keyring.secret_tool_lookup("work", strict_server.issuer)
     agent.remember(stored)
-    assert key_ref(stored) and keyring.secret_tool_count("work") == 1
+    stored_key = key_ref(stored)
+    assert stored_key and keyring.secret_tool_count("work") == 1
     assert strict_server.introspect(agent.token("work"))["active"] is True
