@@ -19,6 +19,27 @@ final class ProviderPresetTests: XCTestCase {
         XCTAssertThrowsError(try ProviderPreset.named("yahoo"))
     }
 
+    /// docs/PROVIDERS.md ("Which providers offer DPoP and PAR"): of the presets' providers only Google documents DPoP
+    /// (refresh token only), and whether the agent turns it on depends on Google's discovery document, so its note
+    /// says how to look and what to set; no other preset claims DPoP or PAR.
+    func testOnlyTheGoogleNoteSpeaksOfDPoPAndItSaysHowToCheck() throws {
+        let google = try ProviderPreset.named("google").notes.filter { $0.contains("DPoP") }
+        XCTAssertEqual(google.count, 1)
+        for phrase in ["refresh token", "Bearer", "https://accounts.google.com/.well-known/openid-configuration",
+                       "dpop_signing_alg_values_supported", "dpop_refused"] {
+            XCTAssertTrue(google.first?.contains(phrase) == true, "the Google DPoP note does not say \(phrase)")
+        }
+        let others = try [ProviderPreset.named("microsoft"), ProviderPreset.named("microsoft", tenant: "consumers"),
+                          ProviderPreset.named("github"), ProviderPreset.named("gitlab"),
+                          ProviderPreset.named("oidc", issuer: "https://id.example")]
+        for preset in others {
+            for note in preset.notes {
+                XCTAssertFalse(note.contains("DPoP") || note.contains("PAR") || note.contains("pushed"),
+                               "\(preset.name): \(note)")
+            }
+        }
+    }
+
     func testMicrosoftTenants() throws {
         for tenant in ["common", "organizations"] {
             let preset = try ProviderPreset.named("microsoft", tenant: tenant)

@@ -20,6 +20,9 @@ A quirk (FaultProxy.quirk, see quirkproxy.py) replaces `pass` with a function th
 forward it, change the answer or answer by itself: one provider's documented behaviour.
 A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
 once each in order (e.g. a `slow_down` before the real token endpoint answers).
+Forwarding is what a reverse proxy in front of an authorization server does: the request keeps its Host header (so
+the server sees the URL the client called, the proxy's: a DPoP proof's `htu` names it, RFC 9449 §4.3), its
+`DPoP` proof and its content headers; the answer keeps its content headers and `DPoP-Nonce` (RFC 9449 §8).
 Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path).
 The parameters of every form POST are kept in `forms` (path, {name: value}), with the values of secret parameters
 (tokens, codes, verifiers, client secrets) replaced by "<secret>".
@@ -33,7 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 SECRET_FIELDS = {"refresh_token", "code", "code_verifier", "client_secret", "device_code", "token"}
-FORWARDED_HEADERS = ("Content-Type", "Accept", "Authorization", "User-Agent")
+FORWARDED_HEADERS = ("Host", "Content-Type", "Accept", "Authorization", "User-Agent", "DPoP")
+RELAYED_HEADERS = ("content-type", "cache-control", "pragma", "dpop-nonce")
 HOLD_LIMIT = 60  # seconds a hung request is held at most (so a forgotten release cannot wedge the test run)
 
 
@@ -156,7 +160,7 @@ class FaultProxy:
             conn.request(method, path, body=body, headers=fwd)
             r = conn.getresponse()
             payload = r.read()
-            keep = [(k, v) for k, v in r.getheaders() if k.lower() in ("content-type", "cache-control", "pragma")]
+            keep = [(k, v) for k, v in r.getheaders() if k.lower() in RELAYED_HEADERS]
             return r.status, keep, payload
         finally:
             conn.close()

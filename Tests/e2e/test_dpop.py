@@ -7,16 +7,21 @@ and the same token as Bearer must not. Each server check can fail: the fixture's
 proof that skips or fakes its step; here the agent's proofs must pass them all."""
 import hashlib
 import json
+import re
 import subprocess
+import time
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 
-from conftest import AuthServer, short_tmpdir
+from conftest import FAKE_BROWSER, AuthServer, read_until, short_tmpdir, wait_for
+from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
 KEY_MARKER = "\x01dpop_es256\x01"
+URL_RE = re.compile(r"(http://127\.0\.0\.1:\d+/o/authorize/\?\S+)")
 
 
 def ref(value: str) -> str:
@@ -280,3 +285,158 @@ def test_a_plain_authorization_request_carries_dpop_jkt_without_par(make_agent, 
         assert not events(server, "par_push")
     finally:
         server.stop()
+
+
+def key_ref(stored: str | None) -> str | None:
+    """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
+    Tests compare these, so a failed assertion never prints a key or token."""
+    if not stored or not stored.startswith(KEY_MARKER):
+        return None
+    return ref(stored.rsplit("\x01", 1)[0])
+
+
+def token_ref(stored: str | None) -> str | None:
+    """ref() of the token in a keyring secret (after the key)."""
+    return ref(stored.rsplit("\x01", 1)[-1]) if stored else None
+
+
+@pytest.fixture
+def dpop_proxy(dpop_server):
+    proxy = FaultProxy(dpop_server.base).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.mark.parametrize("when", ["before_request", "after_rotation", "after_response"])
+def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token(make_agent, keyring, dpop_server,
+                                                                                 dpop_proxy, when):
+    """test_hostile.py::test_kill9_during_rotating_refresh with DPoP and server nonces. The token endpoint is the
+    fault proxy, which forwards the proof and the Host it was called with (the proof's htu, the endpoint the agent
+    knows, is what the server checks) and relays DPoP-Nonce. SIGKILL (a) before the server saw the refresh, (b) after
+    it rotated the refresh token but before the agent got the answer, (c) just after the agent got it. At every
+    moment the keyring holds the refresh token with the sign-in's key, never one without the other; after the
+    restart the refresh is signed with the key read back from the keyring (the server's proofs show the bound jkt)
+    and works (a), or the rotated token was lost and the account says sign-in needed (b; c either way)."""
+    proxy = dpop_proxy
+    agent = make_agent(server=dpop_server, work={"token_endpoint": proxy.base + "/o/token/"})
+    agent.login("work")
+    signed_in = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]
+    jkt = signed_in["jkt"]
+    assert jkt and signed_in["token_type"] == "DPoP" and signed_in["refresh_bound"], signed_in
+    before = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(before)
+    key = key_ref(before)
+    assert key and keyring.secret_tool_count("work") == 1
+
+    proxy.set({"before_request": "hang_before", "after_rotation": "hang_after",
+               "after_response": "after_response"}[when])
+    client = agent.authctl_popen("token", "work", "--refresh")
+    assert proxy.reached.wait(20), "the refresh never reached the proxy"
+    agent.kill9()
+    out, err = client.communicate(timeout=15)
+    agent.remember(out.strip())
+    assert not out.strip() or when == "after_response", "a token was printed although the agent died"
+    proxy.set("pass")
+    # Killed at any moment: one item, the token in it with the sign-in's key.
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
+    agent.remember(stored)
+    assert keyring.secret_tool_count("work") == 1
+    stored_key = key_ref(stored)  # (values computed before the assert: its report shows no argument)
+    assert stored_key == key, "the item after the kill does not hold the sign-in's key"
+
+    agent.start()
+    proofs, tokens, posts = len(events(dpop_server, "proof")), len(events(dpop_server, "token")), proxy.token_posts()
+    result = agent.authctl("token", "work", "--refresh", timeout=60)
+    new_proofs = events(dpop_server, "proof")[proofs:]
+    refreshed = [e for e in events(dpop_server, "token")[tokens:] if e["grant"] == "refresh_token"]
+    # The restarted agent knows no nonce yet: one use_dpop_nonce answer and one retry, no more.
+    nonce_asked = [e for e in new_proofs if e.get("error") == "use_dpop_nonce"]
+    assert len(nonce_asked) <= 1 and proxy.token_posts() - posts == 1 + len(nonce_asked), new_proofs
+    accepted = [e for e in new_proofs if e["result"] == "accepted"]
+    assert accepted and {e["jkt"] for e in accepted} == {jkt}, "the restarted agent did not sign with the stored key"
+    if when == "before_request":
+        assert result.returncode == 0, (result.returncode, result.stderr)
+    elif when == "after_rotation":
+        assert result.returncode == 4, (result.returncode, result.stderr)
+    else:
+        assert result.returncode in (0, 4), (result.returncode, result.stderr)
+        print(f"kill after the response: restart outcome exit {result.returncode}")
+    if result.returncode == 0:
+        (refresh,) = refreshed
+        served = ref(result.stdout.strip())
+        assert refresh["jkt"] == jkt and refresh["refresh_bound"] and refresh["access_token"] == served, refresh
+        rotated = keyring.secret_tool_lookup("work", dpop_server.issuer)
+        agent.remember(rotated)
+        rotated_key, rotated_token, stored_token = key_ref(rotated), token_ref(rotated), token_ref(stored)
+        assert rotated_key == key, "the rotated token was stored without its key"
+        assert rotated_token == refresh["refresh_token"] != stored_token
+    else:
+        assert "authctl login work" in result.stderr and not refreshed
+        account = agent.account_status("work")
+        assert account["signed_in"] is False and account["last_error"]["code"] == "login_required", account
+    assert keyring.secret_tool_count("work") == (1 if result.returncode == 0 else 0)
+    # No loop: asking again costs no token request once the outcome is known.
+    posts = proxy.token_posts()
+    again = agent.authctl("token", "work")
+    assert again.returncode == result.returncode and proxy.token_posts() == posts, (again.returncode, again.stderr)
+
+
+def request_uri(url: str) -> str:
+    (value,) = parse_qs(urlsplit(url).query)["request_uri"]
+    return value
+
+
+def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_presented(make_agent, keyring,
+                                                                                          strict_server):
+    """RFC 9126 §4: a request_uri is single-use and expires (3 s on strict_server, which requires PAR). A first
+    `authctl login` starts the sign-in (the browser stand-in starts and does nothing); once its request_uri has
+    expired a second `authctl login` joins it and is given a URL with a new request_uri, pushed again with the same
+    parameters; the sign-in completes in a browser on that URL and answers both. The server saw two pushes, and
+    the expired request_uri was never presented to its authorization endpoint."""
+    agent = make_agent(server=strict_server, work={"dpop": True, "par": True}, browser_mode="none")
+    pushes, uses = len(events(strict_server, "par_push")), len(events(strict_server, "par_use"))
+    first = agent.authctl_popen("login", "work")
+    second = None
+    try:
+        url1 = URL_RE.search(read_until(first.stderr, "Waiting for the sign-in", 20)).group(1)
+        wait_for(lambda: "DONE none" in agent.browser_log.read_text(), 10, "the browser stand-in to run")
+        uri1 = ref(request_uri(url1))  # refs, like the server's events: a request_uri is never printed
+        (push1,) = events(strict_server, "par_push")[pushes:]
+        assert push1["result"] == "accepted" and push1["request_uri"] == uri1, push1
+        # What is waited for here is time itself: the request_uri's expiry, by the server's clock (the event's time),
+        # plus a second for the agent's clock, which started when the push's answer arrived.
+        time.sleep(max(0.0, push1["t"] + push1["expires_in"] + 1 - time.time()))
+
+        second = agent.authctl_popen("login", "work")
+        url2 = URL_RE.search(read_until(second.stderr, "Waiting for the sign-in", 20)).group(1)
+        uri2 = ref(request_uri(url2))
+        assert uri2 != uri1, "the late joiner was sent to the expired request_uri"
+        assert parse_qs(urlsplit(url2).query).keys() == {"client_id", "request_uri"}, "only client_id and request_uri"
+        assert agent.browser_runs() == 1, "joining the sign-in started a second browser"
+        assert agent.account_status("work")["login_pending"] is True
+
+        browser = subprocess.run([str(FAKE_BROWSER), url2], env=dict(agent.env, FAKE_BROWSER_MODE="login"),
+                                 capture_output=True, text=True, timeout=60)
+        assert browser.returncode == 0, browser.stderr
+        for proc in (first, second):
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0 and "Signed in to 'work'" in out, (proc.returncode, err)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+
+    accepted = [e for e in events(strict_server, "par_push")[pushes:] if e["result"] == "accepted"]
+    assert [e["request_uri"] for e in accepted] == [uri1, uri2], accepted
+    assert accepted[0]["params"] == accepted[1]["params"], "the second push did not carry the same parameter names"
+    presented = [e["request_uri"] for e in events(strict_server, "par_use")[uses:]]
+    assert uri1 not in presented, "the expired request_uri was presented"
+    assert uri2 in presented
+    (done,) = [e for e in events(strict_server, "par_done") if e["request_uri"] == uri2]
+    assert done["outcome"] == "code", done
+    stored = keyring.secret_tool_lookup("work", strict_server.issuer)
+    agent.remember(stored)
+    stored_key = key_ref(stored)
+    assert stored_key and keyring.secret_tool_count("work") == 1
+    assert strict_server.introspect(agent.token("work"))["active"] is True

@@ -12,7 +12,8 @@ and nothing lost. Each test fails if the protection it names breaks.
   agent got the answer. After a restart `authctl token work --refresh` works (a), says login_required (b: DOT
   revoked the token the agent still holds, no grace period) or either (c: in practice login_required, the kill
   lands before the keyring write; that window is inherent); one token request per attempt and none after the
-  outcome is known (no loop), no crash, never two keyring items for the account.
+  outcome is known (no loop), no crash, never two keyring items for the account. The same with DPoP (the key and
+  the token stay together): test_dpop.py::test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token.
 - test_socket_abuse: a 10 MB line, JSON nested 100,000 deep (over the line cap) and ~32,000 deep (under it) get an
   error reply or a close; the agent stays up and its RSS grows < 5 MB; with 500 idle connections open a real
   `authctl token work` is answered correctly (latency printed, not asserted); the fd count returns to baseline.
