@@ -11,6 +11,7 @@ import Foundation
 /// `authctl audit`: who got which account's tokens, and who was refused.
 struct Audit: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "audit",
         abstract: "Show who got tokens and who was refused (the agent's in-memory audit trail).",
         discussion: """
         Every token the agent hands out and every refused request is recorded with the time, account, scopes or
@@ -54,7 +55,7 @@ struct Audit: ParsableCommand {
 
 /// `authctl pending`: requests waiting for the user's Allow/Deny.
 struct Pending: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List requests waiting for your permission (confirm = \"first-use\").")
+    static let configuration = CommandConfiguration(commandName: "pending", abstract: "List requests waiting for your permission (confirm = \"first-use\").")
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -73,6 +74,7 @@ struct Pending: ParsableCommand {
 /// `authctl approve ID` / `authctl deny ID`.
 struct Approve: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "approve",
         abstract: "Allow a waiting request's program to get the account's tokens (remembered).",
         discussion: "Run it in a terminal: the agent takes answers only from programs with a controlling terminal.")
     @OptionGroup var global: GlobalOptions
@@ -83,6 +85,7 @@ struct Approve: ParsableCommand {
 
 struct Deny: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "deny",
         abstract: "Refuse a waiting request's program the account's tokens (remembered).",
         discussion: "Run it in a terminal: the agent takes answers only from programs with a controlling terminal.")
     @OptionGroup var global: GlobalOptions
@@ -103,6 +106,7 @@ private func answer(global: GlobalOptions, id: Int, allow: Bool, json: Bool) thr
 /// `authctl forget`: drop remembered Allow/Deny decisions.
 struct Forget: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "forget",
         abstract: "Forget remembered Allow/Deny decisions, so those programs are asked again.")
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this account's decisions.") var account: String?

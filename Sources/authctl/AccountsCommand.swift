@@ -13,6 +13,7 @@ import Glibc
 
 struct Accounts: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "accounts",
         abstract: "List, add or remove accounts.",
         discussion: """
         Examples:

@@ -74,7 +74,7 @@ struct GlobalOptions: ParsableArguments {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the agent and every account.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the agent and every account.")
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON (the protocol's status result).") var json = false
 
@@ -88,6 +88,7 @@ struct Status: ParsableCommand {
 
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "login",
         abstract: "Sign in to an account in your browser, or with a code on another device.",
         discussion: """
         The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.
@@ -163,6 +164,7 @@ struct Login: ParsableCommand {
 
 struct Logout: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "logout",
         abstract: "Sign out: revoke the refresh token at the server, delete it from the keyring, forget access tokens.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name.") var account: String
@@ -187,6 +189,7 @@ struct Logout: ParsableCommand {
 
 struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "reload",
         abstract: "Make the agent read its configuration file again (as `systemctl --user reload auth-agent` does).",
         discussion: """
         Accounts, their access policies and git hosts take effect at once; signed-in accounts and cached tokens are
@@ -212,7 +215,7 @@ struct Reload: ParsableCommand {
 }
 
 struct Version: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print authctl's version and, if it runs, the agent's.")
+    static let configuration = CommandConfiguration(commandName: "version", abstract: "Print authctl's version and, if it runs, the agent's.")
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON.") var json = false
 

@@ -15,6 +15,7 @@ import Glibc
 /// whether it was handed over. The person sees the sign-in's result where they ran `authctl login`.
 struct Callback: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "callback",
         abstract: "Hand a sign-in response (a private-use scheme redirect URI) to the agent.",
         discussion: """
         Run by the desktop through the .desktop file that `authctl register-scheme ACCOUNT` writes, when the provider

@@ -11,6 +11,7 @@ import Foundation
 /// (``FastPath``) calls too.
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "Print a fresh access token for an account, and nothing else.",
         discussion: """
         Examples:
