@@ -3,16 +3,17 @@ import AuthCLI
 import Glibc
 #endif
 
-/// `authctl token ACCOUNT [...]` and `authctl git-credential [...] ACTION` without ArgumentParser: building its
-/// command tree (Mirror reflection over every command, protocol conformance scans) took a quarter of the process's
-/// user time, more than the request itself, and scripts and git run these verbs on every call.
+/// `authctl token ACCOUNT [...]`, `authctl git-credential [...] ACTION` and `authctl kube-credential ACCOUNT [...]`
+/// without ArgumentParser: building its command tree (Mirror reflection over every command, protocol conformance
+/// scans) costs more than the request itself, and scripts, git and kubectl run these verbs on every call.
 ///
 /// Only forms ArgumentParser would accept and read the same way take this path (``TokenArguments/parse(_:)``,
-/// ``GitCredentialArguments/parse(_:)``); anything else (help, usage errors, unusual spellings) returns here
-/// without side effects and goes to ArgumentParser. Both paths run the same code after parsing, so output and exit
-/// codes are identical. `AUTHCTL_FAST_PATH=off` sends everything to ArgumentParser; `AUTHCTL_FAST_PATH=require`
-/// refuses (exit 2) any `token` or `git-credential` command line the fast path would leave to it. Both are for tests,
-/// which compare the two paths and must know which one ran.
+/// ``GitCredentialArguments/parse(_:)``, ``KubeCredentialArguments/parse(_:)``); anything else (help, usage errors,
+/// unusual spellings) returns here without side effects and goes to ArgumentParser. Both paths run the same code
+/// after parsing, so output and exit codes are identical. `AUTHCTL_FAST_PATH=off` sends everything to
+/// ArgumentParser; `AUTHCTL_FAST_PATH=require` refuses (exit 2) any `token`, `git-credential` or `kube-credential`
+/// command line the fast path would leave to it. Both are for tests, which compare the two paths and must know which
+/// one ran.
 enum FastPath {
     static let variable = "AUTHCTL_FAST_PATH"
 
@@ -30,6 +31,9 @@ enum FastPath {
             case "git-credential":
                 guard let options = GitCredentialArguments.parse(rest) else { return declined(mode) }
                 try GitCredentialCommand.run(options)
+            case "kube-credential":
+                guard let options = KubeCredentialArguments.parse(rest) else { return declined(mode) }
+                try KubeCredentialCommand.run(options)
             default:
                 return
             }

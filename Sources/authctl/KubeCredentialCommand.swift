@@ -40,20 +40,30 @@ struct KubeCredentialCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name.") var account: String
     @Flag(help: "Use the OAuth access token instead of the OIDC ID token.") var accessToken = false
-    @Option(help: "The token must stay valid at least this many seconds.") var minValid = 60
+    @Option(help: "The token must stay valid at least this many seconds.") var minValid = KubeCredentialArguments.defaultMinValid
 
     func validate() throws {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
     }
 
-    func run() throws {
-        let kind: KubeCredential.Kind = accessToken ? .accessToken : .idToken
-        let client = try global.connect(.network)
-        var outcome = try ask(client, kind: kind, forceRefresh: false)
+    /// The options as the fast path would have parsed them (``KubeCredentialArguments/parse(_:)``).
+    var arguments: KubeCredentialArguments {
+        KubeCredentialArguments(account: account, accessToken: accessToken, minValid: minValid, socket: global.socket,
+                                timeout: global.timeout)
+    }
+
+    func run() throws { try Self.run(arguments) }
+
+    /// The plugin's work, for both parsers (the fast path calls it too).
+    static func run(_ options: KubeCredentialArguments) throws(CLIFailure) {
+        let kind: KubeCredential.Kind = options.accessToken ? .accessToken : .idToken
+        let client = try AgentConnection.connect(socket: options.socket, patience: .network, timeout: options.timeout)
+        var outcome = try ask(client, options, kind: kind, forceRefresh: false)
         if case .idTokenStale = outcome {
             // The cached ID token is (nearly) expired while the access token is not: a refresh usually brings a new one.
-            outcome = try ask(client, kind: kind, forceRefresh: true)
+            outcome = try ask(client, options, kind: kind, forceRefresh: true)
         }
+        let account = options.account
         switch outcome {
         case .credential(let credential):
             print(credential.json())
@@ -67,10 +77,12 @@ struct KubeCredentialCommand: ParsableCommand {
         }
     }
 
-    private func ask(_ client: AgentClient, kind: KubeCredential.Kind, forceRefresh: Bool) throws(CLIFailure) -> KubeCredential.Outcome {
-        let request = WireRequest(op: .token, account: account, minValid: minValid, forceRefresh: forceRefresh,
-                                  idToken: kind == .idToken)
+    private static func ask(_ client: AgentClient, _ options: KubeCredentialArguments, kind: KubeCredential.Kind,
+                            forceRefresh: Bool) throws(CLIFailure) -> KubeCredential.Outcome {
+        let request = WireRequest(op: .token, account: options.account, minValid: options.minValid,
+                                  forceRefresh: forceRefresh, idToken: kind == .idToken)
         let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(request, as: TokenResult.self) }
-        return KubeCredential.decide(kind: kind, token: result, now: Int(Date().timeIntervalSince1970), minValid: minValid)
+        return KubeCredential.decide(kind: kind, token: result, now: Int(Date().timeIntervalSince1970),
+                                     minValid: options.minValid)
     }
 }

@@ -21,8 +21,22 @@ final class FastPathParityTests: XCTestCase {
             guard let fast = GitCredentialArguments.parse(rest) else { return }
             let slow = argumentParser(arguments) as? GitCredentialCommand
             XCTAssertEqual(slow?.arguments, fast, "\(arguments)", file: file, line: line)
+        case "kube-credential":
+            guard let fast = KubeCredentialArguments.parse(rest) else { return }
+            let slow = argumentParser(arguments) as? KubeCredentialCommand
+            XCTAssertEqual(slow?.arguments, fast, "\(arguments)", file: file, line: line)
         default:
             XCTFail("not a fast-path verb: \(arguments)", file: file, line: line)
+        }
+    }
+
+    private func fastPathTakes(_ arguments: [String]) -> Bool {
+        let rest = Array(arguments.dropFirst())
+        switch arguments.first {
+        case "token": return TokenArguments.parse(rest) != nil
+        case "git-credential": return GitCredentialArguments.parse(rest) != nil
+        case "kube-credential": return KubeCredentialArguments.parse(rest) != nil
+        default: return false
         }
     }
 
@@ -36,10 +50,10 @@ final class FastPathParityTests: XCTestCase {
             ["token", "work", "--header", "--url", "https://api.example.com/x", "--dpop-nonce", "n-1"],
             ["git-credential", "get"], ["git-credential", "--account", "gitlab", "get"],
             ["git-credential", "--username", "x-access-token", "--min-valid", "0", "store"],
+            ["kube-credential", "work"], ["kube-credential", "work", "--access-token"],
+            ["kube-credential", "--min-valid", "300", "work"], ["kube-credential", "work", "--timeout=5"],
         ] {
-            XCTAssertNotNil(arguments.first == "token" ? TokenArguments.parse(Array(arguments.dropFirst())) as Any?
-                                                      : GitCredentialArguments.parse(Array(arguments.dropFirst())) as Any?,
-                            "the fast path should take \(arguments)")
+            XCTAssertTrue(fastPathTakes(arguments), "the fast path should take \(arguments)")
             assertSameReading(arguments)
         }
     }
@@ -54,14 +68,17 @@ final class FastPathParityTests: XCTestCase {
         let gitPieces = ["get", "store", "erase", "help", "", "--", "--help", "--account", "gitlab", "--account=work",
                          "--username", "oauth2", "--username=x", "--min-valid", "0", "-1", "--min-valid=30", "--socket",
                          "/tmp/s.sock", "--json", "a\nb"]
+        let kubePieces = ["work", "other", "help", "", "--", "--help", "--access-token", "--access-token=true",
+                          "--min-valid", "0", "-1", "--min-valid=30", "--timeout", "5", "--timeout=0", "--socket",
+                          "/tmp/s.sock", "--json", "--id-token"]
         var generator = SplitMix64(seed: 0x5EED_CAFE)
         var accepted = 0
         for _ in 0..<4000 {
-            let (verb, pieces) = Bool.random(using: &generator) ? ("token", tokenPieces) : ("git-credential", gitPieces)
+            let (verb, pieces) = [("token", tokenPieces), ("git-credential", gitPieces),
+                                  ("kube-credential", kubePieces)].randomElement(using: &generator)!
             let count = Int.random(in: 0...5, using: &generator)
             let arguments = [verb] + (0..<count).map { _ in pieces.randomElement(using: &generator)! }
-            if (verb == "token" ? TokenArguments.parse(Array(arguments.dropFirst())) != nil
-                                : GitCredentialArguments.parse(Array(arguments.dropFirst())) != nil) { accepted += 1 }
+            if fastPathTakes(arguments) { accepted += 1 }
             assertSameReading(arguments)
         }
         XCTAssertGreaterThan(accepted, 200, "the random lines should exercise the fast path, not only its refusals")

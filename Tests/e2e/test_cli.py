@@ -389,7 +389,7 @@ def test_login_on_a_terminal_counts_down_and_ends_with_who_and_scopes(agent):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The fast path: `token` and `git-credential` parsed without ArgumentParser must be indistinguishable from it.
+# The fast path: `token`, `git-credential` and `kube-credential` parsed without ArgumentParser must be indistinguishable from it.
 # AUTHCTL_FAST_PATH=require proves the fast path ran (it refuses lines it would leave to ArgumentParser);
 # AUTHCTL_FAST_PATH=off makes ArgumentParser parse every line.
 
@@ -430,7 +430,9 @@ def test_fast_path_prints_the_same_tokens_as_argument_parser(signed_in_agent):
     assert assert_paths_agree(agent, ["token", "work", "--header"]).stdout.startswith("Authorization: Bearer ")
     for args in (["token", "--min-valid", "600", "work"], ["token", "work", "--min-valid=0", "--json"],
                  ["token", "work", "--id-token"], ["token", "work", "--json", "--id-token"],
-                 ["token", "--socket", str(agent.socket_path), "work"]):
+                 ["token", "--socket", str(agent.socket_path), "work"],
+                 # kubectl runs its exec plugin for every command: the same ExecCredential either way.
+                 ["kube-credential", "work"], ["kube-credential", "work", "--access-token", "--min-valid", "0"]):
         assert assert_paths_agree(agent, args).returncode == 0, args
 
 
@@ -451,7 +453,9 @@ def test_lines_the_fast_path_leaves_to_argument_parser_behave_as_before(signed_i
     for args, code in ((["token"], 2), (["token", "--help"], 0), (["token", "help"], None), (["token", "work", "--bogus"], 2),
                        (["token", "work", "--header", "--id-token"], 2), (["token", "work", "--min-valid", "-5"], 2),
                        (["token", "work", "--json", "--json"], None), (["token", "--", "work"], None),
-                       (["git-credential", "--account", "work", "--username", "", "get"], 2)):
+                       (["git-credential", "--account", "work", "--username", "", "get"], 2),
+                       (["kube-credential"], 2), (["kube-credential", "work", "--min-valid", "-1"], 2),
+                       (["kube-credential", "--help"], 0)):
         result = assert_paths_agree(agent, args, fast=False, input="\n")
         assert code is None or result.returncode == code, (args, result.returncode, result.stderr)
 
