@@ -17,6 +17,13 @@ public struct ArgumentScanner: Sendable {
         /// The one value of a single-valued option (the scanner refused repeats of those).
         public func value(_ name: String) -> String? { options.first { $0.name == name }?.value }
 
+        /// A count option's value: `.some(nil)` when absent, nil when present but not a plain non-negative decimal
+        /// (``ArgumentScanner/count(_:)``: the caller then leaves the line to ArgumentParser).
+        public func count(_ name: String) -> Int?? {
+            guard let text = value(name) else { return .some(nil) }
+            return ArgumentScanner.count(text).map { $0 }
+        }
+
         /// Every value of a repeatable option, in order.
         public func values(_ name: String) -> [String] { options.filter { $0.name == name }.map(\.value) }
     }

@@ -28,16 +28,10 @@ public struct GitCredentialArguments: Equatable, Sendable {
     /// The arguments after `git-credential`, when they are a form ArgumentParser would accept and read the same way;
     /// nil for everything else, which then goes to ArgumentParser.
     public static func parse(_ arguments: [String]) -> GitCredentialArguments? {
-        guard let scan = scanner.scan(arguments), let action = scan.positional else { return nil }
-        var result = GitCredentialArguments(action: action, socket: scan.value("socket"), account: scan.value("account"))
-        if let text = scan.value("min-valid") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            result.minValid = value
-        }
-        if let text = scan.value("timeout") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            result.timeout = value
-        }
+        guard let scan = scanner.scan(arguments), let action = scan.positional,
+              let minValid = scan.count("min-valid"), let timeout = scan.count("timeout") else { return nil }
+        var result = GitCredentialArguments(action: action, socket: scan.value("socket"), account: scan.value("account"),
+                                            minValid: minValid ?? defaultMinValid, timeout: timeout)
         if let username = scan.value("username") {
             // The command's validate() refuses these; its wording is ArgumentParser's to print.
             guard GitCredentialReply.isSafeValue(username) else { return nil }

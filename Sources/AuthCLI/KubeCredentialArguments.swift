@@ -25,17 +25,10 @@ public struct KubeCredentialArguments: Equatable, Sendable {
     /// The arguments after `kube-credential`, when they are a form ArgumentParser would accept and read the same
     /// way; nil for everything else, which then goes to ArgumentParser.
     public static func parse(_ arguments: [String]) -> KubeCredentialArguments? {
-        guard let scan = scanner.scan(arguments), let account = scan.positional else { return nil }
-        var result = KubeCredentialArguments(account: account, accessToken: scan.flags.contains("access-token"),
-                                             socket: scan.value("socket"))
-        if let text = scan.value("min-valid") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            result.minValid = value
-        }
-        if let text = scan.value("timeout") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            result.timeout = value
-        }
-        return result
+        guard let scan = scanner.scan(arguments), let account = scan.positional,
+              let minValid = scan.count("min-valid"), let timeout = scan.count("timeout") else { return nil }
+        return KubeCredentialArguments(account: account, accessToken: scan.flags.contains("access-token"),
+                                       minValid: minValid ?? defaultMinValid, socket: scan.value("socket"),
+                                       timeout: timeout)
     }
 }

@@ -70,18 +70,9 @@ public struct TokenArguments: Equatable, Sendable {
     /// nil for everything else (help, usage errors, anything unusual), which then goes to ArgumentParser.
     public static func parse(_ arguments: [String]) -> TokenArguments? {
         guard let scan = scanner.scan(arguments), let account = scan.positional else { return nil }
-        var minValid = 0
-        if let text = scan.value("min-valid") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            minValid = value
-        }
-        var timeout: Int?
-        if let text = scan.value("timeout") {
-            guard let value = ArgumentScanner.count(text) else { return nil }
-            timeout = value
-        }
+        guard let minValid = scan.count("min-valid"), let timeout = scan.count("timeout") else { return nil }
         let result = TokenArguments(
-            account: account, socket: scan.value("socket"), minValid: minValid,
+            account: account, socket: scan.value("socket"), minValid: minValid ?? 0,
             refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
             idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
             json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"),
