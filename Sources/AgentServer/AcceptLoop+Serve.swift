@@ -134,7 +134,7 @@ extension AcceptLoop {
         metadata["sender_pid"] = "\(sender)"
         logger.warning("refused a request written by another process than the one that connected", metadata: metadata)
         if let account = request?.account {
-            operations.access.record(connection.caller, account: account, granted: false, reason: .otherSender,
+            dispatcher.operations.access.record(connection.caller, account: account, granted: false, reason: .otherSender,
                                      scopes: request?.scopes, resource: request?.resource)
         }
         sendLine(fd, dispatcher.encodeError(request?.id, WireError(.permissionDenied,

@@ -82,7 +82,6 @@ final class AcceptLoop: @unchecked Sendable {
     /// is refused with `agent_busy` (SECURITY.md 22).
     let connectionLimit: Int
     let dispatcher: RequestDispatcher
-    let operations: AgentOperations
     let logger: Logger
     /// Told about every served connection, for the idle exit.
     let activity: ActivityTracker?
@@ -142,7 +141,6 @@ final class AcceptLoop: @unchecked Sendable {
         self.wakeFD = wakeFD
         self.connectionLimit = connectionLimit
         self.dispatcher = dispatcher
-        self.operations = dispatcher.operations
         self.logger = logger
         self.activity = activity
         self.whenIdle = whenIdle

@@ -11,7 +11,6 @@ import Logging
 /// The socket protocol's front end: decodes a request line, runs it as one of the shared ``AgentOperations`` (which
 /// the D-Bus object calls too) and encodes the result, event or error as reply lines.
 public struct RequestDispatcher: Sendable {
-    public typealias Decoded = WireRequest.Decoded
 
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
@@ -21,12 +20,6 @@ public struct RequestDispatcher: Sendable {
         self.operations = AgentOperations(broker: broker, info: info, access: access, configuration: configuration,
                                           logger: logger)
     }
-
-    /// Parses one request line. Malformed JSON, a missing or unknown version and unknown operations become errors.
-    public func decode(_ line: [UInt8]) -> Decoded { RequestDispatcher.decode(line) }
-
-    /// The decoder itself: pure and in AgentIPC (``WireRequest/decode(line:)``), so it is fuzzed without NIO.
-    public static func decode(_ line: [UInt8]) -> Decoded { WireRequest.decode(line: line) }
 
     /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, and a `token`
     /// request that is interactive or may wait for a consent answer (which is then withdrawn, not left to time out).
@@ -110,9 +103,6 @@ public struct RequestDispatcher: Sendable {
         default: throw WireError(.badRequest, "a DPoP proof needs both 'dpop_method' and 'dpop_url' ('dpop_nonce' only with them)")
         }
     }
-
-    /// Domain codes map one-to-one onto wire codes (see ``AgentOperations/wireCode(_:)``).
-    public static func wireCode(_ code: AuthError.Code) -> ErrorCode { AgentOperations.wireCode(code) }
 
     // MARK: Encoding
 

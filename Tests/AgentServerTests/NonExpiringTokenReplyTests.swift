@@ -25,7 +25,7 @@ final class NonExpiringTokenReplyTests: XCTestCase {
     }
 
     func reply(_ line: String, _ dispatcher: RequestDispatcher) async throws -> [UInt8] {
-        guard case .request(let request) = RequestDispatcher.decode(Array(line.utf8)) else { throw XCTSkip("not a request") }
+        guard case .request(let request) = WireRequest.decode(line: Array(line.utf8)) else { throw XCTSkip("not a request") }
         return await dispatcher.execute(request, caller: caller) { _ in } + [0x0A]
     }
 

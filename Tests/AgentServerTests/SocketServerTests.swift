@@ -205,7 +205,7 @@ final class SocketServerTests: XCTestCase {
         // What the broker's path answers this same process for the same request.
         let me = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
         let dispatcher = try XCTUnwrap(server).loop.dispatcher
-        guard case .request(let request) = RequestDispatcher.decode(Array(SocketServerTests.fast(7).utf8)) else {
+        guard case .request(let request) = WireRequest.decode(line: Array(SocketServerTests.fast(7).utf8)) else {
             return XCTFail("not a request")
         }
         let expected = await dispatcher.execute(request, caller: me) { _ in }

@@ -73,7 +73,7 @@ final class SocketRequestFuzzTests: XCTestCase {
         for line in lines {
             guard line.count <= cap, !line.contains(0x0A) else { return "a framed line breaks the cap or holds a newline" }
             if let difference = SocketRequestFuzzTests.compareWithTwoPassDecoder(line) { return difference }
-            switch RequestDispatcher.decode(line) {
+            switch WireRequest.decode(line: line) {
             case .request(let request):
                 guard request.v == WireProtocol.version, Operation(rawValue: request.op) != nil else {
                     return "decoded a request with v \(request.v) op \(request.op)"
@@ -162,7 +162,7 @@ final class SocketRequestFuzzTests: XCTestCase {
         } else {
             expected = (nil, nil, ErrorCode.badRequest.rawValue)
         }
-        switch RequestDispatcher.decode(line) {
+        switch WireRequest.decode(line: line) {
         case .request(let request):
             return request == expected.request ? nil : "decoded a request Codable did not, or differently"
         case .invalid(let id, let error):
