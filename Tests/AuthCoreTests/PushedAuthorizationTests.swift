@@ -74,6 +74,38 @@ final class PushedAuthorizationTests: XCTestCase {
         XCTAssertTrue(browser.opened.isEmpty, "a joining caller is shown the URL; no browser is started for it")
     }
 
+    static func pushed(_ id: String) -> HTTPReply {
+        HTTPReply(status: 201, body: Array(#"{"request_uri":"urn:ietf:params:oauth:request_uri:\#(id)","expires_in":60}"#.utf8))
+    }
+
+    func testARequestPushedAgainForALateJoinerServesTheJoinersAfterItUntilItExpires() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser(), clock = ManualClock()
+        http.parReplies = [PushedAuthorizationTests.pushed("abc")]
+        var account = Fixtures.account()
+        account.loginTimeout = .seconds(300)
+        let broker = broker(http, browser, account: account, metadata: discovery(), clock: clock)
+        _ = try await broker.beginLogin(account: "work", openBrowser: false)
+
+        // The first push expired: the first late joiner pushes again; the second is given that push, not its own.
+        clock.advance(.seconds(61))
+        http.parReplies = [PushedAuthorizationTests.pushed("def"), PushedAuthorizationTests.pushed("ghi")]
+        let late = try await broker.beginLogin(account: "work")
+        clock.advance(.seconds(30))
+        let later = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(http.parPosts.count, 2, "one push per expiry, not one per joiner")
+        XCTAssertEqual(later.authorizationURL, late.authorizationURL, "the request pushed again is still valid")
+        XCTAssertEqual(URLComponents(url: later.authorizationURL, resolvingAgainstBaseURL: false)?
+            .queryItems?.first { $0.name == "request_uri" }?.value, "urn:ietf:params:oauth:request_uri:def")
+
+        // That one expired too (60 s after it was pushed): the next joiner pushes once more.
+        clock.advance(.seconds(31))
+        let last = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(http.parPosts.count, 3)
+        XCTAssertEqual(URLComponents(url: last.authorizationURL, resolvingAgainstBaseURL: false)?
+            .queryItems?.first { $0.name == "request_uri" }?.value, "urn:ietf:params:oauth:request_uri:ghi")
+        XCTAssertEqual(Set(http.parPosts.map { $0.fields["state"] }).count, 1, "the same sign-in, pushed again each time")
+    }
+
     func testAConfidentialClientAuthenticatesThePushAsAtTheTokenEndpoint() async throws {
         let http = FakeHTTP(), browser = FakeBrowser()
         http.parReplies = [PushedAuthorizationTests.pushed]
