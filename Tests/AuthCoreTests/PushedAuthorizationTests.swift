@@ -5,7 +5,7 @@ import XCTest
 
 /// Pushed authorization requests (RFC 9126): every parameter goes in the push, the browser gets only `client_id` and
 /// `request_uri`, `par` decides with the server's metadata, and `auto` falls back only when the push is refused for
-/// this client. The same against a real server: Tests/e2e/test_par.py.
+/// this client. The same against a real server: Tests/e2e/test_dpop.py (and with Chromium, test_real_browser.py).
 final class PushedAuthorizationTests: XCTestCase {
     func discovery(par: Bool = true, required: Bool = false, dpop: Bool = false) -> HTTPReply {
         var object: [String: Any] = [
@@ -44,6 +44,7 @@ final class PushedAuthorizationTests: XCTestCase {
             XCTAssertNotNil(push[name], "the push lacks \(name)")
         }
         XCTAssertEqual(push["code_challenge_method"], "S256")
+        XCTAssertNil(push["request_uri"], "RFC 9126 §2.1: a push never carries request_uri")
         // The sign-in completes with the state and nonce that were pushed.
         let idToken = await Fixtures.signedIDToken(nonce: try XCTUnwrap(push["nonce"]))
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: idToken)]
