@@ -462,3 +462,33 @@ def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_
     stored_key = key_ref(stored)
     assert stored_key and keyring.secret_tool_count("work") == 1
     assert strict_server.introspect(agent.token("work"))["active"] is True
+
+
+def test_a_device_sign_in_signs_every_poll_with_the_key_it_stores(make_agent, keyring, dpop_server):
+    """RFC 9449 §5: a proof on every token request whatever the grant, so on each poll of a device sign-in (RFC
+    8628): every poll the server saw carried a proof, all of the one key the tokens are bound to and the keyring item
+    holds; the server's nonce was asked for once and then kept from answer to answer (§8.2), authorization_pending
+    included."""
+    from test_device import DEVICE_CLIENT, approve, device_account, finish, start_login
+
+    agent = make_agent(server=dpop_server, accounts={"work": device_account(dpop_server)})
+    proofs, posts = len(events(dpop_server, "proof")), dpop_server.token_posts()
+    proc, user_code, _ = start_login(agent, "--device")
+    wait_for(lambda: dpop_server.token_posts() - posts >= 3, 30, "the first polls")
+    approve(dpop_server, user_code, "accept")
+    rc, out, err = finish(proc)
+    assert rc == 0 and "Signed in to 'work'" in out, (rc, err)
+
+    seen = events(dpop_server, "proof")[proofs:]
+    polls = dpop_server.token_posts() - posts
+    assert len(seen) == polls, f"{polls} polls, {len(seen)} with a proof"
+    (issued,) = [e for e in events(dpop_server, "token") if e["grant"].endswith(":device_code")]
+    assert issued["token_type"] == "DPoP" and issued["access_bound"] and issued["refresh_bound"], issued
+    accepted = [e for e in seen if e["result"] == "accepted"]
+    assert {e["jkt"] for e in accepted} == {issued["jkt"]}, "the polls were not all signed with the one key"
+    assert [e["error"] for e in seen if e["result"] == "refused"] == ["use_dpop_nonce"], seen
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer, client_id=DEVICE_CLIENT)
+    agent.remember(stored, user_code)
+    stored_key, stored_token = key_ref(stored), token_ref(stored)
+    assert stored_key and stored_token == issued["refresh_token"], "the item does not hold the token with its key"
+    assert agent.account_status("work")["dpop"] == "access_token"
