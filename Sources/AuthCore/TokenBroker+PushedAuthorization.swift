@@ -98,7 +98,9 @@ extension TokenBroker {
         // `client_id` is among the request's parameters already; a secret sent in the body is added once.
         let fields = session.parameters + authentication.filter { $0.0 != "client_id" }
         let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
-        guard (200..<300).contains(reply.status) else { throw TokenResponseParser.error(from: reply) }
+        guard (200..<300).contains(reply.status) else {
+            throw TokenResponseParser.error(from: reply, endpoint: "pushed authorization request endpoint")
+        }
         let object: [String: JSONValue]?
         do { object = try JSONValue.object(reply.body) } catch {
             throw error.authError(.invalidTokenResponse, "the pushed authorization response")

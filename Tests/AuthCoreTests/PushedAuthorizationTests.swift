@@ -176,4 +176,18 @@ final class PushedAuthorizationTests: XCTestCase {
             XCTAssertTrue(browser.opened.isEmpty)
         }
     }
+
+    func testAPushErrorIsReportedAsTheTokenEndpointsAreAndNamesThePushEndpoint() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser()
+        http.parReplies = [HTTPReply(status: 400, body: Array(#"{"error":"invalid_request","error_description":"bad scope"}"#.utf8))]
+        do {
+            _ = try await broker(http, browser, metadata: discovery()).beginLogin(account: "work")
+            XCTFail("the push's error was not reported")
+        } catch {
+            XCTAssertEqual(error.code, .serverError)
+            XCTAssertTrue(error.message.contains("the pushed authorization request endpoint answered HTTP 400 (invalid_request: bad scope)"),
+                          error.message)
+        }
+        XCTAssertTrue(browser.opened.isEmpty)
+    }
 }
