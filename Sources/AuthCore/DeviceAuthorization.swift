@@ -36,7 +36,7 @@ public struct DeviceAuthorization: Sendable {
     /// person is told to open them, so they get the same https rule as any endpoint).
     public static func parse(_ reply: HTTPReply) throws(AuthError) -> DeviceAuthorization {
         guard (200..<300).contains(reply.status) else {
-            let error = TokenResponseParser.error(from: reply)
+            let error = TokenResponseParser.error(from: reply, endpoint: "device authorization endpoint")
             if error.code == .serverError || error.code == .invalidClient { throw error }
             throw AuthError(.loginFailed, "the device authorization endpoint refused the request (\(error.message))")
         }

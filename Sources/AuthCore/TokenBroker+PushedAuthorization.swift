@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import Synchronization
 
 /// Pushed authorization requests (RFC 9126): the authorization request's parameters go to the server in a POST
 /// (with client authentication, and `dpop_jkt` in the body: RFC 9449 §10.1), and the browser gets only `client_id`
@@ -16,6 +17,20 @@ extension TokenBroker {
         var pushedAt: ContinuousClock.Instant
 
         func expired(at now: ContinuousClock.Instant) -> Bool { now - pushedAt >= .seconds(expiresIn) }
+    }
+
+    /// The URL a pending pushed sign-in sends its callers to, and the push it carries: the first push, then each one
+    /// made again for a late joiner (``freshTicket(_:_:)``), so that the joiners after it are given that one while it
+    /// lives rather than pushing their own. One per sign-in, in its ``RedirectStart``.
+    final class CurrentPush: Sendable {
+        private let current: Mutex<(url: URL, pushed: PushedRequest?)>
+
+        init(url: URL, pushed: PushedRequest) { current = Mutex((url, pushed)) }
+
+        var value: (url: URL, pushed: PushedRequest?) {
+            get { current.withLock { $0 } }
+            set { current.withLock { $0 = newValue } }
+        }
     }
 
     /// Whether this sign-in pushes its request, by the account's `par` and the server's metadata; `par = true`
@@ -58,16 +73,20 @@ extension TokenBroker {
         }
     }
 
-    /// The ticket for a caller that joins a pending sign-in: a pushed request whose `request_uri` has expired is
-    /// pushed again (same parameters, a new `request_uri`), so the URL the caller shows still works.
+    /// The ticket for a caller that joins a pending sign-in: the sign-in's current pushed request, or, when its
+    /// `request_uri` has expired, the same parameters pushed again (a new `request_uri`), so the URL the caller
+    /// shows still works. The new push becomes the sign-in's current one, for the callers after this one.
     func freshTicket(_ start: LoginStart, _ config: AccountConfig) async throws(AuthError) -> LoginTicket {
-        guard case .redirect(let redirect) = start, let pushed = redirect.pushed, pushed.expired(at: time.now()) else {
-            return start.ticket
-        }
+        guard case .redirect(let redirect) = start, let current = redirect.pushed else { return start.ticket }
         var ticket = start.ticket
-        ticket.authorizationURL = try await authorizationURL(for: redirect.session, config, redirect.metadata).url
-        logger.info("the pushed authorization request expired; pushed it again for a caller that joined the sign-in",
-                    metadata: ["account": "\(config.name)"])
+        var push = current.value
+        if let pushed = push.pushed, pushed.expired(at: time.now()) {
+            push = try await authorizationURL(for: redirect.session, config, redirect.metadata)
+            current.value = push
+            logger.info("the pushed authorization request expired; pushed it again for a caller that joined the sign-in",
+                        metadata: ["account": "\(config.name)"])
+        }
+        ticket.authorizationURL = push.url
         return ticket
     }
 
@@ -79,7 +98,9 @@ extension TokenBroker {
         // `client_id` is among the request's parameters already; a secret sent in the body is added once.
         let fields = session.parameters + authentication.filter { $0.0 != "client_id" }
         let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
-        guard (200..<300).contains(reply.status) else { throw TokenResponseParser.error(from: reply) }
+        guard (200..<300).contains(reply.status) else {
+            throw TokenResponseParser.error(from: reply, endpoint: "pushed authorization request endpoint")
+        }
         let object: [String: JSONValue]?
         do { object = try JSONValue.object(reply.body) } catch {
             throw error.authError(.invalidTokenResponse, "the pushed authorization response")

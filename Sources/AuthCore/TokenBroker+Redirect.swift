@@ -19,8 +19,8 @@ extension TokenBroker {
         let continuation: AsyncStream<LoginSession.Verdict>.Continuation
         /// Lets exactly one response, from the listener or pasted, complete the sign-in.
         let box: SessionBox
-        /// The pushed request the browser was sent to (RFC 9126), if the request was pushed.
-        let pushed: PushedRequest?
+        /// The pushed request (RFC 9126) callers are sent to now, if the request was pushed.
+        let pushed: CurrentPush?
     }
 
     func startLogin(_ config: AccountConfig, metadata: ProviderMetadata, id: UUID,
@@ -84,7 +84,8 @@ extension TokenBroker {
         logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
                                                   "browser": "\(openBrowser)"])
         return RedirectStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
-                             continuation: continuation, box: box, pushed: pushed)
+                             continuation: continuation, box: box,
+                             pushed: pushed.map { CurrentPush(url: authorizationURL, pushed: $0) })
     }
 
     /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is

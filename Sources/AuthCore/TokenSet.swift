@@ -201,15 +201,17 @@ public enum TokenResponseParser {
 
     /// Classifies an error reply. `invalid_grant` means the refresh token (or code) is dead: sign-in required.
     /// So does a 4xx other than 408/429 that carries no OAuth error at all (an empty 400, a 401, an HTML page): the
-    /// server refused the grant without saying why, and asking again would get the same answer.
-    public static func error(from reply: HTTPReply) -> AuthError {
+    /// server refused the grant without saying why, and asking again would get the same answer. The endpoints that
+    /// answer errors the token endpoint's way (RFC 9126 §2.3, RFC 8628 §3.2) are classified here too; `endpoint`
+    /// names the one that answered in the message.
+    public static func error(from reply: HTTPReply, endpoint: String = "token endpoint") -> AuthError {
         let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingBlanks) }.map { min(max($0, 0), 3600) }
         if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
             return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
         }
         let object: [String: JSONValue]?
         do { object = try JSONValue.object(jsonBody(reply.body)) } catch {
-            return error.authError(.invalidTokenResponse, "the token endpoint's HTTP \(reply.status) reply")
+            return error.authError(.invalidTokenResponse, "the \(endpoint)'s HTTP \(reply.status) reply")
         }
         let code = object?["error"]?.string.map(LoginSession.printable)
         let description = object?["error_description"]?.string.map(LoginSession.printable)
@@ -236,12 +238,12 @@ public enum TokenResponseParser {
         case "invalid_client", "unauthorized_client":
             return AuthError(.invalidClient, "the authorization server rejected the client (\(detail)): check client_id/client_secret")
         case .some:
-            return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) (\(detail))")
+            return AuthError(.serverError, "the \(endpoint) answered HTTP \(reply.status) (\(detail))")
         case nil where (400..<500).contains(reply.status):
             return AuthError(.loginRequired,
-                "the token endpoint refused the sign-in with HTTP \(reply.status) and no OAuth error")
+                "the \(endpoint) refused the sign-in with HTTP \(reply.status) and no OAuth error")
         case nil:
-            return AuthError(.serverError, "the token endpoint answered HTTP \(reply.status) without an OAuth error")
+            return AuthError(.serverError, "the \(endpoint) answered HTTP \(reply.status) without an OAuth error")
         }
     }
 }

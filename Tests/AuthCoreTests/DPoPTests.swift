@@ -169,6 +169,8 @@ final class DPoPTests: XCTestCase {
         XCTAssertEqual(proofs.count, 2)
         XCTAssertNil(proofs[0].claims["nonce"])
         XCTAssertEqual(proofs[1].claims["nonce"] as? String, "n-1", "retried with the nonce the error carried")
+        XCTAssertNotEqual(proofs[1].claims["jti"] as? String, proofs[0].claims["jti"] as? String,
+                          "the retry is a new proof, not the refused one again (§7.3)")
 
         http.tokenReplies = [DPoPTests.dpopReply(access: "at-2", refresh: "rt-3")]
         _ = try await broker.accessToken(account: "work", forceRefresh: true)
@@ -182,6 +184,64 @@ final class DPoPTests: XCTestCase {
         http.tokenReplies = [again, still]
         await assertThrows(.serverError) { _ = try await broker.accessToken(account: "work", forceRefresh: true) }
         XCTAssertEqual(http.tokenPosts.count, 5, "one retry, not a loop")
+    }
+
+    func testANonceIsKeptForTheServerThatGaveItAndSentToNoOther() async throws {
+        var other = Fixtures.account("home")
+        other.issuer = URL(string: "https://other.example")!
+        let store = MemorySecretStore(items: [
+            key: StoredCredential.refreshToken(Secret("rt-w"), proofKey: DPoPKey()).stored,
+            SecretKey(other): StoredCredential.refreshToken(Secret("rt-h"), proofKey: DPoPKey()).stored,
+        ])
+        let http = FakeHTTP()
+        let broker = Fixtures.broker(accounts: [Fixtures.account(), other], store: store, http: http)
+        http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: DPoPTests.dpopDiscovery)
+        http.discovery["https://other.example/.well-known/openid-configuration"] = HTTPReply(
+            status: 200, body: Array(String(decoding: DPoPTests.dpopDiscovery, as: UTF8.self)
+                .replacingOccurrences(of: "issuer.example", with: "other.example").utf8))
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-w", refresh: "rt-w2", nonce: "n-work"),
+                             DPoPTests.dpopReply(access: "at-h", refresh: "rt-h2")]
+        _ = try await broker.accessToken(account: "work")
+        _ = try await broker.accessToken(account: "home")
+        let home = try verify(XCTUnwrap(http.tokenHeaders.last?["DPoP"]))
+        XCTAssertEqual(home.claims["htu"] as? String, "https://other.example/token")
+        XCTAssertNil(home.claims["nonce"], "one server's nonce is never sent to another (§8, §9)")
+
+        http.tokenReplies = [DPoPTests.dpopReply(access: "at-w3", refresh: "rt-w3")]
+        _ = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(try verify(XCTUnwrap(http.tokenHeaders.last?["DPoP"])).claims["nonce"] as? String, "n-work",
+                       "the server that gave the nonce gets it back")
+    }
+
+    func testEveryDevicePollCarriesAProofOfTheSignInsKeyAndTheLastNonce() async throws {
+        let store = MemorySecretStore()
+        let http = FakeHTTP()
+        let broker = dpopBroker(store, http, account: DeviceLoginTests.deviceAccount())
+        var pending = FakeHTTP.errorReply(400, "authorization_pending")
+        pending.dpopNonce = "n-1"
+        http.tokenReplies = [DeviceLoginTests.authorization(), pending, FakeHTTP.errorReply(400, "authorization_pending"),
+                             DPoPTests.dpopReply(access: "at-1", refresh: "rt-1")]
+        let ticket = try await broker.beginLogin(account: "work", method: .device)
+        _ = try await broker.awaitLogin(ticket)
+
+        let polls = http.tokenHeaders
+        XCTAssertEqual(polls.count, 3)
+        let proofs = try polls.map { try verify(XCTUnwrap($0["DPoP"], "a poll without a proof (§5: every grant type)")) }
+        XCTAssertEqual(Set(proofs.map(\.thumbprint)).count, 1, "one key for the whole sign-in")
+        XCTAssertEqual(Set(proofs.compactMap { $0.claims["jti"] as? String }).count, 3, "a fresh jti for every poll")
+        for proof in proofs {
+            XCTAssertEqual(proof.claims["htm"] as? String, "POST")
+            XCTAssertEqual(proof.claims["htu"] as? String, "https://issuer.example/token")
+        }
+        XCTAssertNil(proofs[0].claims["nonce"])
+        XCTAssertEqual(proofs[1].claims["nonce"] as? String, "n-1", "the nonce an authorization_pending answer carried")
+        XCTAssertEqual(proofs[2].claims["nonce"] as? String, "n-1", "kept until the server gives another (§8.2)")
+        let item = await store.items[key]
+        let stored = try StoredCredential(stored: XCTUnwrap(item))
+        XCTAssertEqual(stored.refreshToken?.reveal(), "rt-1")
+        XCTAssertEqual(stored.proofKey?.thumbprint, proofs[0].thumbprint, "the polls' key is stored with the token")
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.tokenType, "DPoP")
     }
 
     func testARefusedProofIsReadWhateverTheStatusAndKeepsTheRefreshToken() async throws {

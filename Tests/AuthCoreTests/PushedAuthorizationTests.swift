@@ -5,7 +5,7 @@ import XCTest
 
 /// Pushed authorization requests (RFC 9126): every parameter goes in the push, the browser gets only `client_id` and
 /// `request_uri`, `par` decides with the server's metadata, and `auto` falls back only when the push is refused for
-/// this client. The same against a real server: Tests/e2e/test_par.py.
+/// this client. The same against a real server: Tests/e2e/test_dpop.py (and with Chromium, test_real_browser.py).
 final class PushedAuthorizationTests: XCTestCase {
     func discovery(par: Bool = true, required: Bool = false, dpop: Bool = false) -> HTTPReply {
         var object: [String: Any] = [
@@ -44,6 +44,7 @@ final class PushedAuthorizationTests: XCTestCase {
             XCTAssertNotNil(push[name], "the push lacks \(name)")
         }
         XCTAssertEqual(push["code_challenge_method"], "S256")
+        XCTAssertNil(push["request_uri"], "RFC 9126 §2.1: a push never carries request_uri")
         // The sign-in completes with the state and nonce that were pushed.
         let idToken = await Fixtures.signedIDToken(nonce: try XCTUnwrap(push["nonce"]))
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: idToken)]
@@ -72,6 +73,38 @@ final class PushedAuthorizationTests: XCTestCase {
                       || late.authorizationURL.absoluteString.contains("request_uri:def"), late.authorizationURL.absoluteString)
         XCTAssertEqual(http.parPosts[1].fields["state"], http.parPosts[0].fields["state"], "the same sign-in, pushed again")
         XCTAssertTrue(browser.opened.isEmpty, "a joining caller is shown the URL; no browser is started for it")
+    }
+
+    static func pushed(_ id: String) -> HTTPReply {
+        HTTPReply(status: 201, body: Array(#"{"request_uri":"urn:ietf:params:oauth:request_uri:\#(id)","expires_in":60}"#.utf8))
+    }
+
+    func testARequestPushedAgainForALateJoinerServesTheJoinersAfterItUntilItExpires() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser(), clock = ManualClock()
+        http.parReplies = [PushedAuthorizationTests.pushed("abc")]
+        var account = Fixtures.account()
+        account.loginTimeout = .seconds(300)
+        let broker = broker(http, browser, account: account, metadata: discovery(), clock: clock)
+        _ = try await broker.beginLogin(account: "work", openBrowser: false)
+
+        // The first push expired: the first late joiner pushes again; the second is given that push, not its own.
+        clock.advance(.seconds(61))
+        http.parReplies = [PushedAuthorizationTests.pushed("def"), PushedAuthorizationTests.pushed("ghi")]
+        let late = try await broker.beginLogin(account: "work")
+        clock.advance(.seconds(30))
+        let later = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(http.parPosts.count, 2, "one push per expiry, not one per joiner")
+        XCTAssertEqual(later.authorizationURL, late.authorizationURL, "the request pushed again is still valid")
+        XCTAssertEqual(URLComponents(url: later.authorizationURL, resolvingAgainstBaseURL: false)?
+            .queryItems?.first { $0.name == "request_uri" }?.value, "urn:ietf:params:oauth:request_uri:def")
+
+        // That one expired too (60 s after it was pushed): the next joiner pushes once more.
+        clock.advance(.seconds(31))
+        let last = try await broker.beginLogin(account: "work")
+        XCTAssertEqual(http.parPosts.count, 3)
+        XCTAssertEqual(URLComponents(url: last.authorizationURL, resolvingAgainstBaseURL: false)?
+            .queryItems?.first { $0.name == "request_uri" }?.value, "urn:ietf:params:oauth:request_uri:ghi")
+        XCTAssertEqual(Set(http.parPosts.map { $0.fields["state"] }).count, 1, "the same sign-in, pushed again each time")
     }
 
     func testAConfidentialClientAuthenticatesThePushAsAtTheTokenEndpoint() async throws {
@@ -142,5 +175,19 @@ final class PushedAuthorizationTests: XCTestCase {
             }
             XCTAssertTrue(browser.opened.isEmpty)
         }
+    }
+
+    func testAPushErrorIsReportedAsTheTokenEndpointsAreAndNamesThePushEndpoint() async throws {
+        let http = FakeHTTP(), browser = FakeBrowser()
+        http.parReplies = [HTTPReply(status: 400, body: Array(#"{"error":"invalid_request","error_description":"bad scope"}"#.utf8))]
+        do {
+            _ = try await broker(http, browser, metadata: discovery()).beginLogin(account: "work")
+            XCTFail("the push's error was not reported")
+        } catch {
+            XCTAssertEqual(error.code, .serverError)
+            XCTAssertTrue(error.message.contains("the pushed authorization request endpoint answered HTTP 400 (invalid_request: bad scope)"),
+                          error.message)
+        }
+        XCTAssertTrue(browser.opened.isEmpty)
     }
 }

@@ -62,15 +62,36 @@ def pytest_runtest_makereport(item, call):
 
 
 _TOKEN_SHAPE = __import__("re").compile(r"^[A-Za-z0-9._~+=-]{16,}$")
+# The fields of a keyring secret that are not secret: `valid_until=N`, `warned_at=M` (StoredCredential.seal).
+_STORED_ATTRIBUTE = __import__("re").compile(r"^[a-z_]+=\d+$")
+
+
+def secret_shaped(value) -> bool:
+    """A token (16 or more token characters), or a keyring item's secret as the agent writes it: fields separated by
+    \\x01 (the DPoP key before the refresh token, `valid_until=`; StoredCredential.seal), which hold a refresh token
+    and maybe a private key, and which the token shape alone does not match."""
+    return isinstance(value, str) and (bool(_TOKEN_SHAPE.match(value)) or "\x01" in value)
+
+
+def _withheld(value) -> str:
+    if not isinstance(value, str):
+        return "None" if value is None else f"<{type(value).__name__}>"
+    if "\x01" in value:
+        return f"<keyring secret: {value.count(chr(1))} separators, {len(value)} chars>"
+    return f"<{'token-shaped ' if secret_shaped(value) else ''}string of {len(value)} chars>"
 
 
 def pytest_assertrepr_compare(config, op, left, right):
-    """A failed comparison of token-shaped strings (e.g. `assert new != old`) says how they compare, never what they
-    are: test output must not carry tokens, even the test server's."""
-    if isinstance(left, str) and isinstance(right, str) and (_TOKEN_SHAPE.match(left) or _TOKEN_SHAPE.match(right)):
-        relation = "equal" if left == right else "different"
-        return [f"<token-shaped string> {op} <token-shaped string> failed: they are {relation} "
-                f"(lengths {len(left)} and {len(right)}; values withheld from test output)"]
+    """A failed comparison in which either side is secret-shaped (a token, or a keyring secret: `assert new != old`,
+    `assert key_ref(stored) == key` with None on the left) says how the two compare, never what they are: test
+    output must not carry tokens, even the test server's, nor a DPoP key. It replaces the whole explanation of that
+    comparison, so the `where ... = f(<argument>)` lines that would quote an argument are gone too. What it cannot
+    reach is an assert that is not a comparison (`assert stored and stored.startswith(...)`): tests compute a ref or a
+    bool from a secret first and assert on that (test_dpop.py's key_ref/token_ref)."""
+    if secret_shaped(left) or secret_shaped(right):
+        # (Called for each comparison an assert shows, the ones that held too, so it says what is, not "failed".)
+        relation = f": they are {'equal' if left == right else 'different'}" if op in ("==", "!=") else ""
+        return [f"{_withheld(left)} {op} {_withheld(right)}{relation} (values withheld from test output)"]
     return None
 
 
@@ -647,7 +668,13 @@ class Agent:
         return sum(1 for line in self.browser_log.read_text().splitlines() if line.startswith("START "))
 
     def remember(self, *secrets: str | None):
-        self.secrets.update(s.strip() for s in secrets if s and s.strip())
+        """Values the agent's log must never hold (checked at teardown). A keyring secret counts field by field too:
+        its refresh token and its DPoP key are what a log line would show, never the whole \\x01-joined secret."""
+        for secret in (s.strip() for s in secrets if s and s.strip()):
+            self.secrets.add(secret)
+            if "\x01" in secret:
+                self.secrets.update(field for field in secret.split("\x01")
+                                    if _TOKEN_SHAPE.match(field) and not _STORED_ATTRIBUTE.match(field))
 
     def assert_no_secrets_logged(self):
         log = self.log()

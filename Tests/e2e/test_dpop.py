@@ -28,6 +28,28 @@ def ref(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
+# Keyring secrets, tokens and header lines are never asserted on directly: a failed assert prints its operands (and
+# the arguments of calls in it), and conftest's redaction covers only comparisons. Tests assert on these refs, or on
+# a bool computed before the assert. (A keyring secret is "\x01dpop_es256\x01<private scalar>\x01<refresh token>".)
+def key_ref(stored: str | None) -> str | None:
+    """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
+    Tests compare these, so a failed assertion never prints a key or token."""
+    if not stored or not stored.startswith(KEY_MARKER):
+        return None
+    return ref(stored.rsplit("\x01", 1)[0])
+
+
+def token_ref(stored: str | None) -> str | None:
+    """ref() of the token in a keyring secret (after the key)."""
+    return ref(stored.rsplit("\x01", 1)[-1]) if stored else None
+
+
+def header_shape(lines: str) -> list[str]:
+    """What header lines are, without their values: ["Authorization: DPoP", "DPoP:"] for a token and its proof."""
+    return [" ".join(line.split(" ")[:2]) if line.startswith("Authorization:") else line.split(" ")[0]
+            for line in lines.splitlines()]
+
+
 def events(server, kind: str) -> list[dict]:
     path = server.state / "events.jsonl"
     if not path.exists():
@@ -103,15 +125,16 @@ def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof
 
     # The key is in the keyring item, in the same secret as the refresh token.
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
-    assert stored and stored.startswith(KEY_MARKER), "the DPoP key is not stored with the refresh token"
-    refresh_token = stored.rsplit("\x01", 1)[1]
-    agent.remember(stored, refresh_token)
-    assert ref(refresh_token) == issued["refresh_token"]
+    agent.remember(stored)
+    stored_key, stored_token = key_ref(stored), token_ref(stored)
+    assert stored_key, "the DPoP key is not stored with the refresh token"
+    assert stored_token == issued["refresh_token"], "the item does not hold the refresh token the server issued"
 
     status = agent.account_status("work")
     assert status["dpop"] == "access_token", status
     token = json.loads(agent.authctl("token", "work", "--json").stdout)
-    assert token["token_type"] == "DPoP" and "dpop_proof" not in token
+    fields = sorted(token)
+    assert token["token_type"] == "DPoP" and "dpop_proof" not in fields, fields
     assert "DPoP:" in agent.authctl("status").stdout
 
     # curl with the two header lines: the resource asks for its own nonce first (401 + DPoP-Nonce), and the proof
@@ -122,7 +145,7 @@ def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof
     # `--dpop-nonce=VALUE`: a nonce is base64url and may start with "-", which `--dpop-nonce VALUE` would read as
     # an option (the run that found it: exit 2, "Missing value for '--dpop-nonce'").
     lines = proof_headers(agent, dpop_server, f"--dpop-nonce={rs_nonce}")
-    assert lines.startswith("Authorization: DPoP ") and "\nDPoP: " in lines
+    assert header_shape(lines) == ["Authorization: DPoP", "DPoP:"]
     # As a user types it: the two lines go straight from authctl to curl.
     curl = subprocess.run(["bash", "-c", 'curl -sS -H @<("$AUTHCTL" token work --header --url "$URL" --dpop-nonce="$N") "$URL"'],
                           env=dict(agent.env, AUTHCTL=str(agent.bins / "authctl"), N=rs_nonce,
@@ -156,7 +179,8 @@ def test_a_dpop_sign_in_binds_the_tokens_and_curl_gets_the_resource_with_a_proof
 
     # --header on a DPoP token without --url says how, instead of printing a useless line.
     bare = agent.authctl("token", "work", "--header")
-    assert bare.returncode == 2 and "--url" in bare.stderr and bare.stdout == "", (bare.returncode, bare.stderr)
+    printed = bare.stdout != ""  # (a bool: what it printed would be a token)
+    assert bare.returncode == 2 and "--url" in bare.stderr and not printed, (bare.returncode, bare.stderr)
 
     # The audit names the proofs' method and URL, never a proof.
     audit = json.loads(agent.authctl("audit", "--json").stdout)["entries"]
@@ -169,7 +193,8 @@ def test_a_refresh_after_a_restart_uses_the_key_from_the_keyring_and_keeps_it_th
     agent.login("work")
     before = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(before)
-    key_part = before.rsplit("\x01", 1)[0]
+    key, token_before = key_ref(before), token_ref(before)
+    assert key, "no DPoP key in the keyring after the sign-in"
     agent.restart()
     token = agent.token("work")  # no cache after a restart: a refresh, with a proof of the stored key
     refreshes = [e for e in events(dpop_server, "token") if e["grant"] == "refresh_token"]
@@ -178,7 +203,9 @@ def test_a_refresh_after_a_restart_uses_the_key_from_the_keyring_and_keeps_it_th
     assert refreshes[-1]["access_token"] == ref(token)
     after = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(after)
-    assert after != before and after.rsplit("\x01", 1)[0] == key_part, "the rotated token lost its key"
+    key_after, token_after = key_ref(after), token_ref(after)
+    assert token_after == refreshes[-1]["refresh_token"] != token_before, "the rotated token was not stored"
+    assert key_after == key, "the rotated token lost its key"
     assert keyring.secret_tool_count("work") == 1
 
 
@@ -194,7 +221,8 @@ def test_refresh_token_only_binding_gives_bearer_tokens_and_says_so(make_agent, 
     assert agent.account_status("work")["dpop"] == "refresh_token"
     # A Bearer token prints its one line, whatever --url says, and works as Bearer.
     lines = agent.authctl("token", "work", "--header", "--url", f"{google_like_server.base}/api/resource").stdout
-    assert lines == f"Authorization: Bearer {token['access_token']}\n"
+    one_bearer_line = lines == f"Authorization: Bearer {token['access_token']}\n"  # (a bool: lines hold the token)
+    assert one_bearer_line, header_shape(lines)
     assert resource(google_like_server, lines).status_code == 200
     refresh = [e for e in events(google_like_server, "token") if e["grant"] == "refresh_token"][-1]
     assert refresh["jkt"] and refresh["refresh_bound"] and not refresh["access_bound"]
@@ -227,7 +255,8 @@ def test_a_program_refused_by_allowed_clients_gets_no_proof(make_agent, keyring,
     agent.login("work")
     audited = len(json.loads(agent.authctl("audit", "--json").stdout)["entries"])
     result = agent.authctl("token", "work", "--header", "--url", f"{dpop_server.base}/api/resource")
-    assert result.returncode != 0 and result.stdout == "", (result.returncode, result.stdout)
+    printed = result.stdout != ""  # (a bool: what it printed would be a token and a proof)
+    assert result.returncode != 0 and not printed, (result.returncode, printed)
     assert "does not serve" in result.stderr, result.stderr
     entries = json.loads(agent.authctl("audit", "--json").stdout)["entries"][audited:]
     assert [e["outcome"] for e in entries] == ["denied"], entries
@@ -238,6 +267,8 @@ def test_a_locked_keyring_is_reported_as_locked_and_keeps_key_and_token(make_age
     agent.login("work")
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(stored)
+    key = key_ref(stored)
+    assert key, "no DPoP key in the keyring after the sign-in"
     agent.restart()
     keyring.lock()
     result = agent.authctl("token", "work")
@@ -246,7 +277,8 @@ def test_a_locked_keyring_is_reported_as_locked_and_keeps_key_and_token(make_age
     agent.token("work")
     after = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(after)
-    assert after.startswith(stored.rsplit("\x01", 1)[0]), "the key changed or was lost"
+    key_after = key_ref(after)
+    assert key_after == key, "the key changed or was lost"
 
 
 def test_dbus_gives_the_token_and_its_proof_in_one_call(make_agent, keyring, dpop_server):
@@ -265,7 +297,8 @@ def test_dbus_gives_the_token_and_its_proof_in_one_call(make_agent, keyring, dpo
         return token_type, token, proof
 
     token_type, token, proof = call("")
-    assert token_type == "DPoP" and proof.count(".") == 2
+    proof_parts = proof.count(".") + 1
+    assert token_type == "DPoP" and proof_parts == 3, (token_type, proof_parts)
     first = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
     assert first.status_code == 401 and first.headers.get("DPoP-Nonce"), first.text  # the resource's nonce
     token_type, token, proof = call(first.headers["DPoP-Nonce"])
@@ -285,19 +318,6 @@ def test_a_plain_authorization_request_carries_dpop_jkt_without_par(make_agent, 
         assert not events(server, "par_push")
     finally:
         server.stop()
-
-
-def key_ref(stored: str | None) -> str | None:
-    """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
-    Tests compare these, so a failed assertion never prints a key or token."""
-    if not stored or not stored.startswith(KEY_MARKER):
-        return None
-    return ref(stored.rsplit("\x01", 1)[0])
-
-
-def token_ref(stored: str | None) -> str | None:
-    """ref() of the token in a keyring secret (after the key)."""
-    return ref(stored.rsplit("\x01", 1)[-1]) if stored else None
 
 
 @pytest.fixture
@@ -335,7 +355,8 @@ def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token
     agent.kill9()
     out, err = client.communicate(timeout=15)
     agent.remember(out.strip())
-    assert not out.strip() or when == "after_response", "a token was printed although the agent died"
+    printed = bool(out.strip())  # (a bool: what it printed is a token)
+    assert not printed or when == "after_response", "a token was printed although the agent died"
     proxy.set("pass")
     # Killed at any moment: one item, the token in it with the sign-in's key.
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
@@ -411,7 +432,8 @@ def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_
         url2 = URL_RE.search(read_until(second.stderr, "Waiting for the sign-in", 20)).group(1)
         uri2 = ref(request_uri(url2))
         assert uri2 != uri1, "the late joiner was sent to the expired request_uri"
-        assert parse_qs(urlsplit(url2).query).keys() == {"client_id", "request_uri"}, "only client_id and request_uri"
+        sent = set(parse_qs(urlsplit(url2).query))  # (names only: the URL holds a request_uri, never printed)
+        assert sent == {"client_id", "request_uri"}, f"only client_id and request_uri, not {sorted(sent)}"
         assert agent.browser_runs() == 1, "joining the sign-in started a second browser"
         assert agent.account_status("work")["login_pending"] is True
 
@@ -440,3 +462,33 @@ def test_a_late_joiner_gets_a_fresh_pushed_request_and_the_expired_one_is_never_
     stored_key = key_ref(stored)
     assert stored_key and keyring.secret_tool_count("work") == 1
     assert strict_server.introspect(agent.token("work"))["active"] is True
+
+
+def test_a_device_sign_in_signs_every_poll_with_the_key_it_stores(make_agent, keyring, dpop_server):
+    """RFC 9449 §5: a proof on every token request whatever the grant, so on each poll of a device sign-in (RFC
+    8628): every poll the server saw carried a proof, all of the one key the tokens are bound to and the keyring item
+    holds; the server's nonce was asked for once and then kept from answer to answer (§8.2), authorization_pending
+    included."""
+    from test_device import DEVICE_CLIENT, approve, device_account, finish, start_login
+
+    agent = make_agent(server=dpop_server, accounts={"work": device_account(dpop_server)})
+    proofs, posts = len(events(dpop_server, "proof")), dpop_server.token_posts()
+    proc, user_code, _ = start_login(agent, "--device")
+    wait_for(lambda: dpop_server.token_posts() - posts >= 3, 30, "the first polls")
+    approve(dpop_server, user_code, "accept")
+    rc, out, err = finish(proc)
+    assert rc == 0 and "Signed in to 'work'" in out, (rc, err)
+
+    seen = events(dpop_server, "proof")[proofs:]
+    polls = dpop_server.token_posts() - posts
+    assert len(seen) == polls, f"{polls} polls, {len(seen)} with a proof"
+    (issued,) = [e for e in events(dpop_server, "token") if e["grant"].endswith(":device_code")]
+    assert issued["token_type"] == "DPoP" and issued["access_bound"] and issued["refresh_bound"], issued
+    accepted = [e for e in seen if e["result"] == "accepted"]
+    assert {e["jkt"] for e in accepted} == {issued["jkt"]}, "the polls were not all signed with the one key"
+    assert [e["error"] for e in seen if e["result"] == "refused"] == ["use_dpop_nonce"], seen
+    stored = keyring.secret_tool_lookup("work", dpop_server.issuer, client_id=DEVICE_CLIENT)
+    agent.remember(stored, user_code)
+    stored_key, stored_token = key_ref(stored), token_ref(stored)
+    assert stored_key and stored_token == issued["refresh_token"], "the item does not hold the token with its key"
+    assert agent.account_status("work")["dpop"] == "access_token"
