@@ -21,7 +21,7 @@ extension TokenBroker {
             let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basicAuth,
                                                 headers: [("DPoP", proof.reveal())])
             if let nonce = reply.dpopNonce, !nonce.isEmpty { dpopNonces[server] = nonce }
-            guard !retried, reply.dpopNonce != nil, !(200..<300).contains(reply.status),
+            guard !retried, !(reply.dpopNonce?.isEmpty ?? true), !(200..<300).contains(reply.status),
                   TokenResponseParser.errorCode(reply) == "use_dpop_nonce" else { return reply }
             retried = true
         }

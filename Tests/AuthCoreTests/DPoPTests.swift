@@ -246,7 +246,7 @@ final class DPoPTests: XCTestCase {
 
     func testARefusedProofIsReadWhateverTheStatusAndKeepsTheRefreshToken() async throws {
         let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: DPoPKey()).stored
-        for status in [400, 401, 403] {
+        for status in [400, 401, 403, 500] {
             let store = MemorySecretStore(items: [key: stored])
             let http = FakeHTTP()
             let broker = dpopBroker(store, http)
@@ -255,6 +255,26 @@ final class DPoPTests: XCTestCase {
             let kept = await store.items[key]
             XCTAssertEqual(kept, stored, "HTTP \(status)")
         }
+    }
+
+    /// `use_dpop_nonce` without a nonce to use: no retry (it would send the same proof again), and the error says
+    /// what the server left out; the refresh token stays.
+    func testANonceAskedForWithoutOneIsNotRetriedAndSaysSo() async throws {
+        let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: DPoPKey()).stored
+        let store = MemorySecretStore(items: [key: stored])
+        let http = FakeHTTP()
+        let broker = dpopBroker(store, http)
+        http.tokenReplies = [FakeHTTP.errorReply(400, "use_dpop_nonce"), FakeHTTP.tokenReply(access: "at-2")]
+        do {
+            _ = try await broker.accessToken(account: "work")
+            XCTFail("a nonce asked for without one was answered")
+        } catch {
+            XCTAssertEqual(error.code, .serverError)
+            XCTAssertTrue(error.message.contains("sent none"), error.message)
+        }
+        XCTAssertEqual(http.tokenHeaders.count, 1, "no retry without a nonce")
+        let kept = await store.items[key]
+        XCTAssertEqual(kept, stored)
     }
 
     func testTheSettingDecidesAndAServerThatDoesNotOfferItGetsNoProof() async throws {
