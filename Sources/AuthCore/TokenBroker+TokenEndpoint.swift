@@ -42,7 +42,9 @@ extension TokenBroker {
     func proofKeyForSignIn(_ config: AccountConfig, _ metadata: ProviderMetadata) throws(AuthError) -> DPoPKey? {
         switch config.dpop {
         case .off: return nil
-        case .auto: return metadata.offersDPoP ? DPoPKey() : nil
+        // A server that refused DPoP for this client (``exchange(_:code:begun:)``) is not asked again until the
+        // agent restarts: its code may have been bound by `dpop_jkt`, and only a request without it then works.
+        case .auto: return metadata.offersDPoP && accounts[config.name]?.dpopRefused != true ? DPoPKey() : nil
         case .required:
             guard metadata.offersDPoP else {
                 let offered = metadata.dpopSigningAlgorithms.isEmpty

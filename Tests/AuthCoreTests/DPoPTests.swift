@@ -386,6 +386,26 @@ final class DPoPTests: XCTestCase {
         let token = try await broker.accessToken(account: "work")
         XCTAssertEqual(token.tokenType, "Bearer")
 
+        // The server had bound the code to the key (dpop_jkt), so the exchange without a proof fails too: the
+        // sign-in says to sign in again, and the next one asks without dpop_jkt and works.
+        do {
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(MemorySecretStore(), http, redirects: redirects, browser: browser)
+            let ticket = try await broker.beginLogin(account: "work")
+            http.tokenReplies = [FakeHTTP.errorReply(400, "invalid_dpop_proof"), FakeHTTP.errorReply(400, "invalid_grant")]
+            XCTAssertEqual(redirects.deliver("code=c&state=\(try XCTUnwrap(browser.lastQuery["state"]?.first))"), .success)
+            do {
+                _ = try await broker.awaitLogin(ticket)
+                XCTFail("a code bound to the refused key was accepted")
+            } catch {
+                XCTAssertEqual(error.code, .loginFailed)
+                XCTAssertTrue(error.message.contains("the next sign-in goes without it"), error.message)
+            }
+            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-2", refresh: "rt-2"))
+            XCTAssertNil(query["dpop_jkt"], "the next sign-in asks without DPoP")
+            XCTAssertNil(http.tokenHeaders.last?["DPoP"])
+        }
+
         // dpop = true: the same refusal fails the sign-in instead.
         var account = Fixtures.account()
         account.dpop = .required
