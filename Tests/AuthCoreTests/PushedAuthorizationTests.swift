@@ -116,6 +116,21 @@ final class PushedAuthorizationTests: XCTestCase {
         XCTAssertTrue(push.basic, "client_secret_basic, as at the token endpoint")
         XCTAssertEqual(push.fields["client_id"], "client-1")
         XCTAssertNil(push.fields["client_secret"])
+
+        // client_secret_post: the secret in the push's body, as in the token request's; the account's extra
+        // authorization parameters (a `resource`, RFC 8707) go in the push too, never through the browser.
+        var account = Fixtures.account(secret: "s3cret")
+        account.clientAuthMethod = .clientSecretPost
+        account.extraAuthParams = ["resource": "https://api.example/"]
+        let postHTTP = FakeHTTP(), postBrowser = FakeBrowser()
+        postHTTP.parReplies = [PushedAuthorizationTests.pushed]
+        let posting = self.broker(postHTTP, postBrowser, account: account, metadata: discovery())
+        _ = try await posting.beginLogin(account: "work")
+        let posted = try XCTUnwrap(postHTTP.parPosts.first)
+        XCTAssertFalse(posted.basic)
+        XCTAssertEqual(posted.fields["client_secret"], "s3cret")
+        XCTAssertEqual(posted.fields["resource"], "https://api.example/")
+        XCTAssertEqual(Set(postBrowser.lastQuery.keys), ["client_id", "request_uri"])
     }
 
     func testTheSettingAndTheServerDecide() async throws {
