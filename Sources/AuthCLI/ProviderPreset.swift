@@ -132,7 +132,7 @@ public struct ProviderPreset: Sendable, Equatable {
     /// Google binds the refresh token to a DPoP key and keeps access tokens Bearer (its DPoP adoption guide,
     /// https://developers.google.com/identity/protocols/oauth2/resources/dpop-adoption). Whether `dpop = "auto"` turns
     /// it on depends on Google's discovery document, which the agent reads at sign-in: the note says how to look.
-    static let googleDPoPNote = "Google binds the refresh token to a DPoP key (access tokens stay Bearer). The agent uses it when https://accounts.google.com/.well-known/openid-configuration lists ES256 in dpop_signing_alg_values_supported (look with curl; once it is on, `authctl status` says \"DPoP: the refresh token is bound\"). Leave dpop unset (\"auto\"): dpop = true fails with dpop_refused while it is not listed."
+    static let googleDPoPNote = "Google binds the refresh token to a DPoP key (access tokens stay Bearer). The agent uses it when https://accounts.google.com/.well-known/openid-configuration lists ES256 or EdDSA in dpop_signing_alg_values_supported (look with curl; once it is on, `authctl status` says \"DPoP: the refresh token is bound\"). Leave dpop unset (\"auto\"): dpop = true fails with dpop_refused while it is not listed."
 
     /// Refresh tokens live 90 days and each refresh issues a new one: 90 days without use end the sign-in
     /// (https://learn.microsoft.com/en-us/entra/identity-platform/refresh-tokens).

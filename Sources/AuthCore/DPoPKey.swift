@@ -5,40 +5,100 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// A sign-in's DPoP proof key (RFC 9449): ES256, a P-256 key made at sign-in and kept in the keyring item beside
-/// the refresh token (``StoredCredential``), so the two are written in one step. The private key never leaves the
-/// agent: programs get proofs (``proof(method:url:accessToken:nonce:issuedAt:id:)``), never the key.
+/// A sign-in's DPoP proof key (RFC 9449), made at sign-in and kept in the keyring item beside the refresh token
+/// (``StoredCredential``), so the two are written in one step: ES256 (a P-256 key), or EdDSA (an Ed25519 key, RFC
+/// 8037) for a server that offers EdDSA and not ES256 (``Algorithm/preferred(offered:)``). The private key never
+/// leaves the agent: programs get proofs (``proof(method:url:accessToken:nonce:issuedAt:id:)``), never the key.
 public struct DPoPKey: Sendable, Equatable {
-    public static let algorithm = "ES256"
-    private let key: P256.Signing.PrivateKey
+    /// The proof algorithms the agent signs with, as `dpop_signing_alg_values_supported` names them.
+    public enum Algorithm: String, Sendable, CaseIterable {
+        case es256 = "ES256"
+        case eddsa = "EdDSA"
+
+        /// The algorithm for a sign-in against a server offering `offered`: ES256 whenever it is offered, EdDSA
+        /// only without it; nil when the server offers neither.
+        public static func preferred(offered: [String]) -> Algorithm? {
+            allCases.first { offered.contains($0.rawValue) }
+        }
+    }
+
+    private enum Material: Sendable {
+        case p256(P256.Signing.PrivateKey)
+        case ed25519(Curve25519.Signing.PrivateKey)
+    }
+
+    private let material: Material
 
     /// A new key from the system's CSPRNG.
-    public init() { key = P256.Signing.PrivateKey() }
-
-    /// The key as stored (``stored``); nil when it is not a P-256 scalar.
-    public init?(stored: String) {
-        guard let raw = Base64URL.decode(stored), raw.count == 32,
-              let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) else { return nil }
-        self.key = key
+    public init(_ algorithm: Algorithm = .es256) {
+        switch algorithm {
+        case .es256: material = .p256(P256.Signing.PrivateKey())
+        case .eddsa: material = .ed25519(Curve25519.Signing.PrivateKey())
+        }
     }
 
-    /// The private scalar, base64url: only ever written into the keyring item's secret.
-    public var stored: Secret { Secret(Base64URL.encode(key.rawRepresentation)) }
-
-    public static func == (lhs: DPoPKey, rhs: DPoPKey) -> Bool { lhs.key.rawRepresentation == rhs.key.rawRepresentation }
-
-    /// The public key's coordinates, base64url.
-    private var coordinates: (x: String, y: String) {
-        let point = Array(key.publicKey.x963Representation)  // 0x04 || X || Y
-        return (Base64URL.encode(point[1...32]), Base64URL.encode(point[33...64]))
+    /// The key as stored (``stored``) for `algorithm`; nil when it is not a 32-byte P-256 scalar or Ed25519 seed.
+    public init?(stored: String, algorithm: Algorithm = .es256) {
+        guard let raw = Base64URL.decode(stored), raw.count == 32 else { return nil }
+        switch algorithm {
+        case .es256:
+            guard let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) else { return nil }
+            material = .p256(key)
+        case .eddsa:
+            guard let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: raw) else { return nil }
+            material = .ed25519(key)
+        }
     }
 
-    /// The JWK SHA-256 thumbprint (RFC 7638): the required members in lexicographic order, no whitespace. It is
-    /// `dpop_jkt` in an authorization request and the `jkt` a server binds tokens to.
+    /// The proof algorithm: the `alg` of every proof this key signs.
+    public var algorithm: Algorithm {
+        switch material {
+        case .p256: return .es256
+        case .ed25519: return .eddsa
+        }
+    }
+
+    /// The private scalar (P-256) or seed (Ed25519), base64url: only ever written into the keyring item's secret.
+    public var stored: Secret { Secret(Base64URL.encode(privateBytes)) }
+
+    private var privateBytes: Data {
+        switch material {
+        case .p256(let key): return key.rawRepresentation
+        case .ed25519(let key): return key.rawRepresentation
+        }
+    }
+
+    public static func == (lhs: DPoPKey, rhs: DPoPKey) -> Bool {
+        lhs.algorithm == rhs.algorithm && lhs.privateBytes == rhs.privateBytes
+    }
+
+    /// The public JWK's required members (RFC 7638 §3.2), all base64url or fixed names, so none needs JSON escaping.
+    private var jwk: JWK {
+        switch material {
+        case .p256(let key):
+            let point = Array(key.publicKey.x963Representation)  // 0x04 || X || Y
+            return JWK(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1...32]), y: Base64URL.encode(point[33...64]))
+        case .ed25519(let key):
+            return JWK(kty: "OKP", crv: "Ed25519", x: Base64URL.encode(key.publicKey.rawRepresentation), y: nil)
+        }
+    }
+
+    /// The JWK SHA-256 thumbprint (RFC 7638): the required members in lexicographic order, no whitespace (crv,
+    /// kty, x, y for EC; crv, kty, x for OKP, RFC 8037 §2). It is `dpop_jkt` in an authorization request and the
+    /// `jkt` a server binds tokens to.
     public var thumbprint: String {
-        let (x, y) = coordinates
+        let jwk = jwk
+        let y = jwk.y.map { #","y":"\#($0)""# } ?? ""
         // Base64url values need no JSON escaping, so this text is the canonical form exactly.
-        return Base64URL.encode(SHA256.hash(data: Data(#"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"#.utf8)))
+        let canonical = #"{"crv":"\#(jwk.crv)","kty":"\#(jwk.kty)","x":"\#(jwk.x)"\#(y)}"#
+        return Base64URL.encode(SHA256.hash(data: Data(canonical.utf8)))
+    }
+
+    private func sign(_ input: Data) -> Data {
+        switch material {
+        case .p256(let key): return (try? key.signature(for: input))?.rawRepresentation ?? Data()
+        case .ed25519(let key): return (try? key.signature(for: input)) ?? Data()
+        }
     }
 
     /// A DPoP proof JWT (RFC 9449 §4.2) for one request: `htm` and `htu` as given (the URL without query and
@@ -46,8 +106,7 @@ public struct DPoPKey: Sendable, Equatable {
     /// program's), `ath` when an access token goes with it, and the server's `nonce` when it asked for one.
     public func proof(method: String, url: URL, accessToken: Secret? = nil, nonce: String? = nil,
                       issuedAt: Date, id: String = Randomness.token(bytes: 16)) -> Secret {
-        let (x, y) = coordinates
-        let header = Header(jwk: .init(x: x, y: y))
+        let header = Header(alg: algorithm.rawValue, jwk: jwk)
         let claims = Claims(jti: id, htm: method, htu: DPoPKey.target(url), iat: Int64(issuedAt.timeIntervalSince1970),
                             ath: accessToken.map { Base64URL.encode(SHA256.hash(data: Data($0.reveal().utf8))) },
                             nonce: nonce)
@@ -56,8 +115,7 @@ public struct DPoPKey: Sendable, Equatable {
         // Encoding these plain structs cannot fail.
         let input = Base64URL.encode((try? encoder.encode(header)) ?? Data()) + "."
             + Base64URL.encode((try? encoder.encode(claims)) ?? Data())
-        let signature = (try? key.signature(for: Data(input.utf8)))?.rawRepresentation ?? Data()
-        return Secret(input + "." + Base64URL.encode(signature))
+        return Secret(input + "." + Base64URL.encode(sign(Data(input.utf8))))
     }
 
     /// `htu`: the request's URL without its query and fragment (RFC 9449 §4.2).
@@ -68,15 +126,17 @@ public struct DPoPKey: Sendable, Equatable {
         return parts.string ?? url.absoluteString
     }
 
+    /// A public JWK: `y` only for EC (an OKP key has none, RFC 8037 §2).
+    private struct JWK: Encodable {
+        var kty: String
+        var crv: String
+        var x: String
+        var y: String?
+    }
+
     private struct Header: Encodable {
-        struct JWK: Encodable {
-            var kty = "EC"
-            var crv = "P-256"
-            var x: String
-            var y: String
-        }
         var typ = "dpop+jwt"
-        var alg = DPoPKey.algorithm
+        var alg: String
         var jwk: JWK
     }
 

@@ -23,8 +23,9 @@ public struct ProviderMetadata: Sendable, Equatable {
     public var pushedAuthorizationEndpoint: URL?
     public var requiresPushedAuthorization = false
 
-    /// Whether the server offers DPoP with an algorithm the agent signs with (ES256).
-    public var offersDPoP: Bool { dpopSigningAlgorithms.contains(DPoPKey.algorithm) }
+    /// The algorithm a new sign-in's DPoP key uses: ES256 when the server offers it, else EdDSA when offered; nil
+    /// when the server offers DPoP with neither (or not at all).
+    public var dpopAlgorithm: DPoPKey.Algorithm? { DPoPKey.Algorithm.preferred(offered: dpopSigningAlgorithms) }
 
     public init(
         issuer: URL, authorizationEndpoint: URL, tokenEndpoint: URL, revocationEndpoint: URL? = nil,

@@ -21,7 +21,14 @@ public struct StoredCredential: Equatable, Sendable {
     public var proofKey: DPoPKey?
 
     static let accessTokenMarker = "\u{1}access_token\u{1}"
-    static let proofKeyMarker = "\u{1}dpop_es256\u{1}"
+    /// The marker before a key names its algorithm. ES256's is the one written since DPoP came in: items in users'
+    /// keyrings have it, so it must read as it always has.
+    static func proofKeyMarker(_ algorithm: DPoPKey.Algorithm) -> String {
+        switch algorithm {
+        case .es256: return "\u{1}dpop_es256\u{1}"
+        case .eddsa: return "\u{1}dpop_eddsa\u{1}"
+        }
+    }
 
     public init(_ token: Token, proofKey: DPoPKey? = nil) {
         self.token = token
@@ -41,9 +48,10 @@ public struct StoredCredential: Equatable, Sendable {
     public init(stored: Secret) throws(AuthError) {
         var text = Substring(stored.reveal())
         proofKey = nil
-        if text.hasPrefix(StoredCredential.proofKeyMarker) {
-            text = text.dropFirst(StoredCredential.proofKeyMarker.count)
-            guard let end = text.firstIndex(of: "\u{1}"), let key = DPoPKey(stored: String(text[..<end])) else {
+        if let algorithm = DPoPKey.Algorithm.allCases.first(where: { text.hasPrefix(StoredCredential.proofKeyMarker($0)) }) {
+            text = text.dropFirst(StoredCredential.proofKeyMarker(algorithm).count)
+            guard let end = text.firstIndex(of: "\u{1}"),
+                  let key = DPoPKey(stored: String(text[..<end]), algorithm: algorithm) else {
                 throw AuthError(.loginRequired, "the keyring item's DPoP key cannot be read; the account needs a new sign-in")
             }
             proofKey = key
@@ -58,7 +66,7 @@ public struct StoredCredential: Equatable, Sendable {
 
     /// The secret to store.
     public var stored: Secret {
-        let key = proofKey.map { StoredCredential.proofKeyMarker + $0.stored.reveal() + "\u{1}" } ?? ""
+        let key = proofKey.map { StoredCredential.proofKeyMarker($0.algorithm) + $0.stored.reveal() + "\u{1}" } ?? ""
         switch token {
         case .refreshToken(let token): return Secret(key + token.reveal())
         case .longLivedAccessToken(let token): return Secret(key + StoredCredential.accessTokenMarker + token.reveal())

@@ -36,24 +36,24 @@ extension TokenBroker {
         return parts?.string ?? endpoint.absoluteString
     }
 
-    /// The key for a new sign-in, by the account's `dpop` setting and the server's metadata: a new ES256 key when
-    /// DPoP is on and offered; none when it is off, or `auto` and not offered; `dpop = true` without the server
-    /// offering ES256 is an error.
+    /// The key for a new sign-in, by the account's `dpop` setting and the server's metadata: a new key when DPoP is
+    /// on and offered, ES256 whenever the server offers it and EdDSA only when it offers that and not ES256; none
+    /// when it is off, or `auto` and not offered; `dpop = true` without the server offering either is an error.
     func proofKeyForSignIn(_ config: AccountConfig, _ metadata: ProviderMetadata) throws(AuthError) -> DPoPKey? {
         switch config.dpop {
         case .off: return nil
         // A server that refused DPoP for this client (``exchange(_:code:begun:)``) is not asked again until the
         // agent restarts: its code may have been bound by `dpop_jkt`, and only a request without it then works.
-        case .auto: return metadata.offersDPoP && accounts[config.name]?.dpopRefused != true ? DPoPKey() : nil
+        case .auto: return accounts[config.name]?.dpopRefused != true ? metadata.dpopAlgorithm.map { DPoPKey($0) } : nil
         case .required:
-            guard metadata.offersDPoP else {
+            guard let algorithm = metadata.dpopAlgorithm else {
                 let offered = metadata.dpopSigningAlgorithms.isEmpty
                     ? "its metadata has no dpop_signing_alg_values_supported"
-                    : "it offers \(metadata.dpopSigningAlgorithms.joined(separator: ", ")), not ES256"
+                    : "it offers \(metadata.dpopSigningAlgorithms.joined(separator: ", ")), not ES256 or EdDSA"
                 throw AuthError(.dpopRefused,
                                 "account '\(config.name)' has dpop = true, but the authorization server does not offer DPoP (\(offered))")
             }
-            return DPoPKey()
+            return DPoPKey(algorithm)
         }
     }
 }

@@ -25,13 +25,27 @@ final class DPoPTests: XCTestCase {
         let claims = try XCTUnwrap(JSONSerialization.jsonObject(with: XCTUnwrap(Base64URL.decode(parts[1]))) as? [String: Any])
         let jwk = try XCTUnwrap(header["jwk"] as? [String: String])
         XCTAssertNil(jwk["d"], "the private key never leaves the agent", file: file, line: line)
-        let x = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["x"]))), y = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["y"])))
-        let publicKey = try P256.Signing.PublicKey(x963Representation: [0x04] + x + y)
-        let signature = try P256.Signing.ECDSASignature(rawRepresentation: XCTUnwrap(Base64URL.decode(parts[2])))
-        XCTAssertTrue(publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)),
-                      "the signature does not verify", file: file, line: line)
-        // RFC 7638, computed here from the header's JWK as a server would.
-        let canonical = #"{"crv":"\#(jwk["crv"]!)","kty":"\#(jwk["kty"]!)","x":"\#(jwk["x"]!)","y":"\#(jwk["y"]!)"}"#
+        let input = Data("\(parts[0]).\(parts[1])".utf8), signature = try XCTUnwrap(Base64URL.decode(parts[2]))
+        let x = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["x"])))
+        let valid: Bool, canonical: String
+        // The key type the header's alg calls for (RFC 7518 §3.4, RFC 8037 §3.1), and the RFC 7638 members of each
+        // in lexicographic order, computed here from the header's JWK as a server would.
+        switch (header["alg"] as? String, jwk["kty"], jwk["crv"]) {
+        case ("ES256", "EC", "P-256"):
+            let y = try XCTUnwrap(Base64URL.decode(XCTUnwrap(jwk["y"])))
+            let publicKey = try P256.Signing.PublicKey(x963Representation: [0x04] + x + y)
+            valid = publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: signature), for: input)
+            canonical = #"{"crv":"P-256","kty":"EC","x":"\#(jwk["x"]!)","y":"\#(jwk["y"]!)"}"#
+        case ("EdDSA", "OKP", "Ed25519"):
+            XCTAssertNil(jwk["y"], "an OKP key has no y (RFC 8037 §2)", file: file, line: line)
+            valid = try Curve25519.Signing.PublicKey(rawRepresentation: x).isValidSignature(signature, for: input)
+            canonical = #"{"crv":"Ed25519","kty":"OKP","x":"\#(jwk["x"]!)"}"#
+        default:
+            XCTFail("alg \(header["alg"] ?? "none") with a \(jwk["kty"] ?? "") \(jwk["crv"] ?? "") key", file: file, line: line)
+            valid = false
+            canonical = ""
+        }
+        XCTAssertTrue(valid, "the signature does not verify", file: file, line: line)
         return Verified(header: header, claims: claims,
                         thumbprint: Base64URL.encode(SHA256.hash(data: Data(canonical.utf8))))
     }
@@ -74,11 +88,79 @@ final class DPoPTests: XCTestCase {
         let access = try StoredCredential(stored: StoredCredential.longLivedAccessToken(Secret("gho_1")).stored)
         XCTAssertEqual(access.token, .longLivedAccessToken(Secret("gho_1")))
 
-        let broken = Secret(StoredCredential.proofKeyMarker + "not-a-key\u{1}rt-1")
-        XCTAssertThrowsError(try StoredCredential(stored: broken)) { error in
-            XCTAssertEqual((error as? AuthError)?.code, .loginRequired)
-            XCTAssertTrue("\(error)".contains("DPoP key cannot be read"))
+        for marker in ["\u{1}dpop_es256\u{1}", "\u{1}dpop_eddsa\u{1}"] {
+            let broken = Secret(marker + "not-a-key\u{1}rt-1")
+            XCTAssertThrowsError(try StoredCredential(stored: broken)) { error in
+                XCTAssertEqual((error as? AuthError)?.code, .loginRequired)
+                XCTAssertTrue("\(error)".contains("DPoP key cannot be read"))
+            }
         }
+    }
+
+    // MARK: EdDSA (RFC 8037), for a server that offers it and not ES256
+
+    /// RFC 8037 appendix A.1's Ed25519 key (`d`, the seed, and `x`) and appendix A.3's thumbprint of it; the same
+    /// thumbprint computed by jwcrypto from `x`.
+    static let rfc8037Seed = "nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"
+    static let rfc8037X = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+    static let rfc8037Thumbprint = "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+
+    func testAnEdDSAKeySignsProofsThatVerifyWithItsHeaderKeyAndHasRFC8037sThumbprint() throws {
+        let key = try XCTUnwrap(DPoPKey(stored: DPoPTests.rfc8037Seed, algorithm: .eddsa))
+        XCTAssertEqual(key.algorithm, .eddsa)
+        XCTAssertEqual(key.thumbprint, DPoPTests.rfc8037Thumbprint)
+        let url = URL(string: "https://api.example.com/v1/items?page=2")!
+        let proof = key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1",
+                              issuedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let seen = try verify(proof.reveal())
+        XCTAssertEqual(seen.header["typ"] as? String, "dpop+jwt")
+        XCTAssertEqual(seen.header["alg"] as? String, "EdDSA")
+        let jwk = try XCTUnwrap(seen.header["jwk"] as? [String: String])
+        XCTAssertEqual(jwk, ["kty": "OKP", "crv": "Ed25519", "x": DPoPTests.rfc8037X], "the public key only")
+        XCTAssertEqual(seen.thumbprint, DPoPTests.rfc8037Thumbprint)
+        XCTAssertEqual(seen.claims["htu"] as? String, "https://api.example.com/v1/items")
+        XCTAssertEqual(seen.claims["ath"] as? String, Base64URL.encode(SHA256.hash(data: Data("at-1".utf8))))
+        XCTAssertEqual(seen.claims["nonce"] as? String, "n-1")
+
+        let fresh = DPoPKey(.eddsa)
+        XCTAssertEqual(try verify(fresh.proof(method: "POST", url: url, issuedAt: Date()).reveal()).thumbprint, fresh.thumbprint)
+        XCTAssertNotEqual(DPoPKey(.eddsa).thumbprint, fresh.thumbprint, "a new key for each sign-in")
+    }
+
+    func testAnEdDSAKeySurvivesTheKeyringAndAnES256ItemOfTodaysFormatStillReads() throws {
+        let eddsa = DPoPKey(.eddsa)
+        let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: eddsa).stored
+        XCTAssertTrue(stored.reveal().hasPrefix("\u{1}dpop_eddsa\u{1}"))
+        let read = try StoredCredential(stored: stored)
+        XCTAssertEqual(read.refreshToken?.reveal(), "rt-1")
+        XCTAssertEqual(read.proofKey, eddsa)
+        XCTAssertEqual(read.proofKey?.algorithm, .eddsa)
+        XCTAssertEqual(read.proofKey?.thumbprint, eddsa.thumbprint)
+        let access = try StoredCredential(stored: StoredCredential(.longLivedAccessToken(Secret("gho_1")), proofKey: eddsa).stored)
+        XCTAssertEqual(access.token, .longLivedAccessToken(Secret("gho_1")))
+        XCTAssertEqual(access.proofKey, eddsa)
+        // RFC 8037's seed under the EdDSA marker: the key of appendix A.
+        let rfc = try StoredCredential(stored: Secret("\u{1}dpop_eddsa\u{1}\(DPoPTests.rfc8037Seed)\u{1}rt-2"))
+        XCTAssertEqual(rfc.proofKey?.thumbprint, DPoPTests.rfc8037Thumbprint)
+
+        // An item as the agent has written it since DPoP came in, written out here rather than by the code under
+        // test (a P-256 scalar made by Python's cryptography, its thumbprint by jwcrypto): it reads as that ES256
+        // key and is written back byte for byte.
+        let today = Secret("\u{1}dpop_es256\u{1}O0u0Ade4VoafX1m_LH1a2xZBs2pGMMD_XEjK6xx_Gaw\u{1}rt-old")
+        let old = try StoredCredential(stored: today)
+        XCTAssertEqual(old.refreshToken?.reveal(), "rt-old")
+        XCTAssertEqual(old.proofKey?.algorithm, .es256)
+        XCTAssertEqual(old.proofKey?.thumbprint, "Uuy3Jm9FpcPtN68fnR9YNgcoJ2tKe39iORwv35BLjdM")
+        XCTAssertEqual(old.stored, today)
+        let proof = try verify(XCTUnwrap(old.proofKey).proof(method: "POST", url: URL(string: "https://issuer.example/token")!,
+                                                              issuedAt: Date()).reveal())
+        XCTAssertEqual(proof.header["alg"] as? String, "ES256")
+        XCTAssertEqual(proof.thumbprint, "Uuy3Jm9FpcPtN68fnR9YNgcoJ2tKe39iORwv35BLjdM")
+
+        // The same scalar under the other marker is a different key: the marker, not the bytes, says which.
+        let swapped = try StoredCredential(stored: Secret("\u{1}dpop_eddsa\u{1}O0u0Ade4VoafX1m_LH1a2xZBs2pGMMD_XEjK6xx_Gaw\u{1}rt-old"))
+        XCTAssertEqual(swapped.proofKey?.algorithm, .eddsa)
+        XCTAssertNotEqual(swapped.proofKey, old.proofKey)
     }
 
     // MARK: The broker
@@ -90,12 +172,20 @@ final class DPoPTests: XCTestCase {
      "dpop_signing_alg_values_supported":["RS256","ES256"]}
     """.utf8)
 
+    /// The discovery document of a server whose `dpop_signing_alg_values_supported` is `algorithms`.
+    static func discovery(offering algorithms: [String]) -> [UInt8] {
+        let text = String(decoding: dpopDiscovery, as: UTF8.self)
+        let list = "[" + algorithms.map { "\"\($0)\"" }.joined(separator: ",") + "]"
+        return Array(text.replacingOccurrences(of: #"["RS256","ES256"]"#, with: list).utf8)
+    }
+
     func dpopBroker(_ store: MemorySecretStore, _ http: FakeHTTP, account: AccountConfig = Fixtures.account(),
-                    offer: Bool = true, redirects: FakeRedirects = FakeRedirects(),
+                    offer: Bool = true, offering algorithms: [String]? = nil, redirects: FakeRedirects = FakeRedirects(),
                     browser: FakeBrowser = FakeBrowser()) -> TokenBroker {
         let broker = Fixtures.broker(accounts: [account], store: store, http: http, redirects: redirects, browser: browser)
         if offer {
-            http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(status: 200, body: DPoPTests.dpopDiscovery)
+            http.discovery["https://issuer.example/.well-known/openid-configuration"] = HTTPReply(
+                status: 200, body: algorithms.map { DPoPTests.discovery(offering: $0) } ?? DPoPTests.dpopDiscovery)
         }
         return broker
     }
@@ -319,6 +409,79 @@ final class DPoPTests: XCTestCase {
             let broker = dpopBroker(store, http, offer: false)
             http.tokenReplies = [DPoPTests.dpopReply(access: "at-1", refresh: "rt-2")]
             await assertThrows(.invalidTokenResponse) { _ = try await broker.accessToken(account: "work") }
+        }
+    }
+
+    func testAServerOfferingOnlyEdDSAGetsEdDSAProofsAndTheKeyComesBackAfterARestart() async throws {
+        for setting in [AccountConfig.Choice.auto, .required] {
+            var account = Fixtures.account()
+            account.dpop = setting
+            let store = MemorySecretStore()
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(store, http, account: account, offering: ["RS256", "EdDSA"], redirects: redirects,
+                                    browser: browser)
+            let query = try await signIn(broker, http, redirects, browser, reply: DPoPTests.dpopReply(access: "at-1", refresh: "rt-1"))
+            let proof = try verify(XCTUnwrap(http.tokenHeaders.first?["DPoP"]))
+            XCTAssertEqual(proof.header["alg"] as? String, "EdDSA", "\(setting)")
+            XCTAssertEqual(query["dpop_jkt"]?.first, proof.thumbprint, "\(setting)")
+            let item = await store.items[key]
+            let stored = try StoredCredential(stored: XCTUnwrap(item))
+            XCTAssertEqual(stored.proofKey?.algorithm, .eddsa)
+            XCTAssertEqual(stored.proofKey?.thumbprint, proof.thumbprint)
+
+            let restarted = dpopBroker(store, http, account: account, offering: ["RS256", "EdDSA"])
+            http.tokenReplies = [DPoPTests.dpopReply(access: "at-2", refresh: "rt-2")]
+            _ = try await restarted.accessToken(account: "work")
+            let refresh = try verify(XCTUnwrap(http.tokenHeaders.last?["DPoP"]))
+            XCTAssertEqual(refresh.header["alg"] as? String, "EdDSA")
+            XCTAssertEqual(refresh.thumbprint, proof.thumbprint, "the refresh is signed with the sign-in's key")
+            let rotated = await store.items[key]
+            XCTAssertEqual(try StoredCredential(stored: XCTUnwrap(rotated)).proofKey, stored.proofKey,
+                           "the rotated token keeps its key")
+        }
+    }
+
+    func testES256IsUsedWheneverTheServerOffersItAndNeitherAlgorithmMeansAsBefore() async throws {
+        XCTAssertEqual(DPoPKey.Algorithm.preferred(offered: ["EdDSA", "ES256"]), .es256, "ES256 first, whatever the server's order")
+        XCTAssertEqual(DPoPKey.Algorithm.preferred(offered: ["ES256"]), .es256)
+        XCTAssertEqual(DPoPKey.Algorithm.preferred(offered: ["PS256", "EdDSA"]), .eddsa)
+        XCTAssertNil(DPoPKey.Algorithm.preferred(offered: ["RS256", "PS256", "ES384", "Ed25519"]))
+        XCTAssertNil(DPoPKey.Algorithm.preferred(offered: []))
+
+        // ES256 and EdDSA, EdDSA listed first: an ES256 sign-in.
+        do {
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(MemorySecretStore(), http, offering: ["EdDSA", "ES256"], redirects: redirects, browser: browser)
+            _ = try await signIn(broker, http, redirects, browser, reply: DPoPTests.dpopReply(access: "at-1", refresh: "rt-1"))
+            let proof = try verify(XCTUnwrap(http.tokenHeaders.first?["DPoP"]))
+            XCTAssertEqual(proof.header["alg"] as? String, "ES256")
+        }
+        // DPoP offered with neither: auto signs in without it, as before.
+        do {
+            let store = MemorySecretStore()
+            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+            let broker = dpopBroker(store, http, offering: ["RS256", "PS256"], redirects: redirects, browser: browser)
+            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
+            XCTAssertNil(query["dpop_jkt"])
+            XCTAssertNil(http.tokenHeaders.first?["DPoP"])
+            let item = await store.items[key]
+            XCTAssertEqual(item?.reveal(), "rt-1")
+        }
+        // ... and dpop = true is refused before any browser opens, naming what the server offers.
+        do {
+            var account = Fixtures.account()
+            account.dpop = .required
+            let http = FakeHTTP(), browser = FakeBrowser()
+            let broker = dpopBroker(MemorySecretStore(), http, account: account, offering: ["RS256", "PS256"], browser: browser)
+            do {
+                let ticket = try await broker.beginLogin(account: "work")
+                _ = try await broker.awaitLogin(ticket)
+                XCTFail("dpop = true signed in against a server offering neither ES256 nor EdDSA")
+            } catch {
+                XCTAssertEqual((error as? AuthError)?.code, .dpopRefused)
+                XCTAssertTrue("\(error)".contains("RS256, PS256"), "\(error)")
+            }
+            XCTAssertTrue(browser.opened.isEmpty)
         }
     }
 

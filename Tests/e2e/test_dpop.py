@@ -20,7 +20,8 @@ from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
-KEY_MARKER = "\x01dpop_es256\x01"
+# The keyring secret's marker names the key's algorithm: ES256, or EdDSA for a server that offers it and not ES256.
+KEY_MARKERS = {"\x01dpop_es256\x01": "ES256", "\x01dpop_eddsa\x01": "EdDSA"}
 URL_RE = re.compile(r"(http://127\.0\.0\.1:\d+/o/authorize/\?\S+)")
 
 
@@ -30,13 +31,19 @@ def ref(value: str) -> str:
 
 # Keyring secrets, tokens and header lines are never asserted on directly: a failed assert prints its operands (and
 # the arguments of calls in it), and conftest's redaction covers only comparisons. Tests assert on these refs, or on
-# a bool computed before the assert. (A keyring secret is "\x01dpop_es256\x01<private scalar>\x01<refresh token>".)
+# a bool computed before the assert. (A keyring secret is "\x01dpop_es256\x01<private scalar>\x01<refresh token>", or
+# "\x01dpop_eddsa\x01<Ed25519 seed>\x01<refresh token>".)
 def key_ref(stored: str | None) -> str | None:
     """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
     Tests compare these, so a failed assertion never prints a key or token."""
-    if not stored or not stored.startswith(KEY_MARKER):
+    if not stored or not key_algorithm(stored):
         return None
     return ref(stored.rsplit("\x01", 1)[0])
+
+
+def key_algorithm(stored: str | None) -> str | None:
+    """The algorithm a keyring secret's key marker names ("ES256", "EdDSA"), None when it holds no key."""
+    return next((alg for marker, alg in KEY_MARKERS.items() if stored and stored.startswith(marker)), None)
 
 
 def token_ref(stored: str | None) -> str | None:
@@ -316,6 +323,56 @@ def test_a_plain_authorization_request_carries_dpop_jkt_without_par(make_agent, 
         issued = [e for e in events(server, "token") if e["grant"] == "authorization_code"][-1]
         assert issued["jkt"] == code["dpop_jkt"] and issued["token_type"] == "DPoP"
         assert not events(server, "par_push")
+    finally:
+        server.stop()
+
+
+def test_a_server_offering_only_eddsa_gets_an_ed25519_key_that_signs_the_refresh_after_a_restart(
+        make_agent, keyring, tmp_path_factory):
+    """One key per sign-in, ES256 unless the server offers no ES256: a server whose DPoP takes EdDSA alone gets an
+    Ed25519 key (RFC 8037) under `dpop = "auto"`, stored with the refresh token under its own marker, and the
+    refresh after a restart is signed with that key read back from the keyring."""
+    server = start_server(tmp_path_factory, "as-dpop-eddsa", AS_DPOP="optional", AS_DPOP_ALGS="EdDSA",
+                          AS_DPOP_NONCE="1", AS_PAR="off")
+    try:
+        metadata = requests.get(f"{server.issuer}/.well-known/openid-configuration", timeout=10,
+                                proxies={"http": None, "https": None}).json()
+        assert metadata["dpop_signing_alg_values_supported"] == ["EdDSA"], metadata
+        agent = make_agent(server=server)
+        agent.login("work")
+        (code,) = events(server, "code")
+        (issued,) = [e for e in events(server, "token") if e["grant"] == "authorization_code"]
+        assert issued["jkt"] and issued["jkt"] == code["dpop_jkt"], (issued, code)
+        assert issued["token_type"] == "DPoP" and issued["access_bound"] and issued["refresh_bound"], issued
+        accepted = [e for e in events(server, "proof") if e["result"] == "accepted"]
+        assert accepted and {(e["alg"], e["jkt"]) for e in accepted} == {("EdDSA", issued["jkt"])}, accepted
+
+        stored = keyring.secret_tool_lookup("work", server.issuer)
+        agent.remember(stored)
+        algorithm, key, token_before = key_algorithm(stored), key_ref(stored), token_ref(stored)
+        assert algorithm == "EdDSA" and key, (algorithm, key)
+        assert token_before == issued["refresh_token"], "the item does not hold the refresh token the server issued"
+        assert agent.account_status("work")["dpop"] == "access_token"
+
+        agent.restart()
+        proofs = len(events(server, "proof"))
+        token = agent.token("work")  # no cache after a restart: a refresh, with a proof of the stored key
+        (refresh,) = [e for e in events(server, "token") if e["grant"] == "refresh_token"]
+        assert refresh["jkt"] == issued["jkt"], "the refresh was not signed with the sign-in's key"
+        assert refresh["access_token"] == ref(token)
+        since = [e for e in events(server, "proof")[proofs:] if e["result"] == "accepted"]
+        assert since and {e["alg"] for e in since} == {"EdDSA"}, since
+        after = keyring.secret_tool_lookup("work", server.issuer)
+        agent.remember(after)
+        assert key_algorithm(after) == "EdDSA" and key_ref(after) == key, "the rotated token lost its key"
+        assert token_ref(after) == refresh["refresh_token"] != token_before, "the rotated token was not stored"
+        assert keyring.secret_tool_count("work") == 1
+
+        # A program's proof is signed with the same Ed25519 key, and the resource takes it.
+        answer = resource(server, proof_headers(agent, server))
+        assert answer.status_code == 200, answer.text
+        (used,) = [e for e in events(server, "resource") if e["result"] == "accepted"]
+        assert used["jkt"] == issued["jkt"]
     finally:
         server.stop()
 
