@@ -27,10 +27,11 @@ final class AcceptLoop: @unchecked Sendable {
     /// How long the last connection must be gone before the idle hook runs; at most one run per this period, so a
     /// client that connects once per request does not pay for it (nanoseconds, as the loop's timers).
     static let idleHookDelay: UInt64 = 1_000_000_000
-    /// The idle hook runs once more this long after its first run, unless a client came in between: by then the HTTP
-    /// client has closed the connections the work left open (``HTTPClientTransport/idleConnectionLifetime``, 30 s),
-    /// and closing them mapped code again (NIO's channel teardown: about 2 MB).
-    static let idleHookAgain: UInt64 = 31_000_000_000
+    /// The idle hook runs once more this long after its first run (31 s after the work), unless a client came in
+    /// between: by then the HTTP client has closed the connections the work left open
+    /// (``HTTPClientTransport/idleConnectionLifetime``, 30 s), and closing them mapped code again (NIO's channel
+    /// teardown: about 2 MB).
+    static let idleHookAgain: UInt64 = 30_000_000_000
     /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
     /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Nanoseconds.
     static let drainLimit: UInt64 = 3_000_000_000
