@@ -205,4 +205,57 @@ final class PushedAuthorizationTests: XCTestCase {
         }
         XCTAssertTrue(browser.opened.isEmpty)
     }
+
+    /// `par = true` leaves the sign-ins that take no authorization request through a browser's URL, or take it another
+    /// way, working: the device grant (nothing to push), the manual paste (the URL to open is the pushed one) and a
+    /// private-use scheme redirect (pushed as the redirect_uri).
+    func testWithParTrueTheDeviceGrantThePasteAndASchemeRedirectStillSignIn() async throws {
+        do {
+            var account = DeviceLoginTests.deviceAccount()
+            account.par = .required
+            let http = FakeHTTP(), browser = FakeBrowser()
+            let broker = broker(http, browser, account: account, metadata: discovery(required: true))
+            http.tokenReplies = [DeviceLoginTests.authorization(),
+                                 FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1", idToken: await Fixtures.signedIDToken(nonce: nil))]
+            let ticket = try await broker.beginLogin(account: "work", method: .device)
+            let outcome = try await broker.awaitLogin(ticket)
+            XCTAssertTrue(outcome.hasRefreshToken)
+            XCTAssertTrue(http.parPosts.isEmpty, "the device grant has no authorization request to push")
+        }
+        do {
+            var account = Fixtures.account()
+            account.par = .required
+            let http = FakeHTTP(), browser = FakeBrowser()
+            http.parReplies = [PushedAuthorizationTests.pushed]
+            let broker = broker(http, browser, account: account, metadata: discovery())
+            let ticket = try await broker.beginLogin(account: "work", openBrowser: false)
+            XCTAssertTrue(browser.opened.isEmpty)
+            XCTAssertEqual(Set(LoginSession.parseQuery(ticket.authorizationURL.query ?? "").keys), ["client_id", "request_uri"],
+                           "the URL to open by hand is the pushed one")
+            let push = try XCTUnwrap(http.parPosts.first?.fields)
+            http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1",
+                                                     idToken: await Fixtures.signedIDToken(nonce: try XCTUnwrap(push["nonce"])))]
+            try await broker.submitRedirect(account: "work", url: "\(ticket.redirectURI)?code=c&state=\(try XCTUnwrap(push["state"]))")
+            let outcome = try await broker.awaitLogin(ticket)
+            XCTAssertTrue(outcome.hasRefreshToken)
+        }
+        do {
+            let uri = "com.example.app:/oauth2/callback/work"
+            var account = Fixtures.account(scopes: [])
+            account.par = .required
+            account.privateUseRedirect = try PrivateUseRedirect.parse(uri).get()
+            let http = FakeHTTP(), browser = FakeBrowser()
+            http.parReplies = [PushedAuthorizationTests.pushed]
+            let broker = broker(http, browser, account: account, metadata: discovery())
+            let ticket = try await broker.beginLogin(account: "work")
+            XCTAssertEqual(Set(browser.lastQuery.keys), ["client_id", "request_uri"])
+            let push = try XCTUnwrap(http.parPosts.first?.fields)
+            XCTAssertEqual(push["redirect_uri"], uri)
+            http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1")]
+            try await broker.submitRedirect(account: "work", url: "\(uri)?code=c&state=\(try XCTUnwrap(push["state"]))")
+            let outcome = try await broker.awaitLogin(ticket)
+            XCTAssertTrue(outcome.hasRefreshToken)
+            XCTAssertEqual(http.tokenPosts.first?["redirect_uri"], uri)
+        }
+    }
 }
