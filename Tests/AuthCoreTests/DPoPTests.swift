@@ -190,6 +190,19 @@ final class DPoPTests: XCTestCase {
         return broker
     }
 
+    /// A sign-in as before DPoP: no `dpop_jkt`, no proof, the plain refresh token stored.
+    func assertSignsInWithoutDPoP(offer: Bool = true, offering algorithms: [String]? = nil,
+                                  file: StaticString = #filePath, line: UInt = #line) async throws {
+        let store = MemorySecretStore()
+        let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
+        let broker = dpopBroker(store, http, offer: offer, offering: algorithms, redirects: redirects, browser: browser)
+        let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
+        XCTAssertNil(query["dpop_jkt"], file: file, line: line)
+        XCTAssertNil(http.tokenHeaders.first?["DPoP"], file: file, line: line)
+        let item = await store.items[key]
+        XCTAssertEqual(item?.reveal(), "rt-1", file: file, line: line)
+    }
+
     static func dpopReply(access: String, refresh: String?, type: String = "DPoP", nonce: String? = nil) -> HTTPReply {
         var object: [String: Any] = ["access_token": access, "token_type": type, "expires_in": 3600]
         if let refresh { object["refresh_token"] = refresh }
@@ -369,16 +382,7 @@ final class DPoPTests: XCTestCase {
 
     func testTheSettingDecidesAndAServerThatDoesNotOfferItGetsNoProof() async throws {
         // auto against a server that does not offer DPoP: a sign-in as before, no key, no proof, no dpop_jkt.
-        do {
-            let store = MemorySecretStore()
-            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
-            let broker = dpopBroker(store, http, offer: false, redirects: redirects, browser: browser)
-            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
-            XCTAssertNil(query["dpop_jkt"])
-            XCTAssertNil(http.tokenHeaders.first?["DPoP"])
-            let item = await store.items[key]
-            XCTAssertEqual(item?.reveal(), "rt-1")
-        }
+        try await assertSignsInWithoutDPoP(offer: false)
         // dpop = false against a server that offers it: none either.
         do {
             var account = Fixtures.account()
@@ -457,16 +461,7 @@ final class DPoPTests: XCTestCase {
             XCTAssertEqual(proof.header["alg"] as? String, "ES256")
         }
         // DPoP offered with neither: auto signs in without it, as before.
-        do {
-            let store = MemorySecretStore()
-            let http = FakeHTTP(), redirects = FakeRedirects(), browser = FakeBrowser()
-            let broker = dpopBroker(store, http, offering: ["RS256", "PS256"], redirects: redirects, browser: browser)
-            let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
-            XCTAssertNil(query["dpop_jkt"])
-            XCTAssertNil(http.tokenHeaders.first?["DPoP"])
-            let item = await store.items[key]
-            XCTAssertEqual(item?.reveal(), "rt-1")
-        }
+        try await assertSignsInWithoutDPoP(offering: ["RS256", "PS256"])
         // ... and dpop = true is refused before any browser opens, naming what the server offers.
         do {
             var account = Fixtures.account()
