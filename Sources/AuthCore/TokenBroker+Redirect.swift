@@ -176,8 +176,9 @@ extension TokenBroker {
         do throws(AuthError) {
             tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: proofKey != nil)
         } catch let error where error.code == .loginRequired {
-            // Refused after the proof was: the code was bound to the key by dpop_jkt. The next sign-in asks without it.
-            let next = accounts[name]?.dpopRefused == true && proofKey == nil
+            // Refused again after this exchange fell back from the refused proof: the code was bound to the key by
+            // dpop_jkt. The next sign-in asks without it (``proofKeyForSignIn``).
+            let next = begun.session.proofKey != nil && proofKey == nil
                 ? "; the server refused DPoP for this client, so sign in again: the next sign-in goes without it" : ""
             throw AuthError(.loginFailed, "the authorization server did not accept the authorization code (\(error.message))\(next)")
         }

@@ -194,22 +194,6 @@ public enum TokenResponseParser {
         return "\(reason) (\(code))"
     }
 
-    /// A refused DPoP proof (`dpopRefused`), or a nonce asked for again after the one retry or without one to use
-    /// (``TokenBroker/postToTokenEndpoint(_:fields:basicAuth:proofKey:)`` retries once when the answer carries one).
-    static func dpopError(_ reply: HTTPReply) -> AuthError? {
-        guard let object = (try? JSONValue.object(jsonBody(reply.body))) ?? nil,
-              let code = object["error"]?.string, code == "invalid_dpop_proof" || code == "use_dpop_nonce" else { return nil }
-        let detail = [code, object["error_description"]?.string].compactMap { $0.map(LoginSession.printable) }
-            .joined(separator: ": ")
-        if code == "invalid_dpop_proof" {
-            return AuthError(.dpopRefused, "the authorization server refused the DPoP proof (\(detail))")
-        }
-        if reply.dpopNonce?.isEmpty ?? true {
-            return AuthError(.serverError, "the authorization server asked for a DPoP nonce but sent none in a DPoP-Nonce header (\(detail))")
-        }
-        return AuthError(.serverError, "the authorization server kept asking for a new DPoP nonce (\(detail))")
-    }
-
     /// The OAuth `error` code of a reply's JSON body, whatever its status; nil when it has none.
     public static func errorCode(_ reply: HTTPReply) -> String? {
         (try? JSONValue.object(jsonBody(reply.body)))??["error"]?.string
@@ -222,18 +206,35 @@ public enum TokenResponseParser {
     /// names the one that answered in the message.
     public static func error(from reply: HTTPReply, endpoint: String = "token endpoint") -> AuthError {
         let retryAfter = reply.retryAfter.flatMap { Int($0.trimmingBlanks) }.map { min(max($0, 0), 3600) }
-        // RFC 9449 §5.2, §8: DPoP's errors are read whatever the HTTP status (some servers send 401, 403, even 5xx).
-        if let dpop = dpopError(reply) { return dpop }
-        if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
-            return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
-        }
         let object: [String: JSONValue]?
-        do { object = try JSONValue.object(jsonBody(reply.body)) } catch {
-            return error.authError(.invalidTokenResponse, "the \(endpoint)'s HTTP \(reply.status) reply")
+        let unreadable: AuthError?
+        do {
+            object = try JSONValue.object(jsonBody(reply.body))
+            unreadable = nil
+        } catch {
+            object = nil
+            unreadable = error.authError(.invalidTokenResponse, "the \(endpoint)'s HTTP \(reply.status) reply")
         }
         let code = object?["error"]?.string.map(LoginSession.printable)
         let description = object?["error_description"]?.string.map(LoginSession.printable)
-                let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
+        let detail = [code, description].compactMap { $0 }.joined(separator: ": ")
+        // RFC 9449 §5.2, §8: DPoP's errors are read whatever the HTTP status (some servers send 401, 403, even 5xx).
+        // A nonce asked for again after the one retry, or without one to use (``TokenBroker/postToTokenEndpoint``
+        // retries once when the answer carries one), is the server's failure.
+        switch code {
+        case "invalid_dpop_proof":
+            return AuthError(.dpopRefused, "the authorization server refused the DPoP proof (\(detail))")
+        case "use_dpop_nonce" where reply.dpopNonce?.isEmpty ?? true:
+            return AuthError(.serverError, "the authorization server asked for a DPoP nonce but sent none in a DPoP-Nonce header (\(detail))")
+        case "use_dpop_nonce":
+            return AuthError(.serverError, "the authorization server kept asking for a new DPoP nonce (\(detail))")
+        default:
+            break
+        }
+        if reply.status == 408 || reply.status == 429 || reply.status >= 500 {
+            return AuthError(.serverError, "the authorization server is unavailable (HTTP \(reply.status))", retryAfter: retryAfter)
+        }
+        if let unreadable { return unreadable }
         switch code {
         case "invalid_grant", "bad_refresh_token", "bad_verification_code":
             // GitHub's names for a dead refresh token or code; Microsoft says why in `error_description`.
