@@ -28,9 +28,9 @@ public enum ProcFS {
     /// Fields are separated by spaces. These parsers read the files' UTF-8 bytes in place (``bytes(_:_:)``): they run
     /// once per socket connection, and reading them as `Character`s was most of the accept loop's instructions per
     /// new connection.
-    static func field(_ stat: String, _ number: Int) -> Substring? {
+    static func field(_ stat: String, _ number: Int) -> String? {
         guard number >= 3 else { return nil }
-        let range: Range<Int>? = bytes(stat) { bytes in
+        return bytes(stat) { bytes in
             guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
             var index = close + 1
             var current = 2
@@ -40,11 +40,10 @@ public enum ProcFS {
                 let start = index
                 while index < bytes.count, bytes[index] != UInt8(ascii: " ") { index += 1 }
                 current += 1
-                if current == number { return start..<index }
+                if current == number { return String(decoding: bytes[start..<index], as: UTF8.self) }
             }
             return nil
         }
-        return range.map { stat.utf8.dropFirst($0.lowerBound).prefix($0.count) }.map(Substring.init)
     }
 
     /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified

@@ -21,7 +21,8 @@ public struct ArgumentScanner: Sendable {
         /// (``ArgumentScanner/count(_:)``: the caller then leaves the line to ArgumentParser).
         public func count(_ name: String) -> Int?? {
             guard let text = value(name) else { return .some(nil) }
-            return ArgumentScanner.count(text).map { $0 }
+            guard let count = ArgumentScanner.count(text) else { return nil }
+            return count
         }
 
         /// Every value of a repeatable option, in order.
