@@ -134,8 +134,8 @@ extension AcceptLoop {
         metadata["sender_pid"] = "\(sender)"
         logger.warning("refused a request written by another process than the one that connected", metadata: metadata)
         if let account = request?.account {
-            dispatcher.operations.access.record(connection.caller, account: account, granted: false, reason: .otherSender,
-                                     scopes: request?.scopes, resource: request?.resource)
+            dispatcher.operations.access.record(connection.caller, account: account, granted: false,
+                                                reason: .otherSender, scopes: request?.scopes, resource: request?.resource)
         }
         sendLine(fd, dispatcher.encodeError(request?.id, WireError(.permissionDenied,
             "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected")))

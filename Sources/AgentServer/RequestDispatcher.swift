@@ -11,7 +11,6 @@ import Logging
 /// The socket protocol's front end: decodes a request line, runs it as one of the shared ``AgentOperations`` (which
 /// the D-Bus object calls too) and encodes the result, event or error as reply lines.
 public struct RequestDispatcher: Sendable {
-
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
 

@@ -99,8 +99,8 @@ public final class SocketServer: Service, ProbedLoop {
     /// question); ``answeredProbe`` says whether it did.
     public func probe(_ number: UInt64) { loop.post(.probe(number)) }
 
-    /// Work without a client finished (the proactive refresh's round): the idle hook runs a second from now unless a client
-    /// is connected (then it runs a second after the last one leaves, as always).
+    /// Work without a client finished (the proactive refresh's round): the idle hook runs a second from now unless a
+    /// client is connected (then it runs a second after the last one leaves, as always).
     public func workFinished() { loop.post(.workFinished) }
 
     /// The number of the last probe the accept loop answered.

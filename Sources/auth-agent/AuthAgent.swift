@@ -163,7 +163,8 @@ struct AuthAgent: AsyncParsableCommand {
                                   ?? "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: server), .init(service: ProactiveRefreshService(broker: broker, afterRound: { server.workFinished() })),
+            .init(service: server),
+            .init(service: ProactiveRefreshService(broker: broker, afterRound: { server.workFinished() })),
             .init(service: SignInLifetimeService(broker: broker)),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
             .init(service: DBusService(operations: dispatcher.operations, activity: activity,
