@@ -122,6 +122,25 @@ def bin_dir() -> Path:
     return path
 
 
+# The moments test_hostile.py and test_dpop.py kill the agent in a rotating refresh: the fault proxy's mode for each.
+KILL_MOMENTS = {"before_request": "hang_before", "after_rotation": "hang_after", "after_response": "after_response"}
+
+
+def kill9_during_refresh(agent, proxy, when: str) -> bool:
+    """Starts `authctl token work --refresh` through `proxy`, kills the agent with SIGKILL at `when` (before the
+    request reaches the server, after the server rotated the token but before its answer, after the answer), and
+    lets the proxy pass again. Returns whether the client printed anything; what it printed (a token) is remembered
+    as a secret, never returned, so no assert message can show it."""
+    proxy.set(KILL_MOMENTS[when])
+    client = agent.authctl_popen("token", "work", "--refresh")
+    assert proxy.reached.wait(20), "the refresh never reached the proxy"
+    agent.kill9()
+    out, _ = client.communicate(timeout=15)
+    agent.remember(out)
+    proxy.set("pass")
+    return bool(out.strip())
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
     """Polls `predicate` until it returns a truthy value (returned) or `timeout` seconds pass (AssertionError)."""
     deadline = time.monotonic() + timeout

@@ -15,7 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from conftest import FAKE_BROWSER, AuthServer, read_until, short_tmpdir, wait_for
+from conftest import (FAKE_BROWSER, KILL_MOMENTS, AuthServer, kill9_during_refresh, read_until, short_tmpdir,
+                      wait_for)
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
@@ -384,7 +385,7 @@ def dpop_proxy(dpop_server):
     proxy.stop()
 
 
-@pytest.mark.parametrize("when", ["before_request", "after_rotation", "after_response"])
+@pytest.mark.parametrize("when", list(KILL_MOMENTS))
 def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token(make_agent, keyring, dpop_server,
                                                                                  dpop_proxy, when):
     """test_hostile.py::test_kill9_during_rotating_refresh with DPoP and server nonces. The token endpoint is the
@@ -405,16 +406,8 @@ def test_kill9_during_a_rotating_dpop_refresh_never_parts_the_key_from_the_token
     key = key_ref(before)
     assert key and keyring.secret_tool_count("work") == 1
 
-    proxy.set({"before_request": "hang_before", "after_rotation": "hang_after",
-               "after_response": "after_response"}[when])
-    client = agent.authctl_popen("token", "work", "--refresh")
-    assert proxy.reached.wait(20), "the refresh never reached the proxy"
-    agent.kill9()
-    out, err = client.communicate(timeout=15)
-    agent.remember(out.strip())
-    printed = bool(out.strip())  # (a bool: what it printed is a token)
+    printed = kill9_during_refresh(agent, proxy, when)
     assert not printed or when == "after_response", "a token was printed although the agent died"
-    proxy.set("pass")
     # Killed at any moment: one item, the token in it with the sign-in's key.
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(stored)

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SYSTEM_PATH, connection_closed, read_replies, short_tmpdir, wait_for
+from conftest import (KILL_MOMENTS, SYSTEM_PATH, connection_closed, kill9_during_refresh, read_replies, short_tmpdir,
+                      wait_for)
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
@@ -171,7 +172,7 @@ def test_no_token_leaks_anywhere(make_agent, keyring, auth_server, tmp_path):
 # Crashes during a rotating refresh
 
 
-@pytest.mark.parametrize("when", ["before_request", "after_rotation", "after_response"])
+@pytest.mark.parametrize("when", list(KILL_MOMENTS))
 def test_kill9_during_rotating_refresh(make_agent, keyring, auth_server, fault_proxy, when):
     proxy = fault_proxy
     agent = proxied_agent(make_agent, proxy)
@@ -179,14 +180,8 @@ def test_kill9_during_rotating_refresh(make_agent, keyring, auth_server, fault_p
     old_rt = keyring.secret_tool_lookup("work", auth_server.issuer)
     assert old_rt and keyring.secret_tool_count("work") == 1
 
-    proxy.set({"before_request": "hang_before", "after_rotation": "hang_after",
-               "after_response": "after_response"}[when])
-    client = agent.authctl_popen("token", "work", "--refresh")
-    assert proxy.reached.wait(20), "the refresh never reached the proxy"
-    agent.kill9()
-    out, err = client.communicate(timeout=15)
-    assert not out.strip() or when == "after_response", f"a token was printed although the agent died: {out!r}"
-    proxy.set("pass")
+    printed = kill9_during_refresh(agent, proxy, when)
+    assert not printed or when == "after_response", "a token was printed although the agent died"
     assert keyring.secret_tool_count("work") <= 1
 
     agent.start()
