@@ -13,8 +13,10 @@ import PackageDescription
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
-//   SessionEnvironment  what agent and authctl must read the same way from the environment: the browser command,
-//                  the config path, SSH/headless, local time (FoundationEssentials-free, so authctl stays light).
+//   SessionEnvironment  what agent and authctl must read the same way from the session: the browser command,
+//                  SSH/headless.  TOMLConfig: where config.toml is and how its table headers read.  TimeText: times
+//                  as people read and write them (days left, "15m", the local clock). All three without Foundation,
+//                  so authctl stays light.
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 // Both release binaries contain FoundationEssentials, never full Foundation, CoreFoundation,
 // FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's data: docs/BENCHMARKS.md, "Installed
@@ -56,7 +58,7 @@ let package = Package(
         .target(
             name: "AuthCore",
             dependencies: [
-                "SessionEnvironment",
+                "TimeText",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
@@ -80,13 +82,15 @@ let package = Package(
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC", swiftSettings: directMetadata),
         .target(name: "SessionEnvironment", swiftSettings: directMetadata),
-        .target(name: "AuthCLI", dependencies: ["AgentIPC", "SessionEnvironment"], swiftSettings: directMetadata),
+        .target(name: "TOMLConfig", swiftSettings: directMetadata),
+        .target(name: "TimeText", swiftSettings: directMetadata),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC", "TOMLConfig"], swiftSettings: directMetadata),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
         .target(name: "CProcFS"),
         .target(
             name: "AgentConfig",
-            dependencies: ["AuthCore", "SessionEnvironment", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AuthCore", "TOMLConfig", "TimeText", .product(name: "TOMLKit", package: "TOMLKit")]
         ),
         .target(
             name: "AgentAccess",
@@ -118,7 +122,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "SessionEnvironment",
+                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "TimeText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -152,7 +156,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "TOMLConfig", "TimeText",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: directMetadata,
             // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared
             // libraries and no relocations to process (-static-stdlib alone still loads libstdc++ and relocates the
@@ -181,7 +186,9 @@ let package = Package(
             ]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
-        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "SessionEnvironment"]),
+        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC"]),
+        .testTarget(name: "SessionEnvironmentTests", dependencies: ["SessionEnvironment"]),
+        .testTarget(name: "TimeTextTests", dependencies: ["TimeText"]),
         // authctl's fast path against ArgumentParser's reading of the same command lines.
         .testTarget(
             name: "authctlTests",
@@ -223,7 +230,8 @@ let package = Package(
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
-                                     "SessionEnvironment", "AuthCLI", "AgentConfig", "AgentAccess", "AgentServer", "AgentLifecycle", "AgentDBus",
-                                     "authctl"].contains(target.name) {
+                                     "SessionEnvironment", "TOMLConfig", "TimeText", "AuthCLI", "AgentConfig",
+                                     "AgentAccess", "AgentServer", "AgentLifecycle", "AgentDBus", "authctl"]
+    .contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -36,9 +36,10 @@ GROUPS = [
     ("TOMLKit (toml++)", ["TOMLKit", "CTOML"]),
     ("ArgumentParser", ["ArgumentParser", "ArgumentParserToolInfo"]),
     ("other packages (log, lifecycle, collections, atomics, ...)", []),
-    ("auth-agent's own modules", ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
-                                 "SessionEnvironment", "AuthCLI", "CAgentProcess", "CAgentSocket", "CAgentBus",
-                                 "AgentConfig", "AgentServer", "AgentDBus", "auth_agent", "authctl"]),
+    # Every directory of Sources/ is one of our modules (`auth-agent`'s objects are in `auth_agent.build`).
+    ("auth-agent's own modules", sorted(d.name.replace("-", "_")
+                                        for d in (Path(__file__).resolve().parent.parent / "Sources").iterdir()
+                                        if d.is_dir())),
     ("C libraries linked statically (glibc, libstdc++, libgcc)", ["c", "m", "pthread", "stdc++", "gcc", "gcc_eh"]),
     ("symbols of unknown origin", []),
 ]

@@ -1,5 +1,5 @@
 import AuthCore
-import SessionEnvironment
+import TOMLConfig
 
 /// Everything read from config.toml, validated. Resolved once at start-up and passed down by value.
 public struct AgentConfiguration: Sendable, Equatable {

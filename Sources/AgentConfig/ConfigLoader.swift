@@ -4,8 +4,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import SessionEnvironment
+import TOMLConfig
 import TOMLKit
+import TimeText
 #if canImport(Glibc)
 import Glibc
 #endif

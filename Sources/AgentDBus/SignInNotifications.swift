@@ -1,5 +1,5 @@
-import AgentIPC
 import AgentAccess
+import AgentIPC
 import AuthCore
 import CAgentBus
 #if canImport(FoundationEssentials)
@@ -8,7 +8,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import SessionEnvironment
+import TimeText
 
 /// When to show the "sign in" desktop notification: once per account when the broker says it must sign in, and
 /// again only after a sign-in of that account finished (so a failing background caller does not spam the desktop).

@@ -30,7 +30,7 @@ final class AcceptLoop: @unchecked Sendable {
     /// The idle hook runs once more this long after its first run (31 s after the work), unless a client came in
     /// between: by then the HTTP client has closed the connections the work left open
     /// (``HTTPClientTransport/idleConnectionLifetime``, 30 s), and closing them mapped code again (NIO's channel
-    /// teardown: about 2 MB).
+    /// teardown; docs/BENCHMARKS.md, "Memory").
     static let idleHookAgain: UInt64 = 30_000_000_000
     /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
     /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Nanoseconds.

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
-import SessionEnvironment
+import TimeText
 
 /// Sign-ins that end while nobody is looking: each account's "sign-in valid until" (``SignInDeadline``: the server's
 /// `refresh_token_expires_in`, else the configured ``SignInLifetime``), kept in the credential's keyring item beside

@@ -2,6 +2,7 @@ import AgentIPC
 import ArgumentParser
 import AuthCLI
 import SessionEnvironment
+import TOMLConfig
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

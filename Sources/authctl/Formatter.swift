@@ -5,7 +5,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import SessionEnvironment
+import TimeText
 #if canImport(Glibc)
 import Glibc
 #endif

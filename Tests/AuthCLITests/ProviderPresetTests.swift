@@ -1,5 +1,4 @@
 @testable import AuthCLI
-import SessionEnvironment
 import XCTest
 
 final class ProviderPresetTests: XCTestCase {
@@ -55,31 +54,5 @@ final class ProviderPresetTests: XCTestCase {
         XCTAssertEqual(tenant.issuer, "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0")
         XCTAssertNil(tenant.tokenEndpoint, "a tenant's own discovery document is valid")
         XCTAssertThrowsError(try ProviderPreset.named("microsoft", tenant: "contoso.onmicrosoft.com"))
-    }
-}
-
-final class SessionEnvironmentTests: XCTestCase {
-    func testBrowserCandidatesSkipShellForms() {
-        let parsed = BrowserCommand.candidates(browserVariable: "firefox %s:/opt/b/browser:w3m")
-        XCTAssertEqual(parsed.names.map(\.name), ["/opt/b/browser", "w3m", "xdg-open"])
-        XCTAssertEqual(parsed.skipped, ["firefox %s"])
-        XCTAssertEqual(BrowserCommand.candidates(browserVariable: nil).names.map(\.name), ["xdg-open"])
-    }
-
-    func testResolveSearchesPathInOrder() throws {
-        let dir = "/tmp/aa-browser-\(getpid())"
-        mkdir(dir, 0o700)
-        defer { unlink("\(dir)/mybrowser"); rmdir(dir) }
-        XCTAssertNil(BrowserCommand.resolve(environment: ["PATH": dir, "BROWSER": "mybrowser"]))
-        let fd = open("\(dir)/mybrowser", O_CREAT | O_WRONLY, 0o700)
-        close(fd)
-        XCTAssertEqual(BrowserCommand.resolve(environment: ["PATH": "/nonexistent:\(dir)", "BROWSER": "nothing-here:mybrowser"]),
-                       .init(path: "\(dir)/mybrowser", source: "BROWSER"))
-    }
-
-    func testSessionKind() {
-        XCTAssertEqual(SessionKind(environment: ["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]), .init(ssh: true, headless: false))
-        XCTAssertEqual(SessionKind(environment: ["WAYLAND_DISPLAY": "wayland-0"]), .init(ssh: false, headless: false))
-        XCTAssertEqual(SessionKind(environment: ["DISPLAY": ""]), .init(ssh: false, headless: true))
     }
 }

@@ -1,4 +1,4 @@
-import SessionEnvironment
+import TimeText
 import XCTest
 
 /// The one day count (issue 35): whole seconds, rounded down, the same from `Int` seconds (authctl) and from a
