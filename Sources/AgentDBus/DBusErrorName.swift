@@ -11,14 +11,4 @@ public enum DBusErrorName {
     public static func forCode(_ code: String) -> String {
         prefix + code.split(separator: "_").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
     }
-
-    /// True if `name` is a syntactically valid D-Bus error name (same rules as an interface name).
-    public static func isValid(_ name: String) -> Bool {
-        let elements = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard name.utf8.count <= 255, elements.count >= 2 else { return false }
-        return elements.allSatisfy { element in
-            guard let first = element.first, !first.isNumber else { return false }
-            return element.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
-        }
-    }
 }

@@ -49,7 +49,7 @@ public final class AgentClient {
             close(fd)
             if code == ENOENT || code == ECONNREFUSED { throw .agentNotRunning(path: path, errno: code) }
             if code == EAGAIN || code == EINPROGRESS || code == ETIMEDOUT {
-                throw .timeout("the agent did not accept the connection within \(AgentClient.seconds(connectTimeout)) s (\(path))")
+                throw .timeout("the agent did not accept the connection within \(connectTimeout.components.seconds) s (\(path))")
             }
             throw .io("cannot connect to \(path): \(String(cString: strerror(code)))")
         }
@@ -64,8 +64,6 @@ public final class AgentClient {
         let (seconds, attoseconds) = duration.components
         return Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
     }
-
-    static func seconds(_ duration: Duration) -> Int64 { duration.components.seconds }
 
     /// Starts the time limit of one call.
     private func startCall() {
@@ -136,7 +134,7 @@ public final class AgentClient {
             if n > 0 { return }
             if n < 0 && errno == EINTR { continue }
             if n < 0 { throw .io("cannot wait for the agent: \(String(cString: strerror(errno)))") }
-            throw .timeout("the agent did not answer within \(AgentClient.seconds(limit)) s")
+            throw .timeout("the agent did not answer within \(limit.components.seconds) s")
         }
     }
 }

@@ -24,9 +24,6 @@ final class Doorbell: @unchecked Sendable {
         waiting?.resume()
     }
 
-    /// A ring nobody has waited for yet (tests).
-    var hasPendingRing: Bool { lock.withLock { _ in rung } }
-
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = lock.withLock { _ -> Bool in

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -5,7 +8,8 @@ import Foundation
 #endif
 
 /// The HTTP `Date` header (RFC 9110 §5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`), parsed without a locale
-/// or a formatter. The obsolete RFC 850 and asctime forms are not accepted: every server in use sends IMF-fixdate.
+/// or a formatter (the C library's `timegm`). The obsolete RFC 850 and asctime forms are not accepted: every server
+/// in use sends IMF-fixdate.
 public enum HTTPDate {
     static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -18,17 +22,9 @@ public enum HTTPDate {
         let clock = parts[4].split(separator: ":")
         guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
               (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else { return nil }
-        let days = daysSinceEpoch(year: year, month: month + 1, day: day)
-        return Date(timeIntervalSince1970: Double(days * 86400 + hour * 3600 + minute * 60 + second))
-    }
-
-    /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146097 + dayOfEra - 719468
+        var date = tm(tm_sec: Int32(second), tm_min: Int32(minute), tm_hour: Int32(hour), tm_mday: Int32(day),
+                      tm_mon: Int32(month), tm_year: Int32(year - 1900), tm_wday: 0, tm_yday: 0, tm_isdst: 0,
+                      tm_gmtoff: 0, tm_zone: nil)
+        return Date(timeIntervalSince1970: Double(timegm(&date)))
     }
 }

@@ -4,12 +4,6 @@ import Logging
 /// steady-state callers get cached tokens. Which entries are due is decided over the broker's state and the injected
 /// clock (``RefreshPolicy``), so it is tested on a manual clock without sleeping.
 extension TokenBroker {
-    /// Accounts with a token that should be refreshed now (see ``entriesDueForRefresh()``), in configuration order.
-    public func accountsDueForRefresh() -> [String] {
-        let due = Set(entriesDueForRefresh().map(\.account))
-        return accountOrder.filter(due.contains)
-    }
-
     /// Cached tokens (default and scoped) that should be refreshed now: the account was used recently, the token is
     /// past its early-refresh moment or marked stale, it is not already refreshing, the account is not in backoff
     /// and its last failure (if any) was transient.

@@ -145,25 +145,17 @@ int aa_portal_available(uint64_t timeout_usec) {
     int r = sd_bus_open_user(&bus);
     if (r < 0) return r;
     sd_bus_set_method_call_timeout(bus, timeout_usec);
-    int found = 0;
-    sd_bus_message *reply = NULL;
     /* Running now, or activatable on demand (the usual case: the portal starts on its first call). */
-    r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                           "NameHasOwner", NULL, &reply, "s", AA_PORTAL_NAME);
-    if (r >= 0) {
-        int owned = 0;
-        if (sd_bus_message_read(reply, "b", &owned) > 0 && owned) found = 1;
-    }
-    sd_bus_message_unref(reply);
-    reply = NULL;
-    if (!found) {
+    int found = aa_bus_name_has_owner(bus, AA_PORTAL_NAME);
+    if (found <= 0) {
+        sd_bus_message *reply = NULL;
         r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                "ListActivatableNames", NULL, &reply, "");
-        if (r >= 0) found = aa_bus_read_has_string(reply, AA_PORTAL_NAME) > 0;
+        found = r < 0 ? r : aa_bus_read_has_string(reply, AA_PORTAL_NAME) > 0;
+        sd_bus_message_unref(reply);
     }
-    sd_bus_message_unref(reply);
     sd_bus_flush_close_unref(bus);
-    return r < 0 && !found ? r : found;
+    return found;
 }
 
 /* Copies the value of NAME=... from the strv into out (empty when absent or too long). */

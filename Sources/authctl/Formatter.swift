@@ -28,16 +28,13 @@ enum Formatter {
         return at > now ? "in \(duration(at - now))" : "\(duration(now - at)) ago"
     }
 
-    /// `at` in the local time zone, e.g. `2026-02-23 14:05 CET`.
-    static func localTime(_ at: Int) -> String { LocalTime.text(at) }
-
     /// The `sign-in:` row of `status`: when the sign-in ends, or that it ended and what to run.
     static func signInEnd(_ until: Int, ended: Bool, account: String, now: Int) -> String {
         guard !ended else {
-            return "ended \(localTime(until)) (\(relative(until, now: now))): run `authctl login \(account)`"
+            return "ended \(LocalTime.text(until)) (\(relative(until, now: now))): run `authctl login \(account)`"
         }
         let when = DaysLeft.phrase(DaysLeft.count(until: until, now: now)) ?? relative(until, now: now)
-        return "valid until \(localTime(until)) (\(when))"
+        return "valid until \(LocalTime.text(until)) (\(when))"
     }
 
     static func table(_ rows: [[String]]) -> String {

@@ -18,6 +18,8 @@ final class KubeCredentialTests: XCTestCase {
         XCTAssertEqual(RFC3339.utc(unixSeconds: 951_782_400), "2000-02-29T00:00:00Z", "leap day of a century leap year")
         XCTAssertEqual(RFC3339.utc(unixSeconds: 4_107_542_399), "2100-02-28T23:59:59Z", "2100 is not a leap year")
         XCTAssertEqual(RFC3339.utc(unixSeconds: -1), "1969-12-31T23:59:59Z")
+        XCTAssertEqual(RFC3339.utc(unixSeconds: .max), "9999-12-31T23:59:59Z", "four-digit years: clamped")
+        XCTAssertEqual(RFC3339.utc(unixSeconds: .min), "1000-01-01T00:00:00Z")
         // Cross-check a spread of instants against Foundation's formatter.
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = TimeZone(identifier: "UTC")

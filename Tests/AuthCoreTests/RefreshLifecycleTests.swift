@@ -97,18 +97,18 @@ final class RefreshLifecycleTests: XCTestCase {
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600),
                              FakeHTTP.tokenReply(access: "at-2", refresh: "rt-3", expiresIn: 3600)]
         let broker = broker(store, http, clock, jitter: 0)
-        var due = await broker.accountsDueForRefresh()
+        var due = await broker.entriesDueForRefresh().map(\.account)
         XCTAssertEqual(due, [], "nothing cached, nothing due")
         _ = try await broker.accessToken(account: "work")
 
         clock.advance(.seconds(3000))
-        due = await broker.accountsDueForRefresh()
+        due = await broker.entriesDueForRefresh().map(\.account)
         XCTAssertEqual(due, [], "3000 s into 3600: not yet inside the 360 s margin")
         let wait = await broker.nextProactiveCheck(ceiling: .seconds(3600))
         XCTAssertEqual(wait, .seconds(240))
 
         clock.advance(.seconds(250))
-        due = await broker.accountsDueForRefresh()
+        due = await broker.entriesDueForRefresh().map(\.account)
         XCTAssertEqual(due, ["work"])
         let refreshed = await broker.refreshDueAccounts()
         XCTAssertEqual(refreshed, ["work"])
@@ -118,10 +118,10 @@ final class RefreshLifecycleTests: XCTestCase {
 
         // An account nobody asked for in the last hour is left alone.
         clock.advance(.seconds(3300))
-        due = await broker.accountsDueForRefresh()
+        due = await broker.entriesDueForRefresh().map(\.account)
         XCTAssertEqual(due, ["work"], "used at the last accessToken call, 3300 s ago")
         clock.advance(.seconds(400))
-        due = await broker.accountsDueForRefresh()
+        due = await broker.entriesDueForRefresh().map(\.account)
         XCTAssertEqual(due, [], "not used for over an hour")
     }
 

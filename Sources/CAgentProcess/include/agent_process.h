@@ -4,8 +4,6 @@
 /* Makes the process non-dumpable: no core dump, no ptrace or /proc/PID/mem access by same-user processes.
  * Returns 0 on success, -1 with errno set. */
 int aa_process_set_not_dumpable(void);
-/* 1 if dumpable, 0 if not, -1 on error. */
-int aa_process_is_dumpable(void);
 /* Caps glibc's malloc arenas (mallopt M_ARENA_MAX; glibc otherwise keeps up to 8 per core, one per thread that
  * ever allocated, and never returns them). Returns 1 on success, 0 on failure. */
 int aa_process_limit_malloc_arenas(int arenas);
