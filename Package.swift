@@ -122,7 +122,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "TimeText",
+                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "CAgentSocket", "TimeText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -1,4 +1,5 @@
 import CAgentBus
+import CAgentSocket
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -11,7 +12,7 @@ import Glibc
 
 /// The one thread that owns an sd-bus connection. sd-bus is not thread-safe, so every call on the bus, and on
 /// messages that belong to it, happens on this thread: other threads hand work over with ``submit(_:)``, which
-/// queues a closure and wakes the thread through an eventfd. The thread polls the bus fd (with sd-bus's own
+/// queues a closure and wakes the thread through an eventfd (the accept loop's, `aa_socket_wakeup_*`). The thread polls the bus fd (with sd-bus's own
 /// events and timeout) and the eventfd, dispatches incoming messages with `sd_bus_process`, and runs queued work.
 final class BusLoop: @unchecked Sendable {
     /// How the loop ended.
@@ -28,7 +29,7 @@ final class BusLoop: @unchecked Sendable {
     private let wakeFD: Int32
 
     init() {
-        wakeFD = aa_bus_wakeup_fd()
+        wakeFD = aa_socket_wakeup_create()
     }
 
     deinit {
@@ -49,8 +50,7 @@ final class BusLoop: @unchecked Sendable {
     }
 
     private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, MemoryLayout<UInt64>.size)
+        _ = aa_socket_wakeup_signal(wakeFD)
     }
 
     /// Serves `bus` on the calling thread until ``stop()`` or a bus failure. The caller still owns `bus`.
@@ -78,12 +78,9 @@ final class BusLoop: @unchecked Sendable {
             var deadline: UInt64 = 0
             _ = sd_bus_get_timeout(bus, &deadline)
             var fds = [pollfd(fd: busFD, events: Int16(events), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let r = poll(&fds, 2, BusLoop.pollTimeout(deadline: deadline, now: BusLoop.monotonicMicroseconds()))
+            let r = poll(&fds, 2, BusLoop.pollTimeout(deadline: deadline, now: aa_socket_monotonic_ns() / 1000))
             if r < 0 && errno != EINTR { return .failed(-errno) }
-            if fds[1].revents != 0 {
-                var count: UInt64 = 0
-                _ = read(wakeFD, &count, MemoryLayout<UInt64>.size)
-            }
+            if fds[1].revents != 0 { aa_socket_wakeup_drain(wakeFD) }
         }
     }
 
@@ -92,11 +89,5 @@ final class BusLoop: @unchecked Sendable {
         if deadline == UInt64.max { return -1 }
         if deadline <= now { return 0 }
         return Int32(clamping: (deadline - now + 999) / 1000)
-    }
-
-    static func monotonicMicroseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
     }
 }

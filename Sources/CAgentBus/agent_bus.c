@@ -1,7 +1,6 @@
 #include "agent_bus.h"
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <systemd/sd-bus-vtable.h>
 
 struct aa_agent_object {
@@ -83,8 +82,6 @@ int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *messa
     sd_bus_error_free(&error);
     return r;
 }
-
-int aa_bus_wakeup_fd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 #define AA_NOTIFY_NAME "org.freedesktop.Notifications"
 #define AA_NOTIFY_PATH "/org/freedesktop/Notifications"

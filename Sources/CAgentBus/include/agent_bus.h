@@ -34,9 +34,6 @@ int aa_bus_error_set(sd_bus_error *error, const char *name, const char *message)
 /* Replies to `call` with the named error. */
 int aa_bus_reply_error(sd_bus_message *call, const char *name, const char *message);
 
-/* A non-blocking, close-on-exec eventfd for waking the bus thread from other threads. */
-int aa_bus_wakeup_fd(void);
-
 /* Desktop notifications (org.freedesktop.Notifications), as a client, without blocking: both calls are async and
  * `callback` gets the reply (or the error) on the bus thread; the slot is floating (freed with the bus). */
 int aa_bus_notifications_get_capabilities(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
