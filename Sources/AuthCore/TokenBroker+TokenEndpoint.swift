@@ -20,8 +20,8 @@ extension TokenBroker {
             let proof = proofKey.proof(method: "POST", url: endpoint, nonce: dpopNonces[server], issuedAt: time.wallClock())
             let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basicAuth,
                                                 headers: [("DPoP", proof.reveal())])
-            if let nonce = reply.dpopNonce, !nonce.isEmpty { dpopNonces[server] = nonce }
-            guard !retried, !(reply.dpopNonce?.isEmpty ?? true), !(200..<300).contains(reply.status),
+            if let nonce = reply.offeredDPoPNonce { dpopNonces[server] = nonce }
+            guard !retried, reply.offeredDPoPNonce != nil, !(200..<300).contains(reply.status),
                   TokenResponseParser.errorCode(reply) == "use_dpop_nonce" else { return reply }
             retried = true
         }

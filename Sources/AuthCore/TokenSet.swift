@@ -46,6 +46,8 @@ public struct HTTPReply: Sendable {
     public var bodyTooLarge: Bool
     /// The `DPoP-Nonce` header (RFC 9449 §8): the nonce the server wants in the next proof.
     public var dpopNonce: String?
+    /// ``dpopNonce`` when it names a nonce; nil when the header is absent or empty.
+    public var offeredDPoPNonce: String? { dpopNonce.flatMap { $0.isEmpty ? nil : $0 } }
     public init(status: Int, body: [UInt8], retryAfter: String? = nil, date: String? = nil, bodyTooLarge: Bool = false,
                 dpopNonce: String? = nil) {
         self.dpopNonce = dpopNonce
@@ -224,7 +226,7 @@ public enum TokenResponseParser {
         switch code {
         case "invalid_dpop_proof":
             return AuthError(.dpopRefused, "the authorization server refused the DPoP proof (\(detail))")
-        case "use_dpop_nonce" where reply.dpopNonce?.isEmpty ?? true:
+        case "use_dpop_nonce" where reply.offeredDPoPNonce == nil:
             return AuthError(.serverError, "the authorization server asked for a DPoP nonce but sent none in a DPoP-Nonce header (\(detail))")
         case "use_dpop_nonce":
             return AuthError(.serverError, "the authorization server kept asking for a new DPoP nonce (\(detail))")

@@ -380,6 +380,14 @@ final class DPoPTests: XCTestCase {
         XCTAssertEqual(kept, stored)
     }
 
+    /// An empty `DPoP-Nonce` header names no nonce: it is neither kept nor a reason to retry.
+    func testAnEmptyNonceHeaderIsNoNonce() {
+        let reply = HTTPReply(status: 400, body: Array(#"{"error":"use_dpop_nonce"}"#.utf8), dpopNonce: "")
+        XCTAssertNil(reply.offeredDPoPNonce)
+        XCTAssertEqual(HTTPReply(status: 200, body: [], dpopNonce: "n-1").offeredDPoPNonce, "n-1")
+        XCTAssertTrue(TokenResponseParser.error(from: reply).message.contains("sent none"))
+    }
+
     func testTheSettingDecidesAndAServerThatDoesNotOfferItGetsNoProof() async throws {
         // auto against a server that does not offer DPoP: a sign-in as before, no key, no proof, no dpop_jkt.
         try await assertSignsInWithoutDPoP(offer: false)
