@@ -12,8 +12,9 @@ import Glibc
 
 /// The one thread that owns an sd-bus connection. sd-bus is not thread-safe, so every call on the bus, and on
 /// messages that belong to it, happens on this thread: other threads hand work over with ``submit(_:)``, which
-/// queues a closure and wakes the thread through an eventfd (the accept loop's, `aa_socket_wakeup_*`). The thread polls the bus fd (with sd-bus's own
-/// events and timeout) and the eventfd, dispatches incoming messages with `sd_bus_process`, and runs queued work.
+/// queues a closure and wakes the thread through an eventfd (the accept loop's, `aa_socket_wakeup_*`). The thread
+/// polls the bus fd (with sd-bus's own events and timeout) and the eventfd, dispatches incoming messages with
+/// `sd_bus_process`, and runs queued work.
 final class BusLoop: @unchecked Sendable {
     /// How the loop ended.
     enum End: Equatable {
