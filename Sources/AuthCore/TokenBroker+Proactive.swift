@@ -26,8 +26,11 @@ extension TokenBroker {
         return cached.stale || time.now() >= state.refresh.refreshMoment(cached)
     }
 
-    /// How long until an account may next need a proactive refresh (at most `ceiling`).
-    public func nextProactiveCheck(ceiling: Duration = .seconds(60)) -> Duration {
+    /// How long until an account may next need a proactive refresh: the earliest early-refresh moment (or end of a
+    /// backoff) of the accounts in use, at most `ceiling`. Nothing else makes an entry due without ringing
+    /// ``proactiveBell`` (a use after an idle hour, new tokens, a new configuration), so the loop sleeps until then;
+    /// the ceiling is a safety net, not a poll: each round re-maps the code the idle hook gave back.
+    public func nextProactiveCheck(ceiling: Duration = .seconds(3600)) -> Duration {
         let now = time.now()
         var next = ceiling
         for state in accounts.values where state.refresh.isInUse(lastUse: state.lastUsed, now: now) {
@@ -69,7 +72,8 @@ extension TokenBroker {
 
     /// Runs until cancelled: keeps recently used accounts' tokens fresh ahead of expiry.
     /// `afterRound` runs after each round, whether it refreshed anything or not (the agent then hands back the
-    /// memory the round mapped, as it does after a client: an idle agent wakes here at least once a minute).
+    /// memory the round mapped, as it does after a client). Rounds run when something falls due
+    /// (``nextProactiveCheck(ceiling:)``), not on a timer.
     public func runProactiveRefresh(afterRound: @Sendable () -> Void = {}) async {
         while !Task.isCancelled {
             let wait = nextProactiveCheck()

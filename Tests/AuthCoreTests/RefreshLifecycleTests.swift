@@ -125,6 +125,36 @@ final class RefreshLifecycleTests: XCTestCase {
         XCTAssertEqual(due, [], "not used for over an hour")
     }
 
+    /// The loop wakes when a token falls due, not on a timer: an hourly token in use is refreshed once, at its
+    /// early-refresh moment, with no round in the 54 minutes before it (each round re-maps the code the idle agent
+    /// gave back). Under a one-minute poll, every `advance` below would end a round and fail the count.
+    func testTheProactiveLoopSleepsUntilATokenFallsDue() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 3600),
+                             FakeHTTP.tokenReply(access: "at-2", refresh: "rt-3", expiresIn: 3600)]
+        let broker = broker(store, http, clock, jitter: 0)
+        _ = try await broker.accessToken(account: "work")
+        let (rounds, roundEnded) = AsyncStream.makeStream(of: Int.self)
+        let loop = Task { await broker.runProactiveRefresh(afterRound: { roundEnded.yield(http.tokenPosts.count) }) }
+        defer { loop.cancel() }
+        var ended = rounds.makeAsyncIterator()
+        let first = await ended.next()
+        XCTAssertEqual(first, 1, "the use rang the bell: one round, nothing due yet")
+        var asleep = await clock.waitForSleepers(1)
+        XCTAssertTrue(asleep)
+        for _ in 0..<50 {
+            clock.advance(.seconds(60))
+            asleep = await clock.waitForSleepers(1)
+            XCTAssertTrue(asleep)
+        }
+        // 3000 s in; the early-refresh moment is at 3240 s (a 360 s margin).
+        clock.advance(.seconds(240))
+        let next = await ended.next()
+        XCTAssertEqual(next, 2, "the next round is the refresh itself, not one of fifty idle ones")
+    }
+
     func testTokenInsideMarginIsServedAndRefreshedBehindTheCaller() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()
