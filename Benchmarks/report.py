@@ -279,7 +279,7 @@ def main():
     w("|---|---:|---:|")
     labels = {"start": "agent at start (3 accounts configured, none used yet)",
               "idle-2s": f"agent idle 2 s, 3 accounts signed in (after {2 + len(by('login'))} sign-ins; the idle hook has run)",
-              "idle": "agent idle a minute (the 30 s tokens of `personal` refreshed proactively meanwhile)",
+              "idle": "agent idle a minute (signed in, not used: nothing falls due)",
               "load-start": "agent right before the load phases (VmHWM reset here, clear_refs 5)"
                             if mem.get("load-start", {}).get("hwm_reset") else "agent right before the load phases",
               "after-load": "agent after the socket load (1, 8 and 64 clients, and the floor's 1,000-client burst)",
@@ -296,6 +296,11 @@ def main():
           f"maps what it runs again. First `authctl token work` after that, median of {len(after_release)}: "
           f"**{fmt(statistics.median(after_release), ' ms')}**, against {fmt(spawn['authctl']['median_us'] / 1000, ' ms')} "
           f"in the steady state of section 3.")
+    for idle_cpu in by("idle_cpu")[-1:]:
+        ms = idle_cpu["ticks"] * 1000 / idle_cpu["hz"]
+        w("")
+        w(f"CPU time of the idle agent over those {idle_cpu['seconds']} s (every thread, `/proc/PID/stat` utime + stime, "
+          f"{1000 // idle_cpu['hz']} ms ticks): **{ms:.0f} ms**.")
     if "idle" in mem:
         v = mem["idle"]["rss_kb"] / 1024
         targets.append(("idle RSS with 3 accounts, a minute without requests: <= 10 MB", fmt(v, " MB", 1), v <= 10))

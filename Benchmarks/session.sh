@@ -20,6 +20,8 @@ loadgen() { "$TOOLS/loadgen" --request "$TOKEN_REQ" "$@"; }
 emit() { printf '%s\n' "$1" >>"$R"; }
 loadavg() { emit "{\"kind\":\"loadavg\",\"at\":\"$1\",\"value\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; }
 kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+# CPU time of process $1, every thread's and those that ended (utime + stime of /proc/PID/stat, in clock ticks).
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 # The server's own times (ms, comma-separated) of the POST /o/token/ requests in AS1's (or $2's) requests.log after its
 # line $1.
 token_post_ms() { tail -n +"$(($1 + 1))" "${2:-$AS1}/requests.log" | awk '$1 == "POST" && $2 == "/o/token/" { printf "%s%s", sep, $4; sep = "," }'; }
@@ -130,8 +132,10 @@ fi
 say "idle memory, 3 accounts signed in: 2 s (the idle hook has run) and a minute without requests"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle-2s\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+idle_cpu=$(cpu_ticks "$AGENT")
 sleep 58
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
+emit "{\"kind\":\"idle_cpu\",\"seconds\":58,\"ticks\":$(($(cpu_ticks "$AGENT") - idle_cpu)),\"hz\":$(getconf CLK_TCK)}"
 if [ "${ONLY:-}" = memory ]; then
     # The peak's parts, phase by phase, without the rest of the run: HWM reset, 1,000 concurrent cached-token
     # connections, then the flood (5,000 idle connections and 64 flooders, half of them sending status).
