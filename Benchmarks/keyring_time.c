@@ -8,7 +8,8 @@
  *  - paced (the figures the benchmark subtracts): lookup, GAP_MS of idle, store. This is what a refresh does (read
  *    the refresh token, wait for the token endpoint, write the new one) and how a sign-in's store comes (after the
  *    token endpoint's wait). A store after idle costs more than one right after another call: the daemons' threads
- *    have gone to sleep.
+ *    have gone to sleep. Each is preceded, as in the agent (LibsecretStore.inspect), by the default collection's
+ *    state (aa_secret_keyring_state), timed on its own.
  *  - back to back: store, then lookup at once (reported for comparison).
  * Prints one JSON line with median/p90/min of each, in microseconds.
  */
@@ -45,6 +46,18 @@ static int timed_lookup(const char *account, const char *issuer, const char *cli
     return 1;
 }
 
+static int timed_state(uint64_t *out) {
+    GError *error = NULL;
+    GCancellable *c = g_cancellable_new();
+    uint64_t t0 = now_ns();
+    int state = aa_secret_keyring_state(c, &error);
+    *out = now_ns() - t0;
+    g_object_unref(c);
+    if (error) g_error_free(error);
+    if (state != AA_KEYRING_AVAILABLE) { fprintf(stderr, "keyring_time: the keyring is not available (%d)\n", state); return 0; }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     long runs = argc > 1 ? atol(argv[1]) : 30;
     long gap_ms = argc > 2 ? atol(argv[2]) : 20;
@@ -55,6 +68,7 @@ int main(int argc, char **argv) {
     const char *account = "bench-keyring-probe", *issuer = "http://127.0.0.1/bench", *client = "bench";
     uint64_t *st = calloc((size_t)runs, sizeof *st), *lk = calloc((size_t)runs, sizeof *lk);
     uint64_t *st_b2b = calloc((size_t)runs, sizeof *st), *lk_b2b = calloc((size_t)runs, sizeof *lk);
+    uint64_t *state_lk = calloc((size_t)runs, sizeof *st), *state_st = calloc((size_t)runs, sizeof *st);
     char secret[128];
     uint64_t untimed;
     /* Warm-up: connects to the bus and the service, and creates the item, so every timed store replaces in place. */
@@ -69,19 +83,20 @@ int main(int argc, char **argv) {
     }
     for (long r = 0; r < runs; r++) {   /* paced, as a refresh */
         snprintf(secret, sizeof secret, "bench-refresh-token-paced-%ld-0123456789abcdef0123456789abcdef", r);
-        if (!timed_lookup(account, issuer, client, &lk[r])) return 1;
+        if (!timed_state(&state_lk[r]) || !timed_lookup(account, issuer, client, &lk[r])) return 1;
         struct timespec idle = {gap_ms / 1000, (gap_ms % 1000) * 1000000L};
         nanosleep(&idle, NULL);
-        if (!timed_store(account, issuer, client, secret, &st[r])) return 1;
+        if (!timed_state(&state_st[r]) || !timed_store(account, issuer, client, secret, &st[r])) return 1;
     }
     aa_secret_clear(account, issuer, client, NULL, NULL);
-    uint64_t *all[] = {st, lk, st_b2b, lk_b2b};
-    for (int a = 0; a < 4; a++) qsort(all[a], (size_t)runs, sizeof *st, cmp_u64);
+    uint64_t *all[] = {st, lk, st_b2b, lk_b2b, state_lk, state_st};
+    for (int a = 0; a < 6; a++) qsort(all[a], (size_t)runs, sizeof *st, cmp_u64);
 #define PCT(a, p) ((double)(a)[(size_t)((double)(runs - 1) * (p))] / 1000.0)
     printf("{\"runs\":%ld,\"gap_ms\":%ld,\"store_median_us\":%.1f,\"store_p90_us\":%.1f,\"store_min_us\":%.1f,"
            "\"lookup_median_us\":%.1f,\"lookup_p90_us\":%.1f,\"lookup_min_us\":%.1f,"
-           "\"store_b2b_median_us\":%.1f,\"lookup_b2b_median_us\":%.1f}\n",
+           "\"store_b2b_median_us\":%.1f,\"lookup_b2b_median_us\":%.1f,"
+           "\"state_before_lookup_median_us\":%.1f,\"state_before_store_median_us\":%.1f}\n",
            runs, gap_ms, PCT(st, 0.5), PCT(st, 0.9), (double)st[0] / 1000.0, PCT(lk, 0.5), PCT(lk, 0.9),
-           (double)lk[0] / 1000.0, PCT(st_b2b, 0.5), PCT(lk_b2b, 0.5));
+           (double)lk[0] / 1000.0, PCT(st_b2b, 0.5), PCT(lk_b2b, 0.5), PCT(state_lk, 0.5), PCT(state_st, 0.5));
     return 0;
 }
