@@ -1,10 +1,6 @@
 import AgentIPC
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import Synchronization
 

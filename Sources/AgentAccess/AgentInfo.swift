@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Facts about the running agent that `status` reports.
 public struct AgentInfo: Sendable {

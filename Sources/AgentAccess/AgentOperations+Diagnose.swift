@@ -1,10 +1,6 @@
 import AgentIPC
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 extension AgentOperations {
     /// `authctl doctor`'s checks that need the agent: keyring, browser, and each account's metadata, keys and clock,

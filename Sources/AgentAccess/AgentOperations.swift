@@ -1,10 +1,6 @@
 import AgentIPC
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// The agent's operations as typed calls onto ``TokenBroker``, shared by every front end (the socket's

@@ -1,9 +1,5 @@
 import AgentIPC
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 import Logging
 

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import CProcFS
 
 /// Reads `/.flatpak-info` in a caller's root directory (`/proc/PID/root`), a file system the caller may control:

@@ -1,9 +1,5 @@
 import AgentIPC
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 
 /// Reads the configuration file and puts it in force (the composition root's ``ConfigurationSource`` knows the file

@@ -1,11 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#endif
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The user's remembered Allow/Deny decisions, per (account, client), in a JSON file (by default
 /// `$XDG_STATE_HOME/auth-agent/consent.json`): mode 0600 in a 0700 directory, replaced atomically (write a temporary

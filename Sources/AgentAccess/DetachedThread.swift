@@ -1,7 +1,5 @@
 import CAgentProcess
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A detached thread of its own, for work that must never block the broker's executor or an event loop: the accept
 /// loops, the D-Bus loops and the portal's blocking calls. A plain pthread: Foundation's `Thread` is in full

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import CProcFS
 
 /// A file's device and inode (`statx`, following links): the same pair is the same file. The attributes are the

@@ -1,9 +1,5 @@
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Pure parsers for the `/proc` files the agent reads to identify a caller. They take the files' text, so the
 /// tests feed them recorded contents (systemd services, scopes, Flatpak apps, containers without systemd).

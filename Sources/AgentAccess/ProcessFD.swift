@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// An owned pidfd (`SO_PEERPIDFD`), closed when the last reference goes away. Held only while a caller is being
 /// identified: keeping one per connection would double the agent's descriptors under a connection flood.

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import AuthCore
 
 /// Facts about processes as the relay walk reads them: `/proc` in the agent (``LiveProcessTable``), an in-memory table

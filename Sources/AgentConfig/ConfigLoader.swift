@@ -1,15 +1,9 @@
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import TOMLConfig
 import TOMLKit
 import TimeText
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Reads and validates config.toml. Unknown keys, wrong types and unsafe endpoints are errors: the agent never
 /// starts half-configured.

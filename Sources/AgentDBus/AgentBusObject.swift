@@ -1,16 +1,10 @@
 import AgentAccess
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The object at `/dev/authagent/Agent1`. Method calls arrive on the bus thread; each is checked (the caller's uid
 /// must be the agent's), its message referenced, and its work run as a task, so a refresh or a sign-in never

@@ -1,14 +1,8 @@
 import CAgentBus
 import CAgentSocket
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The one thread that owns an sd-bus connection. sd-bus is not thread-safe, so every call on the bus, and on
 /// messages that belong to it, happens on this thread: other threads hand work over with ``submit(_:)``, which

@@ -1,7 +1,5 @@
 import CAgentBus
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A reference to an `sd_bus_message` that may cross threads as a value; it is only dereferenced on the bus
 /// thread (see ``BusLoop``).

@@ -2,15 +2,9 @@ import AgentIPC
 import AgentAccess
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Asks the user about a first-use request with a desktop notification: "Allow" and "Deny" actions where the
 /// notification server supports actions, else the text alone (which names `authctl approve ID`). An action is

@@ -1,16 +1,10 @@
 import AgentAccess
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import ServiceLifecycle
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The agent on the session bus: owns `dev.authagent.Agent`, serves `dev.authagent.Agent1` at
 /// `/dev/authagent/Agent1` and turns broker events into the `AccountChanged` and `SignInRequired` signals.

@@ -1,13 +1,7 @@
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A notification to show: text, buttons, urgency, and which of our earlier notifications it replaces. Bus thread only.
 struct DesktopNotification {

@@ -1,15 +1,9 @@
 import AgentAccess
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Opens the sign-in page through the xdg-desktop-portal (`org.freedesktop.portal.OpenURI.OpenURI` on the session
 /// bus) when the portal is there, else through `fallback` (`$BROWSER`, else `xdg-open`: ``ExecBrowserLauncher``).

@@ -2,11 +2,7 @@ import AgentAccess
 import AgentIPC
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import TimeText
 

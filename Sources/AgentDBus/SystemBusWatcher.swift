@@ -1,16 +1,10 @@
 import AgentAccess
 import AuthCore
 import CAgentBus
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import ServiceLifecycle
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Listens on the **system** bus for logind's `PrepareForSleep` and NetworkManager's `StateChanged`, and tells the
 /// broker (``TokenBroker/systemResumed()``, ``TokenBroker/networkUp()``), which decides what to refresh.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Who asked, in audit records and pending consent requests: what the agent read from the kernel about the caller.
 public struct WireCaller: Codable, Sendable, Equatable {

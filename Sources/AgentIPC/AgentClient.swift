@@ -1,13 +1,5 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A small blocking client over the agent's Unix socket: no event loop, no threads, so `authctl` starts fast.
 /// Every wait is bounded: the connection by `connectTimeout`, each call by ``replyTimeout`` unless it is nil.
@@ -28,11 +20,7 @@ public final class AgentClient {
                 replyTimeout: Duration? = nil) throws(ClientError) {
         self.replyTimeout = replyTimeout
         self.path = path
-        #if canImport(Glibc)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
-        #endif
         guard fd >= 0 else { throw .io("socket() failed: \(String(cString: strerror(errno)))") }
         guard var address = SocketPath.address(path) else {
             close(fd)

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// `diagnose`: the agent's own checks for `authctl doctor` (docs/PROTOCOL.md). Times are Unix seconds.
 public struct DiagnoseResult: Codable, Sendable, Equatable {

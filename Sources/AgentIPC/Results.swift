@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 // The result payloads of protocol version 1. Times are Unix seconds; durations are whole seconds.
 
@@ -45,13 +41,6 @@ public struct TokenResult: Codable, Sendable, Equatable {
         self.expiry = expiry
         self.scopes = scopes
         self.idToken = idToken
-    }
-
-    /// A token that expires.
-    public init(account: String, accessToken: String, tokenType: String, expiresIn: Int, expiresAt: Int,
-                scopes: [String]?, idToken: String?) {
-        self.init(account: account, accessToken: accessToken, tokenType: tokenType,
-                  expiry: .after(seconds: expiresIn, unixTime: expiresAt), scopes: scopes, idToken: idToken)
     }
 
     /// Seconds the token stays valid; nil when it does not expire.

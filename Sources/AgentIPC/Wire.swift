@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The socket protocol, version 1 (docs/PROTOCOL.md). Newline-delimited JSON: one request object per line, one or
 /// more reply lines per request (zero or more `event` lines, then exactly one with `result` or `error`), each

@@ -1,10 +1,6 @@
 import AgentAccess
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 import Logging
 import ServiceLifecycle

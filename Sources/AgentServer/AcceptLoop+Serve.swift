@@ -1,15 +1,9 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import AgentIPC
 import AgentAccess
 import AuthCore
 import CAgentSocket
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import Synchronization
 

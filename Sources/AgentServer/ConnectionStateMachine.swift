@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// One client connection's life on the agent's socket, as a pure state machine: no I/O, no clock, no threads. The
 /// ``AcceptLoop`` owns each connection from accept to close; it feeds this machine what the socket reports (bytes

@@ -1,11 +1,7 @@
 import AgentIPC
 import AgentAccess
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// The socket protocol's front end: decodes a request line, runs it as one of the shared ``AgentOperations`` (which

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 import AgentIPC
 
 /// Checks and prepares where the socket lives: `$XDG_RUNTIME_DIR` must be the user's own private directory, and the

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A Kubernetes `ExecCredential` (`client.authentication.k8s.io/v1`), the object a kubectl exec credential plugin
 /// prints on stdout: a bearer token and when kubectl must ask again.

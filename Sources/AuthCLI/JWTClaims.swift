@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Reads claims from a JWT's payload without verifying it. Only for local decisions about a token the agent
 /// already validated (such as when to ask again); never for trusting what a token says.

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// RFC 3339 timestamps in UTC (`2026-01-02T03:04:05Z`), the form Kubernetes' `metav1.Time` expects, with the C
 /// library's `gmtime_r`, so authctl needs no Foundation date formatting. An instant outside the years 1000-9999 (four

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One configured account, resolved and validated once at start-up and passed around by value.
 public struct AccountConfig: Sendable, Equatable {

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 
 /// What the broker tells the world about its accounts, for front ends that push (D-Bus signals) and for the

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// An access token handed to a caller.
 public struct AccessTokenGrant: Sendable {

@@ -1,9 +1,5 @@
 import Crypto
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A sign-in's DPoP proof key (RFC 9449), made at sign-in and kept in the keyring item beside the refresh token
 /// (``StoredCredential``), so the two are written in one step: ES256 (a P-256 key), or EdDSA (an Ed25519 key, RFC

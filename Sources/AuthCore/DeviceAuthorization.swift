@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The answer of a device authorization endpoint (RFC 8628 §3.2), validated.
 public struct DeviceAuthorization: Sendable {

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// RFC 8628 §3.4-3.5 polling as a pure state machine: it says how long to wait before each token request and
 /// what a reply means, and does no I/O, so the intervals and `slow_down` are tested step by step on a manual clock.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 
 /// Wakes one sleeping loop early: ``ring()`` from anywhere, ``wait()`` returns at the next ring (at once if one came

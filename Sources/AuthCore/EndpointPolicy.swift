@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Which URLs the agent will talk to or hand to a browser: `https` anywhere, or plain `http` only on a loopback
 /// literal (for local test servers). Anything else (other schemes, `localhost`, a leading `-`, userinfo) is refused.

@@ -1,11 +1,5 @@
-#if canImport(Glibc)
 import Glibc
-#endif
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The HTTP `Date` header (RFC 9110 §5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`), parsed without a locale
 /// or a formatter (the C library's `timegm`). The obsolete RFC 850 and asctime forms are not accepted: every server

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import JWTKit
 
 /// Verifies an OIDC ID token (OIDC Core §3.1.3.7): the `alg` is one of ``allowedAlgorithms`` (never `none`, never

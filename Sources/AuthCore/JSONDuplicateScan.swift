@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A member name that a JSON object repeats: ``JSONValue`` refuses the whole document.
 ///

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A JSON document read with `JSONDecoder` when the fields a caller wants may be absent or of any type: the
 /// provider's discovery document, JWKS, ID token header and claims, and error replies. A field of another type than

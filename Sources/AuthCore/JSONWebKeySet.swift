@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import JWTKit
 
 /// The provider's public signing keys (RFC 7517), read from its `jwks_uri`.

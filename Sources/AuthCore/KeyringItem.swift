@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One account's keyring item: the secret, which is the credential and nothing else (``StoredCredential/stored``),
 /// and the sign-in's dates, which the store keeps outside the secret (libsecret: the item's attributes). The dates

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One pending authorization request: the secrets it was sent with and the rules its response must meet.
 /// Building the URL and judging a redirect are pure, so every rule is tested without a network.

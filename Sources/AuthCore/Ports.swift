@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Where refresh tokens live. The production adapter is `KeyringStore.LibsecretStore` (GNOME keyring over the
 /// Secret Service); tests of broker logic use `MemorySecretStore` (Tests/AuthTestSupport). Implementations throw ``AuthError`` with

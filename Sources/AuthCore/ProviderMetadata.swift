@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The parts of RFC 8414 / OIDC discovery metadata the agent uses, after validation.
 public struct ProviderMetadata: Sendable, Equatable {

@@ -1,9 +1,5 @@
 import Crypto
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// CSPRNG-backed random values. `SystemRandomNumberGenerator` reads `getrandom(2)` on Linux.
 public enum Randomness {

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One account's refresh rules as a pure state machine over the injected clock: what a request for a token does
 /// (serve the cache, join or start the single refresh, wait out a backoff, fail), what a refresh's failure leaves

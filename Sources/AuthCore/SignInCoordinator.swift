@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One account's sign-in lifecycle as a pure state machine: whether a caller starts a sign-in, joins the pending one
 /// or is refused by the rate limit (``LoginRateLimit``); when the last caller leaving cancels it; which sign-in a late

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// One account's "sign-in valid until", and when to tell the user about it: a warning once the end is within
 /// `warnBefore` (at most once a day, until the end), and one "ended" when it passes. Pure: stepped on a wall-clock

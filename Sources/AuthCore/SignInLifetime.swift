@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// How long a provider keeps a sign-in (its refresh token) alive, as the configuration states it
 /// (`sign_in_lifetime`, `sign_in_lifetime_kind`; presets write the provider's documented value): a fixed period from

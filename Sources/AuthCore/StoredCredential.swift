@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// What the keyring holds for an account: its refresh token, or, for a server that issues neither a refresh token
 /// nor an expiry (a GitHub OAuth app), the long-lived access token itself, so it survives a restart like a sign-in;

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// The device authorization grant (RFC 8628) and the choice between it and the browser redirect.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 
 /// What `authctl doctor` asks the agent: can each account's authorization server be reached, is its metadata valid,

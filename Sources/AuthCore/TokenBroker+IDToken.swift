@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// ID token verification for sign-in and refresh, with the provider's signing keys from ``ProviderDirectory``.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 extension TokenBroker {
     /// What ``reconfigure(_:)`` changed, by account name.

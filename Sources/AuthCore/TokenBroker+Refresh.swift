@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// One refresh of one entry: the refresh token from the keyring, the token endpoint, rotation saved before anything

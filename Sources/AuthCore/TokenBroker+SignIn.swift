@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// The sign-in lifecycle, from the broker's side: it asks each account's ``SignInCoordinator`` what to do (start,

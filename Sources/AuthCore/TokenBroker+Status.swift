@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// `status`: the agent's view of every account, without loading any token.
 extension TokenBroker {

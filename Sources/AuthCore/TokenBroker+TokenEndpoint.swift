@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Every call to a token endpoint (code exchange, refresh, device polling) goes through here: with the sign-in's
 /// DPoP key, each request carries a fresh proof (RFC 9449 §5: `htm` POST, `htu` the endpoint as discovered, a new

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 
 /// The heart of the agent: per-account token cache, single-flight refresh, sign-in and sign-out.

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// Which access token of an account a caller wants: the default one (the account's configured scopes, no resource)
 /// or one for a subset of those scopes and/or an RFC 8707 resource. Normalised (sorted, deduplicated scopes; the

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A successful token response, validated. Expiry is kept on the injected monotonic clock (counts suspend).
 public struct TokenSet: Sendable {

@@ -1,16 +1,10 @@
 import AuthCore
 import CAgentProcess
 import Dispatch
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
 import SessionEnvironment
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Starts the user's browser with `execve` semantics: the program from `$BROWSER` (first usable entry of a
 /// colon-separated list) or `xdg-open`, and exactly one argument, the URL. No shell is involved, so nothing in the

@@ -1,10 +1,6 @@
 import AsyncHTTPClient
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import NIOCore
 import NIOHTTP1
 import NIOSSL

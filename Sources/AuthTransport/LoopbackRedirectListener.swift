@@ -2,9 +2,7 @@ import AuthCore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The loopback redirect listener (RFC 8252 §7.3, §8.3, Appendix B.5): binds a loopback literal only (the account's
 /// preference, or the other one when this machine has no loopback of that family), port 0 unless the account fixes

@@ -1,9 +1,5 @@
 import Dispatch
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 extension Duration {
     var dispatchInterval: DispatchTimeInterval {

@@ -1,10 +1,6 @@
 import CLibsecret
 import Dispatch
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Synchronization
 
 /// What one libsecret call produced: its return value (nil when the call gave up before it returned) and, if it

@@ -1,10 +1,6 @@
 import AuthCore
 import CLibsecret
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// A ``SecretStore`` over libsecret: refresh tokens live in the Secret Service's default collection (the GNOME
 /// login keyring, or the group of KeePassXC's open database that is exposed to the Secret Service), one item per

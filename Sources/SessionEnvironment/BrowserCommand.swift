@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Which program starts the user's browser: the first usable entry of `$BROWSER` (a colon-separated list), else
 /// `xdg-open`, found on `PATH`. The agent runs it with one argument and no shell; `authctl doctor` uses the same

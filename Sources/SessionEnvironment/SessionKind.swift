@@ -5,11 +5,6 @@ public struct SessionKind: Sendable, Equatable {
     /// Neither `DISPLAY` nor `WAYLAND_DISPLAY` is set: no graphical browser can open.
     public var headless: Bool
 
-    public init(ssh: Bool, headless: Bool) {
-        self.ssh = ssh
-        self.headless = headless
-    }
-
     public init(environment: [String: String]) {
         func set(_ key: String) -> Bool { !(environment[key] ?? "").isEmpty }
         ssh = set("SSH_CONNECTION") || set("SSH_TTY")

@@ -1,8 +1,6 @@
 import CSystemd
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A swift-log handler that writes structured entries to the systemd journal (`sd_journal_sendv`): `MESSAGE`,
 /// `PRIORITY`, `SYSLOG_IDENTIFIER`, and every metadata key as an uppercase field (`account` → `ACCOUNT`,

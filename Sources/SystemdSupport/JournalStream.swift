@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Whether stderr goes to the journal, so logs can drop their own timestamps and use syslog priority prefixes.
 public enum JournalStream {

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// A failure of a libsystemd call, with the negative errno it returned turned into a code and a message.
 public struct SystemdError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// A moment as the user's clock shows it ("2026-05-24 17:03 CEST": the session's `TZ`, else /etc/localtime), the same
 /// in `authctl status` and the agent's notifications. strftime, not Foundation's date formatting, which needs ICU

@@ -10,18 +10,12 @@ import ArgumentParser
 import AuthCore
 import AuthTransport
 import CAgentProcess
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import KeyringStore
 import Logging
 import ServiceLifecycle
 import SystemdSupport
-#if canImport(Glibc)
 import Glibc
-#endif
 
 let agentVersion = "0.1.0"
 

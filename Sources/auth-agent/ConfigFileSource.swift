@@ -3,15 +3,9 @@ import AgentIPC
 import AgentServer
 import AgentAccess
 import AuthCore
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import Logging
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// The configuration file as the agent reads it again after start-up (`authctl reload`, SIGHUP, and each request
 /// while the file is broken): parses it with ``ConfigLoader`` and puts its accounts and access policies in force.

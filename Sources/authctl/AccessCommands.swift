@@ -2,11 +2,7 @@ import AgentIPC
 import ArgumentParser
 import AuthCLI
 import TimeText
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// `authctl audit`: who got which account's tokens, and who was refused.
 struct Audit: ParsableCommand {

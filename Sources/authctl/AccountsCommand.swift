@@ -2,14 +2,8 @@ import AgentIPC
 import ArgumentParser
 import AuthCLI
 import TOMLConfig
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 struct Accounts: ParsableCommand {
     static let configuration = CommandConfiguration(

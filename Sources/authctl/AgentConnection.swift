@@ -1,7 +1,5 @@
 import AgentIPC
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Finds and connects to the agent's socket; shared by ArgumentParser's commands (through ``GlobalOptions``) and the
 /// fast path, which must not build ArgumentParser's types.

@@ -1,14 +1,8 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 let authctlVersion = "0.1.0"
 

@@ -1,13 +1,7 @@
 import AgentIPC
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// authctl's documented exit codes (README, `authctl --help`).
 enum ExitStatus {

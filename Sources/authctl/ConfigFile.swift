@@ -1,12 +1,6 @@
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// config.toml as `authctl accounts add/remove` edits it: read, replace atomically (a new 0600 file in the same
 /// directory, checked by the agent's own loader with `auth-agent --check-config`, then renamed over the old one),

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// While a sign-in waits, one line on a terminal's stderr counts down to its timeout ("4m 12s left"), redrawn each
 /// second by a small thread. Not used when stderr is not a terminal (logs and pipes get the plain text only) or

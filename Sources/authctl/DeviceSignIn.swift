@@ -1,13 +1,7 @@
 import AgentIPC
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 extension SignInChoice {
     /// The `method` field of the `login` request (nil: the agent's default, the redirect).

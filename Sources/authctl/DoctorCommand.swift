@@ -3,14 +3,8 @@ import ArgumentParser
 import AuthCLI
 import SessionEnvironment
 import TOMLConfig
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `authctl doctor`: checks what signing in and getting tokens depend on, one line each, with a hint.
 struct DoctorCommand: ParsableCommand {

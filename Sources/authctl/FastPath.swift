@@ -1,7 +1,5 @@
 import AuthCLI
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `authctl token ACCOUNT [...]`, `authctl git-credential [...] ACTION` and `authctl kube-credential ACCOUNT [...]`
 /// without ArgumentParser: building its command tree (Mirror reflection over every command, protocol conformance

@@ -1,14 +1,8 @@
 import AgentIPC
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 import TimeText
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Human output: aligned columns and relative times.
 enum Formatter {

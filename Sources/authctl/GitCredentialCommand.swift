@@ -1,9 +1,7 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `authctl git-credential`: git's credential-helper protocol (gitcredentials(7)) over the agent.
 struct GitCredentialCommand: ParsableCommand {

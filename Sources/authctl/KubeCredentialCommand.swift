@@ -1,11 +1,7 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// `authctl kube-credential`: a kubectl exec credential plugin (client.authentication.k8s.io/v1).
 struct KubeCredentialCommand: ParsableCommand {

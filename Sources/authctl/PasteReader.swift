@@ -1,12 +1,6 @@
 import AgentIPC
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Manual paste (`authctl login --no-browser`): reads the final redirect URL from stdin on its own thread and hands
 /// it to the agent with `login_callback` over a second connection, while the main thread waits for the `login`

@@ -1,14 +1,8 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// `authctl callback URI`: what the desktop runs for a private-use redirect scheme (RFC 8252 §7.1). The URI goes to
 /// the agent with `login_callback` and is judged there exactly like a loopback response; this command only reports

@@ -1,11 +1,7 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-#if canImport(FoundationEssentials)
 import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// `authctl token`: ArgumentParser's view of the verb. The work is in ``TokenCommand/run(_:)``, which the fast path
 /// (``FastPath``) calls too.

@@ -15,7 +15,7 @@ final class MiniJSONDecoderTests: XCTestCase {
 
     func testEveryReplyTypeRoundTrips() throws {
         try assertRoundTrip(PingResult(agentVersion: "1.2.3"))
-        try assertRoundTrip(TokenResult(account: "w", accessToken: "a.b.c", tokenType: "Bearer", expiresIn: 59, expiresAt: 1_800_000_059,
+        try assertRoundTrip(TokenResult(account: "w", accessToken: "a.b.c", tokenType: "Bearer", expiry: .after(seconds: 59, unixTime: 1_800_000_059),
                                         scopes: ["openid", "é 😀"], idToken: "x.y.z"))
         try assertRoundTrip(TokenResult(account: "w", accessToken: "t", tokenType: "Bearer", expiry: .never, scopes: nil, idToken: nil))
         try assertRoundTrip(LoginResult(account: "w", subject: "s", email: "e@x", name: "N \"q\"", scopes: ["a"], hasRefreshToken: true,

@@ -138,7 +138,7 @@ final class StrictReplyTests: XCTestCase {
         let agent = try CannedAgent([#"{"v":1,"id":1,"event":{"type":"consent_required","request":4,"client":"/usr/bin/git"}}"#,
                                      #"{"v":1,"id":1,\#(result)}"#])
         let token = try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self) { events.append($0) }
-        XCTAssertEqual(token, TokenResult(account: "work", accessToken: "T", tokenType: "Bearer", expiresIn: 60, expiresAt: 1800000060,
+        XCTAssertEqual(token, TokenResult(account: "work", accessToken: "T", tokenType: "Bearer", expiry: .after(seconds: 60, unixTime: 1800000060),
                                           scopes: nil, idToken: nil))
         XCTAssertEqual(events, [WireEvent(type: "consent_required", request: 4, client: "/usr/bin/git")])
 

@@ -24,8 +24,12 @@ final class SessionEnvironmentTests: XCTestCase {
     }
 
     func testSessionKind() {
-        XCTAssertEqual(SessionKind(environment: ["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]), .init(ssh: true, headless: false))
-        XCTAssertEqual(SessionKind(environment: ["WAYLAND_DISPLAY": "wayland-0"]), .init(ssh: false, headless: false))
-        XCTAssertEqual(SessionKind(environment: ["DISPLAY": ""]), .init(ssh: false, headless: true))
+        let kind = { (environment: [String: String]) in SessionKind(environment: environment) }
+        XCTAssertEqual(kind(["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]).ssh, true)
+        XCTAssertEqual(kind(["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]).headless, false)
+        XCTAssertEqual(kind(["SSH_TTY": "/dev/pts/1", "DISPLAY": ":0"]).ssh, true)
+        XCTAssertEqual(kind(["WAYLAND_DISPLAY": "wayland-0"]).ssh, false)
+        XCTAssertEqual(kind(["WAYLAND_DISPLAY": "wayland-0"]).headless, false)
+        XCTAssertEqual(kind(["DISPLAY": ""]).headless, true, "an empty DISPLAY is none")
     }
 }
