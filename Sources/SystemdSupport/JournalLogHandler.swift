@@ -21,15 +21,14 @@ public struct JournalLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
-                    source: String, file: String, function: String, line: UInt) {
+    public func log(event: LogEvent) {
         var fields = [
-            "MESSAGE=\(message)",
-            "PRIORITY=\(JournalLogHandler.priority(level))",
+            "MESSAGE=\(event.message)",
+            "PRIORITY=\(JournalLogHandler.priority(event.level))",
             "SYSLOG_IDENTIFIER=\(identifier)",
-            "CODE_MODULE=\(source)",
+            "CODE_MODULE=\(event.source)",
         ]
-        let merged = metadata.merging(explicit ?? [:]) { _, new in new }
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
         for key in merged.keys.sorted() {
             guard let name = JournalLogHandler.fieldName(key), let value = merged[key] else { continue }
             fields.append("\(name)=\(value)")
