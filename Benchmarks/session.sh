@@ -132,10 +132,10 @@ fi
 say "idle memory, 3 accounts signed in: 2 s (the idle hook has run) and a minute without requests"
 sleep 2
 emit "{\"kind\":\"memory\",\"at\":\"idle-2s\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
-idle_cpu=$(cpu_ticks "$AGENT")
-sleep 58
+idle_cpu=$(cpu_ticks "$AGENT") idle_s=58
+sleep "$idle_s"
 emit "{\"kind\":\"memory\",\"at\":\"idle\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
-emit "{\"kind\":\"idle_cpu\",\"seconds\":58,\"ticks\":$(($(cpu_ticks "$AGENT") - idle_cpu)),\"hz\":$(getconf CLK_TCK)}"
+emit "{\"kind\":\"idle_cpu\",\"seconds\":$idle_s,\"ticks\":$(($(cpu_ticks "$AGENT") - idle_cpu)),\"hz\":$(getconf CLK_TCK)}"
 if [ "${ONLY:-}" = memory ]; then
     # The peak's parts, phase by phase, without the rest of the run: HWM reset, 1,000 concurrent cached-token
     # connections, then the flood (5,000 idle connections and 64 flooders, half of them sending status).

@@ -24,12 +24,13 @@ final class SessionEnvironmentTests: XCTestCase {
     }
 
     func testSessionKind() {
-        let kind = { (environment: [String: String]) in SessionKind(environment: environment) }
-        XCTAssertEqual(kind(["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]).ssh, true)
-        XCTAssertEqual(kind(["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"]).headless, false)
-        XCTAssertEqual(kind(["SSH_TTY": "/dev/pts/1", "DISPLAY": ":0"]).ssh, true)
-        XCTAssertEqual(kind(["WAYLAND_DISPLAY": "wayland-0"]).ssh, false)
-        XCTAssertEqual(kind(["WAYLAND_DISPLAY": "wayland-0"]).headless, false)
-        XCTAssertEqual(kind(["DISPLAY": ""]).headless, true, "an empty DISPLAY is none")
+        let remote = SessionKind(environment: ["SSH_CONNECTION": "1 2 3 4", "DISPLAY": ":0"])
+        XCTAssertTrue(remote.ssh)
+        XCTAssertFalse(remote.headless)
+        XCTAssertTrue(SessionKind(environment: ["SSH_TTY": "/dev/pts/1", "DISPLAY": ":0"]).ssh)
+        let wayland = SessionKind(environment: ["WAYLAND_DISPLAY": "wayland-0"])
+        XCTAssertFalse(wayland.ssh)
+        XCTAssertFalse(wayland.headless)
+        XCTAssertTrue(SessionKind(environment: ["DISPLAY": ""]).headless, "an empty DISPLAY is none")
     }
 }
