@@ -270,13 +270,25 @@ class MailServer:
                     pids.append(int(entry.name))
         return pids
 
+    @staticmethod
+    def _comm(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
     def kick(self):
         """Drops every IMAP and submission session of USER (`doveadm kick`), as a server restart or a network change
         would: the clients must log in again."""
+        sessions = [pid for pid in self._children() if self._comm(pid) in ("imap", "submission")]
+        assert sessions, "no IMAP or submission session to kick"
         doveadm = shutil.which("doveadm", path="/usr/bin:/usr/sbin")
         out = subprocess.run([doveadm, "-c", str(self.base / "dovecot.conf"), "kick", USER], capture_output=True,
                              text=True, timeout=30)
         assert out.returncode == 0, f"doveadm kick failed ({out.returncode}): {out.stdout}{out.stderr}"
+        # doveadm returns once it has signalled the sessions; a client command sent before a session has gone would
+        # be answered (or lost) by it rather than find the connection closed.
+        wait_for(lambda: not any(pid_alive(pid) for pid in sessions), 10, "the kicked sessions to end")
 
     def cleanup(self):
         shutil.rmtree(self.base, ignore_errors=True)
