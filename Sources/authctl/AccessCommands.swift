@@ -10,9 +10,9 @@ struct Audit: ParsableCommand {
         commandName: "audit",
         abstract: "Show who got tokens and who was refused (the agent's in-memory audit trail).",
         discussion: """
-        Every token the agent hands out and every refused request is recorded with the time, account, scopes or
-        resource, the caller's identity as the kernel reports it (executable, systemd unit, Flatpak app, pid) and
-        the outcome. The agent keeps the most recent records in memory; all of them go to its log (the journal).
+        Every token the agent hands out and every refused request is recorded with the time, account, scopes or \
+        resource, the caller's identity as the kernel reports it (executable, systemd unit, Flatpak app, pid) and \
+        the outcome. The agent keeps the most recent records in memory; all of them go to its log (the journal). \
         Tokens are never recorded.
         """)
     @OptionGroup var global: GlobalOptions

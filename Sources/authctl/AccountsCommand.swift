@@ -11,10 +11,12 @@ struct Accounts: ParsableCommand {
         abstract: "List, add or remove accounts.",
         discussion: """
         Examples:
-          authctl accounts                                  list (what the running agent knows)
-          authctl accounts add work --issuer https://login.example.com --client-id my-app
-          authctl accounts add gmail --preset google --client-id ID.apps.googleusercontent.com --client-secret-stdin < secret.txt
-          authctl accounts add m365 --preset microsoft --tenant organizations --client-id APP-ID
+          authctl accounts                 list (what the running agent knows)
+          authctl accounts add work --issuer https://id.example.com --client-id ID
+          authctl accounts add gmail --preset google --client-id ID \\
+              --client-secret-stdin < secret.txt
+          authctl accounts add m365 --preset microsoft --tenant organizations \\
+              --client-id APP-ID
           authctl accounts remove work
         """,
         subcommands: [AccountsList.self, AccountsAdd.self, AccountsRemove.self], defaultSubcommand: AccountsList.self)
@@ -55,21 +57,24 @@ struct AccountsAdd: ParsableCommand {
         commandName: "add",
         abstract: "Add an [accounts.NAME] section to config.toml.",
         discussion: """
-        Presets: google, microsoft (--tenant common|organizations|consumers|TENANT-ID), github, gitlab (gitlab.com,
-        or self-hosted with --issuer), oidc (any OpenID Connect issuer; the default when only --issuer is given).
-        The new file is checked with the agent's own loader (auth-agent --check-config) before it replaces the old
-        one; other sections and comments are kept as they are. A client secret is never taken from the command
-        line: --client-secret-stdin reads it from the first line of stdin, and presets that need one (google,
+        Presets: google, microsoft (--tenant common|organizations|consumers|TENANT-ID), github, gitlab (gitlab.com, \
+        or self-hosted with --issuer), oidc (any OpenID Connect issuer; the default when only --issuer is given). \
+        The new file is checked with the agent's own loader (auth-agent --check-config) before it replaces the old \
+        one; other sections and comments are kept as they are. A client secret is never taken from the command \
+        line: --client-secret-stdin reads it from the first line of stdin, and presets that need one (google, \
         github) ask for it on the terminal otherwise.
 
-        Then register the printed redirect URI at the provider, make the agent read the file
+        Then register the printed redirect URI at the provider, make the agent read the file \
         (authctl reload) and sign in with authctl login NAME.
 
         Examples:
-          authctl accounts add work --issuer https://login.example.com --client-id my-app
-          authctl accounts add gitlab --preset gitlab --client-id APP-ID --git-host gitlab.com
-          authctl accounts add corp-git --preset gitlab --issuer https://git.example.com --client-id APP-ID
-          printf '%s\\n' "$SECRET" | authctl accounts add gmail --preset google --client-id ID --client-secret-stdin \\
+          authctl accounts add work --issuer https://id.example.com --client-id ID
+          authctl accounts add gitlab --preset gitlab --client-id ID \\
+              --git-host gitlab.com
+          authctl accounts add corp-git --preset gitlab \\
+              --issuer https://git.example.com --client-id ID
+          printf '%s\\n' "$SECRET" | authctl accounts add gmail --preset google \\
+              --client-id ID --client-secret-stdin \\
               --scope openid --scope email --scope https://mail.google.com/
         """)
     @OptionGroup var options: ConfigOptions
@@ -161,7 +166,7 @@ struct AccountsRemove: ParsableCommand {
         commandName: "remove",
         abstract: "Remove an account's section from config.toml.",
         discussion: """
-        Other sections and comments are kept. Sign out first (authctl logout NAME) to revoke and delete its
+        Other sections and comments are kept. Sign out first (authctl logout NAME) to revoke and delete its \
         refresh token: the agent only knows accounts that are configured. Then `authctl reload`.
 
         Example:

@@ -13,15 +13,15 @@ struct AuthCtl: ParsableCommand {
         abstract: "Control auth-agent and get OAuth access tokens from it.",
         discussion: """
         Examples:
-          authctl login work                 sign in to the account 'work' in your browser
-          authctl token work                 print a fresh access token (and nothing else)
-          curl -H "Authorization: Bearer $(authctl token work)" https://api.example.com/
-          authctl status                     show the agent and every account
-          authctl git-credential --help      set authctl up as git's credential helper
+          authctl login work          sign in to the account 'work' in a browser
+          authctl token work          print a fresh access token, nothing else
+          authctl status              show the agent and every account
+          authctl git-credential -h   set authctl up as git's credential helper
+          curl -H "Authorization: Bearer $(authctl token work)" https://x.example/
 
-        Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required,
-        5 keyring locked or unavailable, 6 authorization server unavailable or failing,
-        7 sign-in did not complete or access denied, 8 unknown account or bad account settings, 9 protocol error,
+        Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required, \
+        5 keyring locked or unavailable, 6 authorization server unavailable or failing, \
+        7 sign-in did not complete or access denied, 8 unknown account or bad account settings, 9 protocol error, \
         10 the agent's configuration file is invalid, 11 the agent did not answer in time.
         """,
         version: authctlVersion,
@@ -87,13 +87,13 @@ struct Login: ParsableCommand {
         discussion: """
         The agent opens your browser; the URL is printed too, for when no browser opens. Ctrl-C cancels the sign-in.
 
-        With --device (and by default in an SSH session or without a graphical display, when the server offers it, or
-        when the agent cannot start a browser) the device authorization grant is used: open the printed page on any
+        With --device (and by default in an SSH session or without a graphical display, when the server offers it, or \
+        when the agent cannot start a browser) the device authorization grant is used: open the printed page on any \
         device (a phone will do), enter the printed code and approve; authctl waits and shows how long the code lasts.
 
-        With --no-browser no browser is started: open the printed URL in a browser on any machine, sign in, then copy
-        the address the browser was sent to at the end (http://127.0.0.1:PORT/oauth2/callback/ACCOUNT?code=...; the
-        page may fail to load there) and paste it as one line. It is checked exactly like a redirect that reaches the
+        With --no-browser no browser is started: open the printed URL in a browser on any machine, sign in, then copy \
+        the address the browser was sent to at the end (http://127.0.0.1:PORT/oauth2/callback/ACCOUNT?code=...; the \
+        page may fail to load there) and paste it as one line. It is checked exactly like a redirect that reaches the \
         agent's loopback listener; a wrong URL is refused and you can paste again.
         """)
     @OptionGroup var global: GlobalOptions
@@ -186,9 +186,9 @@ struct Reload: ParsableCommand {
         commandName: "reload",
         abstract: "Make the agent read its configuration file again (as `systemctl --user reload auth-agent` does).",
         discussion: """
-        Accounts, their access policies and git hosts take effect at once; signed-in accounts and cached tokens are
-        kept, except for an account whose issuer, client, scopes or endpoints changed (it starts again from its
-        sign-in in the keyring). An invalid file is refused with its file:line problem (exit 10) and the
+        Accounts, their access policies and git hosts take effect at once; signed-in accounts and cached tokens are \
+        kept, except for an account whose issuer, client, scopes or endpoints changed (it starts again from its \
+        sign-in in the keyring). An invalid file is refused with its file:line problem (exit 10) and the \
         configuration in force keeps serving. [agent] settings take effect at the agent's next start.
         """)
     @OptionGroup var global: GlobalOptions

@@ -12,18 +12,18 @@ struct DoctorCommand: ParsableCommand {
         commandName: "doctor",
         abstract: "Check the agent, keyring, browser, each account's authorization server and the clock.",
         discussion: """
-        One line per check: ok, warn, fail (or skip, when it cannot be checked), and a hint for anything not ok.
-        The account checks run inside the agent, with the code it signs in with: the discovery document is fetched
-        afresh and validated, the signing keys (JWKS) of accounts with 'openid' are fetched, and the server's
-        HTTP Date header is compared with this machine's clock (warn beyond 60 s, fail beyond 300 s).
+        One line per check: ok, warn, fail (or skip, when it cannot be checked), and a hint for anything not ok. \
+        The account checks run inside the agent, with the code it signs in with: the discovery document is fetched \
+        afresh and validated, the signing keys (JWKS) of accounts with 'openid' are fetched, and the server's \
+        HTTP Date header is compared with this machine's clock (warn beyond 60 s, fail beyond 300 s). \
         When the agent is not running, the local checks still run and the hint says how to start it.
 
         Examples:
           authctl doctor
           authctl doctor work          only the account 'work'
-          authctl doctor --json        {"ok": true, "checks": [{"check": "keyring", "status": "ok", ...}]}
+          authctl doctor --json        {"ok": true, "checks": [{...}, ...]}
 
-        Exit codes: 0 no check failed (warnings allowed), 1 at least one check failed, 2 usage,
+        Exit codes: 0 no check failed (warnings allowed), 1 at least one check failed, 2 usage, \
         8 unknown account.
         """)
     @OptionGroup var global: GlobalOptions

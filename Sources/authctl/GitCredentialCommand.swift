@@ -9,16 +9,16 @@ struct GitCredentialCommand: ParsableCommand {
         commandName: "git-credential",
         abstract: "A git credential helper: answers with an access token from the agent.",
         discussion: """
-        git runs this with the request (protocol, host, path, ...) on stdin.
-        For 'get', authctl prints username=, password= (a fresh access token)
-        and password_expiry_utc=, then a blank line. 'store' and 'erase' (and
-        any other action) read the request and do nothing: the agent owns the
+        git runs this with the request (protocol, host, path, ...) on stdin. \
+        For 'get', authctl prints username=, password= (a fresh access token) \
+        and password_expiry_utc=, then a blank line. 'store' and 'erase' (and \
+        any other action) read the request and do nothing: the agent owns the \
         tokens, so there is nothing for git to store or forget.
 
-        The token is sent only for https, or for plain http to 127.0.0.1 or
-        [::1]. If the account must sign in (or anything else fails), nothing is
-        printed on stdout, the reason goes to stderr and the exit code is
-        non-zero (4: sign-in required; see `authctl --help`). git then tries
+        The token is sent only for https, or for plain http to 127.0.0.1 or \
+        [::1]. If the account must sign in (or anything else fails), nothing is \
+        printed on stdout, the reason goes to stderr and the exit code is \
+        non-zero (4: sign-in required; see `authctl --help`). git then tries \
         its other helpers, or prompts.
 
         Set it up for one host only, so the token never goes elsewhere:
@@ -29,14 +29,14 @@ struct GitCredentialCommand: ParsableCommand {
           git config --global credential.https://gitlab.com/team.helper \\
             '!authctl git-credential --account team'
 
-        One helper line for several hosts: leave out --account and list the hosts
-        in each account's git_hosts in config.toml (HOST, HOST:PORT or
+        One helper line for several hosts: leave out --account and list the hosts \
+        in each account's git_hosts in config.toml (HOST, HOST:PORT or \
         HOST/PATH-PREFIX; the most specific entry wins, a tie is an error):
           git config --global credential.helper '!authctl git-credential'
         With no matching account, nothing is printed and git moves on.
 
-        Usernames: GitLab requires 'oauth2' (the default) with an OAuth access
-        token; GitHub accepts any username with a token ('--username
+        Usernames: GitLab requires 'oauth2' (the default) with an OAuth access \
+        token; GitHub accepts any username with a token ('--username \
         x-access-token' is the form GitHub documents for app tokens).
         """)
 

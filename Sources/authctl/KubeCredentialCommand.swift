@@ -9,13 +9,13 @@ struct KubeCredentialCommand: ParsableCommand {
         commandName: "kube-credential",
         abstract: "A kubectl exec credential plugin: prints an ExecCredential (v1).",
         discussion: """
-        Prints one line of JSON, a client.authentication.k8s.io/v1
-        ExecCredential with status.token and status.expirationTimestamp.
+        Prints one line of JSON, a client.authentication.k8s.io/v1 ExecCredential \
+        with status.token and status.expirationTimestamp.
 
-        The token is the OIDC ID token by default: that is what a cluster set up
-        with --oidc-issuer-url verifies (its audience is the client ID). Its
-        expiry is the ID token's own 'exp'. --access-token sends the OAuth
-        access token instead, for clusters that accept the provider's access
+        The token is the OIDC ID token by default: that is what a cluster set up \
+        with --oidc-issuer-url verifies (its audience is the client ID). Its \
+        expiry is the ID token's own 'exp'. --access-token sends the OAuth \
+        access token instead, for clusters that accept the provider's access \
         tokens.
 
         In a kubeconfig (see docs/INTEGRATIONS.md):
@@ -28,8 +28,8 @@ struct KubeCredentialCommand: ParsableCommand {
                 args: [kube-credential, work]
                 interactiveMode: Never
 
-        It never reads stdin and never opens a browser: sign in with
-        `authctl login ACCOUNT`. On failure nothing is printed on stdout and the
+        It never reads stdin and never opens a browser: sign in with \
+        `authctl login ACCOUNT`. On failure nothing is printed on stdout and the \
         exit code is the usual one (4: sign-in required; see `authctl --help`).
         """)
 

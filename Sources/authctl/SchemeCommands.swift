@@ -12,8 +12,8 @@ struct Callback: ParsableCommand {
         commandName: "callback",
         abstract: "Hand a sign-in response (a private-use scheme redirect URI) to the agent.",
         discussion: """
-        Run by the desktop through the .desktop file that `authctl register-scheme ACCOUNT` writes, when the provider
-        sends your browser to the account's redirect_uri (e.g. com.example.app:/oauth2/callback/work?code=...).
+        Run by the desktop through the .desktop file that `authctl register-scheme ACCOUNT` writes, when the provider \
+        sends your browser to the account's redirect_uri (e.g. com.example.app:/oauth2/callback/work?code=...). \
         The agent checks the URI like any sign-in response (scheme and path, state, iss, error).
         """)
     @OptionGroup var global: GlobalOptions
@@ -37,10 +37,10 @@ struct RegisterScheme: ParsableCommand {
         commandName: "register-scheme",
         abstract: "Register authctl as the desktop's handler for an account's private-use redirect scheme.",
         discussion: """
-        For accounts whose redirect_uri is a private-use scheme (com.example.app:/path) because the provider does not
-        allow loopback redirects. Writes ~/.local/share/applications/auth-agent-<scheme>.desktop
-        (MimeType=x-scheme-handler/<scheme>, Exec=authctl callback %u) and, when xdg-mime is installed, makes it the
-        default handler for the scheme. With --all, does so for every configured account that has such a scheme
+        For accounts whose redirect_uri is a private-use scheme (com.example.app:/path) because the provider does not \
+        allow loopback redirects. Writes ~/.local/share/applications/auth-agent-<scheme>.desktop \
+        (MimeType=x-scheme-handler/<scheme>, Exec=authctl callback %u) and, when xdg-mime is installed, makes it the \
+        default handler for the scheme. With --all, does so for every configured account that has such a scheme \
         (none is not an error); `make install` runs it.
         """)
     @OptionGroup var global: GlobalOptions

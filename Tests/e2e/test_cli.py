@@ -365,6 +365,33 @@ def test_help_texts_have_examples(verb):
     assert "authctl" in result.stdout
 
 
+HELP_VERBS = [[], ["status"], ["login"], ["logout"], ["token"], ["accounts"], ["accounts", "add"], ["accounts", "remove"],
+              ["doctor"], ["git-credential"], ["kube-credential"], ["callback"], ["register-scheme"], ["audit"],
+              ["pending"], ["approve"], ["deny"], ["forget"], ["reload"], ["version"]]
+
+
+@pytest.mark.parametrize("verb", HELP_VERBS, ids=lambda verb: "-".join(verb) or "authctl")
+def test_help_texts_read_cleanly_at_80_columns(verb):
+    """Off a terminal help is 80 columns wide (ArgumentParser wraps every line to at most 79 characters): paragraphs
+    are one logical line that ArgumentParser fills, and examples fit, so nothing is broken in two at random."""
+    result = subprocess.run([str(bin_dir() / "authctl"), *verb, "--help"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("USAGE:")[0].splitlines()
+    in_examples = False
+    for index, line in enumerate(lines):
+        assert len(line) <= 79, line
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if re.match(r"Examples?:$", line.strip()):
+            in_examples = True
+        elif not line.strip():
+            in_examples = False
+        elif in_examples:
+            assert line.startswith(" "), f"an example line wrapped at 80 columns: {line!r}"
+        elif not line.startswith(" ") and following.strip() and not following.startswith(" "):
+            # Inside a paragraph ArgumentParser fills each line: the next line's first word did not fit on this one.
+            assert len(line) + 1 + len(following.split()[0]) > 79, f"a paragraph broken early: {line!r}, {following!r}"
+
+
 def test_accounts_help_lists_the_subcommands_and_the_root_lists_doctor():
     accounts = subprocess.run([str(bin_dir() / "authctl"), "accounts", "--help"], capture_output=True, text=True, timeout=30)
     for sub in ("list", "add", "remove"):

@@ -275,8 +275,6 @@ def test_git_credential_help_says_store_and_erase_do_nothing(agent):
     assert "'store' and 'erase' (and any other action) read the request and do nothing" in text
     assert "credential.https://gitlab.com.helper \\ '!authctl git-credential --account gitlab'" in text
     assert "useHttpPath" in text
-    discussion = result.stdout.split("USAGE:")[0]
-    assert max(len(line) for line in discussion.splitlines()) < 80, "written to fit: ArgumentParser wraps at 80"
     assert "git-credential" in agent.authctl("--help").stdout
 
 
@@ -285,7 +283,6 @@ def test_kube_credential_help_shows_the_kubeconfig_snippet(agent):
     assert result.returncode == 0
     assert "apiVersion: client.authentication.k8s.io/v1" in result.stdout
     assert "args: [kube-credential, work]" in result.stdout and "interactiveMode: Never" in result.stdout
-    assert max(len(line) for line in result.stdout.split("USAGE:")[0].splitlines()) < 80
 
 
 # ----------------------------------------------------------------------------------------------------------------
