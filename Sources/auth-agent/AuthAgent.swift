@@ -25,9 +25,14 @@ struct AuthAgent: AsyncParsableCommand {
         commandName: "auth-agent",
         abstract: "Per-user OAuth 2.0 credential agent: signs in through your browser, keeps refresh tokens in the keyring and serves fresh access tokens over a Unix socket.",
         discussion: """
-        Configuration: --config, else $AUTH_AGENT_CONFIG, else $XDG_CONFIG_HOME/auth-agent/config.toml.
-        Socket: taken from systemd (LISTEN_FDS) when socket-activated, else $AUTH_AGENT_SOCKET, else
-        $XDG_RUNTIME_DIR/auth-agent/agent.sock. Logs go to stderr.
+        Configuration: --config, else $AUTH_AGENT_CONFIG, else \
+        $XDG_CONFIG_HOME/auth-agent/config.toml.
+
+        Socket: taken from systemd (LISTEN_FDS) when socket-activated, else \
+        $AUTH_AGENT_SOCKET, else $XDG_RUNTIME_DIR/auth-agent/agent.sock.
+
+        Logs go to stderr, or to the journal with structured fields when stderr is \
+        the journal (a systemd unit).
         """,
         version: agentVersion)
 

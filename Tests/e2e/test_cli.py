@@ -370,11 +370,12 @@ HELP_VERBS = [[], ["status"], ["login"], ["logout"], ["token"], ["accounts"], ["
               ["pending"], ["approve"], ["deny"], ["forget"], ["reload"], ["version"]]
 
 
-@pytest.mark.parametrize("verb", HELP_VERBS, ids=lambda verb: "-".join(verb) or "authctl")
+@pytest.mark.parametrize("verb", [["authctl", *verb] for verb in HELP_VERBS] + [["auth-agent"]],
+                         ids=lambda verb: "-".join(verb))
 def test_help_texts_read_cleanly_at_80_columns(verb):
     """Off a terminal help is 80 columns wide (ArgumentParser wraps every line to at most 79 characters): paragraphs
     are one logical line that ArgumentParser fills, and examples fit, so nothing is broken in two at random."""
-    result = subprocess.run([str(bin_dir() / "authctl"), *verb, "--help"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([str(bin_dir() / verb[0]), *verb[1:], "--help"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("USAGE:")[0].splitlines()
     in_examples = False
