@@ -7,8 +7,7 @@ public enum WireProtocol {
     public static let version = 1
     /// No line, in either direction, may exceed this many bytes (newline excluded).
     public static let maxMessageBytes = 64 * 1024
-    /// `token`'s `min_valid`, in seconds: anything else is `bad_request` (the fast path leaves it to the slow path,
-    /// which says so).
+    /// `token`'s `min_valid`, in seconds: anything else is `bad_request`, with the range in its message.
     public static let minValidRange = 0...(366 * 24 * 3600)
 }
 

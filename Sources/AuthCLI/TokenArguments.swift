@@ -40,9 +40,8 @@ public struct TokenArguments: Equatable, Sendable {
         self.timeout = timeout
     }
 
-    /// The request line's content. Options left at their defaults are left out (not sent as `false`), so the line
-    /// of a plain `authctl token NAME [--min-valid N]` is the one the agent's fast path reads without `JSONDecoder`
-    /// (`TokenRequestScanner`); the agent reads an absent option as its default.
+    /// The request line's content. Options left at their defaults are left out (not sent as `false`): the agent
+    /// reads an absent option as its default, and the common line stays short.
     public func wireRequest(method: LoginMethodName?) -> WireRequest {
         WireRequest(op: .token, account: account, minValid: minValid,
                     forceRefresh: refresh ? true : nil, interactive: interactive ? true : nil,

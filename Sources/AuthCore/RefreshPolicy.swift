@@ -33,8 +33,8 @@ public struct RefreshPolicy: Sendable, Equatable {
     public func isFresh(expiresAt: ContinuousClock.Instant, lifetime: Duration, now: ContinuousClock.Instant,
                         minValid: Duration) -> Bool {
         // The cap only ever lowers what `minValid` asks: a token with `minValid` (and ``minimumRemaining``) left is
-        // fresh without it. That is every fast-path hit, and the cap's `Duration * Double` costs more than the rest
-        // of the check (docs/BENCHMARKS.md, instructions per request).
+        // fresh without it. That is nearly every cached-token request, and the cap's `Duration * Double` costs more
+        // than the rest of the check.
         if now + max(minValid, minimumRemaining) <= expiresAt { return true }
         return now + max(min(minValid, attainable(lifetime: lifetime)), minimumRemaining) <= expiresAt
     }

@@ -33,8 +33,7 @@ extension TokenBroker {
         return await apply(plan, reason: "refresh after the network came back")
     }
 
-    /// The one place that withdraws cached tokens from serving (until a refresh replaces them). Setting `stale` on
-    /// the default entry also withdraws it from the fast path's ``TokenSnapshot`` (`AccountState.cache`'s observer).
+    /// The one place that withdraws cached tokens from serving (until a refresh replaces them).
     func markStale(_ entries: [TokenEntry]) {
         for entry in entries {
             guard var cached = accounts[entry.account]?.cached(entry.key) else { continue }
