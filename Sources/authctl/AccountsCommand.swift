@@ -12,7 +12,7 @@ struct Accounts: ParsableCommand {
         discussion: """
         Examples:
           authctl accounts                 list (what the running agent knows)
-          authctl accounts add work --issuer https://id.example.com --client-id ID
+          authctl accounts add work --issuer https://id.example --client-id ID
           authctl accounts add gmail --preset google --client-id ID \\
               --client-secret-stdin < secret.txt
           authctl accounts add m365 --preset microsoft --tenant organizations \\
@@ -68,7 +68,7 @@ struct AccountsAdd: ParsableCommand {
         (authctl reload) and sign in with authctl login NAME.
 
         Examples:
-          authctl accounts add work --issuer https://id.example.com --client-id ID
+          authctl accounts add work --issuer https://id.example --client-id ID
           authctl accounts add gitlab --preset gitlab --client-id ID \\
               --git-host gitlab.com
           authctl accounts add corp-git --preset gitlab \\

@@ -17,7 +17,7 @@ struct AuthCtl: ParsableCommand {
           authctl token work          print a fresh access token, nothing else
           authctl status              show the agent and every account
           authctl git-credential -h   set authctl up as git's credential helper
-          curl -H "Authorization: Bearer $(authctl token work)" https://x.example/
+          curl -H "Authorization: Bearer $(authctl token work)" https://x.example
 
         Exit codes: 0 ok, 1 other failure, 2 usage, 3 agent not running, 4 sign-in required, \
         5 keyring locked or unavailable, 6 authorization server unavailable or failing, \

@@ -11,15 +11,15 @@ struct Token: ParsableCommand {
         abstract: "Print a fresh access token for an account, and nothing else.",
         discussion: """
         Examples:
-          curl -H "Authorization: Bearer $(authctl token work)" https://x.example/
+          curl -H "Authorization: Bearer $(authctl token work)" https://x.example
           authctl token work --header | curl -H @- https://api.example.com/
           authctl token work --min-valid 600   valid for at least 10 more minutes
           authctl token work --scope read      for some of the account's scopes
           authctl token work --resource https://api.example.com/
                                                for one resource (RFC 8707)
-          # A DPoP-bound token with its proof (two header lines), for one request:
+          # A DPoP-bound token and its proof (two header lines) for one request:
           url=https://api.example.com/x
-          curl -H @<(authctl token work --header --method GET --url "$url") "$url"
+          curl -H @<(authctl token work --header --url "$url") "$url"
         """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account name.") var account: String
