@@ -375,7 +375,9 @@ HELP_VERBS = [[], ["status"], ["login"], ["logout"], ["token"], ["accounts"], ["
 def test_help_texts_read_cleanly_at_80_columns(verb):
     """Off a terminal help is 80 columns wide (ArgumentParser wraps every line to at most 79 characters): paragraphs
     are one logical line that ArgumentParser fills, and examples fit, so nothing is broken in two at random."""
-    result = subprocess.run([str(bin_dir() / verb[0]), *verb[1:], "--help"], capture_output=True, text=True, timeout=30)
+    # COLUMNS, when set, overrides the width ArgumentParser wraps to.
+    result = subprocess.run([str(bin_dir() / verb[0]), *verb[1:], "--help"], capture_output=True, text=True, timeout=30,
+                            env={**os.environ, "COLUMNS": "80"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("USAGE:")[0].splitlines()
     in_examples = False
