@@ -356,10 +356,17 @@ def test_status_output_human_and_json(signed_in_agent, auth_server):
     assert work["signed_in"] is True and work["access_token_expires_in"] > 3500
 
 
+def help_of(program: str, *verb: str) -> subprocess.CompletedProcess:
+    """`program VERB... --help` as a script sees it: off a terminal, 80 columns wide (COLUMNS, when set, overrides the
+    width ArgumentParser wraps to)."""
+    return subprocess.run([str(bin_dir() / program), *verb, "--help"], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "COLUMNS": "80"})
+
+
 @pytest.mark.parametrize("verb", [["doctor"], ["accounts", "add"], ["accounts", "remove"], ["accounts"], ["token"],
                                   ["git-credential"], ["kube-credential"], []])
 def test_help_texts_have_examples(verb):
-    result = subprocess.run([str(bin_dir() / "authctl"), *verb, "--help"], capture_output=True, text=True, timeout=30)
+    result = help_of("authctl", *verb)
     assert result.returncode == 0, result.stderr
     assert re.search(r"^ *Examples?:|^ *Set it up|^ *In a kubeconfig", result.stdout, re.M), result.stdout
     assert "authctl" in result.stdout
@@ -375,9 +382,7 @@ HELP_VERBS = [[], ["status"], ["login"], ["logout"], ["token"], ["accounts"], ["
 def test_help_texts_read_cleanly_at_80_columns(verb):
     """Off a terminal help is 80 columns wide (ArgumentParser wraps every line to at most 79 characters): paragraphs
     are one logical line that ArgumentParser fills, and examples fit, so nothing is broken in two at random."""
-    # COLUMNS, when set, overrides the width ArgumentParser wraps to.
-    result = subprocess.run([str(bin_dir() / verb[0]), *verb[1:], "--help"], capture_output=True, text=True, timeout=30,
-                            env={**os.environ, "COLUMNS": "80"})
+    result = help_of(*verb)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("USAGE:")[0].splitlines()
     in_examples = False
@@ -396,10 +401,10 @@ def test_help_texts_read_cleanly_at_80_columns(verb):
 
 
 def test_accounts_help_lists_the_subcommands_and_the_root_lists_doctor():
-    accounts = subprocess.run([str(bin_dir() / "authctl"), "accounts", "--help"], capture_output=True, text=True, timeout=30)
+    accounts = help_of("authctl", "accounts")
     for sub in ("list", "add", "remove"):
         assert re.search(rf"^\s+{sub}\b", accounts.stdout, re.M), accounts.stdout
-    root = subprocess.run([str(bin_dir() / "authctl"), "--help"], capture_output=True, text=True, timeout=30)
+    root = help_of("authctl")
     assert re.search(r"^\s+doctor\s+Check the agent", root.stdout, re.M), root.stdout
 
 
