@@ -113,25 +113,41 @@ def next_page(driver, callback):
                   f"no redirect to the listener within {STEP_TIMEOUT} s")
 
 
+def gone(error):
+    """Whether a WebDriver error says the element's document was replaced (a navigation): Selenium's stale element,
+    or Chromium's inspector answering "Node with given id does not belong to the document"."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    text = str(error).lower()
+    return isinstance(error, StaleElementReferenceException) or "does not belong to the document" in text \
+        or "stale element" in text
+
+
 def submit(driver, element, button):
     """Clicks `button` and waits until the page it was on is gone."""
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
-
     from selenium.common.exceptions import WebDriverException
 
     try:
         button.click()
     except WebDriverException as error:
-        # Chromium may answer the click command after the form's navigation replaced the document ("Node with given
-        # id does not belong to the document", a stale element): the click happened. Had it not, the same page comes
-        # back and sign_in fails on it; any other error is a failure now.
-        if "does not belong to the document" not in str(error) and "stale element" not in str(error).lower():
+        # Chromium may answer the click command after the form's navigation replaced the document: the click
+        # happened. Had it not, the same page comes back and sign_in fails on it; any other error is a failure now.
+        if not gone(error):
             raise
-    WebDriverWait(driver, STEP_TIMEOUT).until(expected_conditions.staleness_of(element))
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            element.is_enabled()
+        except WebDriverException as error:
+            if gone(error):
+                return
+            raise
+        time.sleep(0.05)
+    raise Failure(f"the page at {scrub(driver.current_url)} stayed after its form was submitted ({STEP_TIMEOUT} s)")
 
 
 def sign_in(driver, url, callback, mode):
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
     driver.get(url)
@@ -140,23 +156,31 @@ def sign_in(driver, url, callback, mode):
         kind, element = next_page(driver, callback)
         if kind == "callback":
             return
+        try:
+            if kind == "login":
+                if logged_in:
+                    raise Failure("login rejected (bad username/password?)")
+                form = element.find_element(By.XPATH, "./ancestor::form")
+                form.find_element(By.NAME, "username").send_keys(os.environ.get("FAKE_BROWSER_USER", "alice"))
+                element.send_keys(os.environ.get("FAKE_BROWSER_PASSWORD", "correct-horse-battery"))
+                log(f"LOGIN at {urlsplit(driver.current_url).path}")
+                element, button = form, form.find_element(By.CSS_SELECTOR, "[type=submit]")
+            else:
+                if consented:
+                    raise Failure("the consent page came back after it was answered")
+                allow = mode == "login"
+                button = element.find_element(By.CSS_SELECTOR, "input[name=allow]" if allow
+                                              else "input[type=submit]:not([name=allow])")
+                log(f"CONSENT {'approve' if allow else 'deny'} ({button.get_attribute('value')})")
+        except WebDriverException as error:
+            if not gone(error):
+                raise
+            log(f"RETRY the {kind} page was replaced while it was being filled in")
+            continue  # nothing was submitted: find the page that replaced it
+        submit(driver, element, button)
         if kind == "login":
-            if logged_in:
-                raise Failure("login rejected (bad username/password?)")
-            form = element.find_element(By.XPATH, "./ancestor::form")
-            form.find_element(By.NAME, "username").send_keys(os.environ.get("FAKE_BROWSER_USER", "alice"))
-            element.send_keys(os.environ.get("FAKE_BROWSER_PASSWORD", "correct-horse-battery"))
-            log(f"LOGIN at {urlsplit(driver.current_url).path}")
-            submit(driver, form, form.find_element(By.CSS_SELECTOR, "[type=submit]"))
             logged_in = True
         else:
-            if consented:
-                raise Failure("the consent page came back after it was answered")
-            allow = mode == "login"
-            button = element.find_element(By.CSS_SELECTOR, "input[name=allow]" if allow
-                                          else "input[type=submit]:not([name=allow])")
-            log(f"CONSENT {'approve' if allow else 'deny'} ({button.get_attribute('value')})")
-            submit(driver, element, button)
             consented = True
     raise Failure("more than 10 pages before the listener")
 
