@@ -3,8 +3,9 @@
 The database is made the way a user's would be exposed to the Secret Service: KeePass 2 XML whose custom data item
 FDO_SECRETS_EXPOSED_GROUP names the root group, imported with `keepassxc-cli import`; a database made by
 `keepassxc-cli db-create` exposes nothing. The bus has no service files, so nothing else (Debian's D-Bus-activatable
-gnome-keyring) can take org.freedesktop.secrets first. HOME and XDG_RUNTIME_DIR are the fixture's own: KeePassXC's
-single-instance socket lives there, and a second KeePassXC would otherwise hand its database to the first.
+gnome-keyring) can take org.freedesktop.secrets first. HOME, XDG_RUNTIME_DIR and TMPDIR are the fixture's own:
+KeePassXC's single-instance lock and socket live in TMPDIR (/tmp/keepassxc.lock when unset), and a KeePassXC started
+by a test running beside this one would otherwise hand its database to this one and exit.
 """
 from __future__ import annotations
 
@@ -72,15 +73,18 @@ class KeePassXCBus(Keyring):
         self.xvfb: subprocess.Popen | None = None
         self.display: str | None = None
         self.proc: subprocess.Popen | None = None
+        self.tmp = base / "tmp"
 
     def _tool_env(self) -> dict:
         return {**super()._tool_env(), "DISPLAY": self.display or "", "XDG_CONFIG_HOME": str(self.home / ".config"),
-                "XDG_CACHE_HOME": str(self.home / ".cache"), "XDG_DATA_HOME": str(self.home / ".local/share")}
+                "XDG_CACHE_HOME": str(self.home / ".cache"), "XDG_DATA_HOME": str(self.home / ".local/share"),
+                "TMPDIR": str(self.tmp)}
 
     def start(self):
         super().start()
         self.home.mkdir(mode=0o700, exist_ok=True)
         self.runtime.mkdir(mode=0o700, exist_ok=True)
+        self.tmp.mkdir(mode=0o700, exist_ok=True)
         self._make_database()
         self.config.write_text(CONFIG)
         self._start_xvfb()
