@@ -69,13 +69,28 @@ static inline gchar *aa_secret_attribute(SecretItem *item, const char *name) {
     return value;
 }
 
+/* Whether the item's attributes of our schema are `attributes` already: each of the schema's five present with the
+ * same value or absent in both. Attributes outside the schema (the service's own, such as xdg:schema) are not ours. */
+static inline gboolean aa_secret_has_attributes(SecretItem *item, GHashTable *attributes) {
+    GHashTable *have = secret_item_get_attributes(item);
+    if (have == NULL) return FALSE;
+    gboolean same = TRUE;
+    for (const SecretSchemaAttribute *a = aa_secret_schema()->attributes; a->name != NULL && same; a++) {
+        const char *mine = g_hash_table_lookup(attributes, a->name), *theirs = g_hash_table_lookup(have, a->name);
+        same = (mine == NULL || theirs == NULL) ? mine == theirs : strcmp(mine, theirs) == 0;
+    }
+    g_hash_table_unref(have);
+    return same;
+}
+
 /* Returns 1 on success, 0 with *error set on failure. The key's item, if there is one, is updated in place: first
- * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then its attributes to the key
- * plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). A failure between the two
- * leaves the new secret with the old dates: the dates are advice, the secret is what must not be lost. Without an
- * item, one is created in the default collection with secret and attributes together. (Storing with "replace"
- * cannot update: the Secret Service replaces only an item that has every attribute of the new one, and a changed
- * date is a different attribute.) */
+ * its secret (one SetSecret call, which is what makes refresh-token rotation atomic), then, when they differ, its
+ * attributes to the key plus the dates given (valid_until/warned_at: decimal Unix seconds, NULL to leave out). Each
+ * call has the keyring rewrite its file, so a rotation that keeps the dates costs one write, not two. A failure
+ * between the two leaves the new secret with the old dates: the dates are advice, the secret is what must not be
+ * lost. Without an item, one is created in the default collection with secret and attributes together. (Storing
+ * with "replace" cannot update: the Secret Service replaces only an item that has every attribute of the new one,
+ * and a changed date is a different attribute.) */
 static inline int aa_secret_store(const char *account, const char *issuer, const char *client_id, const char *label,
                                   const char *secret, const char *valid_until, const char *warned_at,
                                   GCancellable *cancellable, GError **error) {
@@ -101,7 +116,8 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     /* Every item of the key (there is one; were there more, all keep the same answer). */
     for (GList *item = items; item != NULL && ok; item = item->next) {
         ok = secret_item_set_secret_sync(item->data, value, cancellable, error)
-             && secret_item_set_attributes_sync(item->data, aa_secret_schema(), attributes, cancellable, error);
+             && (aa_secret_has_attributes(item->data, attributes)
+                 || secret_item_set_attributes_sync(item->data, aa_secret_schema(), attributes, cancellable, error));
     }
     secret_value_unref(value);
     g_hash_table_unref(attributes);

@@ -79,6 +79,34 @@ final class LibsecretItemDatesTests: XCTestCase {
         XCTAssertEqual(try items(key).count, 0)
     }
 
+    /// A rotation usually keeps the dates: only the secret is written then (each write has the keyring rewrite its
+    /// file). Whichever one date changes, it is written.
+    func testARotationThatKeepsTheDatesChangesTheSecretAndEachChangedDateIsWritten() async throws {
+        let store = LibsecretStore()
+        let key = KeyringTest.uniqueKey()
+        try await store.store(KeyringItem(secret: Secret("rt-1"), validUntil: until, warnedAt: warned), for: key)
+        try await store.store(KeyringItem(secret: Secret("rt-2"), validUntil: until, warnedAt: warned), for: key)
+        let rotated = try await store.loadItem(key)
+        XCTAssertEqual(rotated, KeyringItem(secret: Secret("rt-2"), validUntil: until, warnedAt: warned))
+        XCTAssertEqual(try lookup(key).output, "rt-2")
+
+        try await store.store(KeyringItem(secret: Secret("rt-2"), validUntil: until, warnedAt: warned + 60), for: key)
+        let warnedAgain = try await store.loadItem(key)
+        XCTAssertEqual(warnedAgain, KeyringItem(secret: Secret("rt-2"), validUntil: until, warnedAt: warned + 60))
+        try await store.store(KeyringItem(secret: Secret("rt-3"), validUntil: until + 1, warnedAt: warned + 60),
+                              for: key)
+        let extended = try await store.loadItem(key)
+        XCTAssertEqual(extended, KeyringItem(secret: Secret("rt-3"), validUntil: until + 1, warnedAt: warned + 60))
+        try await store.store(KeyringItem(secret: Secret("rt-4"), validUntil: until + 1), for: key)
+        let unwarned = try await store.loadItem(key)
+        XCTAssertEqual(unwarned, KeyringItem(secret: Secret("rt-4"), validUntil: until + 1))
+        let found = try items(key)
+        XCTAssertEqual(found.count, 1, "\(found)")
+        XCTAssertNil(found.first?["attribute.warned_at"])
+        XCTAssertEqual(found.first?["schema"], "dev.auth-agent.RefreshToken")
+        try await store.delete(key)
+    }
+
     func testAnItemWithoutDatesIsReadAsItIsAndTakenOverByTheNextWrite() async throws {
         let store = LibsecretStore()
         let key = KeyringTest.uniqueKey()
