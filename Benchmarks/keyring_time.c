@@ -2,7 +2,10 @@
  * (the same C shim, Sources/CLibsecret/shim.h: same schema, default collection, a GCancellable per call), against the
  * Secret Service on the current session bus. Uses its own item (account "bench-keyring-probe"), deleted at the end.
  *
- *   keyring_time [RUNS [GAP_MS]]      (default 30 runs, at most 1000; gap 20 ms)
+ *   keyring_time [RUNS [GAP_MS [OTHER_ITEMS]]]      (default 30 runs, at most 1000; gap 20 ms; 0 other items)
+ *
+ * OTHER_ITEMS (at most 5000) first adds that many items of another schema to the default collection, as a login
+ * keyring that other programs have used for years holds them; they are left there (run it in a throwaway keyring).
  *
  * Two patterns, RUNS times each, every store a replace-in-place of an existing item, as a rotation does:
  *  - paced (the figures the benchmark subtracts): lookup, GAP_MS of idle, store. This is what a refresh does (read
@@ -58,13 +61,36 @@ static int timed_state(uint64_t *out) {
     return 1;
 }
 
+static int add_other_items(long count) {
+    static const SecretSchema other = {"dev.auth-agent.BenchOther", SECRET_SCHEMA_NONE,
+                                       {{"n", SECRET_SCHEMA_ATTRIBUTE_STRING}, {NULL, 0}}, 0, NULL, NULL, NULL, NULL,
+                                       NULL, NULL, NULL};
+    for (long i = 0; i < count; i++) {
+        char n[24];
+        snprintf(n, sizeof n, "%ld", i);
+        GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+        g_hash_table_insert(attributes, (gpointer)"n", n);
+        GError *error = NULL;
+        gboolean ok = secret_password_storev_sync(&other, attributes, SECRET_COLLECTION_DEFAULT, "another program's item",
+                                                  "not-a-secret", NULL, &error);
+        g_hash_table_unref(attributes);
+        if (!ok) {
+            fprintf(stderr, "keyring_time: adding other items failed: %s\n", error ? error->message : "?");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     long runs = argc > 1 ? atol(argv[1]) : 30;
     long gap_ms = argc > 2 ? atol(argv[2]) : 20;
-    if (runs < 1 || runs > 1000 || gap_ms < 0 || gap_ms > 10000) {
-        fprintf(stderr, "usage: %s [RUNS 1..1000 [GAP_MS 0..10000]]\n", argv[0]);
+    long other_items = argc > 3 ? atol(argv[3]) : 0;
+    if (runs < 1 || runs > 1000 || gap_ms < 0 || gap_ms > 10000 || other_items < 0 || other_items > 5000) {
+        fprintf(stderr, "usage: %s [RUNS 1..1000 [GAP_MS 0..10000 [OTHER_ITEMS 0..5000]]]\n", argv[0]);
         return 2;
     }
+    if (!add_other_items(other_items)) return 1;
     const char *account = "bench-keyring-probe", *issuer = "http://127.0.0.1/bench", *client = "bench";
     uint64_t *st = calloc((size_t)runs, sizeof *st), *lk = calloc((size_t)runs, sizeof *lk);
     uint64_t *st_b2b = calloc((size_t)runs, sizeof *st), *lk_b2b = calloc((size_t)runs, sizeof *lk);
@@ -92,11 +118,11 @@ int main(int argc, char **argv) {
     uint64_t *all[] = {st, lk, st_b2b, lk_b2b, state_lk, state_st};
     for (int a = 0; a < 6; a++) qsort(all[a], (size_t)runs, sizeof *st, cmp_u64);
 #define PCT(a, p) ((double)(a)[(size_t)((double)(runs - 1) * (p))] / 1000.0)
-    printf("{\"runs\":%ld,\"gap_ms\":%ld,\"store_median_us\":%.1f,\"store_p90_us\":%.1f,\"store_min_us\":%.1f,"
+    printf("{\"runs\":%ld,\"gap_ms\":%ld,\"other_items\":%ld,\"store_median_us\":%.1f,\"store_p90_us\":%.1f,\"store_min_us\":%.1f,"
            "\"lookup_median_us\":%.1f,\"lookup_p90_us\":%.1f,\"lookup_min_us\":%.1f,"
            "\"store_b2b_median_us\":%.1f,\"lookup_b2b_median_us\":%.1f,"
            "\"state_before_lookup_median_us\":%.1f,\"state_before_store_median_us\":%.1f}\n",
-           runs, gap_ms, PCT(st, 0.5), PCT(st, 0.9), (double)st[0] / 1000.0, PCT(lk, 0.5), PCT(lk, 0.9),
+           runs, gap_ms, other_items, PCT(st, 0.5), PCT(st, 0.9), (double)st[0] / 1000.0, PCT(lk, 0.5), PCT(lk, 0.9),
            (double)lk[0] / 1000.0, PCT(st_b2b, 0.5), PCT(lk_b2b, 0.5), PCT(state_lk, 0.5), PCT(state_st, 0.5));
     return 0;
 }

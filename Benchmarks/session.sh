@@ -332,3 +332,8 @@ emit "{\"kind\":\"flood\",\"data\":$("$ROOT/.venv/bin/python" "$ROOT/Benchmarks/
 emit "{\"kind\":\"memory\",\"at\":\"end\",\"rss_kb\":$(kb $AGENT VmRSS),\"hwm_kb\":$(kb $AGENT VmHWM)}"
 loadavg end
 kill "$AGENT"; wait "$AGENT" || true
+
+# Last, because it fills the keyring: the keyring calls of a refresh in a login keyring that other programs have
+# used for years (500 of their items), where every write rewrites the whole file.
+say "keyring calls with 500 other items in the login keyring"
+emit "{\"kind\":\"keyring_populated\",\"data\":$("$TOOLS/keyring_time" 30 20 500)}"

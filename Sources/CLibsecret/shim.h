@@ -261,10 +261,12 @@ enum {
 
 /* The default collection's state. A locked collection makes lookups return "nothing" without an error, so callers
  * must ask this before concluding that an item does not exist.
- * ABSENT: no session bus, or no Secret Service on it (*error usually set). A missing service can show up at
- * either libsecret call: secret_service_get_sync only builds a proxy, so it often fails only at the alias lookup.
- * ERROR: any other failure (*error set, e.g. cancelled), or NULL with no GError, which libsecret does return.
- * NO_DEFAULT_COLLECTION: the service answers but has no "default" alias (no login keyring yet). */
+ * ABSENT: no session bus, or no Secret Service on it (*error usually set).
+ * ERROR: any other failure (*error set, e.g. cancelled).
+ * NO_DEFAULT_COLLECTION: the service answers but has no "default" alias (no login keyring yet).
+ * Two small calls on the session bus that libsecret also uses: the alias's path (ReadAlias, "/" when there is none),
+ * then that collection's Locked property. libsecret's collection proxy would fetch every property, the paths of all
+ * the collection's items among them: a cost that grows with the user's whole login keyring (docs/BENCHMARKS.md). */
 static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **error) {
     /* Ask for the bus first: "no session bus" is then ABSENT whatever the (translated) message says. The
      * connection is the process-wide singleton that libsecret uses too. */
@@ -272,23 +274,37 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
     if (bus == NULL)
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_CANCELLED) ? AA_KEYRING_ERROR
                                                                                     : AA_KEYRING_ABSENT;
-    g_object_unref(bus);
-    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
-    if (service == NULL)
-        return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE) ? AA_KEYRING_ABSENT
-                                                                                     : AA_KEYRING_ERROR;
-    SecretCollection *collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT,
-                                                                    SECRET_COLLECTION_NONE, cancellable, error);
-    int state;
-    if (collection != NULL) {
-        state = secret_collection_get_locked(collection) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
-        g_object_unref(collection);
-    } else if (error && *error) {
-        state = aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE ? AA_KEYRING_ABSENT : AA_KEYRING_ERROR;
-    } else {
-        state = AA_KEYRING_NO_DEFAULT_COLLECTION;
+    int state = AA_KEYRING_ERROR;
+    GVariant *alias = g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                                  "org.freedesktop.Secret.Service", "ReadAlias",
+                                                  g_variant_new("(s)", SECRET_COLLECTION_DEFAULT),
+                                                  G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable,
+                                                  error);
+    if (alias != NULL) {
+        const gchar *path = NULL;
+        g_variant_get(alias, "(&o)", &path);
+        GVariant *reply = strcmp(path, "/") == 0 ? NULL
+            : g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", path, "org.freedesktop.DBus.Properties", "Get",
+                                          g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
+                                          G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable, error);
+        if (strcmp(path, "/") == 0) {
+            state = AA_KEYRING_NO_DEFAULT_COLLECTION;
+        } else if (reply != NULL) {
+            GVariant *locked = NULL;
+            g_variant_get(reply, "(v)", &locked);
+            if (g_variant_is_of_type(locked, G_VARIANT_TYPE_BOOLEAN))
+                state = g_variant_get_boolean(locked) ? AA_KEYRING_LOCKED : AA_KEYRING_AVAILABLE;
+            else
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                            "the Secret Service's default collection has no boolean Locked property");
+            g_variant_unref(locked);
+            g_variant_unref(reply);
+        }
+        g_variant_unref(alias);
     }
-    g_object_unref(service);
+    if (state == AA_KEYRING_ERROR && error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE)
+        state = AA_KEYRING_ABSENT;
+    g_object_unref(bus);
     return state;
 }
 
