@@ -11,12 +11,13 @@ struct Accounts: ParsableCommand {
         abstract: "List, add or remove accounts.",
         discussion: """
         Examples:
-          authctl accounts                 list (what the running agent knows)
-          authctl accounts add work --issuer https://id.example --client-id ID
+          authctl accounts       # list what the running agent knows
+          authctl accounts add work --issuer https://id.example \\
+              --client-id ID
           authctl accounts add gmail --preset google --client-id ID \\
               --client-secret-stdin < secret.txt
-          authctl accounts add m365 --preset microsoft --tenant organizations \\
-              --client-id APP-ID
+          authctl accounts add m365 --preset microsoft \\
+              --tenant organizations --client-id APP-ID
           authctl accounts remove work
         """,
         subcommands: [AccountsList.self, AccountsAdd.self, AccountsRemove.self], defaultSubcommand: AccountsList.self)
@@ -68,14 +69,16 @@ struct AccountsAdd: ParsableCommand {
         (authctl reload) and sign in with authctl login NAME.
 
         Examples:
-          authctl accounts add work --issuer https://id.example --client-id ID
-          authctl accounts add gitlab --preset gitlab --client-id ID \\
-              --git-host gitlab.com
+          authctl accounts add work --issuer https://id.example \\
+              --client-id ID
+          authctl accounts add gitlab --preset gitlab \\
+              --client-id ID --git-host gitlab.com
           authctl accounts add corp-git --preset gitlab \\
               --issuer https://git.example.com --client-id ID
-          printf '%s\\n' "$SECRET" | authctl accounts add gmail --preset google \\
-              --client-id ID --client-secret-stdin \\
-              --scope openid --scope email --scope https://mail.google.com/
+          printf '%s\\n' "$SECRET" | authctl accounts add gmail \\
+              --preset google --client-id ID \\
+              --client-secret-stdin --scope openid \\
+              --scope email --scope https://mail.google.com/
         """)
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The new account's name (letters, digits, '-', '_', '.').") var name: String
@@ -170,7 +173,8 @@ struct AccountsRemove: ParsableCommand {
         refresh token: the agent only knows accounts that are configured. Then `authctl reload`.
 
         Example:
-          authctl logout old && authctl accounts remove old && authctl reload
+          authctl logout old && authctl accounts remove old && \\
+              authctl reload
         """)
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The account to remove.") var name: String

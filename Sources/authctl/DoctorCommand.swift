@@ -20,8 +20,8 @@ struct DoctorCommand: ParsableCommand {
 
         Examples:
           authctl doctor
-          authctl doctor work          only the account 'work'
-          authctl doctor --json        {"ok": true, "checks": [{...}, ...]}
+          authctl doctor work      # only the account 'work'
+          authctl doctor --json    # {"ok": true, "checks": [...]}
 
         Exit codes: 0 no check failed (warnings allowed), 1 at least one check failed, 2 usage, \
         8 unknown account.

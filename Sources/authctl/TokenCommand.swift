@@ -11,13 +11,14 @@ struct Token: ParsableCommand {
         abstract: "Print a fresh access token for an account, and nothing else.",
         discussion: """
         Examples:
-          curl -H "Authorization: Bearer $(authctl token work)" https://x.example
-          authctl token work --header | curl -H @- https://api.example.com/
-          authctl token work --min-valid 600   valid for at least 10 more minutes
-          authctl token work --scope read      for some of the account's scopes
+          curl -H "Authorization: Bearer $(authctl token work)" \\
+              https://api.example.com/
+          authctl token work --header | curl -H @- https://x.example/
+          authctl token work --min-valid 600   # valid 10 min or more
+          authctl token work --scope read      # only some of its scopes
+          # for one resource (RFC 8707):
           authctl token work --resource https://api.example.com/
-                                               for one resource (RFC 8707)
-          # A DPoP-bound token and its proof (two header lines) for one request:
+          # A DPoP-bound token and its proof, for one request:
           url=https://api.example.com/x
           curl -H @<(authctl token work --header --url "$url") "$url"
         """)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import CLIENT_ID, bin_dir, default_account, file_mode, render_config
+from conftest import CLIENT_ID, REPO, bin_dir, default_account, file_mode, render_config
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
@@ -398,6 +398,27 @@ def test_help_texts_read_cleanly_at_80_columns(verb):
         elif not line.startswith(" ") and following.strip() and not following.startswith(" "):
             # Inside a paragraph ArgumentParser fills each line: the next line's first word did not fit on this one.
             assert len(line) + 1 + len(following.split()[0]) > 79, f"a paragraph broken early: {line!r}, {following!r}"
+
+
+def test_man_page_examples_fit_an_80_column_terminal():
+    """`man authctl` at 80 columns: a subcommand's section is indented (13 columns, `accounts add` more), and no
+    example line in it runs over into a second line. Reads the committed page (`make man` writes it)."""
+    page = "authctl.1"
+    result = subprocess.run(["man", "-l", str(REPO / "docs" / "man" / page)], capture_output=True, text=True,
+                            timeout=30, env={**os.environ, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"})
+    assert result.returncode == 0, result.stderr
+    lines = re.sub(".\b", "", result.stdout).expandtabs().splitlines()  # no overstrike (bold, underline)
+    blocks = 0
+    base = None
+    for index, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        if re.fullmatch(r"Examples?:", line.strip()):
+            blocks, base = blocks + 1, indent
+        elif not line.strip():
+            base = None
+        elif base is not None:
+            assert indent > base, f"{page}: an example wrapped at 80 columns: {lines[index - 1].strip()!r} / {line!r}"
+    assert blocks >= 5, f"{page}: only {blocks} example blocks found"
 
 
 def test_accounts_help_lists_the_subcommands_and_the_root_lists_doctor():
