@@ -304,10 +304,13 @@ def test_a_helper_that_claims_its_parents_pid_from_a_pid_namespace_of_its_own_is
     assert entry["caller"].get("exe") == str(allowed) and entry["caller"].get("own_pid_namespace") is True, entry
 
 
-def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen:
+def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen | None:
     """Starts argv as process `pid` (free again), through /proc/sys/kernel/ns_last_pid: the next process created
-    gets the number after it. Other processes on the machine may take it first: tried again, bounded."""
+    gets the number after it. Other processes on the machine may take it first: tried again, bounded. None when one
+    took it and still runs (a process or a thread: /proc/PID exists), since no attempt can get it then."""
     for _ in range(attempts):
+        if os.path.exists(f"/proc/{pid}"):
+            return None
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(pid - 1))
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -322,7 +325,9 @@ def test_a_connection_whose_pid_was_recycled_by_an_allowed_program_is_refused(ma
     """Defects 2 and 6: a client connects, writes its request and exits before the agent accepts the connection (the
     agent is stopped meanwhile); its pid is then taken by an allowed program (a copy of sleep). Whatever `/proc/PID`
     now says is that program's, consistently: the connection must be tied to the live process (a pidfd, or the
-    process holding the connection's other end) or refused. On both kernel paths: `access_denied`, not a token."""
+    process holding the connection's other end) or refused. On both kernel paths: `access_denied`, not a token.
+    When another process on the machine takes the pid first and keeps it, another client does the same (each
+    connection waits in the stopped agent's backlog; all of them must be refused)."""
     try:
         open("/proc/sys/kernel/ns_last_pid", "w").close()
     except OSError as e:
@@ -330,23 +335,28 @@ def test_a_connection_whose_pid_was_recycled_by_an_allowed_program_is_refused(ma
     agent, allowed = signed_in_allowing_a_copy_of_sleep(make_agent, keyring, auth_server)
 
     stop_process(agent.proc.pid)
+    writers: list[int] = []
+    recycled = None
     try:
-        writer = subprocess.run(["/usr/bin/python3", "-c",
-                                 "import os, socket, sys\n"
-                                 "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-                                 "s.sendall(b'{\"v\":1,\"id\":1,\"op\":\"token\",\"account\":\"work\"}\\n')\n"
-                                 "print(os.getpid(), flush=True)\n",
-                                 str(agent.socket_path)], capture_output=True, text=True, timeout=30)
-        assert writer.returncode == 0, writer.stderr
-        pid = int(writer.stdout)
-        recycled = spawn_at_pid(pid, [str(allowed), "60"])
+        while recycled is None and len(writers) < 5:
+            writer = subprocess.run(["/usr/bin/python3", "-c",
+                                     "import os, socket, sys\n"
+                                     "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                                     "s.sendall(b'{\"v\":1,\"id\":1,\"op\":\"token\",\"account\":\"work\"}\\n')\n"
+                                     "print(os.getpid(), flush=True)\n",
+                                     str(agent.socket_path)], capture_output=True, text=True, timeout=30)
+            assert writer.returncode == 0, writer.stderr
+            writers.append(int(writer.stdout))
+            recycled = spawn_at_pid(writers[-1], [str(allowed), "60"])
+        assert recycled is not None, f"every writer's pid ({writers}) was taken and kept by another process first"
     finally:
         os.kill(agent.proc.pid, signal.SIGCONT)
     try:
-        wait_for(lambda: len(audit(agent)) >= 1, 20, "the recycled connection's request to be judged")
-        [entry] = audit(agent)
+        wait_for(lambda: len(audit(agent)) >= len(writers), 20, "the recycled connections' requests to be judged")
+        entries = audit(agent)
+        assert len(entries) == len(writers) and all(e["outcome"] == "denied" for e in entries), entries
+        [entry] = [e for e in entries if e["caller"].get("pid") == writers[-1]]
         assert (entry["outcome"], entry["reason"]) == ("denied", "process_exited"), entry
-        assert entry["caller"]["pid"] == pid
     finally:
         recycled.kill()
         recycled.wait(timeout=10)
