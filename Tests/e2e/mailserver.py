@@ -258,29 +258,24 @@ class MailServer:
             self.sink.stop()
             self.sink = None
 
-    def _children(self) -> list[int]:
-        pids = []
+    def _children(self) -> dict[int, str]:
+        """The master's child processes and their names ({pid: comm}), from /proc/PID/stat."""
+        children = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    stat = (entry / "stat").read_text()
                 except OSError:
                     continue
+                name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
                 if int(fields[1]) == self.proc.pid:
-                    pids.append(int(entry.name))
-        return pids
-
-    @staticmethod
-    def _comm(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
-            return ""
+                    children[int(entry.name)] = name
+        return children
 
     def kick(self):
         """Drops every IMAP and submission session of USER (`doveadm kick`), as a server restart or a network change
         would: the clients must log in again."""
-        sessions = [pid for pid in self._children() if self._comm(pid) in ("imap", "submission")]
+        sessions = [pid for pid, name in self._children().items() if name in ("imap", "submission")]
         assert sessions, "no IMAP or submission session to kick"
         doveadm = shutil.which("doveadm", path="/usr/bin:/usr/sbin")
         out = subprocess.run([doveadm, "-c", str(self.base / "dovecot.conf"), "kick", USER], capture_output=True,
