@@ -444,7 +444,7 @@ class Keyring:
 
     def _dbus(self, dest, path, method, *args, check=True) -> str:
         out = subprocess.run(["gdbus", "call", "--session", "--dest", dest, "--object-path", path,
-                              "--method", method, *args],
+                              "--method", method, "--", *args],
                              env=self._tool_env(), capture_output=True, text=True, timeout=15)
         if check:
             assert out.returncode == 0, f"gdbus {method} failed: {out.stderr.strip()}"

@@ -42,7 +42,7 @@ class BusClient:
 
     def gdbus(self, method: str, *args, timeout: int = 60) -> subprocess.CompletedProcess:
         return subprocess.run(["gdbus", "call", "--session", "--dest", NAME, "--object-path", PATH,
-                               "--method", f"{IFACE}.{method}", "--timeout", str(timeout), *args],
+                               "--method", f"{IFACE}.{method}", "--timeout", str(timeout), "--", *args],
                               env=self.env, capture_output=True, text=True, timeout=timeout + 10)
 
     def error_name(self, method: str, *args) -> str:

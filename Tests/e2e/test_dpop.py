@@ -297,7 +297,8 @@ def test_dbus_gives_the_token_and_its_proof_in_one_call(make_agent, keyring, dpo
     def call(nonce: str) -> tuple[str, str, str]:
         out = subprocess.run(
             ["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path", "/dev/authagent/Agent1",
-             "--method", "dev.authagent.Agent1.GetAccessTokenForRequest", "work", "0", "GET", url, nonce],
+             # `--`: a base64url nonce may start with '-', which gdbus would read as an option.
+             "--method", "dev.authagent.Agent1.GetAccessTokenForRequest", "--", "work", "0", "GET", url, nonce],
             env=dict(agent.env), capture_output=True, text=True, timeout=20)
         assert out.returncode == 0, out.stderr
         token_type, token, proof = [part.strip(" '") for part in out.stdout.strip("()\n").split(",")[:3]]
