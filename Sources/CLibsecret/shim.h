@@ -280,16 +280,17 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
                                                   g_variant_new("(s)", SECRET_COLLECTION_DEFAULT),
                                                   G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable,
                                                   error);
-    if (alias != NULL) {
-        const gchar *path = NULL;
-        g_variant_get(alias, "(&o)", &path);
-        GVariant *reply = strcmp(path, "/") == 0 ? NULL
-            : g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", path, "org.freedesktop.DBus.Properties", "Get",
-                                          g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
-                                          G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable, error);
-        if (strcmp(path, "/") == 0) {
-            state = AA_KEYRING_NO_DEFAULT_COLLECTION;
-        } else if (reply != NULL) {
+    const gchar *path = NULL;
+    if (alias != NULL) g_variant_get(alias, "(&o)", &path);
+    if (path != NULL && strcmp(path, "/") == 0) {
+        state = AA_KEYRING_NO_DEFAULT_COLLECTION;
+    } else if (path != NULL) {
+        GVariant *reply = g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", path,
+                                                      "org.freedesktop.DBus.Properties", "Get",
+                                                      g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
+                                                      G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable,
+                                                      error);
+        if (reply != NULL) {
             GVariant *locked = NULL;
             g_variant_get(reply, "(v)", &locked);
             if (g_variant_is_of_type(locked, G_VARIANT_TYPE_BOOLEAN))
@@ -300,8 +301,8 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
             g_variant_unref(locked);
             g_variant_unref(reply);
         }
-        g_variant_unref(alias);
     }
+    if (alias != NULL) g_variant_unref(alias);
     if (state == AA_KEYRING_ERROR && error && *error && aa_secret_error_kind(*error) == AA_ERROR_NO_SERVICE)
         state = AA_KEYRING_ABSENT;
     g_object_unref(bus);
