@@ -217,14 +217,20 @@ def main():
     if ref and rs and rs[0]["token_ms"]:
         e2e = ref["p50_us"] / 1000
         server = statistics.median(rs[0]["token_ms"])
+        ab = by("refresh_dpop_ab")
+        ab_rounds = sorted({r["round"] for r in ab})
+
+        def ab_net(account, rnd):
+            """One batch of the DPoP comparison: p50 end to end minus the server's median time; None if it failed."""
+            runs = [r["data"] for r in by("load") if r["target"] == f"refresh-ab-{account}" and r.get("round") == rnd]
+            times = [r["token_ms"] for r in ab if r["account"] == account and r["round"] == rnd]
+            if runs and times and times[0] and runs[0].get("errors") == 0:
+                return runs[0]["p50_us"] / 1000 - statistics.median(times[0])
+            return None
+
         # One batch of 20 moves by a few ms between runs with the machine's load; work's batches in the DPoP
         # comparison below are the same refreshes, so the overhead is taken from the median over all of them.
-        batches = [e2e - server]
-        for rnd in sorted({r["round"] for r in by("refresh_dpop_ab") if r["account"] == "work"}):
-            runs = [r["data"] for r in by("load") if r["target"] == "refresh-ab-work" and r.get("round") == rnd]
-            times = [r["token_ms"] for r in by("refresh_dpop_ab") if r["account"] == "work" and r["round"] == rnd]
-            if runs and times and times[0] and runs[0].get("errors") == 0:
-                batches.append(runs[0]["p50_us"] / 1000 - statistics.median(times[0]))
+        batches = [e2e - server] + [n for n in (ab_net("work", rnd) for rnd in ab_rounds) if n is not None]
         over = statistics.median(batches) - (store or 0)
         w("| | median |")
         w("|---|---:|")
@@ -260,7 +266,6 @@ def main():
               f"total − the server's logged time (waitress, TCP, HTTP outside the log) | {fmt(gap, ' ms')} |")
         w("")
         w(f"Other server requests during the refreshes: {rs[0]['other_requests']} (metadata is cached).")
-        ab = by("refresh_dpop_ab")
         if ab:
             w("")
             w("With DPoP: the same forced refreshes, alternating in 3 rounds between `work` (no DPoP) and `dpop` (the same "
@@ -270,13 +275,8 @@ def main():
             w("| round | without DPoP | with DPoP | difference (the proof's cost at the agent) |")
             w("|---:|---:|---:|---:|")
             diffs = []
-            for rnd in sorted({r["round"] for r in ab}):
-                row = {}
-                for account in ("work", "dpop"):
-                    runs = [r["data"] for r in by("load") if r["target"] == f"refresh-ab-{account}" and r.get("round") == rnd]
-                    times = [r["token_ms"] for r in ab if r["account"] == account and r["round"] == rnd]
-                    if runs and times and times[0] and runs[0].get("errors") == 0:
-                        row[account] = runs[0]["p50_us"] / 1000 - statistics.median(times[0])
+            for rnd in ab_rounds:
+                row = {account: n for account in ("work", "dpop") if (n := ab_net(account, rnd)) is not None}
                 if len(row) == 2:
                     diffs.append(row["dpop"] - row["work"])
                     w(f"| {rnd} | {fmt(row['work'], ' ms')} | {fmt(row['dpop'], ' ms')} | {fmt(diffs[-1], ' ms')} |")
