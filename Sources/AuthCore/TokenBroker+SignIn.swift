@@ -93,7 +93,10 @@ extension TokenBroker {
     }
 
     private func leaveSignIn(_ name: String, id: UUID) {
-        guard case .cancel(let flow)? = accounts[name]?.signIn.leave(id: id) else { return }
+        guard case .cancel(let flow)? = accounts[name]?.signIn.leave(id: id) else {
+            logger.debug("a caller stopped waiting for the sign-in", metadata: ["account": "\(name)"])
+            return
+        }
         logger.info("sign-in cancelled: nobody is waiting for it", metadata: ["account": "\(name)"])
         flow.completion.cancel()
     }

@@ -415,7 +415,10 @@ def test_concurrent_logins_share_one_sign_in(make_agent, keyring, auth_server):
 
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=10)
-        time.sleep(0.5)
+        # The agent has taken the first client's leaving (and decided whether to cancel) once it logs it.
+        wait_for(lambda: any(line in agent.log() for line in ("a caller stopped waiting for the sign-in",
+                                                               "sign-in cancelled")), 10, "the agent to see it go")
+        assert "sign-in cancelled" not in agent.log(), "Ctrl-C on one client cancelled both"
         assert agent.account_status("work")["login_pending"] is True, "Ctrl-C on one client cancelled both"
 
         # Play the browser ourselves, on the URL the agent printed.

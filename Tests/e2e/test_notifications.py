@@ -36,6 +36,17 @@ def notifications(server) -> list[dict]:
     return [json.loads(line) for line in server.log.read_text().splitlines()]
 
 
+def agent_bus_barrier(env):
+    """Returns once the agent's bus thread has handled every message the bus gave it before this call. The fake
+    server emits ActionInvoked before it answers the call that asked for it, the bus keeps one sender's order, and
+    sd-bus answers Peer.Ping on the agent's bus thread in the order messages arrived: a signal sent before this
+    call was handled (and the agent's decision on it logged) by the time the Ping is answered."""
+    out = subprocess.run(["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path",
+                          "/dev/authagent/Agent1", "--method", "org.freedesktop.DBus.Peer.Ping"], env=env,
+                         capture_output=True, text=True, timeout=15)
+    assert out.returncode == 0, out.stderr
+
+
 def test_sign_in_required_shows_one_notification_whose_action_signs_in(
         signed_in_agent, keyring, auth_server, notification_server):
     agent = signed_in_agent
@@ -78,7 +89,7 @@ def test_action_of_an_unknown_notification_starts_nothing(signed_in_agent, keyri
                           "--object-path", "/org/freedesktop/Notifications", "--method", "dev.authagent.Test.Invoke",
                           "42", "sign-in"], env=notification_server.env, capture_output=True, text=True, timeout=15)
     assert out.returncode == 0, out.stderr
-    time.sleep(1)
+    agent_bus_barrier(notification_server.env)
     assert agent.account_status("work")["login_pending"] is False
     assert "starting a sign-in from the desktop notification" not in agent.stderr_path.read_text()
 
@@ -103,7 +114,7 @@ def test_a_dismissed_notification_no_longer_starts_a_sign_in(signed_in_agent, ke
 
     test_call("Dismiss", str(shown["id"]))
     test_call("Invoke", str(shown["id"]), "sign-in")
-    time.sleep(1)  # give a (wrong) sign-in the chance to start; not a timing assertion
+    agent_bus_barrier(notification_server.env)
     assert agent.account_status("work")["login_pending"] is False
     assert "starting a sign-in from the desktop notification" not in agent.stderr_path.read_text()
 
