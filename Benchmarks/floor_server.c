@@ -8,14 +8,16 @@
  * reply). Connections stay open until the client closes them, so both "new connection per request" and
  * "persistent connection" clients work. Runs until SIGTERM/SIGINT.
  *
- * With `checks`, it also makes the two kernel calls the agent's identity checks add to a cached-token request from a
- * process it has seen before (Benchmarks/identity_cost.sh): SO_PASSCRED on the listening socket, so every message
- * carries its sender and is read with recvmsg (a request written by another process is refused, SECURITY.md), and
- * for every connection the pinned identity's proof of the file the process runs now (pinned_exe_checks).
+ * With `checks`, it also makes the kernel calls the agent's caller identity makes (Caller.identify, read in full for
+ * every connection: docs/ARCHITECTURE.md; Benchmarks/identity_cost.sh): SO_PASSCRED on the listening socket, so every
+ * message carries its sender and is read with recvmsg (a request written by another process is refused,
+ * SECURITY.md), and for every connection identity_checks: the same system calls, in the same order, on a kernel
+ * with SO_PEERPIDFD (the agent also parses what it reads; that user-space work is not copied here).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,24 +44,50 @@ static char *reply;
 static size_t reply_len;
 static int checks;
 
-/* What the agent does for a connection from a process it has pinned (Caller.identifyPinned): a statx and a
- * readlinkat of "exe" under the process's /proc/PID directory, held open since its first connection (here in a
- * table by pid; the agent holds at most 64 and also checks what the calls return). */
-static void pinned_exe_checks(pid_t pid) {
-    static pid_t pinned[4096];
-    static int directory[4096];
-    int slot = (int)pid & 4095;
-    if (pinned[slot] != pid) {
-        char path[32];
-        if (pinned[slot]) close(directory[slot]);
-        snprintf(path, sizeof path, "/proc/%d", (int)pid);
-        directory[slot] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        pinned[slot] = pid;
-    }
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* Reads a small /proc file the way the agent does: open, one read, close. */
+static void read_proc_file(const char *path) {
+    char buffer[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (read(fd, buffer, sizeof buffer) < 0) { /* what the agent would refuse; the cost is the same */ }
+    close(fd);
+}
+
+/* The system calls of the agent's identity read for one connection (Caller.identify, with a pidfd): the peer's
+ * pidfd; /proc/PID/stat (start time, controlling terminal); the executable's path; /proc/PID/cgroup (the unit);
+ * the root (a Flatpak app's /.flatpak-info is read only for a caller with a root of its own); the pid namespace;
+ * the replaced-file check (the file behind exe against the file now at its path); the pidfd still running. */
+static void identity_checks(int fd, pid_t pid) {
+    char path[64], link[4096];
     struct statx info;
-    char link[4096];
-    statx(directory[slot], "exe", AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID, &info);
-    if (readlinkat(directory[slot], "exe", link, sizeof link) < 0) pinned[slot] = 0;
+    struct stat namespace;
+    const unsigned mask = STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID;
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) pidfd = -1;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    read_proc_file(path);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    link[n > 0 ? n : 0] = 0;
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    read_proc_file(path);
+    snprintf(path, sizeof path, "/proc/%d/root", (int)pid);
+    statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, mask, &info);
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    stat(path, &namespace);
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, mask, &info);
+    if (n > 0) statx(AT_FDCWD, link, AT_STATX_DONT_SYNC, mask, &info);
+    if (pidfd >= 0) {
+        struct pollfd running = { .fd = pidfd, .events = POLLIN };
+        poll(&running, 1, 0);
+        close(pidfd);
+    }
 }
 
 static void close_conn(int ep, struct conn *c) {
@@ -182,7 +210,7 @@ int main(int argc, char **argv) {
                         close(fd);
                         continue;
                     }
-                    if (checks) pinned_exe_checks(cred.pid);
+                    if (checks) identity_checks(fd, cred.pid);
                     c = calloc(1, sizeof *c);
                     c->fd = fd;
                     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };

@@ -1,8 +1,9 @@
 #!/bin/bash
-# What the agent's identity checks cost the kernel, measured on the C floor itself: the plain floor against the same
-# floor with those checks (`floor_server ... checks`: SO_PASSCRED with recvmsg for every message, and for every
-# connection the statx and readlinkat of `exe` under the client's held /proc/PID directory that identify a process
-# the agent has pinned), shape by shape, in alternating order, ROUNDS times; medians printed.
+# What the agent's caller identity costs the kernel, measured on the C floor itself: the plain floor against the same
+# floor with the agent's identity system calls (`floor_server ... checks`: SO_PASSCRED with recvmsg for every message,
+# and for every connection the system calls of `Caller.identify`, which reads every connection's caller in full:
+# the pidfd, /proc/PID/stat, exe, cgroup, root, ns/pid, the replaced-file check), shape by shape, in alternating
+# order, ROUNDS times; medians printed.
 # No agent, keyring or server is involved: this separates the price of the checks (docs/SECURITY.md, defects 4
 # and 5 of issue 21) from the agent's own code in the `scripts/bench` rows.
 #
