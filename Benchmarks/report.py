@@ -345,12 +345,15 @@ def main():
     if reset:
         lifetime = max(mem["load-start"]["lifetime_hwm_kb"], mem.get("end", {}).get("hwm_kb", 0)) / 1024
         w("")
-        w(f"Peak under load is the VmHWM at the end, reset right before the load phases, so it covers the cached-token "
-          f"load, the refreshes, the single flight and the flood; the lifetime peak, including the sign-ins before them, was "
-          f"{fmt(lifetime, ' MB', 1)}.")
-    if "end" in mem:
-        v = mem["end"]["hwm_kb"] / 1024
-        what = "peak RSS under load (the load phases, the flood last) <= 30 MB" if reset else "peak RSS under load (lifetime VmHWM) <= 30 MB"
+        w(f"VmHWM is reset right before the load phases: after the single flight it covers the cached-token load, the "
+          f"refreshes and the 1,000 waiting callers (issue 33's peak guard); at the end also the 5,000 idle connections "
+          f"of the flood. The lifetime peak, including the sign-ins before them, was {fmt(lifetime, ' MB', 1)}.")
+    # Issue 33's guard is the peak after the 1,000 callers of an expired token; the issue-7 flood that follows
+    # (5,000 idle connections) is reported in the table, not held to it.
+    if "after-singleflight" in mem:
+        v = mem["after-singleflight"]["hwm_kb"] / 1024
+        what = ("peak RSS after the 1,000 callers of an expired token (VmHWM since the load phases began) <= 30 MB"
+                if reset else "peak RSS after the 1,000 callers of an expired token (lifetime VmHWM) <= 30 MB")
         targets.append((what, fmt(v, " MB", 1), v <= 30))
     w("")
 
