@@ -96,8 +96,8 @@ extension TokenBroker {
     func storeWarning(_ name: String) async {
         guard let config = accounts[name]?.config else { return }
         let key = SecretKey(config)
-        await acquireRedemption(name)
-        defer { releaseRedemption(name) }
+        await acquireRedemption(key)
+        defer { releaseRedemption(key) }
         guard warningWritable(name), let item = try? await keyring.item(key), warningWritable(name) else { return }
         do throws(AuthError) {
             try await storeRefreshToken(item.secret, for: key)
@@ -110,7 +110,7 @@ extension TokenBroker {
     /// Whether the item may be rewritten for a warning now; if not, the warning is marked as waiting for a write.
     private func warningWritable(_ name: String) -> Bool {
         guard let state = accounts[name] else { return false }
-        guard state.signIn.isPending || state.unsavedRefreshToken != nil else { return true }
+        guard state.signIn.isPending || unsavedRefreshToken(SecretKey(state.config)) != nil else { return true }
         accounts[name]?.lifetime.warningUnsaved = true
         return false
     }

@@ -20,14 +20,17 @@ extension TokenBroker {
     ///   tokens, metadata and ID-token claims and starts again from its refresh token in the keyring;
     /// - a removed account is forgotten in memory only: its refresh token stays in the keyring, so adding the account
     ///   back restores the sign-in.
-    /// A refresh or sign-in already under way for a removed or reset account is not cancelled (cancelling it could
-    /// lose a refresh token the server has just rotated): it completes, and what it stores in the keyring stays, but
-    /// its result no longer reaches the account's state.
+    /// A refresh already under way for a removed or reset account is not cancelled (cancelling it could lose a
+    /// refresh token the server has just rotated): it completes, and what it stores in the keyring stays, but its
+    /// result no longer reaches the account's state (``performRefresh(_:entry:)``); the account's next refresh waits
+    /// for it (the keyring item's turn, TokenBroker+Redemption.swift). A pending sign-in of such an account is
+    /// cancelled: it was asked for under the old settings, and the user signs in again under the new ones.
     @discardableResult
     public func reconfigure(_ configs: [AccountConfig]) -> Reconfiguration {
         var outcome = Reconfiguration()
         let newNames = Set(configs.map(\.name))
         for name in accountOrder where !newNames.contains(name) {
+            accounts[name]?.signIn.pending?.flow.completion.cancel()
             accounts[name] = nil
             providers.forget(name)
             outcome.removed.append(name)
@@ -45,6 +48,7 @@ extension TokenBroker {
             } else {
                 // A new state rather than a cleared one: the in-flight tasks of the old one (see above) must not be
                 // joined by new callers, whose tokens would come from the old settings.
+                accounts[config.name]?.signIn.pending?.flow.completion.cancel()
                 accounts[config.name] = AccountState(config: config, policy: policy, loginLimit: loginLimit)
                 outcome.reset.append(config.name)
             }

@@ -1,26 +1,48 @@
-/// One refresh-token redemption at a time per account. Every entry (the default token and each scope subset or
-/// RFC 8707 resource) has its own single flight, but all redeem the account's one refresh token; taking turns means a
-/// rotated refresh token is in the keyring before its access token is used, and every other entry refreshes with
-/// whatever is stored then.
+/// One refresh-token redemption at a time per keyring item. Every entry of an account (the default token and each
+/// scope subset or RFC 8707 resource) has its own single flight, but all redeem the account's one refresh token;
+/// taking turns means a rotated refresh token is in the keyring before its access token is used, and every other
+/// entry refreshes with whatever is stored then. Whatever else reads the item and writes it back (a sign-in's
+/// result, a sign-out, the warning's date) takes the same turn, so it never crosses a rotation in flight.
+///
+/// The turn and a rotated token the keyring refused belong to the item (``SecretKey``), not to the account's state:
+/// a reload that resets or removes the account keeps both, so a refresh begun before it finishes its turn and the
+/// next one waits for it, and the refused token is still the one redeemed next.
 extension TokenBroker {
-    /// Waits until no other refresh of the account is redeeming its refresh token.
-    func acquireRedemption(_ name: String) async {
-        guard accounts[name]?.redeeming == true else {
-            accounts[name]?.redeeming = true
+    struct CredentialSlot {
+        var redeeming = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
+        var unsaved: Secret?
+    }
+
+    /// Waits until nothing else is redeeming or rewriting the item's refresh token.
+    func acquireRedemption(_ key: SecretKey) async {
+        guard credentials[key]?.redeeming == true else {
+            credentials[key, default: CredentialSlot()].redeeming = true
             return
         }
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            accounts[name]?.redeemWaiters.append(waiter)
+            credentials[key, default: CredentialSlot()].waiters.append(waiter)
         }
     }
 
-    /// Hands the redemption to the next waiter (it stays taken), or frees it.
-    func releaseRedemption(_ name: String) {
-        if let waiters = accounts[name]?.redeemWaiters, !waiters.isEmpty {
-            let next = accounts[name]!.redeemWaiters.removeFirst()
-            next.resume()
+    /// Hands the turn to the next waiter (it stays taken), or frees it.
+    func releaseRedemption(_ key: SecretKey) {
+        guard var slot = credentials[key] else { return }
+        if slot.waiters.isEmpty {
+            slot.redeeming = false
         } else {
-            accounts[name]?.redeeming = false
+            slot.waiters.removeFirst().resume()
         }
+        credentials[key] = slot.redeeming || slot.unsaved != nil ? slot : nil
+    }
+
+    /// The rotated refresh token of `key` that the keyring has not taken yet, if any.
+    func unsavedRefreshToken(_ key: SecretKey) -> Secret? { credentials[key]?.unsaved }
+
+    func setUnsavedRefreshToken(_ key: SecretKey, _ token: Secret?) {
+        guard token != nil || credentials[key] != nil else { return }
+        credentials[key, default: CredentialSlot()].unsaved = token
+        if let slot = credentials[key], !slot.redeeming, slot.unsaved == nil { credentials[key] = nil }
     }
 }

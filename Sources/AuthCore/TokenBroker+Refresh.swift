@@ -7,15 +7,26 @@ import Logging
 extension TokenBroker {
     /// Redeems the refresh token for the default entry or, with `entry`, a scoped one: the work of one entry's single
     /// flight (``refreshOnce(_:_:)``), one redemption per account at a time (TokenBroker+Redemption.swift).
+    ///
+    /// A reload may reset or remove the account while this runs (``reconfigure(_:)``): one that came before the turn
+    /// was taken sends this refresh to the settings now in force; one that comes later lets it finish (the server may
+    /// rotate the refresh token, which is then stored all the same), but its results no longer reach the account's new
+    /// state: the token goes to the callers that asked before the reload, and nowhere else.
     func performRefresh(_ name: String, entry: TokenCacheKey = .default) async throws(AuthError) -> CachedToken {
-        let config = try state(name).config
+        let begun = try state(name)
+        let config = begun.config
         let key = SecretKey(config)
-        await acquireRedemption(name)
-        defer { releaseRedemption(name) }
+        await acquireRedemption(key)
+        guard accounts[name]?.epoch == begun.epoch else {
+            releaseRedemption(key)
+            return try await refreshOnce(name, entry)
+        }
+        defer { releaseRedemption(key) }
+        let ours = { self.accounts[name]?.epoch == begun.epoch }
         do throws(AuthError) {
             // The stored form: the refresh token with its DPoP key, if the sign-in has one (StoredCredential).
             let stored: Secret
-            if let unsaved = accounts[name]?.unsavedRefreshToken {
+            if let unsaved = unsavedRefreshToken(key) {
                 stored = unsaved
             } else if let loaded = try await loadRefreshToken(key) {
                 stored = loaded
@@ -23,15 +34,15 @@ extension TokenBroker {
                 throw AuthError.loginRequired(name)
             }
             let credential = try StoredCredential(stored: stored)
-            accounts[name]?.proofKey = credential.proofKey
+            if ours() { accounts[name]?.proofKey = credential.proofKey }
             guard let refreshToken = credential.refreshToken else {
                 // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
                 guard case .longLivedAccessToken(let access) = credential.token else { throw AuthError.loginRequired(name) }
                 var tokens = TokenSet(accessToken: access, lifetime: .seconds(TokenResponseParser.maximumLifetime),
                                       receivedAt: time.now())
                 tokens.nonExpiring = true
-                await storeMovedDeadline(name, credential: stored, key: key)
-                return cacheTokens(name, entry, tokens)
+                if ours() { await storeMovedDeadline(name, credential: stored, key: key) }
+                return cacheTokens(name, entry, tokens, keep: ours())
             }
             let metadata = try await metadata(for: name)
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
@@ -47,36 +58,37 @@ extension TokenBroker {
                 try await forgetDeadRefreshToken(name, key: key, sent: stored)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
-            noteRefresh(name, tokens)
+            if ours() { noteRefresh(name, tokens) }
             // Rotation: the new refresh token (with the sign-in's key) is saved before the old one is forgotten or any
             // access token is used.
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 let next = StoredCredential.refreshToken(rotated, proofKey: credential.proofKey).stored
-                accounts[name]?.unsavedRefreshToken = next
+                setUnsavedRefreshToken(key, next)
                 try await storeRefreshToken(next, for: key)
-                accounts[name]?.unsavedRefreshToken = nil
-            } else if accounts[name]?.unsavedRefreshToken != nil {
+                setUnsavedRefreshToken(key, nil)
+            } else if unsavedRefreshToken(key) != nil {
                 try await storeRefreshToken(stored, for: key)
-                accounts[name]?.unsavedRefreshToken = nil
-            } else {
+                setUnsavedRefreshToken(key, nil)
+            } else if ours() {
                 await storeMovedDeadline(name, credential: stored, key: key)
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
             if let idToken = tokens.idToken {
                 if let claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
-                                                          original: accounts[name]?.idClaims) {
-                    accounts[name]?.idClaims = claims
+                                                          original: ours() ? accounts[name]?.idClaims : nil) {
+                    if ours() { accounts[name]?.idClaims = claims }
                 } else {
                     tokens.idToken = nil
                 }
             }
-            if entry.isDefault, tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
-            let cached = cacheTokens(name, entry, tokens)
+            if entry.isDefault, tokens.idToken == nil, ours() { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
+            let cached = cacheTokens(name, entry, tokens, keep: ours())
             logger.info("refreshed access token", metadata: ["account": "\(name)", "entry": "\(entry)",
                                                              "expires_in_s": "\(tokens.lifetime.components.seconds)"])
             return cached
         } catch {
+            guard ours() else { throw error }
             if error.code == .loginRequired { publish(.signInRequired(name)) }
             if let delay = accounts[name]?.refresh.failed(error, entry: entry, now: time.now(), wallClock: time.wallClock(),
                                                            jitter: random()) {
@@ -100,7 +112,7 @@ extension TokenBroker {
     private func forgetDeadRefreshToken(_ name: String, key: SecretKey, sent: Secret) async throws(AuthError) {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
-        if accounts[name]?.unsavedRefreshToken == sent { accounts[name]?.unsavedRefreshToken = nil }
+        if unsavedRefreshToken(key) == sent { setUnsavedRefreshToken(key, nil) }
         if let current = try await keyring.item(key), current.secret == sent {
             try await deleteRefreshToken(key)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])

@@ -155,9 +155,13 @@ extension TokenBroker {
     }
 
     /// The end of every sign-in (redirect or device): verifies an ID token if there is one, stores the refresh token
-    /// in the keyring and caches the rest.
+    /// in the keyring and caches the rest. The store and the cache take the item's turn (TokenBroker+Redemption.swift):
+    /// a refresh under way finishes first, so its rotated token cannot overwrite the new sign-in's. A sign-in that a
+    /// reload cancelled (its account's token settings changed, ``reconfigure(_:)``) ends here, before it stores
+    /// anything under the new settings' key.
     func signedIn(_ name: String, tokens: TokenSet, metadata: ProviderMetadata,
                   nonce: Secret?, proofKey: DPoPKey?) async throws(AuthError) -> LoginOutcome {
+        guard !Task.isCancelled else { throw AuthError(.loginCancelled, "the sign-in was cancelled") }
         let config = try state(name).config
         var tokens = tokens
         var claims: IDTokenClaims?
@@ -165,6 +169,9 @@ extension TokenBroker {
             claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nonce, original: nil)
             if claims == nil { tokens.idToken = nil }
         }
+        let key = SecretKey(config)
+        await acquireRedemption(key)
+        defer { releaseRedemption(key) }
         let now = time.wallClock()
         let lifetimeBefore = accounts[name]?.lifetime
         // A warning due at once is in the item written below (issue 35), and given only once it is.
@@ -174,12 +181,12 @@ extension TokenBroker {
             if let refresh = tokens.refreshToken {
                 // The new sign-in's key goes into the same secret as its refresh token: one write.
                 stored = try await storeRefreshToken(StoredCredential.refreshToken(refresh, proofKey: proofKey).stored,
-                                                     for: SecretKey(config), holdIfLocked: true)
-                accounts[name]?.unsavedRefreshToken = nil
+                                                     for: key, holdIfLocked: true)
+                setUnsavedRefreshToken(key, nil)
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
                 stored = try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored,
-                                                     for: SecretKey(config), holdIfLocked: true)
+                                                     for: key, holdIfLocked: true)
             } else {
                 logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                                metadata: ["account": "\(name)"])

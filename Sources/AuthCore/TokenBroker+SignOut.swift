@@ -4,17 +4,23 @@ import Logging
 extension TokenBroker {
     /// Revokes the refresh token (RFC 7009) when the server has an endpoint, then always deletes it locally and
     /// drops cached access tokens. Revocation failure is reported, not fatal.
+    ///
+    /// A refresh under way is let finish first (the item's turn, TokenBroker+Redemption.swift): the server may be
+    /// rotating the refresh token, and the token revoked and deleted is then the one it issued, not one it has already
+    /// replaced, whose successor would otherwise be stored, and its access token cached, after the sign-out.
     public func logout(account name: String) async throws(AuthError) -> LogoutOutcome {
         let config = try state(name).config
         accounts[name]?.signIn.pending?.flow.completion.cancel()
+        let key = SecretKey(config)
+        await acquireRedemption(key)
+        defer { releaseRedemption(key) }
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
         accounts[name]?.idClaims = nil
         accounts[name]?.proofKey = nil
         accounts[name]?.dpopRefused = false
-        let key = SecretKey(config)
-        let unsaved = accounts[name]?.unsavedRefreshToken
-        accounts[name]?.unsavedRefreshToken = nil
+        let unsaved = unsavedRefreshToken(key)
+        setUnsavedRefreshToken(key, nil)
         let stored = try await loadRefreshToken(key)
         var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
         // An item whose key cannot be read is deleted without a revocation (its token's text is not known apart).

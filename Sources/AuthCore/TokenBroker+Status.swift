@@ -10,8 +10,9 @@ extension TokenBroker {
         var list: [AccountStatus] = []
         for name in accountOrder {
             guard let state = accounts[name] else { continue }
-            var hasRefresh = keyring.stored.map { $0.contains(SecretKey(state.config)) }
-            if state.unsavedRefreshToken != nil { hasRefresh = true }
+            let key = SecretKey(state.config)
+            var hasRefresh = keyring.stored.map { $0.contains(key) }
+            if unsavedRefreshToken(key) != nil { hasRefresh = true }
             let now = time.now()
             let cache = state.cache
             // A non-expiring token (TokenSet.nonExpiring) shows no expiry rather than one the agent made up.
@@ -26,8 +27,8 @@ extension TokenBroker {
                 loginPending: state.signIn.isPending, gitHosts: state.config.gitHosts,
                 scopedTokens: scopedStatus(state), signInValidUntil: state.lifetime.watch.validUntil,
                 signInEnded: state.lifetime.watch.hasEnded(at: time.wallClock()),
-                keptInMemory: keyring.held[SecretKey(state.config)] != nil,
-                keyringMoveError: keyring.held[SecretKey(state.config)]?.moveError,
+                keptInMemory: keyring.held[key] != nil,
+                keyringMoveError: keyring.held[key]?.moveError,
                 dpop: state.proofKey == nil ? (state.dpopRefused ? "refused" : nil)
                     : (cache?.tokens.tokenType == "Bearer" ? "refresh_token" : "access_token")))
         }

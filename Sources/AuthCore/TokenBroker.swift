@@ -17,14 +17,9 @@ public actor TokenBroker {
         var refreshes: [TokenCacheKey: Task<CachedToken, Error>] = [:]
         /// The account's refresh rules and failures: backoff, last error (``RefreshMachine``).
         var refresh: RefreshMachine
-        /// One refresh-token redemption at a time per account, so a rotated token is stored before the next use.
-        var redeeming = false
-        var redeemWaiters: [CheckedContinuation<Void, Never>] = []
         /// The account's sign-in: pending, joined, ended, rate-limited (TokenBroker+SignIn.swift).
         var signIn: SignInCoordinator<SignInFlow>
         var lastRefresh: Date?
-        /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
-        var unsavedRefreshToken: Secret?
         /// When a caller last asked for a token: only recently used accounts are refreshed proactively.
         var lastUsed: ContinuousClock.Instant?
         /// The claims of the last verified ID token: a refreshed one must name the same iss/sub/aud/azp.
@@ -35,6 +30,9 @@ public actor TokenBroker {
         var dpopRefused = false
         /// When the sign-in ends (TokenBroker+Lifetime.swift).
         var lifetime = LifetimeRecord()
+        /// This state's identity: a reload that resets or removes the account replaces the state, and work begun for
+        /// the old one (a refresh or sign-in under the old settings) no longer writes into the new one.
+        let epoch = UUID()
 
         init(config: AccountConfig, policy: RefreshPolicy, loginLimit: LoginRateLimit) {
             self.config = config
@@ -70,6 +68,10 @@ public actor TokenBroker {
     let providers: ProviderDirectory
     var accounts: [String: AccountState]
     var accountOrder: [String]
+    /// What belongs to a keyring item (``SecretKey``) rather than to the settings of the account using it: the turn
+    /// to redeem its refresh token and a rotated one the keyring refused (TokenBroker+Redemption.swift). Kept across
+    /// a reload that resets or removes the account, whose work under way still holds the turn.
+    var credentials: [SecretKey: CredentialSlot] = [:]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
     let eventHub = BrokerEventHub()
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
@@ -220,19 +222,28 @@ public actor TokenBroker {
     // MARK: Shutdown
 
     /// Cancels pending sign-ins and waits (up to `timeout`) for running refreshes, so a rotated refresh token that
-    /// the server already issued is in the keyring before the process exits.
+    /// the server already issued is in the keyring before the process exits; also for every keyring item's turn
+    /// that is taken (TokenBroker+Redemption.swift): a refresh of an account a reload reset or removed, a sign-in's
+    /// or sign-out's write.
     public func drain(timeout: Duration = .seconds(10)) async {
         let refreshes = accounts.values.flatMap { $0.refreshes.values }
+        let busy = credentials.filter { $0.value.redeeming }.map(\.key)
         for state in accounts.values { state.signIn.pending?.flow.completion.cancel() }
         // Said as it happens, so whoever reads the journal after a restart knows why the account is signed out.
         for name in await accountsInMemory {
             logger.warning("stopping: the sign-in kept in memory only is lost", metadata: ["account": "\(name)"])
         }
-        guard !refreshes.isEmpty else { return }
-        logger.info("waiting for refreshes in flight", metadata: ["count": "\(refreshes.count)"])
+        guard !refreshes.isEmpty || !busy.isEmpty else { return }
+        logger.info("waiting for refreshes in flight", metadata: ["count": "\(max(refreshes.count, busy.count))"])
         let time = self.time
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { for task in refreshes { _ = try? await task.value } }
+            group.addTask {
+                for task in refreshes { _ = try? await task.value }
+                for key in busy {
+                    await self.acquireRedemption(key)
+                    await self.releaseRedemption(key)
+                }
+            }
             group.addTask { try? await time.sleep(for: timeout) }
             await group.next()
             group.cancelAll()
@@ -325,10 +336,13 @@ public actor TokenBroker {
 
     /// Caches newly issued tokens for an entry (without the refresh token, which lives only in the keyring), with
     /// their own jitter of the early-refresh moment, and marks the account healthy. Shared by sign-in and refresh.
-    func cacheTokens(_ name: String, _ key: TokenCacheKey, _ tokens: TokenSet) -> CachedToken {
+    /// The tokens as served from the cache; kept in the account's cache unless `keep` is false (a refresh whose
+    /// account a reload reset: its callers get the token, the new state does not).
+    func cacheTokens(_ name: String, _ key: TokenCacheKey, _ tokens: TokenSet, keep: Bool = true) -> CachedToken {
         var tokens = tokens
         tokens.refreshToken = nil
         let cached = CachedToken(tokens: tokens, jitter: random())
+        guard keep else { return cached }
         accounts[name]?.setCached(key, cached)
         if key.isDefault { accounts[name]?.lastRefresh = time.wallClock() }
         accounts[name]?.refresh.clearFailures()

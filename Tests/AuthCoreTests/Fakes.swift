@@ -18,6 +18,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
     var tokenDelay: Duration = .zero
     /// Holds token requests until the test opens it (no sleeping).
     var tokenGate: TokenGate?
+    /// With a value, ``tokenGate`` holds only the token requests of that `grant_type` (e.g. `refresh_token`).
+    var tokenGateGrant: String?
     /// Thrown by the next token requests, in order, before any scripted reply (e.g. `server_unreachable`).
     var tokenFailures: [AuthError] = []
 
@@ -48,7 +50,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
         if url.path.hasSuffix("par") {
             return lock.withLock { parReplies.isEmpty ? HTTPReply(status: 404, body: []) : parReplies.removeFirst() }
         }
-        if let gate = lock.withLock({ tokenGate }) { await gate.pass() }
+        let grant = fields.first { $0.0 == "grant_type" }?.1
+        if let gate = lock.withLock({ tokenGateGrant.map { $0 == grant } ?? true ? tokenGate : nil }) { await gate.pass() }
         if let failure = lock.withLock({ tokenFailures.isEmpty ? nil : tokenFailures.removeFirst() }) { throw failure }
         return lock.withLock {
             guard !tokenReplies.isEmpty else { return HTTPReply(status: 500, body: Array("no scripted reply".utf8)) }
