@@ -183,6 +183,37 @@ def test_status_text_and_json(signed_in_agent, auth_server):
     assert "token\":" not in json.dumps(status).replace("access_token_expires", "")
 
 
+def test_logout_during_a_rotating_refresh_revokes_the_token_the_server_rotated_to(
+        make_agent, keyring, auth_server, fault_proxy):
+    """A refresh is under way (the server has rotated the refresh token; its answer is on the way) when the user
+    signs out: the sign-out waits for it, so the rotated token is the one revoked and deleted, and nothing of the
+    sign-in is left, rather than the old token revoked and the new one stored a moment after the "signed out"."""
+    agent = proxied_agent(make_agent, fault_proxy)
+    agent.login("work")
+    old_rt = keyring.secret_tool_lookup("work", auth_server.issuer)
+    agent.remember(old_rt)
+    fault_proxy.set("hold_response")
+    refresh = agent.authctl_popen("token", "work", "--refresh")
+    assert fault_proxy.reached.wait(20), "the refresh never reached the token endpoint"
+    logout = agent.authctl_popen("logout", "work")
+    wait_for(lambda: re.search(r"operation=logout .*\] request$", agent.log(), re.M) is not None, 20,
+             "the agent to take the logout request")
+    fault_proxy.set("pass")
+    fault_proxy.release.set()
+    out, err = refresh.communicate(timeout=30)
+    assert refresh.returncode == 0, (refresh.returncode, err)
+    rotated_access = out.strip()
+    agent.remember(rotated_access)
+    out, err = logout.communicate(timeout=30)
+    assert logout.returncode == 0, (logout.returncode, err)
+    assert keyring.secret_tool_count("work") == 0, "a refresh token is left in the keyring after the sign-out"
+    assert auth_server.introspect(rotated_access)["active"] is False, \
+        "the access token of the rotated refresh token still works: the rotated one was not revoked"
+    assert auth_server.refresh_token_works(old_rt) is False
+    token = agent.authctl("token", "work")
+    assert token.returncode == 4, (token.returncode, token.stderr)
+
+
 def test_logout_revokes_and_forgets(signed_in_agent, keyring, auth_server):
     agent = signed_in_agent
     access = agent.token("work")
