@@ -2,9 +2,14 @@
 /// reply `authctl` reads (``ReplyReader``, through ``MiniJSONDecoder``), plus the string quoting of authctl's request
 /// writer (``WireRequest/line``). Codable's JSON paths cost more at `authctl` start-up (run-time generic metadata
 /// and protocol conformance scans) than the whole socket round trip. Reading is all-or-nothing: anything unusual (invalid UTF-8, control characters in
-/// strings, non-integer numbers, duplicate keys, nesting over 16, trailing bytes) gives nil. The protocol has no
-/// fractional numbers, so none is read.
+/// strings, non-integer numbers, duplicate keys, an object of more than ``maxMembers`` members, nesting over 16,
+/// trailing bytes) gives nil. The protocol has no fractional numbers, so none is read.
 enum MiniJSON: Equatable {
+    /// No object of the protocol has more than about 30 members. The cap bounds the duplicate-key check, a scan of
+    /// the members read so far: a 64 KiB line of thousands of distinct keys would otherwise cost the accept loop,
+    /// which reads every request, tens of millions of comparisons.
+    static let maxMembers = 128
+
     case object([(key: String, value: MiniJSON)])
     case array([MiniJSON])
     case string(String)
@@ -120,7 +125,7 @@ enum MiniJSON: Equatable {
             while true {
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = string() else { return nil }
-                guard !members.contains(where: { $0.key == key }) else { return nil }
+                guard members.count < MiniJSON.maxMembers, !members.contains(where: { $0.key == key }) else { return nil }
                 skipSpace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
                 index += 1

@@ -6,7 +6,8 @@ extension WireRequest {
     }
 
     /// Parses one request line (without its newline) with the protocol's one strict JSON reader (``MiniJSON``: UTF-8
-    /// only, integers without fraction or exponent, no duplicate members, nothing after the object). Malformed
+    /// only, integers without fraction or exponent, no duplicate members, at most ``MiniJSON/maxMembers`` members
+    /// in an object, nothing after the object). Malformed
     /// JSON, a missing or unknown version, unknown operations and members of the wrong type become errors that
     /// still carry the request's `id` when it could be read; unknown members are ignored, and `null` reads as
     /// absent. Pure, so it is fuzzed on its own both inside XCTest (Tests/FuzzTests) and under libFuzzer

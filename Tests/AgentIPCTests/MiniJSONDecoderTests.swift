@@ -112,4 +112,20 @@ final class MiniJSONDecoderTests: XCTestCase {
             XCTAssertTrue(String(describing: error).contains("expires_in"), "\(error)")
         }
     }
+
+    /// The strict reader takes an object of up to ``MiniJSON/maxMembers`` members and refuses a larger one, which
+    /// bounds its duplicate-key check (a line of thousands of distinct keys is read on the agent's accept loop).
+    func testObjectsHaveAMemberCap() throws {
+        func object(_ count: Int) -> [UInt8] {
+            Array(("{" + (0..<count).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + "}").utf8)
+        }
+        let largest = try XCTUnwrap(MiniJSON.parse(object(MiniJSON.maxMembers)))
+        XCTAssertEqual(largest["k\(MiniJSON.maxMembers - 1)"], .integer(MiniJSON.maxMembers - 1))
+        XCTAssertNil(MiniJSON.parse(object(MiniJSON.maxMembers + 1)))
+        guard case .invalid(nil, let error) = WireRequest.decode(line: Array(#"{"v":1,"id":1,"op":"ping","#.utf8)
+                                                                      + object(9_000).dropFirst()) else {
+            return XCTFail("a request line of 9,000 members is read")
+        }
+        XCTAssertEqual(error.code, "bad_request")
+    }
 }
