@@ -45,7 +45,7 @@ struct Audit: ParsableCommand {
         }
         if json { return printJSON(result) }
         guard !result.entries.isEmpty else { return print("No audit records\(account.map { " for '\($0)'" } ?? "") yet.") }
-        print(Formatter.table([AuditFormat.header] + result.entries.map(AuditFormat.row)))
+        print(TerminalText.safe(Formatter.table([AuditFormat.header] + result.entries.map(AuditFormat.row))))
     }
 }
 
@@ -60,9 +60,9 @@ struct Pending: ParsableCommand {
         let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .pending), as: PendingResult.self) }
         if json { return printJSON(result) }
         guard !result.requests.isEmpty else { return print("No requests are waiting for your permission.") }
-        print(Formatter.table([["ID", "ACCOUNT", "CALLER", "EXPIRES"]] + result.requests.map {
+        print(TerminalText.safe(Formatter.table([["ID", "ACCOUNT", "CALLER", "EXPIRES"]] + result.requests.map {
             [String($0.id), $0.account, AuditFormat.who($0.caller), "in \(Formatter.duration($0.expiresIn))"]
-        }))
+        })))
         print("\nAnswer with `authctl approve ID` or `authctl deny ID`; the answer is remembered until `authctl forget`.")
     }
 }
@@ -96,7 +96,7 @@ private func answer(global: GlobalOptions, id: Int, allow: Bool, json: Bool) thr
         try client.call(WireRequest(op: allow ? .approve : .deny, request: id), as: ConsentResult.self)
     }
     if json { return printJSON(result) }
-    print("\(result.allowed ? "Allowed" : "Denied") \(result.client) for '\(result.account)' (remembered; `authctl forget` undoes it).")
+    print(TerminalText.safe("\(result.allowed ? "Allowed" : "Denied") \(result.client) for '\(result.account)' (remembered; `authctl forget` undoes it)."))
 }
 
 /// `authctl forget`: drop remembered Allow/Deny decisions.
@@ -117,7 +117,7 @@ struct Forget: ParsableCommand {
         if json { return printJSON(result) }
         guard !result.forgotten.isEmpty else { return print("No remembered decisions matched.") }
         for decision in result.forgotten {
-            print("Forgot: \(decision.allowed ? "allow" : "deny") \(decision.client) for '\(decision.account)'.")
+            print(TerminalText.safe("Forgot: \(decision.allowed ? "allow" : "deny") \(decision.client) for '\(decision.account)'."))
         }
     }
 }

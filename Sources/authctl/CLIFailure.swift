@@ -106,8 +106,15 @@ struct CLIFailure: Error {
     }
 }
 
-/// Writes to stderr without Foundation's FileHandle (authctl uses FoundationEssentials only, to start fast).
+/// Writes to stderr without Foundation's FileHandle (authctl uses FoundationEssentials only, to start fast). What
+/// it writes carries messages, URLs and program paths from elsewhere: control characters are made visible
+/// (``TerminalText``), so none of them reaches the terminal as an escape sequence.
 func writeStderr(_ text: String) {
+    writeStderrRaw(TerminalText.safe(text))
+}
+
+/// ``writeStderr(_:)`` for authctl's own control characters only (the countdown's carriage return).
+func writeStderrRaw(_ text: String) {
     var bytes = Array(text.utf8)
     var offset = 0
     while offset < bytes.count {

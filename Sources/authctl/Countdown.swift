@@ -48,11 +48,11 @@ final class Countdown: @unchecked Sendable {
         while true {
             let left = max(0, Int((deadline - .now).components.seconds))
             let line = "\(message)... \(Formatter.duration(left)) left (Ctrl-C cancels)"
-            writeStderr("\r" + line + String(repeating: " ", count: max(0, lastWidth - line.count)))
+            writeStderrRaw("\r" + line + String(repeating: " ", count: max(0, lastWidth - line.count)))
             lastWidth = line.count
             var poller = pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)
             if poll(&poller, 1, 1000) > 0 { break }
         }
-        writeStderr("\r" + String(repeating: " ", count: lastWidth) + "\r")
+        writeStderrRaw("\r" + String(repeating: " ", count: lastWidth) + "\r")
     }
 }

@@ -110,7 +110,7 @@ enum Formatter {
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
             if let access = account.access { rows.append(["tokens for:", access.summary]) }
             if let error = account.lastError {
-                rows.append(["last error:", paint("\(error.code): \(error.message) (\(relative(error.at, now: now)))", "31")])
+                rows.append(["last error:", paint("\(error.code): \(TerminalText.safe(error.message)) (\(relative(error.at, now: now)))", "31")])
             }
             lines.append(table(rows))
         }
@@ -169,9 +169,9 @@ extension Formatter {
         var lines: [String] = []
         for check in report.checks {
             let name = label(check)
-            lines.append("\(paint(check.status))  \(name)\(String(repeating: " ", count: width - name.count))  \(check.message)")
+            lines.append("\(paint(check.status))  \(name)\(String(repeating: " ", count: width - name.count))  \(TerminalText.safe(check.message))")
             if let hint = check.hint, check.status != .ok {
-                lines.append("      \(String(repeating: " ", count: width))  hint: \(hint)")
+                lines.append("      \(String(repeating: " ", count: width))  hint: \(TerminalText.safe(hint))")
             }
         }
         lines.append("")

@@ -139,8 +139,7 @@ final class SocketRequestFuzzTests: XCTestCase {
     /// The strict reader must decide exactly as Codable does (a probe of `v`/`id`/`op`, then the whole
     /// `WireRequest`, both with `JSONDecoder`), kept here as the oracle, on every line that is JSON the strict reader
     /// reads; anything else (fractions, exponents, duplicate members, objects over 128 members, numbers beyond Int,
-    /// invalid UTF-8, trailing
-    /// bytes) is refused as not a request.
+    /// invalid UTF-8, trailing bytes) is refused as not a request.
     static func compareWithTwoPassDecoder(_ line: [UInt8]) -> String? {
         struct Probe: Decodable { var v: Int?; var id: Int?; var op: String? }
         let expected: (request: WireRequest?, id: Int?, code: String?)

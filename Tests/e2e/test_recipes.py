@@ -62,6 +62,12 @@ def test_one_git_helper_line_serves_several_hosts_through_git_hosts(make_agent, 
         missing = run_git(agent, *common, "ls-remote", f"{unlisted.base}/repo.git")
         assert missing.returncode != 0
         assert f"authctl: no account lists {host(unlisted)}/repo.git in its git_hosts" in missing.stderr
+        # git decodes the URL's path before it asks the helper: an escape sequence in a repository URL (a submodule,
+        # a link someone sent) reaches the helper's message, and must not reach the terminal as one.
+        hostile = run_git(agent, *common, "ls-remote", f"{unlisted.base}/%1b%5d0;owned%07/repo.git")
+        assert hostile.returncode != 0
+        assert "\x1b" not in hostile.stderr and "\x07" not in hostile.stderr, repr(hostile.stderr)
+        assert f"no account lists {host(unlisted)}/\\u{{1B}}]0;owned\\u{{7}}/repo.git" in hostile.stderr, hostile.stderr
         assert not unlisted.authorizations(), "no token goes to a host no account lists"
         tokens = {name: agent.token(name) for name in ("work", "personal")}
         assert parse_basic(first.authorizations()[-1])[1] == tokens["work"]
