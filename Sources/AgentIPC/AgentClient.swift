@@ -6,7 +6,9 @@ import Glibc
 public final class AgentClient {
     public let path: String
     /// How long one call may wait for its final reply line, counted from when it was sent; nil: no limit (a call
-    /// that waits for a person, such as a sign-in).
+    /// that waits for a person, such as a sign-in). An event that says the agent now waits for a person for up to
+    /// `timeout_s` (a consent question, a sign-in) moves the limit to that wait plus this much again, so a person's
+    /// time allowed by the agent's configuration (`consent_timeout` up to 600 s) is never cut short here.
     public var replyTimeout: Duration?
     private let fd: Int32
     private var buffer: [UInt8] = []
@@ -67,9 +69,19 @@ public final class AgentClient {
         request.id = id
         startCall()
         try writeAll(Array((request.line + "\n").utf8))
-        while true {
-            if let result = try ReplyReader.read(try readLine(), as: R.self, request: id, onEvent: onEvent) { return result }
+        let heard = { (event: WireEvent) in
+            self.allowForPerson(event)
+            onEvent(event)
         }
+        while true {
+            if let result = try ReplyReader.read(try readLine(), as: R.self, request: id, onEvent: heard) { return result }
+        }
+    }
+
+    /// The agent waits for a person for up to `timeout_s`: the reply may come that much later, plus the call's own limit.
+    private func allowForPerson(_ event: WireEvent) {
+        guard let seconds = event.timeoutSeconds, seconds > 0, let limit = replyTimeout, let current = deadline else { return }
+        deadline = max(current, ContinuousClock.now + .seconds(seconds) + limit)
     }
 
     private func writeAll(_ bytes: [UInt8]) throws(ClientError) {

@@ -77,7 +77,10 @@ struct KubeCredentialCommand: ParsableCommand {
                             forceRefresh: Bool) throws(CLIFailure) -> KubeCredential.Outcome {
         let request = WireRequest(op: .token, account: options.account, minValid: options.minValid,
                                   forceRefresh: forceRefresh, idToken: kind == .idToken)
-        let result = try CLIFailure.wrap { () throws(ClientError) in try client.call(request, as: TokenResult.self) }
+        // A first-use question (confirm = "first-use") is said on stderr, which kubectl shows: what to run to answer it.
+        let result = try CLIFailure.wrap { () throws(ClientError) in
+            try client.call(request, as: TokenResult.self) { Terminal.announce($0, account: options.account) }
+        }
         return KubeCredential.decide(kind: kind, token: result, now: Int(Date().timeIntervalSince1970),
                                      minValid: options.minValid)
     }

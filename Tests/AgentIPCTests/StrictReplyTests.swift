@@ -13,7 +13,8 @@ final class CannedAgent {
     private let directory: String
     private let listener: Int32
 
-    init(_ lines: [[UInt8]]) throws {
+    /// `pauseBeforeLast`: the last line is sent that long after the others (a person answering a question).
+    init(_ lines: [[UInt8]], pauseBeforeLast: Duration = .zero) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("canned-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         path = directory + "/agent.sock"
@@ -30,7 +31,11 @@ final class CannedAgent {
             defer { close(connection) }
             var byte: UInt8 = 0
             while recv(connection, &byte, 1, 0) == 1, byte != 0x0A {}
-            for line in lines {
+            for (index, line) in lines.enumerated() {
+                if index == lines.count - 1, pauseBeforeLast > .zero {
+                    Thread.sleep(forTimeInterval: Double(pauseBeforeLast.components.seconds)
+                                 + Double(pauseBeforeLast.components.attoseconds) / 1e18)
+                }
                 let bytes = line + [0x0A]
                 _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             }
@@ -178,3 +183,29 @@ final class StrictReplyTests: XCTestCase {
         }
     }
 }
+
+/// The reply limit of a call and a person's time: a question the agent asks a person (`consent_required`, with its
+/// `timeout_s`) moves the limit to that wait plus the call's own, so an answer given within the agent's
+/// `consent_timeout` is never cut off by authctl's shorter network limit.
+final class ReplyLimitTests: XCTestCase {
+    func testAQuestionToAPersonExtendsTheCallsLimitByItsOwnTime() throws {
+        let event = #"{"v":1,"id":1,"event":{"type":"consent_required","request":3,"client":"/usr/bin/git","timeout_s":30}}"#
+        let result = #"{"v":1,"id":1,"result":{"agent_version":"1.2","protocol":1}}"#
+        let agent = try CannedAgent([Array(event.utf8), Array(result.utf8)], pauseBeforeLast: .milliseconds(1500))
+        var heard: [WireEvent] = []
+        let ping = try AgentClient(path: agent.path, replyTimeout: .seconds(1))
+            .call(WireRequest(op: .ping), as: PingResult.self) { heard.append($0) }
+        XCTAssertEqual(ping.agentVersion, "1.2", "answered after the call's own 1 s, within the question's 30 s")
+        XCTAssertEqual(heard.map(\.type), ["consent_required"])
+    }
+
+    func testWithoutAQuestionTheLimitHolds() throws {
+        let result = #"{"v":1,"id":1,"result":{"agent_version":"1.2","protocol":1}}"#
+        let agent = try CannedAgent([Array(result.utf8)], pauseBeforeLast: .milliseconds(1500))
+        XCTAssertThrowsError(try AgentClient(path: agent.path, replyTimeout: .seconds(1))
+            .call(WireRequest(op: .ping), as: PingResult.self)) { error in
+            guard case ClientError.timeout = error else { return XCTFail("\(error)") }
+        }
+    }
+}
+

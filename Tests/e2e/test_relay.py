@@ -260,6 +260,32 @@ def test_first_use_asks_about_the_program_behind_authctl(make_agent, keyring, au
         waiting.communicate(timeout=30)
 
 
+@pytest.mark.parametrize("verb", ["git-credential", "kube-credential"])
+def test_a_credential_helper_says_how_to_answer_a_first_use_question(make_agent, keyring, auth_server, verb):
+    """git and kubectl show a helper's stderr: while the agent asks about a first use, the helper says what to run,
+    rather than seeming to hang until the question times out."""
+    agent = listed_agent(make_agent, keyring, auth_server, "work", [], confirm="first-use")
+    if verb == "git-credential":
+        args, request = ["git-credential", "--account", "work", "get"], "protocol=https\nhost=git.example\n\n"
+    else:
+        args, request = ["kube-credential", "work"], ""
+    waiting = subprocess.Popen([str(agent.bins / "authctl"), *args], env=agent.env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting.stdin.write(request)
+        waiting.stdin.close()
+        from conftest import read_until
+        prompt = read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert f"authctl approve {pending['id']}" in prompt, prompt
+        assert waiting.poll() is None, "the helper gave up before the question was answered"
+    finally:
+        waiting.kill()
+        waiting.wait(timeout=30)
+        waiting.stdout.close()
+        waiting.stderr.close()
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # mbsync (PassCmd), neomutt (its oauth refresh commands) and aerc (its cred-cmds), against the real Dovecot: each
 # runs the recipe's `authctl token gmail` with `sh -c`
