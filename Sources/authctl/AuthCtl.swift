@@ -36,6 +36,7 @@ struct AuthCtl: ParsableCommand {
         do {
             var command = try parseAsRoot()
             try command.run()
+            CLIFailure.flushOutput()
         } catch let error as CLIFailure {
             error.report()
         } catch {

@@ -100,6 +100,14 @@ struct CLIFailure: Error {
         Glibc.exit(self.exit)
     }
 
+    /// stdout is buffered, so a write that failed (a full disk, `>/dev/full`) shows only when it is flushed: a token or
+    /// credential that did not reach its reader is a failure (exit 1), not a success. (Every stream is flushed:
+    /// Swift 6 does not let `stdout` itself be named.)
+    static func flushOutput() {
+        guard fflush(nil) != 0 else { return }
+        CLIFailure(message: "cannot write the output: \(String(cString: strerror(errno)))", exit: ExitStatus.failure).report()
+    }
+
     /// Runs a client call, turning its typed error into a reportable failure.
     static func wrap<T>(_ body: () throws(ClientError) -> T) throws(CLIFailure) -> T {
         do { return try body() } catch { throw CLIFailure(error) }

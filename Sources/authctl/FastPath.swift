@@ -38,6 +38,7 @@ enum FastPath {
         } catch {
             error.report()
         }
+        CLIFailure.flushOutput()
         exit(ExitStatus.ok)
     }
 

@@ -342,6 +342,21 @@ def test_colour_only_on_a_terminal_and_never_with_no_color_or_dumb_terminals(sig
         assert ESC not in piped.stdout + piped.stderr
 
 
+@pytest.mark.parametrize("fast_path", ["require", "off"])
+def test_output_that_cannot_be_written_is_a_failure(signed_in_agent, fast_path):
+    """A token that never reached its reader (a full disk; here /dev/full) is exit 1 with a message, not exit 0, on
+    both parsers' paths."""
+    agent = signed_in_agent
+    for args in (["token", "work"], ["status"]):
+        if args[0] != "token" and fast_path == "require":
+            continue
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([str(agent.bins / "authctl"), *args], env=dict(agent.env, AUTHCTL_FAST_PATH=fast_path),
+                                    stdin=subprocess.DEVNULL, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert result.returncode == 1, (args, result.returncode, result.stderr)
+        assert "authctl: cannot write the output: No space left on device" in result.stderr, result.stderr
+
+
 def test_status_output_human_and_json(signed_in_agent, auth_server):
     human = signed_in_agent.authctl("status")
     assert human.returncode == 0 and human.stderr == ""
