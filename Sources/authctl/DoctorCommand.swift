@@ -31,6 +31,22 @@ struct DoctorCommand: ParsableCommand {
     @Option(help: "The config file to check (default: as the agent finds it).") var config: String?
     @Flag(help: "Print JSON: {ok, checks: [{check, account?, status, message, hint?}]}.") var json = false
 
+    /// The agent answered the ping but not the checks: an agent too old to know `diagnose` is a skip; anything else
+    /// (no answer in time, a busy or failing agent) is a failure, so doctor never says "no failure" about checks
+    /// nobody ran.
+    static func unchecked(_ error: ClientError) -> DoctorCheck {
+        let message = "the agent cannot run its checks: \(CLIFailure(error).message)"
+        if case .agent(let wire) = error, wire.knownCode == .unknownOp {
+            return DoctorCheck("diagnose", .skip, message,
+                               hint: "an older agent: restart it after upgrading (`systemctl --user restart auth-agent`)")
+        }
+        if case .timeout = error {
+            return DoctorCheck("diagnose", .fail, message,
+                               hint: "an authorization server that does not answer holds its account's checks up to 15 s; --timeout SECONDS waits longer")
+        }
+        return DoctorCheck("diagnose", .fail, message, hint: CLIFailure(error).hint)
+    }
+
     func run() throws {
         let environment = ProcessInfo.processInfo.environment
         var checks: [DoctorCheck] = []
@@ -44,8 +60,7 @@ struct DoctorCommand: ParsableCommand {
                 diagnosis = try client.call(WireRequest(op: .diagnose, account: account), as: DiagnoseResult.self)
             } catch {
                 if case .agent(let wire) = error, wire.knownCode == .unknownAccount { throw CLIFailure(error) }
-                checks.append(DoctorCheck("diagnose", .skip, "the agent cannot run its checks: \(CLIFailure(error).message)",
-                                          hint: "an older agent: restart it after upgrading (`systemctl --user restart auth-agent`)"))
+                checks.append(DoctorCommand.unchecked(error))
             }
         }
         if let diagnosis {

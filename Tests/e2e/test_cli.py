@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import select
+import socket
 import subprocess
 import threading
 import time
@@ -209,6 +210,26 @@ def test_doctor_finds_a_wrong_clock_a_missing_discovery_document_and_an_unreacha
     # Connection refused: AsyncHTTPClient retries until its connect timeout, so this may end at doctor's own limit.
     assert gone["status"] == "fail" and re.search(r"cannot reach|no answer within 15 s", gone["message"]), gone
     assert checks[("gone", "clock")]["status"] == "warn"
+
+
+def test_doctor_that_runs_out_of_time_fails_rather_than_passing_unchecked(make_agent):
+    """An authorization server that takes the connection and never answers holds its account's checks (up to 15 s
+    in the agent); `doctor --timeout 2` gives up first. That is a failed check (exit 1), not a skipped one that lets
+    the report say "no failure" about checks nobody ran."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(16)
+    try:
+        port = hole.getsockname()[1]
+        agent = make_agent(accounts={"slow": {"issuer": f"http://127.0.0.1:{port}/o", "client_id": "c",
+                                              "scopes": ["email"]}})
+        rc, report = doctor_json(agent, "--timeout", "2")
+    finally:
+        hole.close()
+    assert rc == 1 and report["ok"] is False, report
+    diagnose = checks_of(report)[(None, "diagnose")]
+    assert diagnose["status"] == "fail", diagnose
+    assert "did not answer within 2 s" in diagnose["message"] and "--timeout" in diagnose["hint"], diagnose
 
 
 def test_doctor_reports_a_locked_keyring(agent, keyring):
