@@ -216,8 +216,23 @@ extension String {
     }
 }
 
-/// Asks for a secret on the controlling terminal with echo off; nil when there is no terminal.
+/// Asks for a secret on the controlling terminal with echo off; nil when there is no terminal. A Ctrl-C (or a
+/// hang-up or kill) at the prompt gives the terminal its echo back before authctl dies of the signal.
 enum SecretPrompt {
+    // For the signal handler only (async-signal-safe: tcsetattr and write), set while echo is off.
+    nonisolated(unsafe) private static var quietFD: Int32 = -1
+    nonisolated(unsafe) private static var echoing = termios()
+    private static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
+    private static let restoreAndDie: @convention(c) (Int32) -> Void = { signal in
+        if SecretPrompt.quietFD >= 0 {
+            tcsetattr(SecretPrompt.quietFD, TCSAFLUSH, &SecretPrompt.echoing)
+            _ = write(SecretPrompt.quietFD, "\n", 1)
+        }
+        Glibc.signal(signal, SIG_DFL)
+        raise(signal)
+    }
+
     static func ask(_ prompt: String) -> String? {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { return nil }
@@ -227,10 +242,15 @@ enum SecretPrompt {
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
         _ = Array(prompt.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        echoing = saved
+        quietFD = fd
+        let previous = signals.map { signal($0, restoreAndDie) }
         tcsetattr(fd, TCSAFLUSH, &quiet)
         defer {
             tcsetattr(fd, TCSAFLUSH, &saved)
             _ = write(fd, "\n", 1)
+            for (number, handler) in zip(signals, previous) { signal(number, handler) }
+            quietFD = -1
         }
         var bytes: [UInt8] = []
         var byte: UInt8 = 0

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import fcntl
 import http.server
 import json
 import os
 import pty
 import re
 import select
+import signal
 import socket
 import subprocess
+import termios
 import threading
 import time
 
@@ -293,6 +296,39 @@ def test_accounts_add_writes_a_section_the_agent_loads_and_signs_in_with(make_ag
     missing = agent.authctl("accounts", "remove", "other")
     assert missing.returncode == 8 and "no [accounts.other] section" in missing.stderr
     agent.authctl("logout", "other")
+
+
+def test_ctrl_c_at_the_secret_prompt_gives_the_terminal_its_echo_back(make_agent):
+    """`accounts add` asks for a client secret with echo off on the controlling terminal; Ctrl-C there must not
+    leave the user's terminal without echo."""
+    agent = make_agent(start=False)
+    master, slave = pty.openpty()
+
+    def controlling_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([str(agent.bins / "authctl"), "accounts", "add", "gh", "--preset", "github",
+                             "--client-id", "Iv1.abc"], env=agent.env, stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=controlling_terminal, close_fds=True)
+    try:
+        seen = b""
+        deadline = time.monotonic() + 30
+        while b"(not shown)" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1)
+            if ready:
+                seen += os.read(master, 4096)
+        assert b"(not shown)" in seen, seen
+        assert not termios.tcgetattr(slave)[3] & termios.ECHO, "the prompt did not turn echo off (the test proves nothing)"
+        os.write(master, b"\x03")
+        assert proc.wait(timeout=30) == -signal.SIGINT
+        assert termios.tcgetattr(slave)[3] & termios.ECHO, "the terminal was left without echo"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        os.close(master)
+        os.close(slave)
 
 
 def test_accounts_add_checks_with_the_agents_loader_and_keeps_secrets_out_of_argv(make_agent, auth_server):
