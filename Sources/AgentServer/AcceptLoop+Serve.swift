@@ -109,7 +109,11 @@ extension AcceptLoop {
             }
             post(.reply(fd: fd, registration: registration, line: reply, finished: serial))
         }
-        if dispatcher.waitsForPerson(request) { connection.personTasks[serial] = task }
+        if dispatcher.waitsForPerson(request) {
+            connection.personTasks[serial] = task
+        } else if dispatcher.onlyForItsReply(request) {
+            connection.replyOnlyTasks[serial] = task
+        }
     }
 
     /// Bytes on this connection were written by another process than the one that connected (which passed the
@@ -184,11 +188,14 @@ extension AcceptLoop {
     }
 
     /// The client hung up, the socket failed, or the connection is evicted: closed now. Requests in flight finish
-    /// (a refresh's result is cached) and their replies are dropped; those waiting for a person are withdrawn.
+    /// (a refresh's result is cached) and their replies are dropped; those waiting for a person are withdrawn, and
+    /// those whose work only their reply uses are cancelled.
     func gone(_ fd: Int32) {
         guard let connection = connections[fd] else { return }
         connection.machine.hungUp()
         cancelPersonTasks(connection)
+        for task in connection.replyOnlyTasks.values { task.cancel() }
+        connection.replyOnlyTasks = [:]
         closeConnection(fd)
     }
 

@@ -66,6 +66,10 @@ final class AcceptLoop: @unchecked Sendable {
         var nextSerial = 0
         /// Requests that wait for a person, by serial: cancelled when the client goes away or half-closes.
         var personTasks: [Int: Task<Void, Never>] = [:]
+        /// Requests whose work only their reply uses (``RequestDispatcher/onlyForItsReply(_:)``), by serial: cancelled
+        /// when the client goes away, so a client that asks and hangs up again and again cannot pile up work beyond
+        /// the 16 requests a connection may have in flight.
+        var replyOnlyTasks: [Int: Task<Void, Never>] = [:]
 
         init(registration: Int, caller: Caller) {
             self.registration = registration
@@ -245,6 +249,7 @@ final class AcceptLoop: @unchecked Sendable {
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
                     connection.personTasks[serial] = nil
+                    connection.replyOnlyTasks[serial] = nil
                     connection.machine.finished()
                     touch(connection)
                 }

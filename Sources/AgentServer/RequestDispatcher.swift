@@ -24,6 +24,12 @@ public struct RequestDispatcher: Sendable {
         return request.interactive == true || operations.tokenMayWaitForPerson(account: request.account)
     }
 
+    /// Operations whose work nothing but their reply uses: `diagnose` asks every account's authorization server (up
+    /// to 15 s each); its client gone, it is cancelled. A `token` request is not: its refresh's result is cached.
+    public func onlyForItsReply(_ request: WireRequest) -> Bool {
+        request.op == Operation.diagnose.rawValue
+    }
+
     /// Executes a request and returns the final reply line (without newline). Event lines go through `emit`.
     public func execute(_ request: WireRequest, caller: Caller,
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {

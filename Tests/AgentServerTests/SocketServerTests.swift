@@ -33,9 +33,9 @@ final class SocketServerTests: XCTestCase {
 
     /// A server for account `work` (a token cached for an hour unless `cached` is false), under `policy`.
     func start(policy: AccessPolicy? = nil, cached: Bool = true, connectionLimit: Int = 64,
-               whenIdle: IdleHook? = nil) async throws -> SocketServer {
+               whenIdle: IdleHook? = nil, http: any HTTPTransport = NoHTTP()) async throws -> SocketServer {
         let broker = TokenBroker(accounts: [SocketServerTests.account()], store: MemorySecretStore(),
-                                 http: NoHTTP(), redirects: NoRedirects(),
+                                 http: http, redirects: NoRedirects(),
                                  browser: NoBrowser(), time: ManualClock(),
                                  random: { 0 }, logger: Logger(label: "test"))
         if cached { await broker.install("work", access: "at-1", lifetime: .seconds(3600)) }
@@ -182,6 +182,28 @@ final class SocketServerTests: XCTestCase {
     }
 
     /// A client that half-closes after its requests gets every reply, then the agent closes the connection.
+    /// `diagnose` asks every authorization server; a client that asks and hangs up takes that work with it, so
+    /// connecting, asking and hanging up again and again cannot pile up requests to the servers.
+    func testADiagnoseWhoseClientHangsUpIsCancelled() async throws {
+        let http = HeldHTTP()
+        _ = try await start(http: http)
+        let client = try await TestClient.connect(path)
+        try await client.send(#"{"v":1,"id":1,"op":"diagnose"}"# + "\n")
+        try await eventually("the diagnosis asks the server") { http.outstanding == 1 }
+        client.hangUp()
+        try await eventually("the diagnosis is cancelled with its client gone") { http.outstanding == 0 }
+        XCTAssertGreaterThan(http.cancelled, 0, "ended by the cancellation, not by an answer")
+    }
+
+    /// Polls `condition` every 10 ms for up to 20 s (the work it waits for runs on other threads).
+    func eventually(_ what: String, _ condition: () -> Bool) async throws {
+        for _ in 0..<2000 {
+            if condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        XCTFail("never happened: \(what)")
+    }
+
     func testHalfCloseAfterRequestsAnswersThemThenCloses() async throws {
         _ = try await start()
         let client = try await TestClient.connect(path)
@@ -288,6 +310,9 @@ final class TestClient: @unchecked Sendable {
 
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
+    /// Hangs up in both directions, as a client that closes its socket (the descriptor stays until deinit).
+    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
+
     /// Returns once the bytes waiting unread on this socket stopped growing (checked every 50 ms): the kernel holds
     /// no more for this client, so whatever else the agent owes it stays with the agent.
     func waitUntilTheAgentCannotWriteMore() async throws {
@@ -344,5 +369,28 @@ extension TokenBroker {
     func install(_ name: String, access: String, lifetime: Duration, scopes: [String]? = nil, tokenType: String = "Bearer") {
         accounts[name]?.cache = CachedToken(tokens: TokenSet(accessToken: Secret(access), tokenType: tokenType, scopes: scopes,
                                                              lifetime: lifetime, receivedAt: time.now()))
+    }
+}
+
+/// An authorization server that takes every request and answers none: each call waits until its task is cancelled.
+final class HeldHTTP: HTTPTransport, @unchecked Sendable {
+    private let counts = Mutex((outstanding: 0, cancelled: 0))
+    var outstanding: Int { counts.withLock { $0.outstanding } }
+    var cancelled: Int { counts.withLock { $0.cancelled } }
+
+    func get(_ url: URL) async throws(AuthError) -> HTTPReply { try await hold() }
+
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply { try await hold() }
+
+    private func hold() async throws(AuthError) -> HTTPReply {
+        counts.withLock { $0.outstanding += 1 }
+        defer { counts.withLock { $0.outstanding -= 1 } }
+        do {
+            try await Task.sleep(for: .seconds(3600))
+        } catch {
+            counts.withLock { $0.cancelled += 1 }
+        }
+        throw AuthError(.serverUnreachable, "held")
     }
 }
