@@ -43,16 +43,21 @@ public struct GitCredentialRequest: Sendable, Equatable {
                 throw .malformedLine(line: lineNumber, reason: "it is not key=value")
             }
             guard equals > line.startIndex else { throw .malformedLine(line: lineNumber, reason: "the key is empty") }
-            guard let key = String(validating: line[..<equals], as: UTF8.self),
-                  let value = String(validating: line[(equals + 1)...], as: UTF8.self) else {
+            // Only the attributes read here must be UTF-8: an attribute this helper ignores (git 2.41's `wwwauth[]`
+            // carries a server's WWW-Authenticate header as it came) is skipped whatever its bytes.
+            guard let key = String(validating: line[..<equals], as: UTF8.self) else { continue }
+            switch key {
+            case "protocol", "host", "path", "username": break
+            default: continue
+            }
+            guard let value = String(validating: line[(equals + 1)...], as: UTF8.self) else {
                 throw .malformedLine(line: lineNumber, reason: "it is not UTF-8")
             }
             switch key {
             case "protocol": request.protocol = value
             case "host": request.host = value
             case "path": request.path = value
-            case "username": request.username = value
-            default: break
+            default: request.username = value
             }
         }
         return request

@@ -34,6 +34,16 @@ final class GitCredentialTests: XCTestCase {
         XCTAssertThrowsError(try GitCredentialRequest.parse([UInt8]("host=".utf8) + [0xFF, 0x0A]), "not UTF-8")
     }
 
+    /// git 2.41 hands helpers the server's WWW-Authenticate headers as `wwwauth[]`, bytes as they came (a Latin-1
+    /// realm): an attribute the helper does not read is skipped, whatever its bytes.
+    func testAnAttributeItDoesNotReadNeedNotBeUTF8() throws {
+        let input = [UInt8]("protocol=https\nhost=git.example\nwwwauth[]=Basic realm=\"Z".utf8) + [0xFC]
+            + [UInt8]("rich\"\n\n".utf8)
+        let request = try GitCredentialRequest.parse(input)
+        XCTAssertEqual(request.host, "git.example")
+        XCTAssertEqual(request.protocol, "https")
+    }
+
     func testRejectsLinesOver64KiBButAcceptsExactly64KiB() throws {
         let limit = GitCredentialRequest.maxLineBytes
         XCTAssertEqual(limit, 65_536)
