@@ -28,7 +28,12 @@ struct ConfigFile {
         while true {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
+            // A failed read is not the end of the file: what was read so far, edited and written back, would lose
+            // the rest of the user's configuration.
+            if n < 0 {
+                throw CLIFailure(message: "cannot read \(path): \(String(cString: strerror(errno)))", exit: ExitStatus.account)
+            }
+            if n == 0 { break }
             bytes += chunk[..<n]
         }
         return String(decoding: bytes, as: UTF8.self)

@@ -343,6 +343,14 @@ def test_accounts_add_checks_with_the_agents_loader_and_keeps_secrets_out_of_arg
     assert agent.config_path.read_text() == original
     assert [p.name for p in agent.config_path.parent.iterdir()] == ["config.toml"]
 
+    # A file that cannot be read is an error when reading it, before anything is edited or written (a failed read
+    # once counted as its end: the part read so far would have been written back).
+    unreadable = agent.base / "unreadable.toml"
+    unreadable.mkdir()
+    failed = agent.authctl("accounts", "add", "x", "--issuer", "https://login.example.com", "--client-id", "c",
+                           "--config", str(unreadable))
+    assert failed.returncode == 8 and f"authctl: cannot read {unreadable}: Is a directory" in failed.stderr, failed
+
     # A preset that needs a client secret, with no terminal to ask on.
     no_tty = agent.authctl("accounts", "add", "gh", "--preset", "github", "--client-id", "Iv1.abc")
     assert no_tty.returncode == 2 and "--client-secret-stdin" in no_tty.stderr
