@@ -117,7 +117,11 @@ final class CredentialTurnTests: XCTestCase {
                        "the waiting refresh redeemed the token the first one rotated to")
     }
 
-    func testARefreshUnderWayAtAReloadServesOnlyItsCallersAndTheNextOneWaitsForIt() async throws {
+    /// A refresh of rt-1 held at the token endpoint while a reload resets the account (its scopes change). The
+    /// server answers it with at-old-settings and rt-2, and the next refresh with at-new-settings and rt-3.
+    func refreshHeldAcrossAReload() async throws
+        -> (broker: TokenBroker, store: MemorySecretStore, http: FakeHTTP, gate: TokenGate,
+            before: Task<AccessTokenGrant, Error>) {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()
         let gate = TokenGate()
@@ -129,6 +133,11 @@ final class CredentialTurnTests: XCTestCase {
         await gate.arrived(1)
         let outcome = await broker.reconfigure([Fixtures.account(scopes: ["openid"])])
         XCTAssertEqual(outcome.reset, ["work"])
+        return (broker, store, http, gate, before)
+    }
+
+    func testARefreshUnderWayAtAReloadServesOnlyItsCallersAndTheNextOneWaitsForIt() async throws {
+        let (broker, store, http, gate, before) = try await refreshHeldAcrossAReload()
         let after = Task { try await broker.accessToken(account: "work") }
         await waitUntil("the refresh under the new settings waits for the turn") {
             await broker.credentials[self.key]?.waiters.count == 1
@@ -147,16 +156,7 @@ final class CredentialTurnTests: XCTestCase {
     }
 
     func testATokenAskedForUnderTheOldSettingsNeverReachesTheNewCache() async throws {
-        let store = MemorySecretStore(items: [key: Secret("rt-1")])
-        let http = FakeHTTP()
-        let gate = TokenGate()
-        http.tokenGate = gate
-        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-old-settings", refresh: "rt-2"),
-                             FakeHTTP.tokenReply(access: "at-new-settings", refresh: "rt-3")]
-        let broker = Fixtures.broker(store: store, http: http)
-        let before = Task { try await broker.accessToken(account: "work") }
-        await gate.arrived(1)
-        _ = await broker.reconfigure([Fixtures.account(scopes: ["openid"])])
+        let (broker, store, http, gate, before) = try await refreshHeldAcrossAReload()
         gate.open()
         let old = try await value(of: before)
         XCTAssertEqual(old.accessToken.reveal(), "at-old-settings")
