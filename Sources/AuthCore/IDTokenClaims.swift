@@ -29,8 +29,7 @@ public struct IDTokenClaims: Sendable, Equatable {
         }
         guard let claims = object else { throw AuthError(.invalidIDToken, "the ID token is not a well-formed JWT") }
         _ = try IDTokenVerifier.Header(token)
-        func trimmed(_ s: String) -> String { s.hasSuffix("/") ? String(s.dropLast()) : s }
-        guard let iss = claims["iss"]?.string, trimmed(iss) == trimmed(issuer.absoluteString) else {
+        guard let iss = claims["iss"]?.string, ProviderMetadata.sameIssuer(iss, issuer.absoluteString) else {
             throw AuthError(.invalidIDToken, "the ID token's issuer does not match")
         }
         guard let sub = claims["sub"]?.string, !sub.isEmpty else { throw AuthError(.invalidIDToken, "the ID token has no subject (sub)") }

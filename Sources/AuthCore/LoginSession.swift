@@ -88,8 +88,10 @@ public struct LoginSession: Sendable {
         guard state.constantTimeEquals(stateValues[0]) else { return .rejected(reason: "state does not match") }
         if requiresIss {
             guard let iss = params["iss"], iss.count == 1 else { return .rejected(reason: "missing iss (RFC 9207)") }
-            guard iss[0] == issuer.absoluteString else { return .rejected(reason: "iss does not match the issuer (RFC 9207)") }
-        } else if let iss = params["iss"], iss.count != 1 || iss[0] != issuer.absoluteString {
+            guard ProviderMetadata.sameIssuer(iss[0], issuer.absoluteString) else {
+                return .rejected(reason: "iss does not match the issuer (RFC 9207)")
+            }
+        } else if let iss = params["iss"], iss.count != 1 || !ProviderMetadata.sameIssuer(iss[0], issuer.absoluteString) {
             return .rejected(reason: "iss does not match the issuer (RFC 9207)")
         }
         if let error = params["error"]?.first {

@@ -69,7 +69,7 @@ public struct ProviderMetadata: Sendable, Equatable {
         guard let issuer = object["issuer"]?.string else {
             throw AuthError(.invalidMetadata, "the discovery document has no 'issuer'")
         }
-        guard normalize(issuer) == normalize(expectedIssuer.absoluteString) else {
+        guard sameIssuer(issuer, expectedIssuer.absoluteString) else {
             throw AuthError(.issuerMismatch,
                 "the discovery document names issuer '\(issuer)', not the configured '\(expectedIssuer.absoluteString)'")
         }
@@ -121,9 +121,15 @@ public struct ProviderMetadata: Sendable, Equatable {
         return result
     }
 
-    private static func normalize(_ issuer: String) -> String {
-        var text = issuer
-        while text.hasSuffix("/") { text.removeLast() }
-        return text
+    /// Whether two issuer identifiers name the same authorization server: equal but for trailing slashes (a
+    /// configured `https://kc.example/realms/x/` is the server whose metadata says `https://kc.example/realms/x`).
+    /// The one comparison of issuers: discovery, the authorization response's `iss` (RFC 9207) and the ID token's.
+    public static func sameIssuer(_ a: String, _ b: String) -> Bool {
+        func normalize(_ issuer: String) -> Substring {
+            var text = Substring(issuer)
+            while text.hasSuffix("/") { text.removeLast() }
+            return text
+        }
+        return normalize(a) == normalize(b)
     }
 }

@@ -88,6 +88,17 @@ final class PKCEAndSessionTests: XCTestCase {
         XCTAssertEqual(strict.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fevil.example"),
                        .rejected(reason: "iss does not match the issuer (RFC 9207)"))
         XCTAssertEqual(strict.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fissuer.example"), .code(Secret("abc")))
+        // The configured issuer and the server's may differ by a trailing slash (discovery takes them as one server):
+        // the response's iss is compared the same way, or every genuine response of such a server would be refused.
+        var slashed = Fixtures.account()
+        slashed.issuer = URL(string: "https://issuer.example/")!
+        let metadata = ProviderMetadata(issuer: slashed.issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
+                                        tokenEndpoint: URL(string: "https://issuer.example/token")!, requiresIssInResponse: true)
+        let configuredWithSlash = LoginSession(account: slashed, metadata: metadata, redirectURI: "http://127.0.0.1:4000/oauth2/callback/work",
+                                               state: "the-state", nonce: "the-nonce")
+        XCTAssertEqual(configuredWithSlash.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fissuer.example"), .code(Secret("abc")))
+        XCTAssertEqual(configuredWithSlash.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fissuer.example.evil"),
+                       .rejected(reason: "iss does not match the issuer (RFC 9207)"))
         // Even when not advertised, a present but wrong iss is a mix-up signal.
         XCTAssertEqual(session().judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fevil.example"),
                        .rejected(reason: "iss does not match the issuer (RFC 9207)"))
