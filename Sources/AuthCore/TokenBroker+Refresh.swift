@@ -53,7 +53,8 @@ extension TokenBroker {
             let reply = try await postToTokenEndpoint(metadata, fields: fields, basicAuth: basic, proofKey: credential.proofKey)
             var tokens: TokenSet
             do throws(AuthError) {
-                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: credential.proofKey != nil)
+                tokens = try TokenResponseParser.parse(reply, receivedAt: sentAt, proofSent: credential.proofKey != nil,
+                                                       refreshing: true)
             } catch let error where error.code == .loginRequired {
                 try await forgetDeadRefreshToken(name, key: key, sent: stored)
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")

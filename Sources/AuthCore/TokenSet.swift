@@ -66,8 +66,11 @@ public enum TokenResponseParser {
 
     /// `proofSent`: the request carried a DPoP proof, so `token_type` `DPoP` (a bound access token) is expected, and
     /// `Bearer` means the server bound only the refresh token, or nothing (RFC 9449 §5).
+    /// `refreshing`: the reply answers a refresh. Without `expires_in` and without a new refresh token it is then an
+    /// ordinary token whose lifetime was not said (RFC 6749 §6: the refresh token sent stays valid), never one that
+    /// does not expire; that reading is for a sign-in that gets no refresh token (a GitHub OAuth app's).
     public static func parse(_ reply: HTTPReply, receivedAt: ContinuousClock.Instant,
-                             proofSent: Bool = false) throws(AuthError) -> TokenSet {
+                             proofSent: Bool = false, refreshing: Bool = false) throws(AuthError) -> TokenSet {
         guard (200..<300).contains(reply.status) else { throw error(from: reply) }
         guard !reply.bodyTooLarge else {
             throw AuthError(.invalidTokenResponse, "the token endpoint answered HTTP \(reply.status) with a body too large to be a token response")
@@ -99,7 +102,7 @@ public enum TokenResponseParser {
                 : "the token response has token_type \(shown) to a request without a DPoP proof; only Bearer is supported")
         }
         var lifetime = defaultLifetime
-        let nonExpiring = body.expires_in == nil && body.refresh_token == nil
+        let nonExpiring = !refreshing && body.expires_in == nil && body.refresh_token == nil
         if nonExpiring { lifetime = .seconds(maximumLifetime) }
         if let seconds = body.expires_in?.value {
             guard seconds > 0, seconds <= maximumLifetime else {

@@ -34,6 +34,28 @@ final class RefreshLifecycleTests: XCTestCase {
         XCTAssertFalse(RefreshPolicy.isTransient(.invalidClient))
     }
 
+    /// RFC 6749 §6: a refresh reply may leave out the refresh token (the one sent stays valid), and `expires_in` is
+    /// only recommended (Salesforce leaves both out). Such a token expires like any other, after the default hour: it
+    /// is not the long-lived token of a sign-in that got no refresh token, and the refresh token is kept.
+    func testARefreshReplyWithoutExpiryOrNewRefreshTokenIsAnOrdinaryToken() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        http.tokenReplies = [HTTPReply(status: 200, body: Array(#"{"access_token":"at-1","token_type":"Bearer"}"#.utf8)),
+                             FakeHTTP.tokenReply(access: "at-2")]
+        let clock = ManualClock()
+        let broker = broker(store, http, clock)
+        let first = try await broker.accessToken(account: "work")
+        XCTAssertEqual(first.accessToken.reveal(), "at-1")
+        XCTAssertFalse(first.doesNotExpire)
+        XCTAssertEqual(first.expiresIn, TokenResponseParser.defaultLifetime)
+        let kept = await store.items[key]
+        XCTAssertEqual(kept?.reveal(), "rt-1", "the refresh token stays")
+        clock.advance(.seconds(3600))
+        let next = try await broker.accessToken(account: "work")
+        XCTAssertEqual(next.accessToken.reveal(), "at-2", "refreshed when the hour is up")
+        XCTAssertEqual(http.tokenPosts.map { $0["refresh_token"] }, ["rt-1", "rt-1"])
+    }
+
     func testOutageServesStillValidTokenAndBacksOff() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         let http = FakeHTTP()
