@@ -52,14 +52,23 @@ static inline GHashTable *aa_secret_item_attributes(const char *account, const c
 }
 
 /* The items of our schema that carry `attributes`, locked ones included (SECRET_SEARCH_ALL; a locked item refuses
- * what is asked of it with IsLocked, reported as the keyring being locked), with their secrets when `load` is set (an
- * unlocked item's only). A list of SecretItem (free with g_list_free_full(.., g_object_unref)); NULL with *error set
- * on failure, NULL with no error when there are none. */
-static inline GList *aa_secret_search(SecretService *service, GHashTable *attributes, int load,
+ * what is asked of it with IsLocked, reported as the keyring being locked), with their secrets when `flags` has
+ * SECRET_SEARCH_LOAD_SECRETS (an unlocked item's only). A list of SecretItem (free with g_list_free_full(..,
+ * g_object_unref)); NULL with *error set on failure, NULL with no error when there are none. */
+static inline GList *aa_secret_search(SecretService *service, GHashTable *attributes, SecretSearchFlags flags,
                                       GCancellable *cancellable, GError **error) {
-    SecretSearchFlags flags = SECRET_SEARCH_ALL | (load ? SECRET_SEARCH_LOAD_SECRETS : 0);
-    return secret_service_search_sync(service, aa_secret_schema(), attributes, flags, cancellable, error);
+    return secret_service_search_sync(service, aa_secret_schema(), attributes, SECRET_SEARCH_ALL | flags, cancellable,
+                                      error);
 }
+
+/* What a read or a write of the key's item searches with: SECRET_SEARCH_UNLOCK unlocks the items found that are
+ * locked to this client. KeePassXC with "Confirm when passwords are retrieved by clients" (its default) shows a new
+ * client's items as locked until the user allows the access in its dialog, which the unlock asks for; the bounded
+ * call (the store's deadline cancels it, which dismisses the dialog) waits for that answer. Reads and writes run only
+ * once aa_secret_keyring_state said AVAILABLE (or, for the GNOME keyring, no default collection yet), so a locked
+ * database's own unlock dialog is never what this asks for; the GNOME keyring's items in an unlocked collection are
+ * never locked, so nothing is asked there. */
+static const SecretSearchFlags AA_SEARCH_UNLOCKING = SECRET_SEARCH_UNLOCK;
 
 /* The item's attribute `name`, copied (free with g_free); NULL if absent. */
 static inline gchar *aa_secret_attribute(SecretItem *item, const char *name) {
@@ -98,7 +107,7 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     if (service == NULL) return 0;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
     GError *failure = NULL;
-    GList *items = aa_secret_search(service, key, 0, cancellable, &failure);
+    GList *items = aa_secret_search(service, key, AA_SEARCH_UNLOCKING, cancellable, &failure);
     g_hash_table_unref(key);
     if (failure != NULL) {
         g_propagate_error(error, failure);
@@ -138,7 +147,7 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, cancellable, error);
     if (service == NULL) return NULL;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    GList *items = aa_secret_search(service, key, 1, cancellable, error);
+    GList *items = aa_secret_search(service, key, AA_SEARCH_UNLOCKING | SECRET_SEARCH_LOAD_SECRETS, cancellable, error);
     g_hash_table_unref(key);
     char *secret = NULL;
     for (GList *item = items; item != NULL && secret == NULL; item = item->next) {
@@ -175,7 +184,7 @@ static inline gchar **aa_secret_stored_keys(GCancellable *cancellable, GError **
     if (service == NULL) return NULL;
     GHashTable *none = g_hash_table_new(g_str_hash, g_str_equal);
     GError *failure = NULL;
-    GList *items = aa_secret_search(service, none, 0, cancellable, &failure);
+    GList *items = aa_secret_search(service, none, SECRET_SEARCH_NONE, cancellable, &failure);
     g_hash_table_unref(none);
     g_object_unref(service);
     if (failure != NULL) {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -26,7 +27,7 @@ ConfigVersion=2
 
 [FdoSecrets]
 Enabled=true
-ConfirmAccessItem=false
+ConfirmAccessItem={confirm}
 ConfirmDeleteItem=false
 ShowNotification=false
 """
@@ -66,8 +67,10 @@ class KeePassXCBus(Keyring):
     """A private session bus (no service files) with KeePassXC owning org.freedesktop.secrets, its database open
     and unlocked. The secret-tool helpers of ``Keyring`` work against it."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, confirm_access: bool = False):
         super().__init__(base, with_keyring=False)
+        # KeePassXC's "Confirm when passwords are retrieved by clients" (on by default in KeePassXC itself).
+        self.confirm_access = confirm_access
         self.database = base / "passwords.kdbx"
         self.config = base / "keepassxc.ini"
         self.xvfb: subprocess.Popen | None = None
@@ -86,7 +89,7 @@ class KeePassXCBus(Keyring):
         self.runtime.mkdir(mode=0o700, exist_ok=True)
         self.tmp.mkdir(mode=0o700, exist_ok=True)
         self._make_database()
-        self.config.write_text(CONFIG)
+        self.config.write_text(CONFIG.replace("{confirm}", "true" if self.confirm_access else "false"))
         self._start_xvfb()
         self.proc = subprocess.Popen(["keepassxc", "--config", str(self.config), "--pw-stdin", str(self.database)],
                                      env=self._tool_env(), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -149,6 +152,33 @@ class KeePassXCBus(Keyring):
 
     def _window(self, method: str):
         self._dbus("org.keepassxc.KeePassXC.MainWindow", "/keepassxc", f"org.keepassxc.KeePassXC.MainWindow.{method}")
+
+    def allow_access(self, timeout: float = 20) -> None:
+        """Answers KeePassXC's "Access Request" dialog (confirm_access) as a person would: Return, its default
+        button, allows the access. Polls the Xvfb display (xdotool) until the dialog has shown and gone again; the
+        key is sent again while the dialog stays. (xdotool reports the key's release as failed: the press closed the
+        window it was sent to.)"""
+        env = {"DISPLAY": self.display or "", "PATH": SYSTEM_PATH}
+
+        def dialog() -> str | None:
+            found = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "Access Request"], env=env,
+                                   capture_output=True, text=True, timeout=10)
+            return found.stdout.split()[0] if found.returncode == 0 and found.stdout.split() else None
+
+        answered = False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            window = dialog()
+            if window is None:
+                if answered:
+                    return
+            else:
+                subprocess.run(["xdotool", "windowfocus", "--sync", window], env=env, capture_output=True, timeout=10)
+                subprocess.run(["xdotool", "key", "--window", window, "Return"], env=env, capture_output=True, timeout=10)
+                answered = True
+            time.sleep(0.2)
+        raise AssertionError(f"KeePassXC's Access Request dialog {'did not close' if answered else 'never showed'} "
+                             f"within {timeout} s")
 
     def lock(self):
         self._window("lockAllDatabases")

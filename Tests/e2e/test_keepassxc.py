@@ -99,6 +99,31 @@ def test_sign_in_refresh_restart_and_logout(make_agent, keepassxc, auth_server):
     assert agent.authctl("token", "work").returncode == 4
 
 
+def test_confirm_access_asks_a_restarted_agent_and_its_answer_serves_the_token(make_agent, auth_server):
+    """KeePassXC's "Confirm when passwords are retrieved by clients" (on by default) shows the items as locked to a
+    client it has not asked about: after a restart the agent must ask (KeePassXC's Access Request dialog) and serve
+    the token once the person allows it, not take the locked item for no sign-in."""
+    bus = KeePassXCBus(short_tmpdir("aa-kpx-"), confirm_access=True)
+    bus.start()
+    try:
+        agent = make_agent(bus=bus)
+        agent.login("work")
+        agent.restart()
+        waiting = agent.authctl_popen("token", "work")
+        bus.allow_access()
+        out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, (waiting.returncode, err)
+        agent.remember(out.strip())
+        assert auth_server.introspect(out.strip())["active"] is True
+        refreshed = agent.token("work", "--refresh")  # the rotation is written to the item this client was allowed
+        assert refreshed != out.strip()
+        result = agent.authctl("logout", "work")
+        assert result.returncode == 0 and "revoked" in result.stdout, (result.stdout, result.stderr)
+        assert agent.authctl("token", "work").returncode == 4
+    finally:
+        bus.stop()
+
+
 def test_locked_database_is_reported_at_once_and_a_sign_in_is_refused_before_the_browser(
         make_agent, keepassxc, auth_server):
     agent = make_agent(bus=keepassxc)
