@@ -276,6 +276,21 @@ enum {
  * Two small calls on the session bus that libsecret also uses: the alias's path (ReadAlias, "/" when there is none),
  * then that collection's Locked property. libsecret's collection proxy would fetch every property, the paths of all
  * the collection's items among them: a cost that grows with the user's whole login keyring (docs/BENCHMARKS.md). */
+/* The unique bus name of the Secret Service that answered the last state check. libsecret keeps one SecretService
+ * proxy for the process and sends to the owner it knew when the proxy was made; it would learn of a new owner only
+ * from signals dispatched by a GLib main loop, which this program does not run. So when another program (or the
+ * same one restarted: KeePassXC quit and started again, a gnome-keyring-daemon restart) answers now, the cached
+ * service is dropped (secret_service_disconnect) and the next call makes a proxy for the one that answers: without
+ * that, every search went to the old owner, and an item still there read as "no sign-in". The shim's calls run one at
+ * a time on the store's serial queue, so this needs no lock. */
+static inline void aa_secret_note_owner(const gchar *owner) {
+    static gchar *known = NULL;
+    if (owner == NULL) return;
+    if (known != NULL && strcmp(known, owner) != 0) secret_service_disconnect();
+    g_free(known);
+    known = g_strdup(owner);
+}
+
 static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **error) {
     /* Ask for the bus first: "no session bus" is then ABSENT whatever the (translated) message says. The
      * connection is the process-wide singleton that libsecret uses too. */
@@ -284,11 +299,25 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_CANCELLED) ? AA_KEYRING_ERROR
                                                                                     : AA_KEYRING_ABSENT;
     int state = AA_KEYRING_ERROR;
-    GVariant *alias = g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", "/org/freedesktop/secrets",
-                                                  "org.freedesktop.Secret.Service", "ReadAlias",
-                                                  g_variant_new("(s)", SECRET_COLLECTION_DEFAULT),
-                                                  G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_NONE, -1, cancellable,
-                                                  error);
+    /* Sent as a message, so that the reply's sender says who answers (aa_secret_note_owner). */
+    GDBusMessage *call = g_dbus_message_new_method_call("org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                                        "org.freedesktop.Secret.Service", "ReadAlias");
+    g_dbus_message_set_body(call, g_variant_new("(s)", SECRET_COLLECTION_DEFAULT));
+    GDBusMessage *answer = g_dbus_connection_send_message_with_reply_sync(bus, call, G_DBUS_SEND_MESSAGE_FLAGS_NONE,
+                                                                          -1, NULL, cancellable, error);
+    g_object_unref(call);
+    GVariant *alias = NULL;
+    if (answer != NULL) {
+        if (!g_dbus_message_to_gerror(answer, error)) {
+            aa_secret_note_owner(g_dbus_message_get_sender(answer));
+            GVariant *body = g_dbus_message_get_body(answer);
+            if (body != NULL && g_variant_is_of_type(body, G_VARIANT_TYPE("(o)")))
+                alias = g_variant_ref(body);
+            else
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the Secret Service's ReadAlias answer is not (o)");
+        }
+        g_object_unref(answer);
+    }
     const gchar *path = NULL;
     if (alias != NULL) g_variant_get(alias, "(&o)", &path);
     if (path != NULL && strcmp(path, "/") == 0) {

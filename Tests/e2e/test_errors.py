@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from conftest import (CLIENT_ID, SYSTEM_PATH, assert_no_reply, connection_closed, default_account, file_mode,
-                      read_replies, read_until, render_config, run_binary, short_tmpdir, wait_for)
+                      kill_pid, read_replies, read_until, render_config, run_binary, short_tmpdir, wait_for)
 
 
 def assert_alive(agent):
@@ -654,6 +654,27 @@ def test_logout_when_the_server_is_down_still_forgets_locally(make_agent, keyrin
     assert "warning: revocation at the server failed" in result.stderr
     assert keyring.secret_tool_count("work") == 0
     assert agent.authctl("token", "work").returncode == 4
+
+
+def test_a_keyring_daemon_that_restarts_is_found_again(signed_in_agent, keyring, auth_server):
+    """The Secret Service is restarted under a running agent (gnome-keyring-daemon restarted; the same happens when
+    KeePassXC is quit and started again): the agent's next keyring calls go to the new owner of the name, so the
+    sign-in in its keyring is found and a rotation is written there, never read as "no sign-in"."""
+    agent = signed_in_agent
+    before = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert agent.authctl("token", "work", "--refresh").returncode == 0  # the agent has used the first daemon
+    used = keyring.secret_tool_lookup("work", auth_server.issuer)
+    assert used != before
+    kill_pid(keyring.daemon_pid)
+    keyring.start_keyring()
+    assert keyring.secret_tool_lookup("work", auth_server.issuer) == used, "the keyring file kept the item"
+    result = agent.authctl("token", "work", "--refresh")
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    agent.remember(result.stdout.strip())
+    rotated = keyring.secret_tool_lookup("work", auth_server.issuer)
+    agent.remember(rotated)
+    assert rotated not in (None, used), "the rotation was not written to the restarted keyring"
+    assert agent.account_status("work")["signed_in"] is True
 
 
 def test_stuck_keyring_blocks_nobody_else(signed_in_agent, keyring, auth_server):
