@@ -21,6 +21,8 @@ final class BusLoop: @unchecked Sendable {
     private let lock = Mutex(())
     private var jobs: [@Sendable (OpaquePointer) -> Void] = []
     private var stopRequested = false
+    /// No loop runs (any more): the bus is gone or never came. Jobs are then dropped, not queued for nobody.
+    private var ended = false
     private let wakeFD: Int32
 
     init() {
@@ -32,11 +34,23 @@ final class BusLoop: @unchecked Sendable {
     }
 
     /// Runs `job` on the bus thread with the bus. Callable from any thread; jobs run in order. Jobs submitted after
-    /// the loop ended never run.
+    /// the loop ended (``end()``) never run and are not kept.
     func submit(_ job: @escaping @Sendable (OpaquePointer) -> Void) {
-        lock.withLock { _ in jobs.append(job) }
+        lock.withLock { _ in if !ended { jobs.append(job) } }
         wake()
     }
+
+    /// No loop will run: what is queued is dropped, and so is every later job (an agent without a session bus
+    /// would otherwise keep a job for each of its events until it stops).
+    func end() {
+        lock.withLock { _ in
+            ended = true
+            jobs.removeAll()
+        }
+    }
+
+    /// How many jobs wait to run (for tests).
+    var queued: Int { lock.withLock { _ in jobs.count } }
 
     /// Asks the loop to end once the jobs queued so far have run (their replies are flushed before it returns).
     func stop() {
@@ -50,6 +64,7 @@ final class BusLoop: @unchecked Sendable {
 
     /// Serves `bus` on the calling thread until ``stop()`` or a bus failure. The caller still owns `bus`.
     func run(_ bus: OpaquePointer) -> End {
+        defer { end() }
         let busFD = sd_bus_get_fd(bus)
         guard busFD >= 0, wakeFD >= 0 else { return .failed(busFD < 0 ? busFD : -EBADF) }
         while true {

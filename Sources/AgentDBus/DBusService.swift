@@ -75,6 +75,7 @@ public struct DBusService: Service {
     /// is not (or no longer) available, or nil after a requested stop.
     static func serve(_ object: AgentBusObject, notifications: NotificationClient?, loop: BusLoop,
                       logger: Logger) -> String? {
+        defer { loop.end() }  // however serving ends, or if it never starts: nothing is queued for a loop that is gone
         var bus: OpaquePointer?
         var r = sd_bus_open_user_with_description(&bus, "auth-agent")
         guard r >= 0, let bus else { return "no session bus (\(describe(r)))" }

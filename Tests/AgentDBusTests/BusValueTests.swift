@@ -80,4 +80,17 @@ final class BusValueTests: XCTestCase {
         XCTAssertEqual(BusLoop.pollTimeout(deadline: 2_500, now: 1_000), 2, "rounded up: never wake before the deadline")
         XCTAssertEqual(BusLoop.pollTimeout(deadline: 2_000, now: 1_000), 1)
     }
+
+    /// An agent whose bus is gone, or never came (no session bus: an SSH login), keeps no job for a loop that will
+    /// not run: every broker event submits one, for as long as the agent runs.
+    func testALoopThatEndedKeepsNoJobs() {
+        let loop = BusLoop()
+        loop.submit { _ in }
+        XCTAssertEqual(loop.queued, 1, "kept while a loop may still run it")
+        loop.end()
+        XCTAssertEqual(loop.queued, 0)
+        for _ in 0..<100 { loop.submit { _ in } }
+        XCTAssertEqual(loop.queued, 0)
+    }
 }
+
