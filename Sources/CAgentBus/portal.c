@@ -185,7 +185,8 @@ int aa_manager_display(uint64_t timeout_usec, char *display, size_t display_size
     if (r >= 0) {
         aa_copy_env_value(env, "DISPLAY", display, display_size);
         aa_copy_env_value(env, "WAYLAND_DISPLAY", wayland, wayland_size);
-        for (char **entry = env; *entry; entry++) free(*entry);
+        /* An empty array comes back as NULL. */
+        for (char **entry = env; entry && *entry; entry++) free(*entry);
         free(env);
         r = 0;
     }
