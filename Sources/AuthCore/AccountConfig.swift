@@ -94,10 +94,13 @@ public struct AccountConfig: Sendable, Equatable {
 
     public var wantsOpenID: Bool { scopes.contains("openid") }
 
-    /// Authorization request parameters that `extra_auth_params` may not override.
+    /// Authorization request parameters that `extra_auth_params` may not override: those the agent sets, and those
+    /// that change how the response comes back (`response_mode`: fragment or form_post never reach the loopback
+    /// listener's query) or move the request elsewhere (`request`, `request_uri`: JAR and PAR, which the agent does
+    /// itself).
     public static let reservedAuthParams: Set<String> = [
         "response_type", "client_id", "redirect_uri", "scope", "state", "nonce",
-        "code_challenge", "code_challenge_method", "dpop_jkt", "request_uri",
+        "code_challenge", "code_challenge_method", "dpop_jkt", "request_uri", "request", "response_mode",
     ]
     /// Account names appear in paths and keyring attributes: keep them boring.
     public static func isValidName(_ name: String) -> Bool {

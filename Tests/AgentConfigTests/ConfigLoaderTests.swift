@@ -77,6 +77,9 @@ final class ConfigLoaderTests: XCTestCase {
         expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nredirect_path = \"cb\"\n", line: 4, contains: "path")
         expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nextra_auth_params = { state = \"x\" }\n",
                     line: 4, contains: "'state'")
+        // A response that would never reach the loopback listener's query: refused here, not a sign-in timing out.
+        expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\nextra_auth_params = { response_mode = \"fragment\" }\n",
+                    line: 4, contains: "'response_mode'")
         expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n[accounts.work.nested]\n", line: 4, contains: "unknown key 'nested'")
         expectError("[accounts.work]\nissuer = \"https://x.example\"\nclient_id = [\n", line: 3, contains: "invalid TOML")
         expectError("[accounts.\"bad name\"]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n", line: 1, contains: "account names")
