@@ -152,9 +152,16 @@ public enum TokenResponseParser {
         guard let first = body.first, first != UInt8(ascii: "{"), first != UInt8(ascii: "["),
               body.contains(UInt8(ascii: "=")), body.allSatisfy({ (0x21...0x7E).contains($0) }),
               !body.contains(UInt8(ascii: "<")), let text = String(bytes: body, encoding: .ascii) else { return body }
-        let fields = LoginSession.parseQuery(text).compactMapValues(\.first)
-        guard let data = try? JSONEncoder().encode(fields) else { return body }
-        return Array(data)
+        // Each field as a member of its own, a repeated one repeated, so that the duplicate-member rule that refuses
+        // a JSON reply naming `access_token` twice refuses the same form reply too.
+        var members: [String] = []
+        for (key, values) in LoginSession.parseQuery(text).sorted(by: { $0.key < $1.key }) {
+            for value in values {
+                guard let name = try? JSONEncoder().encode(key), let text = try? JSONEncoder().encode(value) else { return body }
+                members.append(String(decoding: name, as: UTF8.self) + ":" + String(decoding: text, as: UTF8.self))
+            }
+        }
+        return Array(("{" + members.joined(separator: ",") + "}").utf8)
     }
 
     /// An integer, or an integer in a string (some providers send `"3600"`); never a fraction or a boolean.

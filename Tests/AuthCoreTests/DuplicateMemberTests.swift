@@ -33,6 +33,14 @@ final class DuplicateMemberTests: XCTestCase {
             XCTAssertTrue(error?.message.contains("'access_token' more than once") == true, "\(String(describing: error))")
             XCTAssertFalse(error?.message.contains("secret") == true, "no token value in the message")
         }
+        // The same in a form-encoded reply (GitHub's answer when it was not asked for JSON).
+        let form = "access_token=at-one-secret&token_type=bearer&access_token=at-two-secret"
+        XCTAssertThrowsError(try TokenResponseParser.parse(HTTPReply(status: 200, body: Array(form.utf8)), receivedAt: .now)) { error in
+            let error = error as? AuthError
+            XCTAssertEqual(error?.code, .invalidTokenResponse)
+            XCTAssertTrue(error?.message.contains("'access_token' more than once") == true, "\(String(describing: error))")
+            XCTAssertFalse(error?.message.contains("secret") == true, "no token value in the message")
+        }
         // An error reply repeating `error` is ambiguous too: neither code is believed.
         let errorBody = #"{"error":"invalid_grant","error":"slow_down"}"#
         XCTAssertEqual(TokenResponseParser.error(from: HTTPReply(status: 400, body: Array(errorBody.utf8))).code, .invalidTokenResponse)
