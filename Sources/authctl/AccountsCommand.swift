@@ -241,11 +241,12 @@ enum SecretPrompt {
         guard tcgetattr(fd, &saved) == 0 else { return nil }
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
-        _ = Array(prompt.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         echoing = saved
         quietFD = fd
         let previous = signals.map { signal($0, restoreAndDie) }
+        // Echo goes off before the prompt shows, so nothing typed after the prompt appears is echoed.
         tcsetattr(fd, TCSAFLUSH, &quiet)
+        _ = Array(prompt.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         defer {
             tcsetattr(fd, TCSAFLUSH, &saved)
             _ = write(fd, "\n", 1)
