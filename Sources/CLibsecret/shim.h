@@ -61,14 +61,26 @@ static inline GList *aa_secret_search(SecretService *service, GHashTable *attrib
                                       error);
 }
 
-/* What a read or a write of the key's item searches with: SECRET_SEARCH_UNLOCK unlocks the items found that are
- * locked to this client. KeePassXC with "Confirm when passwords are retrieved by clients" (its default) shows a new
- * client's items as locked until the user allows the access in its dialog, which the unlock asks for; the bounded
- * call (the store's deadline cancels it, which dismisses the dialog) waits for that answer. Reads and writes run only
- * once aa_secret_keyring_state said AVAILABLE (or, for the GNOME keyring, no default collection yet), so a locked
- * database's own unlock dialog is never what this asks for; the GNOME keyring's items in an unlocked collection are
- * never locked, so nothing is asked there. */
-static const SecretSearchFlags AA_SEARCH_UNLOCKING = SECRET_SEARCH_UNLOCK;
+/* Unlocks `item` if it is locked to this client; FALSE with *error set when that fails or is refused (IsLocked, which
+ * reads as the keyring being locked). KeePassXC with "Confirm when passwords are retrieved by clients" (its default)
+ * shows a new client's items as locked until the user allows the access in its dialog, which the unlock asks for;
+ * the bounded call (the store's deadline cancels it, which dismisses the dialog) waits for that answer. Reads and
+ * writes run only once aa_secret_keyring_state said AVAILABLE (or, for the GNOME keyring, no default collection
+ * yet), so a locked database's own unlock dialog is never what this asks for; the GNOME keyring's items in an
+ * unlocked collection are never locked, so it is asked nothing (and no round trip is spent: searching with
+ * SECRET_SEARCH_UNLOCK cost one on every read and write). */
+static inline gboolean aa_secret_unlock_item(SecretService *service, SecretItem *item, GCancellable *cancellable,
+                                             GError **error) {
+    if (!secret_item_get_locked(item)) return TRUE;
+    GList one = { .data = item, .next = NULL, .prev = NULL };
+    gint unlocked = secret_service_unlock_sync(service, &one, cancellable, NULL, error);
+    if (unlocked < 0) return FALSE;
+    if (unlocked == 0) {
+        g_set_error(error, SECRET_ERROR, SECRET_ERROR_IS_LOCKED, "the Secret Service did not allow access to the item");
+        return FALSE;
+    }
+    return TRUE;
+}
 
 /* The item's attribute `name`, copied (free with g_free); NULL if absent. */
 static inline gchar *aa_secret_attribute(SecretItem *item, const char *name) {
@@ -107,7 +119,7 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     if (service == NULL) return 0;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
     GError *failure = NULL;
-    GList *items = aa_secret_search(service, key, AA_SEARCH_UNLOCKING, cancellable, &failure);
+    GList *items = aa_secret_search(service, key, SECRET_SEARCH_NONE, cancellable, &failure);
     g_hash_table_unref(key);
     if (failure != NULL) {
         g_propagate_error(error, failure);
@@ -124,7 +136,8 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     }
     /* Every item of the key (there is one; were there more, all keep the same answer). */
     for (GList *item = items; item != NULL && ok; item = item->next) {
-        ok = secret_item_set_secret_sync(item->data, value, cancellable, error)
+        ok = aa_secret_unlock_item(service, item->data, cancellable, error)
+             && secret_item_set_secret_sync(item->data, value, cancellable, error)
              && (aa_secret_has_attributes(item->data, attributes)
                  || secret_item_set_attributes_sync(item->data, aa_secret_schema(), attributes, cancellable, error));
     }
@@ -147,12 +160,19 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, cancellable, error);
     if (service == NULL) return NULL;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    GList *items = aa_secret_search(service, key, AA_SEARCH_UNLOCKING | SECRET_SEARCH_LOAD_SECRETS, cancellable, error);
+    GList *items = aa_secret_search(service, key, SECRET_SEARCH_LOAD_SECRETS, cancellable, error);
     g_hash_table_unref(key);
     char *secret = NULL;
     for (GList *item = items; item != NULL && secret == NULL; item = item->next) {
         SecretValue *value = secret_item_get_secret(item->data);
-        if (value == NULL) continue;  /* locked: its secret was not loaded */
+        if (value == NULL && secret_item_get_locked(item->data)) {
+            /* Locked to this client, so its secret was not loaded: ask (above), then load it. */
+            if (!aa_secret_unlock_item(service, item->data, cancellable, error)
+                || !secret_item_load_secret_sync(item->data, cancellable, error))
+                break;
+            value = secret_item_get_secret(item->data);
+        }
+        if (value == NULL) continue;
         /* Copied into libsecret's non-pageable memory (freed with aa_secret_free, which wipes it). */
         secret = secret_value_unref_to_password(value, NULL);
         *valid_until = aa_secret_attribute(item->data, AA_SECRET_VALID_UNTIL);
