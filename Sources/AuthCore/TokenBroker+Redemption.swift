@@ -13,36 +13,44 @@ extension TokenBroker {
         var waiters: [CheckedContinuation<Void, Never>] = []
         /// A rotated refresh token the keyring refused to take; used (and saved) on the next refresh.
         var unsaved: Secret?
+
+        /// Holds nothing (no turn taken, no token waiting for the keyring): not kept.
+        var isIdle: Bool { !redeeming && unsaved == nil }
+    }
+
+    /// Changes `key`'s slot, made when missing and dropped once idle.
+    private func updateCredential(_ key: SecretKey, _ change: (inout CredentialSlot) -> Void) {
+        var slot = credentials[key] ?? CredentialSlot()
+        change(&slot)
+        credentials[key] = slot.isIdle ? nil : slot
     }
 
     /// Waits until nothing else is redeeming or rewriting the item's refresh token.
     func acquireRedemption(_ key: SecretKey) async {
         guard credentials[key]?.redeeming == true else {
-            credentials[key, default: CredentialSlot()].redeeming = true
+            updateCredential(key) { $0.redeeming = true }
             return
         }
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            credentials[key, default: CredentialSlot()].waiters.append(waiter)
+            updateCredential(key) { $0.waiters.append(waiter) }
         }
     }
 
     /// Hands the turn to the next waiter (it stays taken), or frees it.
     func releaseRedemption(_ key: SecretKey) {
-        guard var slot = credentials[key] else { return }
-        if slot.waiters.isEmpty {
-            slot.redeeming = false
-        } else {
-            slot.waiters.removeFirst().resume()
+        updateCredential(key) { slot in
+            if slot.waiters.isEmpty {
+                slot.redeeming = false
+            } else {
+                slot.waiters.removeFirst().resume()
+            }
         }
-        credentials[key] = slot.redeeming || slot.unsaved != nil ? slot : nil
     }
 
     /// The rotated refresh token of `key` that the keyring has not taken yet, if any.
     func unsavedRefreshToken(_ key: SecretKey) -> Secret? { credentials[key]?.unsaved }
 
     func setUnsavedRefreshToken(_ key: SecretKey, _ token: Secret?) {
-        guard token != nil || credentials[key] != nil else { return }
-        credentials[key, default: CredentialSlot()].unsaved = token
-        if let slot = credentials[key], !slot.redeeming, slot.unsaved == nil { credentials[key] = nil }
+        updateCredential(key) { $0.unsaved = token }
     }
 }
