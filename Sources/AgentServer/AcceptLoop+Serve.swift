@@ -42,7 +42,7 @@ extension AcceptLoop {
             // The client is done sending: requests that only answer still get their reply; those that wait for a
             // person are withdrawn.
             connection.machine.inputEnded()
-            cancelPersonTasks(connection)
+            cancelTasks(connection, personOnly: true)
         } else if errno != EAGAIN, errno != EWOULDBLOCK {
             gone(fd)
         }
@@ -110,9 +110,9 @@ extension AcceptLoop {
             post(.reply(fd: fd, registration: registration, line: reply, finished: serial))
         }
         if dispatcher.waitsForPerson(request) {
-            connection.personTasks[serial] = task
+            connection.cancellable[serial] = (task, person: true)
         } else if dispatcher.onlyForItsReply(request) {
-            connection.replyOnlyTasks[serial] = task
+            connection.cancellable[serial] = (task, person: false)
         }
     }
 
@@ -182,9 +182,12 @@ extension AcceptLoop {
         _ = line.withUnsafeBytes { aa_socket_send(fd, $0.baseAddress, UInt($0.count)) }
     }
 
-    func cancelPersonTasks(_ connection: Connection) {
-        for task in connection.personTasks.values { task.cancel() }
-        connection.personTasks = [:]
+    /// Cancels the connection's cancellable requests; with `personOnly`, those that wait for a person alone.
+    func cancelTasks(_ connection: Connection, personOnly: Bool) {
+        for (serial, entry) in connection.cancellable where entry.person || !personOnly {
+            entry.task.cancel()
+            connection.cancellable[serial] = nil
+        }
     }
 
     /// The client hung up, the socket failed, or the connection is evicted: closed now. Requests in flight finish
@@ -193,9 +196,7 @@ extension AcceptLoop {
     func gone(_ fd: Int32) {
         guard let connection = connections[fd] else { return }
         connection.machine.hungUp()
-        cancelPersonTasks(connection)
-        for task in connection.replyOnlyTasks.values { task.cancel() }
-        connection.replyOnlyTasks = [:]
+        cancelTasks(connection, personOnly: false)
         closeConnection(fd)
     }
 

@@ -64,12 +64,11 @@ final class AcceptLoop: @unchecked Sendable {
         /// ``AcceptLoop/order``: at the cap, the idle connection with the lowest value makes room.
         var lastActive: Int
         var nextSerial = 0
-        /// Requests that wait for a person, by serial: cancelled when the client goes away or half-closes.
-        var personTasks: [Int: Task<Void, Never>] = [:]
-        /// Requests whose work only their reply uses (``RequestDispatcher/onlyForItsReply(_:)``), by serial: cancelled
-        /// when the client goes away, so a client that asks and hangs up again and again cannot pile up work beyond
-        /// the 16 requests a connection may have in flight.
-        var replyOnlyTasks: [Int: Task<Void, Never>] = [:]
+        /// Requests cancelled when their client goes away, by serial: those that wait for a person (`person`: also
+        /// when it half-closes), and those whose work only their reply uses (``RequestDispatcher/onlyForItsReply(_:)``),
+        /// so a client that asks and hangs up again and again cannot pile up work beyond the 16 requests a
+        /// connection may have in flight.
+        var cancellable: [Int: (task: Task<Void, Never>, person: Bool)] = [:]
 
         init(registration: Int, caller: Caller) {
             self.registration = registration
@@ -238,7 +237,7 @@ final class AcceptLoop: @unchecked Sendable {
                 drainBy = AcceptLoop.monotonicNow() + AcceptLoop.drainLimit
                 for (fd, connection) in connections {
                     connection.machine.inputEnded()
-                    cancelPersonTasks(connection)
+                    cancelTasks(connection, personOnly: true)
                     written[fd] = connection
                 }
             case .probe(let number):
@@ -248,8 +247,7 @@ final class AcceptLoop: @unchecked Sendable {
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
-                    connection.personTasks[serial] = nil
-                    connection.replyOnlyTasks[serial] = nil
+                    connection.cancellable[serial] = nil
                     connection.machine.finished()
                     touch(connection)
                 }
