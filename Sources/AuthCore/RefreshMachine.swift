@@ -12,9 +12,12 @@ struct RefreshMachine: Sendable {
     enum State: Equatable, Sendable {
         /// No refresh has failed since the last success.
         case healthy
-        /// `count` transient failures in a row, the last one refreshing `entry`; the server is not asked again
-        /// before `retryNotBefore` (nil once the network came back: ``networkCameBack()``).
-        case failing(count: Int, retryNotBefore: Instant?, entry: TokenCacheKey)
+        /// `count` transient failures in a row, the last one refreshing `entry`. Two waits follow a failure: the
+        /// proactive loop does not ask the server before `retryNotBefore` (the exponential backoff), and a caller
+        /// that needs a token does not before `callersNotBefore` (``RefreshPolicy/demandRetry`` after the failure,
+        /// or the server's `Retry-After`), so callers find a server that is back within that short interval
+        /// instead of waiting out the backoff. Both are nil once the network came back (``networkCameBack()``).
+        case failing(count: Int, retryNotBefore: Instant?, callersNotBefore: Instant?, entry: TokenCacheKey)
     }
 
     /// What one request for an access token does next.
@@ -26,9 +29,12 @@ struct RefreshMachine: Sendable {
         case join
         /// Start the entry's refresh and wait for it.
         case start
-        /// The server may not be asked yet (backoff); the cached entry is still valid, so it is handed out.
+        /// The server may not be asked yet (it failed less than ``RefreshPolicy/demandRetry`` ago, or its
+        /// `Retry-After` runs); the cached entry is still valid, so it is handed out.
         case serveDuringBackoff
-        /// The server may not be asked yet and nothing cached is usable: fail, saying when to try again.
+        /// The server may not be asked yet and nothing cached is usable: a request made after `retryAfter` asks it
+        /// again (the broker waits that out for the caller when it is no longer than ``RefreshPolicy/demandRetry``,
+        /// and otherwise fails saying so).
         case waitOut(retryAfter: Duration)
     }
 
@@ -50,23 +56,33 @@ struct RefreshMachine: Sendable {
 
     /// Transient failures in a row (0 when healthy).
     var failures: Int {
-        if case .failing(let count, _, _) = state { return count }
+        if case .failing(let count, _, _, _) = state { return count }
         return 0
     }
 
-    /// The earliest moment the server may be asked again, if a backoff is set.
+    /// The earliest moment the proactive loop asks the server again, if a backoff is set.
     var retryNotBefore: Instant? {
-        if case .failing(_, let notBefore, _) = state { return notBefore }
+        if case .failing(_, let notBefore, _, _) = state { return notBefore }
+        return nil
+    }
+
+    /// The earliest moment a caller's request asks the server again, if a wait is set.
+    var callersNotBefore: Instant? {
+        if case .failing(_, _, let notBefore, _) = state { return notBefore }
         return nil
     }
 
     /// The entry whose refresh failed last (retried at once when the network comes back).
     var failedEntry: TokenCacheKey? {
-        if case .failing(_, _, let entry) = state { return entry }
+        if case .failing(_, _, _, let entry) = state { return entry }
         return nil
     }
 
+    /// The proactive loop leaves the account alone until its backoff ends.
     func isBackingOff(at now: Instant) -> Bool { retryNotBefore.map { now < $0 } ?? false }
+
+    /// A caller's request may ask the server now: no failure within ``RefreshPolicy/demandRetry``, no `Retry-After`.
+    func callersMayAsk(at now: Instant) -> Bool { callersNotBefore.map { now >= $0 } ?? true }
 
     /// The last failure was not transient (e.g. `invalid_client`, `invalid_scope`): retrying on a timer would only
     /// repeat it, so only a caller's request tries again; a success clears it.
@@ -90,15 +106,18 @@ struct RefreshMachine: Sendable {
         policy.refreshAt(receivedAt: cached.tokens.receivedAt, lifetime: cached.tokens.lifetime, jitter: cached.jitter)
     }
 
-    /// One request for an entry, given what is cached for it and whether its refresh is running.
+    /// One request for an entry, given what is cached for it and whether its refresh is running. During a backoff a
+    /// request asks the server as soon as callers may (``callersMayAsk(at:)``), not when the backoff ends: while
+    /// callers ask, a server that is back is found within ``RefreshPolicy/demandRetry``, and single flight keeps it
+    /// to one request at a time however many ask.
     func request(cached: CachedToken?, refreshing: Bool, now: Instant, minValid: Duration,
                  forceRefresh: Bool) -> Action {
         if !forceRefresh, let cached, isServable(cached, now: now, minValid: minValid) {
-            let due = now >= refreshMoment(cached) && !refreshing && !isBackingOff(at: now)
+            let due = now >= refreshMoment(cached) && !refreshing && callersMayAsk(at: now)
             return .serve(refreshBehind: due)
         }
         if refreshing { return .join }
-        if !forceRefresh, let notBefore = retryNotBefore, now < notBefore {
+        if !forceRefresh, let notBefore = callersNotBefore, now < notBefore {
             if let cached, isUsableDuringOutage(cached, now: now) { return .serveDuringBackoff }
             return .waitOut(retryAfter: notBefore - now)
         }
@@ -144,8 +163,9 @@ struct RefreshMachine: Sendable {
         lastError = nil
     }
 
-    /// A refresh of `entry` failed. A transient failure starts (or lengthens) the backoff and returns its length;
-    /// any other leaves the backoff as it was and returns nil.
+    /// A refresh of `entry` failed. A transient failure starts (or lengthens) the proactive loop's backoff and
+    /// returns its length, and callers may ask again after ``RefreshPolicy/demandRetry`` (or the server's
+    /// `Retry-After`); any other failure leaves both as they were and returns nil.
     @discardableResult
     mutating func failed(_ error: AuthError, entry: TokenCacheKey, now: Instant, wallClock: Date,
                          jitter: @autoclosure () -> Double) -> Duration? {
@@ -153,7 +173,8 @@ struct RefreshMachine: Sendable {
         guard RefreshPolicy.isTransient(error.code) else { return nil }
         let count = failures + 1
         let delay = policy.backoff(failures: count, retryAfter: error.retryAfter, jitter: jitter())
-        state = .failing(count: count, retryNotBefore: now + delay, entry: entry)
+        let callersWait = min(policy.demandWait(retryAfter: error.retryAfter), delay)
+        state = .failing(count: count, retryNotBefore: now + delay, callersNotBefore: now + callersWait, entry: entry)
         return delay
     }
 
@@ -164,6 +185,8 @@ struct RefreshMachine: Sendable {
 
     /// The network is back: the backoff ends now, the failure count stays (the next failure waits longer).
     mutating func networkCameBack() {
-        if case .failing(let count, _, let entry) = state { state = .failing(count: count, retryNotBefore: nil, entry: entry) }
+        if case .failing(let count, _, _, let entry) = state {
+            state = .failing(count: count, retryNotBefore: nil, callersNotBefore: nil, entry: entry)
+        }
     }
 }

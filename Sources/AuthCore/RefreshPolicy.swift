@@ -14,15 +14,21 @@ public struct RefreshPolicy: Sendable, Equatable {
     /// shorter than the server's Retry-After.
     public var backoffBase: Duration
     public var backoffCap: Duration
+    /// While callers need a token the server is asked again this long after a failure, whatever the backoff: a
+    /// server that is back serves them within it, and single flight keeps the agent to about one request this often
+    /// in an outage, however many callers ask. Never shorter than the server's Retry-After.
+    public var demandRetry: Duration
 
     public init(minimumRemaining: Duration = .seconds(10), earlyFraction: Double = 0.1, earlyMinimum: Duration = .seconds(60),
-                recentUse: Duration = .seconds(3600), backoffBase: Duration = .seconds(2), backoffCap: Duration = .seconds(300)) {
+                recentUse: Duration = .seconds(3600), backoffBase: Duration = .seconds(2), backoffCap: Duration = .seconds(300),
+                demandRetry: Duration = .seconds(1)) {
         self.minimumRemaining = minimumRemaining
         self.earlyFraction = earlyFraction
         self.earlyMinimum = earlyMinimum
         self.recentUse = recentUse
         self.backoffBase = backoffBase
         self.backoffCap = backoffCap
+        self.demandRetry = demandRetry
     }
 
     /// The one place a caller's `minValid` is checked. It means "fresh enough, or the freshest the server will
@@ -65,6 +71,12 @@ public struct RefreshPolicy: Sendable, Equatable {
         delay = delay * (0.75 + 0.5 * min(max(jitter, 0), 1))
         if let retryAfter { delay = max(delay, .seconds(retryAfter)) }
         return delay
+    }
+
+    /// How long after a failure a caller's request may ask the server again: ``demandRetry``, or the server's
+    /// Retry-After when that is longer.
+    public func demandWait(retryAfter: Int?) -> Duration {
+        max(demandRetry, .seconds(retryAfter ?? 0))
     }
 
     /// Failures that say nothing about the sign-in itself: the refresh token is kept and the next attempt waits.

@@ -120,25 +120,32 @@ public actor TokenBroker {
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
                             interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
                             proof: ProofTarget? = nil) async throws(AuthError) -> AccessTokenGrant {
-        let state = try self.state(name)
+        var state = try self.state(name)
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
-        let now = time.now()
-        noteUse(name, now)
-        let cached = state.cached(key)
-        let action = state.refresh.request(cached: cached, refreshing: state.refreshes[key] != nil, now: now,
-                                           minValid: minValid, forceRefresh: forceRefresh)
-        switch (action, cached) {
-        case (.serve(let refreshBehind), let cached?):
-            // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
-            // refresh happens behind it, so the next caller finds a fresh one.
-            if refreshBehind { Task { _ = try? await self.refreshOnce(name, key) } }
-            return try grant(name, key, cached, proof: proof)
-        case (.serveDuringBackoff, let cached?):
-            return try grant(name, key, cached, proof: proof)
-        case (.waitOut(let wait), _):
-            throw backoffError(state.refresh.lastError, wait: wait)
-        default:
-            break
+        noteUse(name, time.now())
+        var waited = false
+        decide: while true {
+            let cached = state.cached(key)
+            let action = state.refresh.request(cached: cached, refreshing: state.refreshes[key] != nil, now: time.now(),
+                                               minValid: minValid, forceRefresh: forceRefresh)
+            switch (action, cached) {
+            case (.serve(let refreshBehind), let cached?):
+                // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
+                // refresh happens behind it, so the next caller finds a fresh one.
+                if refreshBehind { Task { _ = try? await self.refreshOnce(name, key) } }
+                return try grant(name, key, cached, proof: proof)
+            case (.serveDuringBackoff, let cached?):
+                return try grant(name, key, cached, proof: proof)
+            case (.waitOut(let wait), _):
+                // The server failed moments ago: a caller waits the rest of that short interval and then asks it
+                // (or joins whoever does), so a server that is back serves it; a longer wait (Retry-After) fails now.
+                guard !waited, wait <= policy.demandRetry else { throw backoffError(state.refresh.lastError, wait: wait) }
+                waited = true
+                do { try await time.sleep(for: wait) } catch { throw backoffError(state.refresh.lastError, wait: wait) }
+                state = try self.state(name)
+            default:
+                break decide
+            }
         }
         let refreshed: CachedToken
         do throws(AuthError) {
@@ -173,7 +180,8 @@ public actor TokenBroker {
 
     /// While the account backs off after a transient failure: the last failure, and when the next attempt may be.
     func backoffError(_ last: RecordedError?, wait: Duration) -> AuthError {
-        let seconds = Int(wait.components.seconds) + 1
+        let (whole, fraction) = wait.components
+        let seconds = max(1, Int(whole) + (fraction > 0 ? 1 : 0))
         return AuthError(last?.code ?? .serverUnreachable,
                          "\(last?.message ?? "the authorization server is unavailable"); next attempt in \(seconds) s",
                          retryAfter: seconds)

@@ -13,6 +13,24 @@ final class RefreshLifecycleTests: XCTestCase {
                            browser: FakeBrowser(), time: clock, random: { jitter }, logger: .init(label: "test"))
     }
 
+    /// A broker call that must not wait on the clock: if it sleeps, the test fails and the sleeper is released (the
+    /// clock jumps an hour), so a broken backoff fails the test instead of hanging it.
+    func withoutWaiting<T: Sendable>(_ clock: ManualClock, file: StaticString = #filePath, line: UInt = #line,
+                                     _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let call = Task { try await body() }
+        let watch = Task {
+            while !Task.isCancelled {
+                if clock.sleepers > 0 {
+                    XCTFail("the caller waited on the clock", file: file, line: line)
+                    return clock.advance(.seconds(3600))
+                }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        defer { watch.cancel() }
+        return try await call.value
+    }
+
     func testPolicyMargins() {
         let policy = RefreshPolicy()
         XCTAssertEqual(policy.earlyMargin(lifetime: .seconds(3600), jitter: 0), .seconds(360), "10 % of an hour")
@@ -95,6 +113,78 @@ final class RefreshLifecycleTests: XCTestCase {
         XCTAssertEqual(after.accessToken.reveal(), "at-2")
         let failures = await broker.accounts["work"]?.refresh.failures
         XCTAssertEqual(failures, 0)
+    }
+
+    /// Issue 47: six failed refreshes in a row leave a 64 s backoff, yet a caller a second after the last failure asks
+    /// the server again and, the server being back, gets a token; with nothing cached no caller waits out the backoff.
+    func testAServerThatIsBackServesTheNextCallerWhateverTheBackoff() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        let broker = broker(store, http, clock, jitter: 0.5)
+        for attempt in 1...6 {
+            http.tokenReplies = [HTTPReply(status: 503, body: [])]
+            await assertThrows(.serverError) { _ = try await self.withoutWaiting(clock) { try await broker.accessToken(account: "work") } }
+            XCTAssertEqual(http.tokenPosts.count, attempt, "each caller a second apart asks the server once")
+            clock.advance(.seconds(1))
+        }
+        let backoff = await broker.accounts["work"]?.refresh.retryNotBefore
+        XCTAssertEqual(backoff, clock.now() - .seconds(1) + .seconds(64), "the proactive loop's backoff has grown")
+
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 600)]
+        let token = try await withoutWaiting(clock) { try await broker.accessToken(account: "work") }
+        XCTAssertEqual(token.accessToken.reveal(), "at-1", "the server is back: served now, not in 63 s")
+        let failures = await broker.accounts["work"]?.refresh.failures
+        XCTAssertEqual(failures, 0)
+    }
+
+    /// Callers arriving moments after a failure wait the rest of the second (not the backoff), then one request
+    /// asks the server for all of them; until then the server is not asked again, however many callers there are.
+    func testCallersMomentsAfterAFailureWaitTheSecondOutAndShareOneRequest() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        let broker = broker(store, http, clock, jitter: 0.5)
+        http.tokenReplies = [HTTPReply(status: 503, body: [])]
+        await assertThrows(.serverError) { _ = try await broker.accessToken(account: "work") }
+
+        clock.advance(.milliseconds(300))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 600)]
+        let callers = (0..<8).map { _ in Task { try await broker.accessToken(account: "work") } }
+        let asleep = await clock.waitForSleepers(8)
+        XCTAssertTrue(asleep, "each caller waits the 0.7 s left")
+        XCTAssertEqual(http.tokenPosts.count, 1, "nobody asked the server within the second")
+        clock.advance(.milliseconds(700))
+        for caller in callers {
+            let token = try await caller.value
+            XCTAssertEqual(token.accessToken.reveal(), "at-1")
+        }
+        XCTAssertEqual(http.tokenPosts.count, 2, "one request for the eight callers")
+    }
+
+    /// With the server's Retry-After, callers are told the truth and not kept waiting: they fail at once, saying when
+    /// a request will ask the server again, and the server is not asked before.
+    func testRetryAfterIsTheTimeCallersAreToldAndKept() async throws {
+        let store = MemorySecretStore(items: [key: Secret("rt-1")])
+        let http = FakeHTTP()
+        let clock = ManualClock()
+        let broker = broker(store, http, clock, jitter: 0.5)
+        http.tokenReplies = [HTTPReply(status: 503, body: [], retryAfter: "30")]
+        await assertThrows(.serverError) { _ = try await broker.accessToken(account: "work") }
+        clock.advance(.seconds(10))
+        do {
+            _ = try await withoutWaiting(clock) { try await broker.accessToken(account: "work") }
+            XCTFail("expected server_error")
+        } catch let error as AuthError {
+            XCTAssertEqual(error.code, .serverError)
+            XCTAssertEqual(error.retryAfter, 20)
+            XCTAssertTrue(error.message.hasSuffix("next attempt in 20 s"), error.message)
+        }
+        XCTAssertEqual(http.tokenPosts.count, 1)
+        clock.advance(.seconds(20))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1", refresh: "rt-2", expiresIn: 600)]
+        let token = try await broker.accessToken(account: "work")
+        XCTAssertEqual(token.accessToken.reveal(), "at-1", "asked again when it said")
     }
 
     func testForcedRefreshReportsTheOutageInsteadOfAnOldToken() async throws {

@@ -67,17 +67,18 @@ final class RefreshMachineTests: XCTestCase {
 
         let first = machine.failed(outage, entry: .default, now: clock.now(), wallClock: clock.wallClock(), jitter: 0.5)
         XCTAssertEqual(first, .seconds(2), "base 2 s, jitter 0.5 keeps it")
-        XCTAssertEqual(machine.state, .failing(count: 1, retryNotBefore: clock.now() + .seconds(2), entry: .default))
+        XCTAssertEqual(machine.state, .failing(count: 1, retryNotBefore: clock.now() + .seconds(2),
+                                               callersNotBefore: clock.now() + .seconds(1), entry: .default))
         XCTAssertEqual(machine.lastError?.code, .serverUnreachable)
         XCTAssertEqual(request(machine, cached), .serve(refreshBehind: false),
-                       "inside the margin but backing off: served without a refresh behind it")
-        XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .seconds(2)))
-        clock.advance(.seconds(1))
+                       "inside the margin, failed moments ago: served without a refresh behind it")
         XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .seconds(1)))
         XCTAssertEqual(request(machine, nil, force: true), .start, "forcing asks the server anyway")
 
         clock.advance(.seconds(1))
-        XCTAssertEqual(request(machine, nil), .start, "the backoff is over")
+        XCTAssertEqual(request(machine, nil), .start, "a second later a caller asks the server again")
+        XCTAssertEqual(request(machine, cached), .serve(refreshBehind: true), "and so does a refresh behind a served token")
+        clock.advance(.seconds(1))
         let second = machine.failed(outage, entry: .default, now: clock.now(), wallClock: clock.wallClock(), jitter: 0.5)
         XCTAssertEqual(second, .seconds(4))
         XCTAssertEqual(machine.failures, 2)
@@ -85,7 +86,10 @@ final class RefreshMachineTests: XCTestCase {
         var staleCached = cached
         staleCached.stale = true
         XCTAssertEqual(request(machine, staleCached), .serveDuringBackoff,
-                       "not servable (stale) but still valid: during a backoff it beats an error")
+                       "not servable (stale) but still valid: while callers may not ask, it beats an error")
+        clock.advance(.seconds(1))
+        XCTAssertEqual(request(machine, staleCached), .start,
+                       "once callers may ask, the server is asked (a transient failure still serves it: recover)")
 
         machine.clearFailures()
         XCTAssertEqual(machine.state, .healthy)
@@ -93,11 +97,41 @@ final class RefreshMachineTests: XCTestCase {
         XCTAssertEqual(request(machine, nil), .start)
     }
 
+    /// Issue 47: faults in a row grow the backoff (2, 4, 8, 16 s...), but a caller who needs a token never waits it
+    /// out: the server is asked again a second after each failure while callers ask, and the proactive loop, with
+    /// nobody waiting, keeps the exponential backoff.
+    func testCallersAskTheServerEverySecondWhileTheProactiveLoopBacksOff() {
+        var machine = RefreshMachine(policy: policy)
+        let cached = token()
+        let used = clock.now()
+        clock.advance(.seconds(545))
+        for failure in 1...6 {
+            let delay = machine.failed(outage, entry: .default, now: clock.now(), wallClock: clock.wallClock(), jitter: 0.5)
+            XCTAssertEqual(delay, .seconds(2 << (failure - 1)), "the backoff still doubles")
+            XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .seconds(1)),
+                           "a caller is told the truth: the next attempt a request makes is a second away")
+            clock.advance(.milliseconds(999))
+            XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .milliseconds(1)))
+            clock.advance(.milliseconds(1))
+            XCTAssertEqual(request(machine, nil), .start, "failure \(failure): callers ask again after 1 s")
+            XCTAssertEqual(request(machine, nil, refreshing: true), .join, "one request at a time, however many ask")
+            XCTAssertFalse(machine.isDue(cached, refreshing: false, lastUse: used, now: clock.now()),
+                           "the proactive loop waits out the backoff")
+        }
+        XCTAssertEqual(machine.nextCheck(cached), clock.now() - .seconds(1) + .seconds(64),
+                       "the proactive loop looks again when the sixth backoff (64 s) ends")
+    }
+
     func testAServersRetryAfterIsNeverCutShort() {
         var machine = RefreshMachine(policy: policy)
         let busy = AuthError(.serverError, "HTTP 503", retryAfter: 120)
         XCTAssertEqual(machine.failed(busy, entry: .default, now: clock.now(), wallClock: clock.wallClock(), jitter: 0),
                        .seconds(120))
+        XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .seconds(120)), "not by callers either")
+        clock.advance(.seconds(119))
+        XCTAssertEqual(request(machine, nil), .waitOut(retryAfter: .seconds(1)))
+        clock.advance(.seconds(1))
+        XCTAssertEqual(request(machine, nil), .start)
     }
 
     func testAFailureThatIsNotTransientNeedsAttentionAndSetsNoBackoff() {
@@ -149,7 +183,7 @@ final class RefreshMachineTests: XCTestCase {
         XCTAssertFalse(machine.isDue(cached, refreshing: false, lastUse: used, now: clock.now()), "backing off")
         XCTAssertEqual(machine.nextCheck(cached), clock.now() + .seconds(2), "looked at again when the backoff ends")
         machine.networkCameBack()
-        XCTAssertEqual(machine.state, .failing(count: 1, retryNotBefore: nil, entry: .default),
+        XCTAssertEqual(machine.state, .failing(count: 1, retryNotBefore: nil, callersNotBefore: nil, entry: .default),
                        "the network is back: no wait, but the count stays for the next failure")
         XCTAssertTrue(machine.isDue(cached, refreshing: false, lastUse: used, now: clock.now()))
 

@@ -93,3 +93,36 @@ def test_dns_failure_keeps_the_refresh_token(make_agent, keyring, auth_server):
     token = agent.token("work")
     agent.remember(token, keyring.secret_tool_lookup("work", auth_server.issuer))
     assert auth_server.introspect(token)["active"] is True
+
+
+def test_a_server_that_is_back_serves_the_next_caller_whatever_the_backoff(make_agent, keyring, auth_server,
+                                                                          fault_proxy):
+    """Issue 47: 503s in a row grow the proactive backoff (2, 4, 8 s...), but while programs ask, the agent asks the
+    server again a second after each failure, one request at a time; once the server answers, the next `authctl token`
+    gets a token, instead of failing with "next attempt in N s" until the backoff runs out."""
+    proxy = fault_proxy
+    agent = proxied_agent(make_agent, proxy)
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent.restart()  # nothing cached: every caller needs the server
+    proxy.set("canned", (503, "text/plain", b"down", []))
+    posts = proxy.token_posts()
+    for call in range(1, 6):
+        r = agent.authctl("token", "work", timeout=30)
+        assert r.returncode == 6 and "HTTP 503" in r.stderr, r.stderr
+        assert proxy.token_posts() == posts + call, f"call {call} did not ask the server (it waited out the backoff)"
+    failures = agent.account_status("work")
+    assert failures["last_error"]["code"] == "server_error", failures
+    asked = proxy.times_of("/o/token/")[-5:]
+    gaps = [later - earlier for earlier, later in zip(asked, asked[1:])]
+    assert min(gaps) >= 0.9, f"the server was asked more than once a second: {gaps}"
+
+    # The server answers again; the agent's backoff after five failures is about 32 s.
+    proxy.set("pass")
+    r = agent.authctl("token", "work", timeout=30)
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.strip()
+    agent.remember(token, keyring.secret_tool_lookup("work", auth_server.issuer))
+    assert auth_server.introspect(token)["active"] is True
+    assert proxy.token_posts() == posts + 6, "one request served the caller"
+    print(f"server back: served on the next call; gaps between the failing requests {[round(g, 2) for g in gaps]} s")
