@@ -119,8 +119,9 @@ public struct AgentOperations: Sendable {
                                                 forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource,
                                                 proof: proof)
         }
+        // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
-                      proofFor: proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
+                      proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
         return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
     }
 

@@ -41,4 +41,23 @@ final class AgentOperationsTests: XCTestCase {
         XCTAssertEqual(accounts[0]["sign_in_ended"] as? Bool, true, "ended: \(accounts[0].keys.sorted())")
         XCTAssertEqual(accounts[1]["sign_in_ended"] as? Bool, false, "still valid")
     }
+
+    /// Issue 48: a program may ask for a DPoP proof for any token (`authctl token --header --url`), but a Bearer token
+    /// comes without one, so its grant's audit record names no proof.
+    func testABearerGrantAskedForAProofIsAuditedWithoutOne() async throws {
+        let account = AccountConfig(name: "gh", issuer: URL(string: "https://github.com")!, clientID: "client", scopes: ["repo"])
+        let store = MemorySecretStore(items: [SecretKey(account): StoredCredential.longLivedAccessToken(Secret("gho_x")).stored])
+        let broker = TokenBroker(accounts: [account], store: store, http: NoHTTP(), redirects: NoRedirects(),
+                                 browser: NoBrowser(), logger: Logger(label: "test"))
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock"),
+                                         logger: Logger(label: "test"))
+        let result = try await operations.token(account: "gh", caller: Caller(pid: 1, uid: 1000, via: "socket"), minValid: 0,
+                                                dpop: (method: "GET", url: "https://api.example/resource", nonce: nil))
+        XCTAssertNil(result.dpopProof, "a Bearer token has no proof")
+        let entries = operations.access.audit.entries(account: "gh")
+        XCTAssertEqual(entries.count, 1)
+        XCTAssertEqual(entries.first?.outcome, "granted")
+        XCTAssertNil(entries.first?.proofFor, "no proof was made, so none is audited")
+    }
 }
