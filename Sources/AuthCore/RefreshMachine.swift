@@ -40,8 +40,6 @@ struct RefreshMachine: Sendable {
 
     /// What follows a refresh that failed, for the caller that waited for it.
     enum Recovery: Equatable, Sendable {
-        /// The account needs a sign-in and the caller may start one (`interactive`).
-        case signIn
         /// The server or network is down and the cached entry is still valid: a token beats an error.
         case serveCached
         case fail
@@ -124,10 +122,9 @@ struct RefreshMachine: Sendable {
         return .start
     }
 
-    /// What the caller of a refresh that failed with `error` does, given what is cached for the entry now.
-    func recover(from error: AuthError, cached: CachedToken?, now: Instant, forceRefresh: Bool,
-                 interactive: Bool) -> Recovery {
-        if error.code == .loginRequired && interactive { return .signIn }
+    /// What the caller of a refresh that failed with `error` does, given what is cached for the entry now. (A
+    /// needed sign-in is the caller's to start: `AgentOperations.token` does for `--interactive`.)
+    func recover(from error: AuthError, cached: CachedToken?, now: Instant, forceRefresh: Bool) -> Recovery {
         if RefreshPolicy.isTransient(error.code), !forceRefresh, let cached, isUsableDuringOutage(cached, now: now) {
             return .serveCached
         }

@@ -113,12 +113,12 @@ public actor TokenBroker {
     /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry).
     /// `scopes` (a subset of the account's) and `resource` (RFC 8707) select a separately cached entry
     /// (served like the default one). The account's ``RefreshMachine`` decides (serve the cache, join or start the
-    /// entry's one refresh, wait out a backoff); this executes it. With `interactive`, a missing sign-in starts (or
-    /// joins) a browser sign-in.
+    /// entry's one refresh, wait out a backoff); this executes it. A missing sign-in is `login_required`: starting one
+    /// is the caller's (`AgentOperations.token`, for `--interactive`).
     /// With `proof`, a DPoP-bound token comes with a proof for that request, made with the key the token is bound to
     /// in the same step (the token and its proof always match).
     public func accessToken(account name: String, minValid: Duration = .zero, forceRefresh: Bool = false,
-                            interactive: Bool = false, scopes: [String]? = nil, resource: String? = nil,
+                            scopes: [String]? = nil, resource: String? = nil,
                             proof: ProofTarget? = nil) async throws(AuthError) -> AccessTokenGrant {
         var state = try self.state(name)
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: state.config)
@@ -154,17 +154,7 @@ public actor TokenBroker {
             // The account may have been removed by a reload meanwhile: the refresh's own error stands then.
             guard let state = accounts[name] else { throw error }
             switch state.refresh.recover(from: error, cached: state.cached(key), now: time.now(),
-                                         forceRefresh: forceRefresh, interactive: interactive) {
-            case .signIn:
-                let ticket = try await beginLogin(account: name)
-                _ = try await awaitLogin(ticket)
-                // The sign-in cached the default token; a scoped one is refreshed with the new refresh token.
-                if key.isDefault {
-                    guard let signedIn = accounts[name]?.cache else { throw AuthError.loginRequired(name) }
-                    refreshed = signedIn
-                } else {
-                    refreshed = try await refreshOnce(name, key)
-                }
+                                         forceRefresh: forceRefresh) {
             case .serveCached:
                 guard let cached = state.cached(key) else { throw error }
                 logger.notice("serving a cached token while the authorization server is unavailable",

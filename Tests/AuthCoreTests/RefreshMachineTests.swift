@@ -156,16 +156,15 @@ final class RefreshMachineTests: XCTestCase {
         let cached = token()
         let now = clock.now()
         let login = AuthError.loginRequired("work")
-        XCTAssertEqual(machine.recover(from: login, cached: cached, now: now, forceRefresh: false, interactive: true), .signIn)
-        XCTAssertEqual(machine.recover(from: login, cached: cached, now: now, forceRefresh: false, interactive: false), .fail,
+        XCTAssertEqual(machine.recover(from: login, cached: cached, now: now, forceRefresh: false), .fail,
                        "a refused refresh token is never papered over with the cached token")
-        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now, forceRefresh: false, interactive: false),
+        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now, forceRefresh: false),
                        .serveCached)
-        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now, forceRefresh: true, interactive: false), .fail,
+        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now, forceRefresh: true), .fail,
                        "a caller who forced a refresh wants the new token or the error")
-        XCTAssertEqual(machine.recover(from: outage, cached: nil, now: now, forceRefresh: false, interactive: false), .fail)
-        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now + .seconds(591), forceRefresh: false,
-                                       interactive: false), .fail, "9 s left: not even during an outage")
+        XCTAssertEqual(machine.recover(from: outage, cached: nil, now: now, forceRefresh: false), .fail)
+        XCTAssertEqual(machine.recover(from: outage, cached: cached, now: now + .seconds(591), forceRefresh: false), .fail,
+                       "9 s left: not even during an outage")
     }
 
     func testTheProactiveLoopRefreshesRecentlyUsedAccountsAtTheirMoment() {
