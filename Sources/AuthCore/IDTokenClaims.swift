@@ -1,8 +1,9 @@
 import FoundationEssentials
 
 /// The claims of an OIDC ID token and their checks (OIDC Core §3.1.3.7 items 2-3, 9-11): `iss`, `aud`/`azp`, `exp`,
-/// `iat` (with a bounded ``leeway``) and `nonce` match the request. For a token from a refresh (§12.2), `iss`, `sub`,
-/// `aud` and `azp` must equal the original's and `nonce` need not be present.
+/// `iat` (required, OIDC Core §2), `nbf` if present (RFC 7519 §4.1.5), each date with a bounded ``leeway``, and `nonce`
+/// match the request. For a token from a refresh (§12.2), `iss`, `sub`, `aud` and `azp` must equal the original's,
+/// so must `auth_time` when both carry one, and `nonce` need not be present.
 ///
 /// The signature is checked first, by ``IDTokenVerifier``; never trust these claims without it.
 public struct IDTokenClaims: Sendable, Equatable {
@@ -12,11 +13,21 @@ public struct IDTokenClaims: Sendable, Equatable {
     public var authorizedParty: String?
     /// Kept to compare a refreshed token's nonce with the original's; a nonce is single-use, not a secret.
     public var nonce: String?
+    /// When the user authenticated (`auth_time`, Unix seconds), if the provider says: a refreshed token must repeat it.
+    public var authTime: Double?
     public var email: String?
     public var name: String?
 
-    /// Clock skew tolerated on `exp` and `iat`.
+    /// Clock skew tolerated on `exp`, `iat` and `nbf`.
     public static let leeway: Double = 300
+
+    /// A date claim (RFC 7519 §2, NumericDate): nil when absent. One of another type is refused, never read as absent:
+    /// a string `nbf` must not skip the check a number would fail.
+    private static func date(_ name: String, in claims: [String: JSONValue]) throws(AuthError) -> Double? {
+        guard let value = claims[name] else { return nil }
+        guard let seconds = value.number else { throw AuthError(.invalidIDToken, "the ID token's \(name) is not a number") }
+        return seconds
+    }
 
     public static func validate(_ token: Secret, issuer: URL, clientID: String, nonce: Secret?, now: Date,
                                 original: IDTokenClaims? = nil) throws(AuthError) -> IDTokenClaims {
@@ -39,12 +50,15 @@ public struct IDTokenClaims: Sendable, Equatable {
         if audiences.count > 1 || claims["azp"] != nil {
             guard azp == clientID else { throw AuthError(.invalidIDToken, "the ID token's azp does not match") }
         }
-        guard let exp = claims["exp"]?.number, exp + leeway > now.timeIntervalSince1970 else {
-            throw AuthError(.invalidIDToken, "the ID token has expired")
+        let seconds = now.timeIntervalSince1970
+        guard let exp = try date("exp", in: claims) else { throw AuthError(.invalidIDToken, "the ID token has no expiry (exp)") }
+        guard exp + leeway > seconds else { throw AuthError(.invalidIDToken, "the ID token has expired") }
+        guard let iat = try date("iat", in: claims) else { throw AuthError(.invalidIDToken, "the ID token has no issue time (iat)") }
+        guard iat - leeway <= seconds else { throw AuthError(.invalidIDToken, "the ID token was issued in the future") }
+        if let nbf = try date("nbf", in: claims), nbf - leeway > seconds {
+            throw AuthError(.invalidIDToken, "the ID token is not valid yet (nbf)")
         }
-        if let iat = claims["iat"]?.number, iat - leeway > now.timeIntervalSince1970 {
-            throw AuthError(.invalidIDToken, "the ID token was issued in the future")
-        }
+        let authTime = try date("auth_time", in: claims)
         let gotNonce = claims["nonce"]?.string
         if let nonce {
             guard let gotNonce, nonce.constantTimeEquals(gotNonce) else {
@@ -52,13 +66,17 @@ public struct IDTokenClaims: Sendable, Equatable {
             }
         }
         let result = IDTokenClaims(issuer: iss, subject: sub, audiences: audiences, authorizedParty: azp, nonce: gotNonce,
-                                   email: claims["email"]?.string, name: claims["name"]?.string)
+                                   authTime: authTime, email: claims["email"]?.string, name: claims["name"]?.string)
         if let original {
             guard result.issuer == original.issuer, result.subject == original.subject,
                   Set(result.audiences) == Set(original.audiences), result.authorizedParty == original.authorizedParty
             else { throw AuthError(.invalidIDToken, "the refreshed ID token names another issuer, subject or audience than the sign-in's") }
             if let gotNonce, let first = original.nonce, gotNonce != first {
                 throw AuthError(.invalidIDToken, "the refreshed ID token's nonce differs from the sign-in's")
+            }
+            // auth_time is the time of the original authentication, never of the refresh (§12.2).
+            if let again = result.authTime, let first = original.authTime, again != first {
+                throw AuthError(.invalidIDToken, "the refreshed ID token's auth_time differs from the sign-in's")
             }
         }
         return result

@@ -35,6 +35,9 @@ extension TokenBroker {
             }
             let credential = try StoredCredential(stored: stored)
             if ours() { accounts[name]?.proofKey = credential.proofKey }
+            // OIDC Core §12.2's reference: the sign-in's claims, kept with the credential, so a restart keeps them too.
+            // An item written before they were has none; the first refreshed ID token since then becomes it (below).
+            let signInClaims = credential.signInClaims ?? (ours() ? accounts[name]?.idClaims : nil)
             guard let refreshToken = credential.refreshToken else {
                 // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
                 guard case .longLivedAccessToken(let access) = credential.token else { throw AuthError.loginRequired(name) }
@@ -62,11 +65,13 @@ extension TokenBroker {
             if ours() { noteRefresh(name, tokens) }
             // Rotation: the new refresh token (with the sign-in's key) is saved before the old one is forgotten or any
             // access token is used.
+            var kept = stored
             if let rotated = tokens.refreshToken, rotated != refreshToken {
-                let next = StoredCredential.refreshToken(rotated, proofKey: credential.proofKey).stored
-                setUnsavedRefreshToken(key, next)
-                try await storeRefreshToken(next, for: key)
+                let next = StoredCredential.refreshToken(rotated, proofKey: credential.proofKey, signInClaims: signInClaims)
+                setUnsavedRefreshToken(key, next.stored)
+                try await storeRefreshToken(next.stored, for: key)
                 setUnsavedRefreshToken(key, nil)
+                kept = next.stored
             } else if unsavedRefreshToken(key) != nil {
                 try await storeRefreshToken(stored, for: key)
                 setUnsavedRefreshToken(key, nil)
@@ -75,10 +80,12 @@ extension TokenBroker {
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
+            // The reference stays the sign-in's: a refresh never replaces it.
             if let idToken = tokens.idToken {
                 if let claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
-                                                          original: ours() ? accounts[name]?.idClaims : nil) {
-                    if ours() { accounts[name]?.idClaims = claims }
+                                                          original: signInClaims) {
+                    if ours() { accounts[name]?.idClaims = signInClaims ?? claims }
+                    await keepSignInClaims(name, signInClaims ?? claims, in: kept, key: key)
                 } else {
                     tokens.idToken = nil
                 }
@@ -107,6 +114,21 @@ extension TokenBroker {
     /// only while the account's are not known in this run (``credentialFromKeyring(_:account:)``).
     func loadRefreshToken(_ key: SecretKey) async throws(AuthError) -> Secret? {
         try await keyring.load(key).map { credentialFromKeyring($0, account: key.account) }
+    }
+
+    /// Keeps `claims` with the credential `stored` (the secret the refresh left in the keyring) if it has none: an
+    /// item written before they were kept, so the next refreshed ID token is compared with them after a restart too.
+    /// Written only while the item still holds `stored`; a failure costs that comparison, never the sign-in.
+    private func keepSignInClaims(_ name: String, _ claims: IDTokenClaims, in stored: Secret, key: SecretKey) async {
+        guard let credential = try? StoredCredential(stored: stored), credential.signInClaims == nil else { return }
+        let kept = StoredCredential(credential.token, proofKey: credential.proofKey, signInClaims: claims)
+        do throws(AuthError) {
+            guard try await keyring.item(key)?.secret == stored else { return }
+            try await storeRefreshToken(kept.stored, for: key)
+        } catch {
+            logger.notice("cannot keep the ID token's claims with the sign-in in the keyring", metadata: [
+                "account": "\(name)", "error_code": "\(error.code.rawValue)"])
+        }
     }
 
     /// `invalid_grant`: delete only the refresh token that was sent, and only if it is still the stored one.

@@ -179,9 +179,10 @@ extension TokenBroker {
         var stored: StoredIn?
         do throws(AuthError) {
             if let refresh = tokens.refreshToken {
-                // The new sign-in's key goes into the same secret as its refresh token: one write.
-                stored = try await storeRefreshToken(StoredCredential.refreshToken(refresh, proofKey: proofKey).stored,
-                                                     for: key, holdIfLocked: true)
+                // The new sign-in's key and ID token claims (OIDC Core §12.2's reference for a refreshed one) go into
+                // the same secret as its refresh token: one write.
+                let credential = StoredCredential.refreshToken(refresh, proofKey: proofKey, signInClaims: claims)
+                stored = try await storeRefreshToken(credential.stored, for: key, holdIfLocked: true)
                 setUnsavedRefreshToken(key, nil)
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.

@@ -84,8 +84,9 @@ final class CredentialTurnTests: XCTestCase {
         gate.open()
         _ = try await value(of: refresh)
         _ = try await value(of: login)
-        let kept = await store.items[key]
-        XCTAssertEqual(kept?.reveal(), "rt-new", "the new sign-in's refresh token is the one kept")
+        let keptSecret = await store.items[key]
+        let kept = try StoredCredential(stored: XCTUnwrap(keptSecret))
+        XCTAssertEqual(kept.refreshToken?.reveal(), "rt-new", "the new sign-in's refresh token is the one kept")
         let token = try await broker.accessToken(account: "work")
         XCTAssertEqual(token.accessToken.reveal(), "at-new", "the new sign-in's access token is the one served")
     }

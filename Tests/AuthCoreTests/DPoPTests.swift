@@ -199,8 +199,10 @@ final class DPoPTests: XCTestCase {
         let query = try await signIn(broker, http, redirects, browser, reply: FakeHTTP.tokenReply(access: "at-1", refresh: "rt-1"))
         XCTAssertNil(query["dpop_jkt"], file: file, line: line)
         XCTAssertNil(http.tokenHeaders.first?["DPoP"], file: file, line: line)
-        let item = await store.items[key]
-        XCTAssertEqual(item?.reveal(), "rt-1", file: file, line: line)
+        let itemSecret = await store.items[key]
+        let item = try StoredCredential(stored: XCTUnwrap(itemSecret, file: file, line: line))
+        XCTAssertEqual(item.refreshToken?.reveal(), "rt-1", file: file, line: line)
+        XCTAssertNil(item.proofKey, file: file, line: line)
     }
 
     static func dpopReply(access: String, refresh: String?, type: String = "DPoP", nonce: String? = nil) -> HTTPReply {
@@ -545,8 +547,10 @@ final class DPoPTests: XCTestCase {
         _ = try await broker.awaitLogin(ticket)
         XCTAssertNotNil(http.tokenHeaders.first?["DPoP"])
         XCTAssertNil(http.tokenHeaders.last?["DPoP"], "the second exchange goes without a proof")
-        let item = await store.items[key]
-        XCTAssertEqual(item?.reveal(), "rt-1", "no key is stored for a sign-in without DPoP")
+        let itemSecret = await store.items[key]
+        let item = try StoredCredential(stored: XCTUnwrap(itemSecret))
+        XCTAssertEqual(item.refreshToken?.reveal(), "rt-1")
+        XCTAssertNil(item.proofKey, "no key is stored for a sign-in without DPoP")
         let status = await broker.status()
         XCTAssertEqual(status.accounts.first?.dpop, "refused")
         let token = try await broker.accessToken(account: "work")

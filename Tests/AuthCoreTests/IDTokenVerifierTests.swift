@@ -127,6 +127,37 @@ final class IDTokenVerifierTests: XCTestCase {
         await assertRejected(await TestKeys.sign(.init(), rsaKey: TestKeys.otherRSA), nonce: nil, original: original, "signature")
     }
 
+    /// OIDC Core §2: `iat` is required. RFC 7519 §4.1.5: a token is not accepted before its `nbf`, with the leeway of
+    /// `exp` and `iat`. A date of another type is refused, never read as absent.
+    func testIssueTimeIsRequiredAndNotBeforeIsChecked() async throws {
+        let header = #"{"alg":"RS256","kid":"rsa-1","typ":"JWT"}"#
+        let claims = #""iss":"https://issuer.example","sub":"alice","aud":"client-1","exp":1800003600,"nonce":"n-1""#
+        func token(_ dates: String) -> String { TestKeys.signRaw(header: header, payload: "{" + claims + dates + "}") }
+        _ = try await verify(token(#","iat":1800000000"#))
+        await assertRejected(token(""), "no issue time (iat)")
+        await assertRejected(token(#","iat":"1800000000""#), "iat is not a number")
+        await assertRejected(token(#","iat":null"#), "iat is not a number")
+        // now is 1_800_000_100: an nbf up to now + 300 s passes; one beyond, or of another type, does not.
+        _ = try await verify(token(#","iat":1800000000,"nbf":1800000000"#))
+        _ = try await verify(token(#","iat":1800000000,"nbf":1800000399"#))
+        await assertRejected(token(#","iat":1800000000,"nbf":1800000401"#), "not valid yet (nbf)")
+        await assertRejected(token(#","iat":1800000000,"nbf":"1800000000""#), "nbf is not a number")
+        await assertRejected(token(#","iat":1800000000,"nbf":true"#), "nbf is not a number")
+    }
+
+    /// OIDC Core §12.2: a refreshed token's `auth_time`, when it has one, is the sign-in's.
+    func testRefreshedTokenMustRepeatTheSignInsAuthTime() async throws {
+        let original = try await verify(await TestKeys.sign(.init(nonce: "n-1", auth_time: 1_799_999_000)))
+        XCTAssertEqual(original.authTime, 1_799_999_000)
+        _ = try await verify(await TestKeys.sign(.init(auth_time: 1_799_999_000)), nonce: nil, original: original)
+        _ = try await verify(await TestKeys.sign(.init()), nonce: nil, original: original)
+        await assertRejected(await TestKeys.sign(.init(auth_time: 1_800_000_050)), nonce: nil, original: original, "auth_time")
+        let header = #"{"alg":"RS256","kid":"rsa-1","typ":"JWT"}"#
+        let payload = #"{"iss":"https://issuer.example","sub":"alice","aud":"client-1","exp":1800003600,"iat":1800000000,"auth_time":"1799999000"}"#
+        await assertRejected(TestKeys.signRaw(header: header, payload: payload), nonce: nil, original: original,
+                             "auth_time is not a number")
+    }
+
     /// RFC 7519 §4: a claim set (or header) naming a member twice is refused, even properly signed: which value counts
     /// differs between parsers. The message names the member, never a value.
     func testRepeatedMembersAreRejected() async throws {

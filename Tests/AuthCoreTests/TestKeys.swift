@@ -39,6 +39,7 @@ enum TestKeys {
         var nonce: String?
         var azp: String?
         var email: String? = "alice@example.test"
+        var auth_time: Int?
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 

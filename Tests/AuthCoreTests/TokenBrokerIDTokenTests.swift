@@ -127,8 +127,8 @@ final class TokenBrokerIDTokenTests: XCTestCase {
         } catch {
             XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
         }
-        let stored = await store.items[key]
-        XCTAssertEqual(stored?.reveal(), "rt-3", "the rotated refresh token is kept even when its ID token is refused")
+        let stored = try await storedCredential(store)
+        XCTAssertEqual(stored.refreshToken?.reveal(), "rt-3", "the rotated refresh token is kept even when its ID token is refused")
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-4", refresh: "rt-4",
                                                  idToken: await TestKeys.sign(.init(), rsaKey: TestKeys.otherRSA))]
         do {
@@ -136,6 +136,81 @@ final class TokenBrokerIDTokenTests: XCTestCase {
             XCTFail("accepted a refreshed ID token with a bad signature")
         } catch {
             XCTAssertEqual((error as? AuthError)?.code, .invalidIDToken)
+        }
+    }
+
+    /// The credential in the store's item for the account.
+    func storedCredential(_ store: MemorySecretStore) async throws -> StoredCredential {
+        let stored = await store.items[key]
+        return try StoredCredential(stored: XCTUnwrap(stored))
+    }
+
+    /// OIDC Core §12.2 across a restart: the sign-in's claims are kept with the credential in the keyring, so a broker
+    /// started anew over the same store (nothing in memory) compares a refreshed ID token with them. Every refusal
+    /// rotates the refresh token, whose new item keeps them; an accepted refreshed token does not replace them.
+    func testRefreshedIDTokenIsComparedWithTheSignInsAfterARestart() async throws {
+        let (store, http, redirects, browser) = (MemorySecretStore(), FakeHTTP(), FakeRedirects(), FakeBrowser())
+        let signedIn = Fixtures.broker(store: store, http: http, redirects: redirects, browser: browser)
+        _ = try await signIn(signedIn, http, redirects, browser) { await TestKeys.sign(.init(nonce: $0, auth_time: 1_799_999_000)) }
+        let refused: [(String, TestKeys.Claims)] = [
+            ("another issuer, subject or audience", .init(sub: "mallory", auth_time: 1_799_999_000)),
+            ("another issuer, subject or audience", .init(aud: ["client-1", "other"], azp: "client-1", auth_time: 1_799_999_000)),
+            ("another issuer, subject or audience", .init(iss: "https://issuer.example/", auth_time: 1_799_999_000)),
+            ("auth_time differs", .init(auth_time: 1_800_000_050)),
+        ]
+        for (n, (reason, claims)) in refused.enumerated() {
+            let restarted = Fixtures.broker(store: store, http: http)
+            http.tokenReplies = [FakeHTTP.tokenReply(access: "at-\(n)", refresh: "rt-\(n)", idToken: await TestKeys.sign(claims))]
+            do {
+                _ = try await restarted.accessToken(account: "work", forceRefresh: true)
+                XCTFail("after a restart, accepted a refreshed ID token with \(reason)")
+            } catch {
+                XCTAssertEqual(error.code, .invalidIDToken, "\(error)")
+                XCTAssertTrue(error.message.contains(reason), "\(error)")
+            }
+            let item = try await storedCredential(store)
+            XCTAssertEqual(item.refreshToken?.reveal(), "rt-\(n)", "the rotated refresh token is kept")
+            XCTAssertEqual(item.signInClaims?.subject, "alice", "the rotated item keeps the sign-in's claims")
+        }
+
+        // The same user, without auth_time (sent at the sign-in only): accepted, and the reference stays the sign-in's.
+        let same = await TestKeys.sign(.init(iat: 1_800_000_050))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-ok", refresh: "rt-ok", idToken: same)]
+        let grant = try await Fixtures.broker(store: store, http: http).accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(grant.idToken?.reveal(), same)
+        let item = try await storedCredential(store)
+        XCTAssertEqual(item.signInClaims?.authTime, 1_799_999_000, "the sign-in's claims, not the refreshed token's")
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-late", refresh: "rt-late",
+                                                 idToken: await TestKeys.sign(.init(auth_time: 1_800_000_060)))]
+        await assertThrows(.invalidIDToken) {
+            _ = try await Fixtures.broker(store: store, http: http).accessToken(account: "work", forceRefresh: true)
+        }
+    }
+
+    /// An item written before the sign-in's claims were kept (the bare refresh token) still refreshes. With nothing to
+    /// compare it with, the first refreshed ID token is accepted and its claims are kept with the credential, so after
+    /// a restart the next one is compared with them.
+    func testAnItemWithoutClaimsRefreshesAndKeepsTheFirstRefreshedClaims() async throws {
+        let (store, http) = (MemorySecretStore(items: [key: Secret("rt-old")]), FakeHTTP())
+        let broker = Fixtures.broker(store: store, http: http)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-1")]
+        let plain = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(plain.accessToken.reveal(), "at-1")
+        let stored = await store.items[key]
+        XCTAssertEqual(stored?.reveal(), "rt-old", "no ID token, nothing to keep: the item is as it was")
+
+        let first = await TestKeys.sign(.init(iat: 1_800_000_050, auth_time: 1_799_999_000))
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-2", idToken: first)]
+        let grant = try await broker.accessToken(account: "work", forceRefresh: true)
+        XCTAssertEqual(grant.idToken?.reveal(), first, "nothing to compare with: accepted")
+        let item = try await storedCredential(store)
+        XCTAssertEqual(item.refreshToken?.reveal(), "rt-old")
+        XCTAssertEqual(item.signInClaims, IDTokenClaims(issuer: "https://issuer.example", subject: "alice", audiences: ["client-1"],
+                                                        authTime: 1_799_999_000))
+
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-3", idToken: await Fixtures.signedIDToken(nonce: nil, sub: "mallory"))]
+        await assertThrows(.invalidIDToken) {
+            _ = try await Fixtures.broker(store: store, http: http).accessToken(account: "work", forceRefresh: true)
         }
     }
 }

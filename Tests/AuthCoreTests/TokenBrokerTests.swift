@@ -174,8 +174,11 @@ final class TokenBrokerTests: XCTestCase {
         XCTAssertEqual(exchanged["code"], "the-code")
         XCTAssertEqual(exchanged["redirect_uri"], "http://127.0.0.1:50000/oauth2/callback/work")
         XCTAssertEqual(PKCE.challenge(for: try XCTUnwrap(exchanged["code_verifier"])), query["code_challenge"]?.first)
-        let stored = await store.items[key]
-        XCTAssertEqual(stored?.reveal(), "rt-1")
+        let storedSecret = await store.items[key]
+        let stored = try StoredCredential(stored: XCTUnwrap(storedSecret))
+        XCTAssertEqual(stored.refreshToken?.reveal(), "rt-1")
+        XCTAssertEqual(stored.signInClaims?.subject, "alice", "the ID token's claims are kept with it (OIDC Core §12.2)")
+        XCTAssertNil(stored.signInClaims?.email, "the profile claims are not")
         XCTAssertEqual(redirects.closed, 1, "listener closed after the first valid response")
         let token = try await broker.accessToken(account: "work")
         XCTAssertEqual(token.accessToken.reveal(), "at-1")
