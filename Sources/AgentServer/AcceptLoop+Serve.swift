@@ -120,7 +120,9 @@ extension AcceptLoop {
     /// socket on, or forked a helper that kept it and then ran an allowed program): the connecting process's
     /// identity says nothing about the writer, so nothing it asks is served, whatever the account's policy. The
     /// client gets `permission_denied`, the refusal is logged and audited (for the account its line names, if
-    /// any), and the connection is closed.
+    /// any), and the connection is closed. The refusal is the connection's last output, after the replies already
+    /// owed (``ConnectionStateMachine/refuse(_:)``: never inside one the socket took only part of); a client that
+    /// does not take it is closed ``drainLimit`` later, as at shutdown.
     func refuseOtherSender(_ fd: Int32, _ connection: Connection, sender: Int32, _ bytes: UnsafeRawBufferPointer) {
         var request: WireRequest?
         if let newline = bytes.firstIndex(of: 0x0A),
@@ -135,9 +137,14 @@ extension AcceptLoop {
             dispatcher.operations.access.record(connection.caller, account: account, granted: false,
                                                 reason: .otherSender, scopes: request?.scopes, resource: request?.resource)
         }
-        sendLine(fd, dispatcher.encodeError(request?.id, WireError(.permissionDenied,
-            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected")))
-        gone(fd)
+        var refusal = dispatcher.encodeError(request?.id, WireError(.permissionDenied,
+            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected"))
+        refusal.append(0x0A)
+        refusal.withUnsafeBytes { connection.machine.refuse($0) }
+        // Nothing more is served: the requests in flight whose reply is all they are for are cancelled, those
+        // waiting for a person withdrawn (the others finish, and their replies are dropped).
+        cancelTasks(connection, personOnly: false)
+        refused.append((fd, connection.registration, closeBy: AcceptLoop.monotonicNow() + AcceptLoop.drainLimit))
     }
 
     // MARK: - Writing and closing
@@ -150,7 +157,7 @@ extension AcceptLoop {
 
     /// Sends `bytes` now if nothing is waiting before them, and keeps what the socket does not take.
     func write(_ fd: Int32, _ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
-        guard connection.machine.state != .closed else { return }
+        guard connection.machine.isServing else { return }
         guard connection.machine.pendingOutputCount == 0 else {
             connection.machine.queue(bytes)
             return

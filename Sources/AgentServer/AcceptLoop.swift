@@ -31,7 +31,8 @@ final class AcceptLoop: @unchecked Sendable {
     /// teardown; docs/BENCHMARKS.md, "Memory").
     static let idleHookAgain: UInt64 = 30_000_000_000
     /// After shutdown began, how long clients have to take the replies still owed to them; then their connections
-    /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Nanoseconds.
+    /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Also how long a
+    /// refused connection has to take its refusal (``refuseOtherSender(_:_:sender:_:)``). Nanoseconds.
     static let drainLimit: UInt64 = 3_000_000_000
 
     static let readable = UInt32(AA_SOCKET_READABLE)
@@ -116,6 +117,9 @@ final class AcceptLoop: @unchecked Sendable {
     var idleFirstRun = false
     /// When shutdown stops waiting for clients to take their replies (``drainLimit`` after it began).
     var drainBy: UInt64?
+    /// Refused connections, by registration, each closed at `closeBy` (``drainLimit`` after its refusal) unless its
+    /// client took the refusal first; in refusal order, so the first is the soonest.
+    var refused: [(fd: Int32, registration: Int, closeBy: UInt64)] = []
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
 
     /// Starts the loop's thread on `listenFD` (bound and listening; the loop owns it from now on).
@@ -172,7 +176,7 @@ final class AcceptLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 64)
         while !(stopped && connections.isEmpty) {
             // No timer while clients are connected and accepting works: then the clock is not read at all.
-            let timer = min(acceptRetry ?? .max, idleAt ?? .max, drainBy ?? .max)
+            let timer = min(acceptRetry ?? .max, idleAt ?? .max, drainBy ?? .max, refused.first?.closeBy ?? .max)
             let timeout = timer == .max ? -1
                 : Int32(clamping: (timer - min(timer, AcceptLoop.monotonicNow()) + 999_999) / 1_000_000)
             let count = aa_socket_epoll_wait(epollFD, &fds, &events, 64, timeout)
@@ -207,6 +211,12 @@ final class AcceptLoop: @unchecked Sendable {
                               metadata: ["connections": "\(connections.count)"])
             }
             closeAll()
+        }
+        while let first = refused.first, first.closeBy <= now {
+            refused.removeFirst()
+            guard connections[first.fd]?.registration == first.registration else { continue }
+            logger.notice("closing a refused connection whose client did not take the refusal")
+            gone(first.fd)
         }
         guard let idle = idleAt, idle <= now else { return }
         idleAt = idleFirstRun ? now + AcceptLoop.idleHookAgain : nil

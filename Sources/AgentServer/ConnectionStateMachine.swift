@@ -15,13 +15,19 @@ import Glibc
 ///   the agent holds for a client that never reads is bounded by that plus the replies of the requests in flight;
 /// - once the client will send nothing more (end of input, an over-long line, the agent shutting down), the lines
 ///   already received are still served, every request in flight still answers, the replies are written, and only
-///   then does the connection close (``isFinished``); a hang-up closes at once.
+///   then does the connection close (``isFinished``); a hang-up closes at once;
+/// - a refused connection (another process wrote to it) gets its refusal line after the output already pending, never
+///   inside a reply the socket took only part of; then nothing more is read, served or answered, and it closes once
+///   the refusal is written.
 struct ConnectionStateMachine {
     enum State: Equatable {
         /// Reading and serving request lines.
         case open
         /// The client will send nothing more: what arrived is served and answered, then the connection closes.
         case draining
+        /// Refused (``refuse(_:)``): the output pending and the refusal line after it are written, then the connection
+        /// closes. Nothing more is read or served, and replies still to come are dropped.
+        case refusing
         /// Closed: the client hung up or the socket failed. Nothing more is served or written.
         case closed
     }
@@ -85,10 +91,24 @@ struct ConnectionStateMachine {
         inFlight -= 1
     }
 
-    /// Keeps reply bytes the socket did not take. Dropped once closed.
+    /// Keeps reply bytes the socket did not take. Dropped once refused or closed.
     mutating func queue(_ bytes: UnsafeRawBufferPointer) {
-        guard state != .closed, bytes.count > 0 else { return }
+        guard isServing, bytes.count > 0 else { return }
         output.append(contentsOf: bytes)
+    }
+
+    /// The connection is refused with `line` (its newline included), its last output: queued after what is pending,
+    /// so a reply the socket took only part of is completed first and the client reads whole lines, then the
+    /// refusal. Nothing more is read or served (what was received and not served is dropped), replies of the
+    /// requests still in flight are dropped when they come, and the connection is finished once the refusal is
+    /// written. Ignored once refused or closed.
+    mutating func refuse(_ line: UnsafeRawBufferPointer) {
+        guard isServing else { return }
+        state = .refusing
+        input = []
+        inputStart = 0
+        scanned = 0
+        output.append(contentsOf: line)
     }
 
     /// The socket took `count` bytes of the pending output (``pendingOutput``). The written bytes are dropped once
@@ -122,7 +142,7 @@ struct ConnectionStateMachine {
 
     /// The next line to serve, ``Next/tooLong`` once for an over-long line, or ``Next/none``.
     mutating func nextLine() -> Next {
-        guard state != .closed, underLimits else { return .none }
+        guard isServing, underLimits else { return .none }
         let available = input.count - inputStart
         guard available > 0 else { return .none }
         guard let newline = newline(from: inputStart + scanned) else {
@@ -154,19 +174,23 @@ struct ConnectionStateMachine {
 
     /// Whether ``nextLine()`` has a line to give now (the owner serves again after writing made room).
     var canServe: Bool {
-        state != .closed && underLimits && hasCompleteLine
+        isServing && underLimits && hasCompleteLine
     }
+
+    /// Open or draining: lines are served and their replies written (not once refused or closed).
+    var isServing: Bool { state == .open || state == .draining }
 
     /// Whether the owner should watch the socket for room to write.
     var wantsWrite: Bool { state != .closed && pendingOutputCount > 0 }
 
-    /// Whether the connection is done: closed, or drained (every line served, every request answered, every reply
-    /// written).
+    /// Whether the connection is done: closed, drained (every line served, every request answered, every reply
+    /// written), or refused and the refusal written (requests still in flight are not waited for).
     var isFinished: Bool {
         switch state {
         case .closed: return true
         case .open: return false
         case .draining: return inFlight == 0 && pendingOutputCount == 0 && inputStart == input.count
+        case .refusing: return pendingOutputCount == 0
         }
     }
 

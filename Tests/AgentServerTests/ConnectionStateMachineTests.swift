@@ -148,6 +148,46 @@ final class ConnectionStateMachineTests: XCTestCase {
         XCTAssertEqual(m.pendingOutputCount, 0, "replies arriving after the hang-up are dropped")
     }
 
+    /// Another process wrote to the connection while the socket had taken only part of a reply: the refusal goes
+    /// out after the rest of that reply (and the replies queued behind it), never inside it; nothing more is read,
+    /// served or answered, and the connection is finished once the refusal is written, whatever is still in flight.
+    func testARefusalIsWrittenAfterTheHalfWrittenReplyThenTheConnectionCloses() {
+        var m = machine(outputLimit: 100)
+        receive("a\nb\n", into: &m)
+        XCTAssertEqual(m.nextLine(), line("a"))
+        m.started()
+        XCTAssertEqual(m.nextLine(), line("b"))
+        m.started()
+        m.finished()
+        Array("{\"id\":\"b\",\"result\":{}}\n".utf8).withUnsafeBytes { m.queue($0) }
+        m.wrote(9)
+        receive("{\"id\":\"c\"", into: &m)
+        Array("REFUSED\n".utf8).withUnsafeBytes { m.refuse($0) }
+        XCTAssertEqual(m.state, .refusing)
+        XCTAssertEqual(m.withPendingOutput { Array($0) }, Array(",\"result\":{}}\nREFUSED\n".utf8),
+                       "the rest of the reply, then the refusal")
+        XCTAssertFalse(m.wantsRead, "nothing more is read")
+        XCTAssertTrue(m.wantsWrite)
+        receive("}\n", into: &m)
+        XCTAssertEqual(m.nextLine(), .none, "what was received before or after the refusal is not served")
+        XCTAssertFalse(m.canServe)
+        m.inputEnded()
+        XCTAssertEqual(m.state, .refusing, "a half-close does not undo the refusal")
+        Array("OTHER\n".utf8).withUnsafeBytes { m.refuse($0) }
+        m.finished()
+        queue(10, into: &m)
+        XCTAssertEqual(m.pendingOutputCount, 22, "a later reply (or a second refusal) never follows the refusal")
+        m.wrote(17)
+        XCTAssertFalse(m.isFinished, "the refusal is not written yet")
+        XCTAssertEqual(m.withPendingOutput { Array($0) }, Array("USED\n".utf8))
+        m.started()
+        m.wrote(5)
+        XCTAssertFalse(m.wantsWrite)
+        XCTAssertTrue(m.isFinished, "written: finished, though a request is still in flight (its reply is dropped)")
+        m.hungUp()
+        XCTAssertEqual(m.state, .closed)
+    }
+
     /// A client sending a long line a byte at a time is scanned once, not once per byte (quadratic work).
     func testALongLineArrivingByteByByteIsServedWhole() {
         var m = machine(maxLine: 4096)

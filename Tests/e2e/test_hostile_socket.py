@@ -3,12 +3,16 @@ client that hangs up while its refresh runs, and byte streams that are not the p
 protection it names breaks. (Other uids, loosened modes, 10 MB lines and deep JSON: test_hostile.py; stale and
 live sockets: test_errors.py::test_stale_socket_and_second_agent.)
 """
+import fcntl
 import json
 import os
 import resource
 import select
 import socket
 import statistics
+import struct
+import subprocess
+import termios
 import threading
 import time
 
@@ -311,4 +315,140 @@ def test_a_new_client_is_told_when_every_connection_is_busy(make_agent, keyring,
     finally:
         for s in busy:
             s.close()
+    assert_alive(agent)
+
+
+def queued(s: socket.socket) -> int:
+    """Bytes waiting in the client's receive queue (SIOCINQ)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def unread_by_the_agent(s: socket.socket) -> int:
+    """What the client wrote that the agent has not read yet (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+
+
+def settled(s: socket.socket, target: int, still: float = 1.0) -> int:
+    """Waits until the client's queue holds `target` bytes, or has not grown for `still` seconds: the agent stopped
+    writing (its socket is full). Returns the queue's size."""
+    last, since = queued(s), time.monotonic()
+    while last < target and time.monotonic() - since < still:
+        time.sleep(0.01)
+        if (now := queued(s)) != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def quiet(pid: int, period: float = 0.3, timeout: float = 10):
+    """Waits until process `pid` has used no CPU for `period` seconds (at most `timeout`): the agent has answered
+    what it was asked. Only the shape of the test's scene depends on it, not what the test asserts."""
+    deadline = time.monotonic() + timeout
+    last, since = cpu_ticks(pid), time.monotonic()
+    while time.monotonic() - since < period and time.monotonic() < deadline:
+        time.sleep(0.02)
+        if (now := cpu_ticks(pid)) != last:
+            last, since = now, time.monotonic()
+
+
+class UnreadReplies:
+    """A connection whose client asks for cached tokens and does not read the replies, until the agent holds about
+    `held` bytes of them the socket did not take (under its 64 KiB output limit: it still reads this client). Every
+    request has an id of the same width, so every reply has the same length."""
+
+    def __init__(self, agent, held: int):
+        self.s = agent.connect(timeout=30)
+        self.sent = 0
+        self.send(1)
+        self.length = len(self.s.recv(65536))  # one whole reply (the socket is empty until it came)
+        self.read = self.length
+        while settled(self.s, self.sent * self.length - self.read) == self.sent * self.length - self.read:
+            assert self.sent < 20_000, "the socket took 20,000 replies: it never filled"
+            self.send(20)
+        owed = self.sent * self.length - self.read - queued(self.s)
+        self.send(max(0, held - owed) // self.length)
+        wait_for(lambda: unread_by_the_agent(self.s) == 0, 10, "the agent to read every request")
+        quiet(agent.proc.pid)
+
+    @staticmethod
+    def request(i: int) -> bytes:
+        return b'{"v":1,"id":%d,"op":"token","account":"work"}\n' % (100_000 + i)
+
+    def send(self, count: int):
+        self.s.sendall(b"".join(self.request(self.sent + k) for k in range(1, count + 1)))
+        self.sent += count
+
+    def written_by_another_process(self, data: bytes):
+        subprocess.run(["/usr/bin/python3", "-c", "import os, sys; os.write(int(sys.argv[1]), sys.argv[2].encode())",
+                        str(self.s.fileno()), data.decode()], pass_fds=(self.s.fileno(),), check=True, timeout=30)
+
+
+def test_a_refusal_for_another_writer_never_lands_inside_a_reply(signed_in_agent):
+    """A client asks for tokens and leaves the replies unread until the agent holds some the socket did not take,
+    reads a little so that the agent writes part of what it holds (a socket takes a long write in pieces, so the
+    part ends inside a reply), reads a little more (room, but not enough for the agent to be told to write), and
+    then another process writes a request on the connection. The refusal must come after every reply owed, never
+    inside the one half-written: the client reads each reply whole, each once, then the `permission_denied` line,
+    then the end of the connection."""
+    agent = signed_in_agent
+    token = agent.token("work")
+    client = UnreadReplies(agent, held=48 * 1024)
+    s = client.s
+    # One reply read: room for one more write, which takes a piece of what the agent holds.
+    received = s.recv(client.length, socket.MSG_WAITALL)
+    before = queued(s)
+    client.send(1)
+    wait_for(lambda: queued(s) > before, 10, "the agent to write part of what it holds")
+    piece = queued(s) - before
+    print(f"reply {client.length} B; {client.sent} asked; the socket held {before} B of whole replies when the agent "
+          f"wrote a piece of {piece} B: it ends {'inside' if (before + piece) % client.length else 'between'} replies")
+    # Half of the whole replies before that piece: room again, without the agent being told there is.
+    received += s.recv(before // client.length // 2 * client.length, socket.MSG_WAITALL)
+    client.written_by_another_process(b'{"v":1,"id":7,"op":"token","account":"work"}\n')
+
+    s.settimeout(30)
+    while chunk := s.recv(1 << 20):
+        received += chunk
+    s.close()
+    lines = received.split(b"\n")  # from the second reply (the first was read to measure one)
+    assert lines.pop() == b"", "the connection ended inside a line"
+    replies = []
+    for number, line in enumerate(lines, 2):  # (a line is never shown: it may hold the token)
+        try:
+            replies.append(json.loads(line))
+        except ValueError:
+            pytest.fail(f"line {number} of {len(lines) + 1} ({len(line)} B) is not one JSON object: "
+                        f"{'the refusal' if b'permission_denied' in line else 'another line'} landed inside a reply")
+    refusal = replies.pop()
+    assert refusal.get("id") == 7 and refusal.get("error", {}).get("code") == "permission_denied", refusal
+    assert "wrote to it" in refusal["error"]["message"], refusal
+    assert sorted(r["id"] for r in replies) == [100_000 + i for i in range(2, client.sent + 1)], \
+        "a reply owed is missing or repeated"
+    assert all(r.get("result", {}).get("access_token") == token for r in replies), "a reply is not the token"
+    assert_alive(agent)
+
+
+def test_a_refused_connection_whose_client_never_reads_is_closed(signed_in_agent):
+    """The same refusal on a connection whose client never reads: the agent keeps the refusal behind the replies
+    owed, but not forever. The connection is closed within the 3 s a client has at shutdown (AcceptLoop.drainLimit);
+    meanwhile the agent serves others."""
+    agent = signed_in_agent
+    token = agent.token("work")
+    client = UnreadReplies(agent, held=16 * 1024)
+    refused = time.monotonic()
+    client.written_by_another_process(b'{"v":1,"id":7,"op":"ping"}\n')
+    assert agent.token("work") == token
+    watch = select.poll()
+    watch.register(client.s, select.POLLRDHUP)
+    events = watch.poll(10_000)
+    closed = time.monotonic() - refused
+    client.s.close()
+    assert events and events[0][1] & (select.POLLRDHUP | select.POLLHUP), "the refused connection is still open after 10 s"
+    print(f"the refused connection closed {closed:.1f} s after the refusal")
+    assert "refused a request written by another process" in agent.log()
     assert_alive(agent)
