@@ -42,30 +42,40 @@ public enum ConfigSection {
         return base + section
     }
 
-    /// Whether a table header for account `name` (`[accounts.NAME]`, quoted or not, or a sub-table of it) exists.
+    /// Whether a table of account `name` exists: `[accounts.NAME]` (quoted or not), or a sub-table of it
+    /// (`[accounts.NAME.x]`, `[[accounts.NAME.x]]`) anywhere in the file.
     public static func defines(_ name: String, in text: String) -> Bool {
-        lines(text).contains { belongs(header(of: $0), to: name) }
+        TOMLHeader.lines(lines(text).all).contains { belongs($0, to: name) }
     }
 
-    /// `text` without account `name`'s section (and its sub-tables, and the marker comment above it). Comments
-    /// directly above the next section stay with that section. nil when there is no such section.
+    /// `text` without account `name`'s tables: its section with the marker comment above it, and every sub-table
+    /// of it, wherever TOML let it be written (after other sections too). Comments directly above the next table
+    /// stay with that table; everything else is kept byte for byte. nil when the account has no table.
     public static func removing(_ name: String, from text: String) -> String? {
-        let all = lines(text)
-        guard let start = all.firstIndex(where: { header(of: $0).map { $0 == ["accounts", name] } ?? false }) else { return nil }
-        var end = start + 1
-        while end < all.count {
-            if let next = header(of: all[end]), !belongs(next, to: name) { break }
-            end += 1
+        let (all, terminated) = lines(text)
+        let kinds = TOMLHeader.lines(all)
+        let headers = kinds.indices.filter { if case .header = kinds[$0] { true } else { false } }
+        var removed = [Bool](repeating: false, count: all.count)
+        for (number, start) in headers.enumerated() where belongs(kinds[start], to: name) {
+            let end = number + 1 < headers.count ? headers[number + 1] : all.count
+            // Up to the table's last key line and the blank lines after it: a comment block that follows introduces
+            // what comes next (or closes the file), so it stays.
+            var stop = start + 1
+            for index in (start + 1)..<end where kinds[index] == .continuation || !isBlankOrComment(all[index]) {
+                stop = index + 1
+            }
+            while stop < end, all[stop].allSatisfy(\.isWhitespace) { stop += 1 }
+            var first = start
+            if kinds[start] == .header(["accounts", name], isArray: false), first > 0, kinds[first - 1] == .other,
+               all[first - 1].hasPrefix(marker) {
+                first -= 1
+            }
+            for index in first..<stop { removed[index] = true }
         }
-        // Up to our last key line and the blank lines after it: a comment block that follows introduces what comes
-        // next (or closes the file), so it stays.
-        var stop = start + 1
-        for index in (start + 1)..<end where !isBlankOrComment(all[index]) { stop = index + 1 }
-        while stop < end, all[stop].allSatisfy(\.isWhitespace) { stop += 1 }
-        end = stop
-        var first = start
-        if first > 0, all[first - 1].hasPrefix(marker) { first -= 1 }
-        var kept = Array(all[..<first]) + Array(all[end...])
+        guard removed.contains(true) else { return nil }
+        var kept = all.indices.filter { !removed[$0] }.map { all[$0] }
+        guard removed.last == true else { return kept.joined(separator: "\n") + (terminated ? "\n" : "") }
+        // The file ended with a removed table: the blank lines that stood before it go too.
         while let last = kept.last, last.allSatisfy(\.isWhitespace) { kept.removeLast() }
         return kept.isEmpty ? "" : kept.joined(separator: "\n") + "\n"
     }
@@ -94,10 +104,13 @@ public enum ConfigSection {
 
     // MARK: Lines
 
-    private static func lines(_ text: String) -> [Substring] {
-        var all = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if all.last == "" { all.removeLast() }
-        return all
+    /// The lines of `text`, split at each `\n` (as unicode scalars: a CRLF line keeps its `\r`), and whether the
+    /// last one ended with a newline.
+    private static func lines(_ text: String) -> (all: [Substring], terminated: Bool) {
+        var all = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map(Substring.init)
+        guard all.last == "" else { return (all, false) }
+        all.removeLast()
+        return (all, true)
     }
 
     private static func isBlankOrComment(_ line: Substring) -> Bool {
@@ -105,13 +118,12 @@ public enum ConfigSection {
         return trimmed.isEmpty || trimmed.hasPrefix("#")
     }
 
-    private static func belongs(_ header: [String]?, to name: String) -> Bool {
-        guard let header, header.count >= 2 else { return false }
-        return header[0] == "accounts" && header[1] == name
+    /// Whether the line is a header of a table of account `name` (``TOMLHeader``, which the agent's error locator
+    /// reads with too).
+    private static func belongs(_ line: TOMLHeader.Line, to name: String) -> Bool {
+        guard case .header(let parts, _) = line, parts.count >= 2 else { return false }
+        return parts[0] == "accounts" && parts[1] == name
     }
-
-    /// The dotted parts of a `[table]` header (``TOMLHeader``, which the agent's error locator reads with too).
-    static func header(of line: Substring) -> [String]? { TOMLHeader.parts(of: line) }
 
     /// A table key: bare when TOML allows it, else quoted.
     public static func key(_ name: String) -> String {

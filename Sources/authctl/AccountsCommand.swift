@@ -169,8 +169,9 @@ struct AccountsRemove: ParsableCommand {
         commandName: "remove",
         abstract: "Remove an account's section from config.toml.",
         discussion: """
-        Other sections and comments are kept. Sign out first (authctl logout NAME) to revoke and delete its \
-        refresh token: the agent only knows accounts that are configured. Then `authctl reload`.
+        Its sub-tables go too, wherever they are; other sections and comments are kept. Sign out first (authctl \
+        logout NAME) to revoke and delete its refresh token: the agent only knows accounts that are configured. \
+        Then `authctl reload`.
 
         Example:
           authctl logout old && authctl accounts remove old && \\

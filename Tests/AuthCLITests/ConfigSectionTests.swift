@@ -72,10 +72,9 @@ final class ConfigSectionTests: XCTestCase {
             issuer = "https://home.example.com"
             client_id = "b"
             # trailing comment at the end
-
-            """)
+            """, "the rest byte for byte: no newline added at the end")
         let withoutHome = try XCTUnwrap(ConfigSection.removing("home", from: existing))
-        XCTAssertTrue(withoutHome.hasSuffix("prompt = \"login\"\n\n# --- personal ---\n# trailing comment at the end\n"), withoutHome)
+        XCTAssertTrue(withoutHome.hasSuffix("prompt = \"login\"\n\n# --- personal ---\n# trailing comment at the end"), withoutHome)
         XCTAssertNil(ConfigSection.removing("nobody", from: existing))
     }
 
@@ -87,5 +86,110 @@ final class ConfigSectionTests: XCTestCase {
         XCTAssertTrue(ConfigSection.defines("new", in: added))
         XCTAssertEqual(ConfigSection.removing("new", from: added), existing + "\n")
         XCTAssertEqual(ConfigSection.appending(section, to: ""), section)
+    }
+
+    /// TOML lets a sub-table stand anywhere in the file, also after other sections: `remove` takes every table of the
+    /// account wherever it is (a sub-table left behind would define the account again, with no issuer, and the
+    /// agent would not load the file), and nothing else.
+    func testRemovingTakesSubTablesWrittenAwayFromTheSection() throws {
+        let text = """
+            [accounts.work.extra_auth_params]   # before its section
+            login_hint = "me"
+
+            [accounts.work]
+            issuer = "https://login.example.com"
+            client_id = "a"
+
+            [accounts.home]
+            issuer = "https://home.example.com"
+            client_id = "b"
+
+            [ accounts . "work" . 'extra_auth_params' ]
+            prompt = "login"
+
+            [accounts.workshop]
+            issuer = "https://shop.example.com"
+            client_id = "c"
+
+            [[accounts.work.more]]
+            x = 1
+            [accounts."work.x"]
+            client_id = "d"
+            [accounts.home.extra_auth_params]
+            prompt = "consent"
+
+            """
+        XCTAssertEqual(ConfigSection.removing("work", from: text), """
+            [accounts.home]
+            issuer = "https://home.example.com"
+            client_id = "b"
+
+            [accounts.workshop]
+            issuer = "https://shop.example.com"
+            client_id = "c"
+
+            [accounts."work.x"]
+            client_id = "d"
+            [accounts.home.extra_auth_params]
+            prompt = "consent"
+
+            """)
+    }
+
+    /// An array of tables after the section is another table, not the section's lines; a multi-line string whose
+    /// lines look like headers or comments is a value, not a header.
+    func testRemovingKeepsArraysOfTablesAndReadsMultiLineValuesAsValues() throws {
+        let text = """
+            [accounts.work]
+            client_secret = \"\"\"
+            [agent]
+            # still the secret\"\"\"
+            scopes = [
+              "openid",
+            ]
+            [[tools]]
+            name = "x"
+
+            [accounts.home]
+            client_secret = '''
+            [accounts.work.extra_auth_params]
+            '''
+
+            """
+        XCTAssertEqual(ConfigSection.removing("work", from: text), """
+            [[tools]]
+            name = "x"
+
+            [accounts.home]
+            client_secret = '''
+            [accounts.work.extra_auth_params]
+            '''
+
+            """)
+        XCTAssertFalse(ConfigSection.defines("agent", in: text))
+        let withoutWork = try XCTUnwrap(ConfigSection.removing("work", from: text))
+        XCTAssertFalse(ConfigSection.defines("work", in: withoutWork), "a header inside a string defines nothing")
+    }
+
+    /// Only a stray sub-table left: `add` refuses the name (it would merge with it) and says to remove it first, so
+    /// `remove` must find it.
+    func testAStraySubTableAloneIsDefinedAndRemoved() throws {
+        let text = "[agent]\nlog_level = \"debug\"\n\n[accounts.work.extra_auth_params]\nprompt = \"login\"\n"
+        XCTAssertTrue(ConfigSection.defines("work", in: text))
+        XCTAssertEqual(ConfigSection.removing("work", from: text), "[agent]\nlog_level = \"debug\"\n")
+        XCTAssertEqual(ConfigSection.removing("work", from: "[[accounts.work.list]]\n"), "")
+    }
+
+    /// Everything outside the account's tables is kept byte for byte: CRLF line ends, blank lines at the end of the
+    /// file, a last line without a newline.
+    func testRemovingKeepsTheRestByteForByte() throws {
+        let crlf = "[agent]\r\nlog_level = \"debug\"\r\n\r\n[accounts.work]\r\nclient_id = \"a\"\r\n\r\n[accounts.home]\r\nclient_id = \"b\"\r\n"
+        XCTAssertTrue(ConfigSection.defines("home", in: crlf))
+        XCTAssertEqual(ConfigSection.removing("work", from: crlf),
+                       "[agent]\r\nlog_level = \"debug\"\r\n\r\n[accounts.home]\r\nclient_id = \"b\"\r\n")
+        let text = "[accounts.work]\nclient_id = \"a\"\n\n[agent]\nlog_level = \"debug\"\n\n\n"
+        XCTAssertEqual(ConfigSection.removing("work", from: text), "[agent]\nlog_level = \"debug\"\n\n\n")
+        XCTAssertEqual(ConfigSection.removing("work", from: "[accounts.work]\nclient_id = \"a\"\n\n[agent]\nx = 1"),
+                       "[agent]\nx = 1")
     }
 }

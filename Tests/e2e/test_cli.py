@@ -298,6 +298,26 @@ def test_accounts_add_writes_a_section_the_agent_loads_and_signs_in_with(make_ag
     agent.authctl("logout", "other")
 
 
+def test_accounts_remove_takes_a_sub_table_written_away_from_its_section(make_agent, auth_server):
+    """TOML lets `[accounts.NAME.extra_auth_params]` stand anywhere in the file, also after other sections: while it
+    is there `accounts add` refuses the name, and `accounts remove` takes it with the section (left behind, it would
+    define the account again, without an issuer, and the agent would not load the file). Nothing else changes, and
+    the agent loads the result."""
+    work = ORIGINAL + render_config({"work": default_account(auth_server.issuer)})
+    original = (ORIGINAL + render_config({"other": default_account(auth_server.issuer)}) + "\n"
+                + render_config({"work": default_account(auth_server.issuer)})
+                + '\n[accounts.other.extra_auth_params]\nlogin_hint = "someone@example.com"\n\n# the end\n')
+    agent = make_agent(config_text=original)
+    again = agent.authctl("accounts", "add", "other", "--issuer", auth_server.issuer, "--client-id", CLIENT_ID)
+    assert again.returncode == 8 and "account 'other' already exists" in again.stderr, again.stderr
+
+    removed = agent.authctl("accounts", "remove", "other")
+    assert removed.returncode == 0, removed.stderr
+    assert agent.config_path.read_text() == work + "\n# the end\n", "every table of 'other', and nothing else"
+    reload = agent.authctl("reload", "--json")
+    assert reload.returncode == 0 and json.loads(reload.stdout)["removed"] == ["other"], reload.stdout + reload.stderr
+
+
 def test_ctrl_c_at_the_secret_prompt_gives_the_terminal_its_echo_back(make_agent):
     """`accounts add` asks for a client secret with echo off on the controlling terminal; Ctrl-C there must not
     leave the user's terminal without echo."""
