@@ -61,6 +61,66 @@ static inline GList *aa_secret_search(SecretService *service, GHashTable *attrib
                                       error);
 }
 
+/* Waiting on a libsecret call that can show a prompt (Unlock, CreateItem, Delete), bounded by the caller's
+ * cancellable. libsecret's own _sync versions of these can outlive it for good: a cancelled prompt is dismissed with
+ * a Dismiss call that does not use the cancellable, made on the thread that cancels (the store's deadline timer), so
+ * its answer goes to that thread's default main context, which nothing in this program runs; the call then ends only
+ * with the prompt's Completed signal, which a stalled service never sends, and the store's serial queue stayed held
+ * (secret-prompt.c, on_prompt_cancelled; KeyringIsolatedBusTests.testStalledSecretService).
+ * So the call is started with its async version on the shim's own main context, which this thread then runs until
+ * the call completes or the cancellable fires. A call given up on is left to finish on its own: its completion (and
+ * any signal it still waits for) is dispatched, and what it holds freed, by a later wait on the same context. The
+ * calls run one at a time on the store's serial queue, so the context is never run by two threads at once, and the
+ * AaSecretWait, owned by the waiter and by the call's callback (whichever comes last frees it), needs no lock. */
+typedef struct {
+    int refs;
+    GAsyncResult *result;
+} AaSecretWait;
+
+static inline GMainContext *aa_secret_context(void) {
+    static GMainContext *context = NULL;
+    if (g_once_init_enter(&context)) g_once_init_leave(&context, g_main_context_new());
+    return context;
+}
+
+static inline void aa_secret_wait_unref(AaSecretWait *wait) {
+    if (--wait->refs > 0) return;
+    if (wait->result) g_object_unref(wait->result);
+    g_free(wait);
+}
+
+/* The call's GAsyncReadyCallback; its user_data is the AaSecretWait. */
+static inline void aa_secret_wait_done(GObject *source, GAsyncResult *result, gpointer wait) {
+    ((AaSecretWait *)wait)->result = g_object_ref(result);
+    aa_secret_wait_unref(wait);
+}
+
+/* Makes the shim's context this thread's default, so that the call started next completes there. */
+static inline AaSecretWait *aa_secret_wait_begin(void) {
+    g_main_context_push_thread_default(aa_secret_context());
+    AaSecretWait *wait = g_new0(AaSecretWait, 1);
+    wait->refs = 2;
+    return wait;
+}
+
+/* Runs the context until the call started since aa_secret_wait_begin completes (its result: give it to the call's
+ * _finish, then g_object_unref) or `cancellable` fires (NULL with *error set to G_IO_ERROR_CANCELLED at once,
+ * whatever the call still waits for). */
+static inline GAsyncResult *aa_secret_wait_end(AaSecretWait *wait, GCancellable *cancellable, GError **error) {
+    GMainContext *context = aa_secret_context();
+    GSource *wake = g_cancellable_source_new(cancellable);
+    g_source_set_dummy_callback(wake);
+    g_source_attach(wake, context);
+    while (wait->result == NULL && !g_cancellable_is_cancelled(cancellable)) g_main_context_iteration(context, TRUE);
+    g_source_destroy(wake);
+    g_source_unref(wake);
+    g_main_context_pop_thread_default(context);
+    GAsyncResult *result = wait->result ? g_object_ref(wait->result) : NULL;
+    aa_secret_wait_unref(wait);
+    if (result == NULL) g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "the keyring call was cancelled");
+    return result;
+}
+
 /* Unlocks `item` if it is locked to this client; FALSE with *error set when that fails or is refused (IsLocked, which
  * reads as the keyring being locked). KeePassXC with "Confirm when passwords are retrieved by clients" (its default)
  * shows a new client's items as locked until the user allows the access in its dialog, which the unlock asks for;
@@ -73,7 +133,12 @@ static inline gboolean aa_secret_unlock_item(SecretService *service, SecretItem 
                                              GError **error) {
     if (!secret_item_get_locked(item)) return TRUE;
     GList one = { .data = item, .next = NULL, .prev = NULL };
-    gint unlocked = secret_service_unlock_sync(service, &one, cancellable, NULL, error);
+    AaSecretWait *wait = aa_secret_wait_begin();
+    secret_service_unlock(service, &one, cancellable, aa_secret_wait_done, wait);
+    GAsyncResult *done = aa_secret_wait_end(wait, cancellable, error);
+    if (done == NULL) return FALSE;
+    gint unlocked = secret_service_unlock_finish(service, done, NULL, error);
+    g_object_unref(done);
     if (unlocked < 0) return FALSE;
     if (unlocked == 0) {
         g_set_error(error, SECRET_ERROR, SECRET_ERROR_IS_LOCKED, "the Secret Service did not allow access to the item");
@@ -131,8 +196,13 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
     SecretValue *value = secret_value_new(secret, -1, "text/plain");
     gboolean ok = TRUE;
     if (items == NULL) {
-        ok = secret_service_store_sync(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label, value,
-                                       cancellable, error);
+        /* CreateItem can answer with a prompt (aa_secret_wait_end). */
+        AaSecretWait *wait = aa_secret_wait_begin();
+        secret_service_store(service, aa_secret_schema(), attributes, SECRET_COLLECTION_DEFAULT, label, value,
+                             cancellable, aa_secret_wait_done, wait);
+        GAsyncResult *done = aa_secret_wait_end(wait, cancellable, error);
+        ok = done != NULL && secret_service_store_finish(service, done, error);
+        if (done != NULL) g_object_unref(done);
     }
     /* Every item of the key (there is one; were there more, all keep the same answer). */
     for (GList *item = items; item != NULL && ok; item = item->next) {
@@ -149,7 +219,7 @@ static inline int aa_secret_store(const char *account, const char *issuer, const
 }
 
 /* The key's secret (free with aa_secret_free) and the item's dates: *valid_until and *warned_at are the attributes'
- * values (free with g_free), NULL when the item has none. One search that loads the secret with the attributes.
+ * values (free with g_free), NULL when the item has none. One search, then one GetSecrets for the secret.
  * NULL with *error unset means "no such item" (or a locked collection, which hides its secrets: check
  * aa_secret_keyring_state); NULL with *error set on failure. */
 static inline char *aa_secret_lookup_item(const char *account, const char *issuer, const char *client_id,
@@ -160,8 +230,19 @@ static inline char *aa_secret_lookup_item(const char *account, const char *issue
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, cancellable, error);
     if (service == NULL) return NULL;
     GHashTable *key = aa_secret_attributes(account, issuer, client_id);
-    GList *items = aa_secret_search(service, key, SECRET_SEARCH_LOAD_SECRETS, cancellable, error);
+    GError *failure = NULL;
+    GList *items = aa_secret_search(service, key, SECRET_SEARCH_NONE, cancellable, &failure);
     g_hash_table_unref(key);
+    /* The unlocked items' secrets, in one GetSecrets call. Not by searching with SECRET_SEARCH_LOAD_SECRETS, which
+     * makes the same call without the cancellable and ignores its failure: a service that never answered it held
+     * the store's queue for GDBus's 25 s and then read as "no such item". */
+    if (failure == NULL && items != NULL) secret_item_load_secrets_sync(items, cancellable, &failure);
+    if (failure != NULL) {
+        g_propagate_error(error, failure);
+        g_list_free_full(items, g_object_unref);
+        g_object_unref(service);
+        return NULL;
+    }
     char *secret = NULL;
     for (GList *item = items; item != NULL && secret == NULL; item = item->next) {
         SecretValue *value = secret_item_get_secret(item->data);
@@ -189,8 +270,13 @@ static inline void aa_secret_string_free(gchar *string) { g_free(string); }
 static inline int aa_secret_clear(const char *account, const char *issuer, const char *client_id,
                                   GCancellable *cancellable, GError **error) {
     GHashTable *attributes = aa_secret_attributes(account, issuer, client_id);
-    gboolean ok = secret_password_clearv_sync(aa_secret_schema(), attributes, cancellable, error);
+    /* Delete can answer with a prompt (aa_secret_wait_end). */
+    AaSecretWait *wait = aa_secret_wait_begin();
+    secret_password_clearv(aa_secret_schema(), attributes, cancellable, aa_secret_wait_done, wait);
     g_hash_table_unref(attributes);
+    GAsyncResult *done = aa_secret_wait_end(wait, cancellable, error);
+    gboolean ok = done != NULL && secret_password_clear_finish(done, error);
+    if (done != NULL) g_object_unref(done);
     return ok ? 1 : 0;
 }
 

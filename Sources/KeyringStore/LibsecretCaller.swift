@@ -15,10 +15,12 @@ struct LibsecretOutcome<Value: Sendable>: Sendable {
 ///
 /// libsecret's `_sync` calls spin a private main loop until D-Bus answers; a stopped daemon or an unlock prompt
 /// nobody answers would block for ~50 s. Each call gets a `GCancellable` that is cancelled at its deadline (or
-/// when the calling task is cancelled), which ends most stuck calls at once. Some waits ignore the cancellable
-/// (GDBus's `Hello` on a bus that never replies blocks for its own 25 s), so the caller is also answered at the
-/// deadline whether or not libsecret has returned; the stuck call finishes in the background, and calls queued
-/// behind it whose deadline has passed are dropped without running.
+/// when the calling task is cancelled), which ends the stuck call at once: the shim hands it to every D-Bus call
+/// libsecret makes and gives up on a prompt itself (`aa_secret_wait_end`), so a call the Secret Service never
+/// answers holds the queue, and every other account's keyring work, no longer than its deadline. One wait ignores
+/// it (GDBus's `Hello` on a bus that never replies blocks for its own 25 s, and every call needs that bus), so the
+/// caller is also answered at the deadline whether or not libsecret has returned; the stuck call finishes in the
+/// background, and calls queued behind it whose deadline has passed are dropped without running.
 struct LibsecretCaller: Sendable {
     let timeout: Duration
     private let queue: DispatchQueue

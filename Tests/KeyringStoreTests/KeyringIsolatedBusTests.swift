@@ -3,7 +3,8 @@ import Foundation
 import KeyringStore
 import XCTest
 
-/// Keyring situations that need a bus of their own: a locked collection and a bus without a Secret Service.
+/// Keyring situations that need a bus of their own: a locked collection, a bus without a Secret Service, and a
+/// Secret Service that stalls.
 ///
 /// libsecret and GDBus cache the session bus connection and the service proxy per process, so another bus cannot
 /// be used from this process. Each test here re-runs this test binary on a fresh bus, filtered to one
@@ -34,6 +35,25 @@ final class KeyringIsolatedBusTests: XCTestCase {
         try withBusConfig(repliesAllowed: false) { config in
             try runProbe("testUnresponsiveBus", launcher: ["dbus-run-session", "--config-file=\(config)", "--"])
         }
+    }
+
+    /// A Secret Service that stalls mid-call (`Tests/Fixtures/secretservice/fake_secret_service.py`): a read whose
+    /// `GetSecrets` is never answered, and an unlock, a create and a delete whose prompt never completes and whose
+    /// `Dismiss` is never answered. Each fails at the store's deadline, and the next call, another account's read, is
+    /// answered at once: the stalled call does not hold the keyring queue (issue 47; before, a read held it for GDBus's
+    /// 25 s and a prompt for good).
+    func testStalledSecretService() throws {
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("auth-agent-fake-secrets-\(UUID()).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        try runProbe("testStalledSecretService", launcher: [
+            "dbus-run-session", "--", "/usr/bin/python3", KeyringTest.fakeSecretService, log.path, "--",
+        ])
+        // The stalls were the service's: each call got as far as the method that stalls.
+        let calls = try String(contentsOf: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        for call in ["GetSecrets stuck-read", "Unlock locked-read", "CreateItem new-write", "Delete confirm-delete"] {
+            XCTAssertTrue(calls.contains(call), "the fake never saw \(call): \(calls)")
+        }
+        XCTAssertEqual(calls.filter { $0 == "Dismiss" }.count, 3, "\(calls)")
     }
 
     /// A session bus config with no service directories (nothing is activatable), so org.freedesktop.secrets
@@ -164,6 +184,39 @@ final class KeyringProbeTests: XCTestCase {
             try await store.store(Secret("never-stored"), for: key)
         }
         XCTAssertLessThan(milliseconds(since: start), 3500)
+    }
+
+    func testStalledSecretService() async throws {
+        try requireProbe()
+        let store = LibsecretStore(timeout: .seconds(2))
+        func key(_ account: String) -> SecretKey {
+            SecretKey(account: account, issuer: "https://issuer.test/realms/a", clientID: "client-1")
+        }
+        let stalls: [(String, () async throws(AuthError) -> Void)] = [
+            ("a read whose GetSecrets is never answered", { () async throws(AuthError) in
+                _ = try await store.load(key("stuck-read")) }),
+            ("a read that must unlock the item", { () async throws(AuthError) in
+                _ = try await store.load(key("locked-read")) }),
+            ("a write that creates the item", { () async throws(AuthError) in
+                try await store.store(Secret("never-stored"), for: key("new-write")) }),
+            ("a delete", { () async throws(AuthError) in _ = try await store.delete(key("confirm-delete")) }),
+        ]
+        for (index, (what, stalled)) in stalls.enumerated() {
+            var start = ContinuousClock.now
+            let error = await assertThrows(.keyringError) { () async throws(AuthError) in try await stalled() }
+            XCTAssertEqual(error?.message, "the keyring did not answer within 2 s (is an unlock prompt waiting?)", what)
+            XCTAssertLessThan(milliseconds(since: start), 3000, what)
+            // Another account, right after: answered by the service at once, not queued behind the stalled call
+            // (which before held the queue for GDBus's 25 s, or for good, and this call timed out in its turn).
+            start = .now
+            do {
+                let other = try await store.load(key("other-\(index)"))
+                XCTAssertEqual(other?.reveal(), "secret-of-other-\(index)", what)
+            } catch {
+                XCTFail("after \(what), another account's read failed: \(error)")
+            }
+            XCTAssertLessThan(milliseconds(since: start), 1500, what)
+        }
     }
 
     private func assertUnavailable(file: StaticString = #filePath, line: UInt = #line) async throws {

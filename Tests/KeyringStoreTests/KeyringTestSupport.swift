@@ -47,6 +47,12 @@ enum KeyringTest {
             .deletingLastPathComponent().appendingPathComponent("scripts/with-keyring").path
     }
 
+    /// The fake Secret Service that stalls on cue (`Tests/Fixtures/secretservice/fake_secret_service.py`).
+    static var fakeSecretService: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/secretservice/fake_secret_service.py").path
+    }
+
     /// This test binary, to re-run one probe test in a child process on another bus.
     static var testExecutable: String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
