@@ -1,9 +1,9 @@
 import FoundationEssentials
 
 /// The claims of an OIDC ID token and their checks (OIDC Core §3.1.3.7 items 2-3, 9-11): `iss`, `aud`/`azp`, `exp`,
-/// `iat` (required, OIDC Core §2), `nbf` if present (RFC 7519 §4.1.5), each date with a bounded ``leeway``, and `nonce`
-/// match the request. For a token from a refresh (§12.2), `iss`, `sub`, `aud` and `azp` must equal the original's,
-/// so must `auth_time` when both carry one, and `nonce` need not be present.
+/// `iat` (required, OIDC Core §2), `nbf` if present (RFC 7519 §4.1.5), each date with a bounded ``leeway``, and
+/// `nonce` match the request. For a token from a refresh (§12.2), `iss`, `sub`, `aud` and `azp` must equal the
+/// original's, so must `auth_time` when both carry one, and `nonce` need not be present.
 ///
 /// The signature is checked first, by ``IDTokenVerifier``; never trust these claims without it.
 public struct IDTokenClaims: Sendable, Equatable {
@@ -25,7 +25,9 @@ public struct IDTokenClaims: Sendable, Equatable {
     /// a string `nbf` must not skip the check a number would fail.
     private static func date(_ name: String, in claims: [String: JSONValue]) throws(AuthError) -> Double? {
         guard let value = claims[name] else { return nil }
-        guard let seconds = value.number else { throw AuthError(.invalidIDToken, "the ID token's \(name) is not a number") }
+        guard let seconds = value.number else {
+            throw AuthError(.invalidIDToken, "the ID token's \(name) is not a number")
+        }
         return seconds
     }
 
@@ -51,9 +53,13 @@ public struct IDTokenClaims: Sendable, Equatable {
             guard azp == clientID else { throw AuthError(.invalidIDToken, "the ID token's azp does not match") }
         }
         let seconds = now.timeIntervalSince1970
-        guard let exp = try date("exp", in: claims) else { throw AuthError(.invalidIDToken, "the ID token has no expiry (exp)") }
+        guard let exp = try date("exp", in: claims) else {
+            throw AuthError(.invalidIDToken, "the ID token has no expiry (exp)")
+        }
         guard exp + leeway > seconds else { throw AuthError(.invalidIDToken, "the ID token has expired") }
-        guard let iat = try date("iat", in: claims) else { throw AuthError(.invalidIDToken, "the ID token has no issue time (iat)") }
+        guard let iat = try date("iat", in: claims) else {
+            throw AuthError(.invalidIDToken, "the ID token has no issue time (iat)")
+        }
         guard iat - leeway <= seconds else { throw AuthError(.invalidIDToken, "the ID token was issued in the future") }
         if let nbf = try date("nbf", in: claims), nbf - leeway > seconds {
             throw AuthError(.invalidIDToken, "the ID token is not valid yet (nbf)")

@@ -291,8 +291,10 @@ class AuthServer:
     def token_posts(self) -> int:
         return sum(1 for line in self.requests_log() if line.startswith("POST /o/token/ "))
 
+    # The server-side helpers take a token, or a keyring item's secret, whose token they use (stored_token).
+
     def introspect(self, token: str) -> dict:
-        r = requests.post(f"{self.base}/o/introspect/", data={"token": token},
+        r = requests.post(f"{self.base}/o/introspect/", data={"token": stored_token(token)},
                           auth=("introspector", "introspector-secret"), timeout=10,
                           proxies={"http": None, "https": None})
         assert r.status_code == 200, f"introspection answered HTTP {r.status_code}: {r.text[:200]}"
@@ -313,14 +315,15 @@ class AuthServer:
     def refresh_token_works(self, token: str) -> bool:
         """Spends `token` at the token endpoint (grant_type=refresh_token); True if the server accepted it."""
         r = requests.post(f"{self.base}/o/token/",
-                          data={"grant_type": "refresh_token", "refresh_token": token, "client_id": CLIENT_ID},
+                          data={"grant_type": "refresh_token", "refresh_token": stored_token(token),
+                                "client_id": CLIENT_ID},
                           timeout=10, proxies={"http": None, "https": None})
         return r.status_code == 200
 
     def revoke(self, token: str, hint: str = "refresh_token") -> int:
         r = requests.post(f"{self.base}/o/revoke_token/",
-                          data={"token": token, "token_type_hint": hint, "client_id": CLIENT_ID}, timeout=10,
-                          proxies={"http": None, "https": None})
+                          data={"token": stored_token(token), "token_type_hint": hint, "client_id": CLIENT_ID},
+                          timeout=10, proxies={"http": None, "https": None})
         return r.status_code
 
 
@@ -520,6 +523,12 @@ def bus_without_keyring():
 
 # ----------------------------------------------------------------------------------------------------------------
 # auth-agent + authctl
+
+
+def stored_token(secret: str | None) -> str | None:
+    """The token in a keyring item's secret as the agent writes it (StoredCredential): what follows its last \\x01,
+    after the sign-in's DPoP key and ID token claims when it has them. A bare refresh token is itself."""
+    return secret.rsplit("\x01", 1)[-1] if secret else secret
 
 
 def split_stored(payload: str | None) -> tuple[str | None, int | None]:

@@ -33,13 +33,14 @@ def ref(value: str) -> str:
 # Keyring secrets, tokens and header lines are never asserted on directly: a failed assert prints its operands (and
 # the arguments of calls in it), and conftest's redaction covers only comparisons. Tests assert on these refs, or on
 # a bool computed before the assert. (A keyring secret is "\x01dpop_es256\x01<private scalar>\x01<refresh token>", or
-# "\x01dpop_eddsa\x01<Ed25519 seed>\x01<refresh token>".)
+# "\x01dpop_eddsa\x01<Ed25519 seed>\x01<refresh token>", with the sign-in's ID token claims,
+# "\x01id_claims\x01<base64url JSON>\x01", between the key and the token when there was an ID token.)
 def key_ref(stored: str | None) -> str | None:
-    """ref() of the DPoP key in a keyring secret (the marker and key before the token), None when it holds none.
+    """ref() of the DPoP key in a keyring secret (its marker and the key, which come first), None when it holds none.
     Tests compare these, so a failed assertion never prints a key or token."""
     if not stored or not key_algorithm(stored):
         return None
-    return ref(stored.rsplit("\x01", 1)[0])
+    return ref("\x01".join(stored.split("\x01")[:3]))
 
 
 def key_algorithm(stored: str | None) -> str | None:

@@ -9,7 +9,7 @@ import subprocess
 import time
 from urllib.parse import parse_qs, urlsplit
 
-from conftest import CLIENT_ID, FAKE_BROWSER, read_replies, read_until, wait_for
+from conftest import CLIENT_ID, FAKE_BROWSER, read_replies, read_until, stored_token, wait_for
 from test_hostile import fault_proxy, proxied_agent  # noqa: F401 (fixture)
 import pytest
 
@@ -91,9 +91,9 @@ def test_keyring_holds_exactly_one_refresh_token(signed_in_agent, keyring, auth_
     assert item["attribute.account"] == "work"
     assert item["attribute.issuer"] == auth_server.issuer
     assert item["attribute.client_id"] == CLIENT_ID
-    assert rt not in item.get("label", "")
+    assert stored_token(rt) not in item.get("label", "")
     # It is the refresh token the server issued for this sign-in: it can be spent exactly once (rotation).
-    assert rt in auth_server.issued_secrets()
+    assert stored_token(rt) in auth_server.issued_secrets()
 
 
 def test_token_is_cached_and_active(signed_in_agent, auth_server):

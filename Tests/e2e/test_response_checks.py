@@ -95,6 +95,8 @@ def _forger(server, how: str):
                 claims["aud"] = "someone-else"
             elif how == "nonce":
                 claims["nonce"] = "forged-nonce"
+            elif how == "subject":
+                claims["sub"] = "someone-else"
             forged = jwt.JWT(header=json.loads(_unb64(head)), claims=claims)
             forged.make_signed_token(key)
             reply["id_token"] = forged.serialize()
@@ -115,6 +117,31 @@ def test_forged_id_tokens_are_rejected(make_agent, keyring, auth_server, proxy, 
     expected = {"signature": "signature", "audience": "(aud)", "nonce": "nonce"}[how]
     assert expected in result.stderr.lower(), result.stderr
     assert keyring.secret_tool_count("work") == 0, "a refresh token was stored although the ID token was forged"
+
+
+def test_a_refreshed_id_token_naming_another_user_is_refused_after_a_restart(make_agent, keyring, auth_server, proxy):
+    """SECURITY.md 4, OIDC Core §12.2: the sign-in's ID token claims are kept with the refresh token in the keyring,
+    so a restarted agent still compares a refreshed ID token with them: the server's own, unaltered, passes (its
+    `iss`, `sub`, `aud`, `auth_time` are the sign-in's); one re-signed with the server's key naming another `sub`
+    fails the refresh with `invalid_id_token`, and the rotated refresh token is kept all the same."""
+    agent = make_agent(work={"token_endpoint": proxy.base + "/o/token/"})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    agent.restart()
+    assert agent.authctl("token", "work", "--refresh").returncode == 0, agent.log()[-2000:]
+    before = keyring.secret_tool_lookup("work", auth_server.issuer)
+    agent.remember(before)
+
+    agent.restart()
+    proxy.rewrite("/o/token/", _forger(auth_server, "subject"))
+    result = agent.authctl("token", "work", "--refresh")
+    assert result.returncode == 6, (result.returncode, result.stderr)
+    assert agent.account_status("work")["last_error"]["code"] == "invalid_id_token"
+    assert "subject" in result.stderr, result.stderr
+    rotated = keyring.secret_tool_lookup("work", auth_server.issuer)
+    agent.remember(rotated)
+    assert rotated not in (None, before), "the rotated refresh token was not kept"
+    assert auth_server.refresh_token_works(rotated), "the kept refresh token is the one the server issued"
 
 
 def test_token_reply_naming_access_token_twice_is_refused(make_agent, keyring, proxy):

@@ -17,9 +17,9 @@ SIX_MONTHS = 15811200  # GitHub's example value
 
 
 def stored(keyring, auth_server):
-    """The item's secret, which must be the bare refresh token, and its `valid_until` attribute (Unix seconds)."""
+    """The item's secret, which must hold no date, and its `valid_until` attribute (Unix seconds)."""
     secret = keyring.secret_tool_lookup("work", auth_server.issuer)
-    date_inside = secret is not None and secret.startswith("\x01")
+    date_inside = secret is not None and ("valid_until" in secret or "warned_at" in secret)
     assert not date_inside, "no date inside the secret"  # (a bool: a failure must not print the token)
     [item] = keyring.secret_tool_attributes("work")
     until = item.get("attribute.valid_until")
