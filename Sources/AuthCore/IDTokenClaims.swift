@@ -3,7 +3,8 @@ import FoundationEssentials
 /// The claims of an OIDC ID token and their checks (OIDC Core §3.1.3.7 items 2-3, 9-11): `iss`, `aud`/`azp`, `exp`,
 /// `iat` (required, OIDC Core §2), `nbf` if present (RFC 7519 §4.1.5), each date with a bounded ``leeway``, and
 /// `nonce` match the request. For a token from a refresh (§12.2), `iss`, `sub`, `aud` and `azp` must equal the
-/// original's, so must `auth_time` when both carry one, and `nonce` need not be present.
+/// original's, `auth_time` (when both carry one) may not be earlier than the original's, and `nonce` need not be
+/// present.
 ///
 /// The signature is checked first, by ``IDTokenVerifier``; never trust these claims without it.
 public struct IDTokenClaims: Sendable, Equatable {
@@ -13,7 +14,8 @@ public struct IDTokenClaims: Sendable, Equatable {
     public var authorizedParty: String?
     /// Kept to compare a refreshed token's nonce with the original's; a nonce is single-use, not a secret.
     public var nonce: String?
-    /// When the user authenticated (`auth_time`, Unix seconds), if the provider says: a refreshed token must repeat it.
+    /// When the user authenticated (`auth_time`, Unix seconds), if the provider says: a refreshed token may not name an
+    /// earlier one.
     public var authTime: Double?
     public var email: String?
     public var name: String?
@@ -80,9 +82,13 @@ public struct IDTokenClaims: Sendable, Equatable {
             if let gotNonce, let first = original.nonce, gotNonce != first {
                 throw AuthError(.invalidIDToken, "the refreshed ID token's nonce differs from the sign-in's")
             }
-            // auth_time is the time of the original authentication, never of the refresh (§12.2).
-            if let again = result.authTime, let first = original.authTime, again != first {
-                throw AuthError(.invalidIDToken, "the refreshed ID token's auth_time differs from the sign-in's")
+            // §12.2 says a refreshed token's auth_time is the original authentication's. A later one is the same
+            // person having authenticated again at the provider since (a Keycloak SSO session re-authenticated for
+            // another client; Django OAuth Toolkit sends the user's latest login anywhere): refusing it would break the
+            // sign-in for nothing the person did wrong. One earlier than the sign-in's names an authentication this
+            // sign-in cannot come from: refused.
+            if let again = result.authTime, let first = original.authTime, again < first {
+                throw AuthError(.invalidIDToken, "the refreshed ID token's auth_time is earlier than the sign-in's")
             }
         }
         return result

@@ -156,7 +156,7 @@ final class TokenBrokerIDTokenTests: XCTestCase {
             ("another issuer, subject or audience", .init(sub: "mallory", auth_time: 1_799_999_000)),
             ("another issuer, subject or audience", .init(aud: ["client-1", "other"], azp: "client-1", auth_time: 1_799_999_000)),
             ("another issuer, subject or audience", .init(iss: "https://issuer.example/", auth_time: 1_799_999_000)),
-            ("auth_time differs", .init(auth_time: 1_800_000_050)),
+            ("auth_time is earlier", .init(auth_time: 1_799_998_000)),
         ]
         for (n, (reason, claims)) in refused.enumerated() {
             let restarted = Fixtures.broker(store: store, http: http)
@@ -180,8 +180,15 @@ final class TokenBrokerIDTokenTests: XCTestCase {
         XCTAssertEqual(grant.idToken?.reveal(), same)
         let item = try await storedCredential(store)
         XCTAssertEqual(item.signInClaims?.authTime, 1_799_999_000, "the sign-in's claims, not the refreshed token's")
+        // A later auth_time (the person authenticated again at the provider) is accepted, and still does not become
+        // the reference: an earlier one than the sign-in's is refused after it.
         http.tokenReplies = [FakeHTTP.tokenReply(access: "at-late", refresh: "rt-late",
                                                  idToken: await TestKeys.sign(.init(auth_time: 1_800_000_060)))]
+        _ = try await Fixtures.broker(store: store, http: http).accessToken(account: "work", forceRefresh: true)
+        let after = try await storedCredential(store)
+        XCTAssertEqual(after.signInClaims?.authTime, 1_799_999_000)
+        http.tokenReplies = [FakeHTTP.tokenReply(access: "at-early", refresh: "rt-early",
+                                                 idToken: await TestKeys.sign(.init(auth_time: 1_799_998_999)))]
         await assertThrows(.invalidIDToken) {
             _ = try await Fixtures.broker(store: store, http: http).accessToken(account: "work", forceRefresh: true)
         }

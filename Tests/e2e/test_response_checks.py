@@ -7,11 +7,12 @@ serves the discovery document."""
 import base64
 import json
 import socket
+import time
 
 import pytest
 from jwcrypto import jwk, jwt
 
-from conftest import assert_no_reply, default_account, read_replies
+from conftest import assert_no_reply, default_account, read_replies, wait_for
 from faultproxy import FaultProxy
 
 
@@ -191,3 +192,22 @@ def test_untrustworthy_metadata_has_its_own_code(make_agent, keyring, auth_serve
     assert words in result.stderr, result.stderr
     assert agent.account_status("work")["last_error"]["code"] == code
     assert agent.browser_runs() == 0, "a browser started although the metadata was refused"
+
+
+def test_a_refreshed_id_token_after_the_same_user_signed_in_again_elsewhere_is_accepted(make_agent, keyring,
+                                                                                         auth_server):
+    """OIDC Core §12.2 against the real server: Django OAuth Toolkit sends as `auth_time` the user's latest login
+    anywhere. After the same person signs in a second account, the first account's refreshed ID token names a later
+    `auth_time` than its sign-in: the same person authenticating again, accepted (only an earlier one is refused)."""
+    agent = make_agent(accounts={"work": default_account(auth_server.issuer),
+                                 "personal": default_account(auth_server.issuer)})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    signed_in = time.time()
+    wait_for(lambda: time.time() >= signed_in + 1.1, 5, "a second to pass (auth_time is in whole seconds)")
+    agent.login("personal")
+    agent.remember(keyring.secret_tool_lookup("personal", auth_server.issuer))
+    result = agent.authctl("token", "work", "--refresh")
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    agent.remember(result.stdout.strip(), keyring.secret_tool_lookup("work", auth_server.issuer))
+    assert agent.account_status("work").get("last_error") is None
