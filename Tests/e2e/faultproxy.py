@@ -18,12 +18,16 @@ A rewrite (FaultProxy.rewrite) changes the upstream's answer body for paths star
 ID token in a real token response).
 A quirk (FaultProxy.quirk, see quirkproxy.py) replaces `pass` with a function that sees the request and may
 forward it, change the answer or answer by itself: one provider's documented behaviour.
+An armed mode (FaultProxy.arm) takes effect with the next request to a path starting with a prefix, that request
+included: a fault that begins the moment a client next asks (e.g. as the agent starts a refresh).
 A script (FaultProxy.script) takes precedence over the mode: canned answers for paths starting with a prefix, used
 once each in order (e.g. a `slow_down` before the real token endpoint answers).
 Forwarding is what a reverse proxy in front of an authorization server does: the request keeps its Host header (so
 the server sees the URL the client called, the proxy's: a DPoP proof's `htu` names it, RFC 9449 §4.3), its
 `DPoP` proof and its content headers; the answer keeps its content headers and `DPoP-Nonce` (RFC 9449 §8).
-Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path).
+Every request is counted in `hits` (method + path) and timed in `times` (time.monotonic(), method + path); a
+request forwarded to the upstream also gets its arrival time and the upstream's status in `forwarded` (time, method
++ path, status).
 The parameters of every form POST are kept in `forms` (path, {name: value}), with the values of secret parameters
 (tokens, codes, verifiers, client secrets) replaced by "<secret>".
 """
@@ -50,10 +54,14 @@ class FaultProxy:
         self.release = threading.Event()
         self.hits: list[str] = []
         self.times: list[tuple[float, str]] = []
+        self.forwarded: list[tuple[float, str, int]] = []
         self.forms: list[tuple[str, dict[str, str]]] = []
         self.scripts: dict[str, list[tuple[int, str, bytes]]] = {}
         self.rewrites: dict[str, object] = {}
         self.quirk_fn = None
+        self.armed: tuple[str, str, tuple | None] | None = None  # (prefix, mode, canned), see arm()
+        self.fired = threading.Event()
+        self.fired_at: float | None = None
         self._lock = threading.Lock()
         proxy = self
 
@@ -64,9 +72,14 @@ class FaultProxy:
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                arrived = time.monotonic()
                 with proxy._lock:
                     proxy.hits.append(f"{self.command} {self.path}")
-                    proxy.times.append((time.monotonic(), f"{self.command} {self.path}"))
+                    proxy.times.append((arrived, f"{self.command} {self.path}"))
+                    if proxy.armed is not None and self.path.startswith(proxy.armed[0]):
+                        _, proxy.mode, proxy.canned = proxy.armed
+                        proxy.armed, proxy.fired_at = None, arrived
+                        proxy.fired.set()
                     if self.command == "POST":
                         fields = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
                         proxy.forms.append((self.path, {k: ("<secret>" if k in SECRET_FIELDS else v)
@@ -98,6 +111,7 @@ class FaultProxy:
                     return self._reply(*proxy.quirk_fn(self.command, self.path, self.headers, body, forward))
                 status, headers, payload = proxy._forward(self.command, self.path, self.headers, body)
                 with proxy._lock:
+                    proxy.forwarded.append((arrived, f"{self.command} {self.path}", status))
                     rewrite = next((fn for prefix, fn in proxy.rewrites.items() if self.path.startswith(prefix)), None)
                 if rewrite is not None:
                     payload = rewrite(payload)
@@ -169,8 +183,17 @@ class FaultProxy:
         with self._lock:
             self.release.set()  # let go of anything still held from the previous mode
             self.mode, self.canned = mode, canned
+            self.armed = None
             self.reached = threading.Event()
             self.release = threading.Event()
+
+    def arm(self, mode: str, canned: tuple[int, str, bytes] | None = None, prefix: str = "/"):
+        """set(mode, canned) from the next request whose path starts with `prefix` on, that request included; until
+        then requests are answered as now. `fired` is set then, `fired_at` is its arrival (time.monotonic())."""
+        with self._lock:
+            self.armed = (prefix, mode, canned)
+            self.fired = threading.Event()
+            self.fired_at = None
 
     def script(self, prefix: str, answers: list[tuple[int, str, bytes]]):
         """Answers the next len(answers) requests whose path starts with `prefix` with these, in order."""
