@@ -52,7 +52,23 @@ public struct AgentOperations: Sendable {
         logger.debug("request", metadata: AgentOperations.requestMetadata(op, account: account, caller: caller))
     }
 
-    package static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
+    /// A request written by another process (`sender`) than the one that connected (`caller`), as the socket front
+    /// end saw it: nothing it asks is served. Logged, audited for the account its line names (the audit's one writer,
+    /// as for every grant and refusal), and answered with the returned `permission_denied`.
+    public func refuseOtherSender(_ request: WireRequest?, caller: Caller, sender: Int32) -> WireError {
+        var metadata = AgentOperations.requestMetadata(.token, account: request?.account, caller: caller)
+        metadata["operation"] = request.map { "\($0.op)" }
+        metadata["sender_pid"] = "\(sender)"
+        logger.warning("refused a request written by another process than the one that connected", metadata: metadata)
+        if let account = request?.account {
+            access.record(caller, account: account, granted: false, reason: .otherSender, scopes: request?.scopes,
+                          resource: request?.resource)
+        }
+        return WireError(.permissionDenied,
+            "this connection was opened by pid \(caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected")
+    }
+
+    static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
         var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
         if caller.via != "socket" { meta["via"] = "\(caller.via)" }
         if let exe = caller.exe { meta["peer_exe"] = "\(exe)" }

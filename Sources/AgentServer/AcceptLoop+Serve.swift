@@ -129,16 +129,8 @@ extension AcceptLoop {
            case .request(let decoded) = WireRequest.decode(bytes: UnsafeRawBufferPointer(rebasing: bytes[..<newline])) {
             request = decoded
         }
-        var metadata = AgentOperations.requestMetadata(.token, account: request?.account, caller: connection.caller)
-        metadata["operation"] = request.map { "\($0.op)" }
-        metadata["sender_pid"] = "\(sender)"
-        logger.warning("refused a request written by another process than the one that connected", metadata: metadata)
-        if let account = request?.account {
-            dispatcher.operations.access.record(connection.caller, account: account, granted: false,
-                                                reason: .otherSender, scopes: request?.scopes, resource: request?.resource)
-        }
-        var refusal = dispatcher.encodeError(request?.id, WireError(.permissionDenied,
-            "this connection was opened by pid \(connection.caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected"))
+        let error = dispatcher.operations.refuseOtherSender(request, caller: connection.caller, sender: sender)
+        var refusal = dispatcher.encodeError(request?.id, error)
         refusal.append(0x0A)
         refusal.withUnsafeBytes { connection.machine.refuse($0) }
         // Nothing more is served: the requests in flight whose reply is all they are for are cancelled, those
