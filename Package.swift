@@ -87,6 +87,8 @@ let package = Package(
         .target(name: "AuthCLI", dependencies: ["AgentIPC", "TOMLConfig"], swiftSettings: directMetadata),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
+        // A loop thread's eventfd wake-up and monotonic clock: the accept loop's and the D-Bus bus loop's.
+        .target(name: "CAgentLoop"),
         .target(name: "CProcFS"),
         .target(
             name: "AgentConfig",
@@ -102,7 +104,7 @@ let package = Package(
         .target(
             name: "AgentServer",
             dependencies: [
-                "AgentAccess", "AuthCore", "AgentIPC", "AgentLifecycle", "CAgentSocket", "CAgentProcess",
+                "AgentAccess", "AuthCore", "AgentIPC", "AgentLifecycle", "CAgentSocket", "CAgentLoop", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -122,7 +124,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "CAgentSocket", "TimeText",
+                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "CAgentLoop", "TimeText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -1,12 +1,12 @@
 import CAgentBus
-import CAgentSocket
+import CAgentLoop
 import FoundationEssentials
 import Synchronization
 import Glibc
 
 /// The one thread that owns an sd-bus connection. sd-bus is not thread-safe, so every call on the bus, and on
 /// messages that belong to it, happens on this thread: other threads hand work over with ``submit(_:)``, which
-/// queues a closure and wakes the thread through an eventfd (the accept loop's, `aa_socket_wakeup_*`). The thread
+/// queues a closure and wakes the thread through an eventfd (`aa_loop_wakeup_*`, as the accept loop does). The thread
 /// polls the bus fd (with sd-bus's own events and timeout) and the eventfd, dispatches incoming messages with
 /// `sd_bus_process`, and runs queued work.
 final class BusLoop: @unchecked Sendable {
@@ -26,7 +26,7 @@ final class BusLoop: @unchecked Sendable {
     private let wakeFD: Int32
 
     init() {
-        wakeFD = aa_socket_wakeup_create()
+        wakeFD = aa_loop_wakeup_create()
     }
 
     deinit {
@@ -59,7 +59,7 @@ final class BusLoop: @unchecked Sendable {
     }
 
     private func wake() {
-        _ = aa_socket_wakeup_signal(wakeFD)
+        _ = aa_loop_wakeup_signal(wakeFD)
     }
 
     /// Serves `bus` on the calling thread until ``stop()`` or a bus failure. The caller still owns `bus`.
@@ -88,9 +88,9 @@ final class BusLoop: @unchecked Sendable {
             var deadline: UInt64 = 0
             _ = sd_bus_get_timeout(bus, &deadline)
             var fds = [pollfd(fd: busFD, events: Int16(events), revents: 0), pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            let r = poll(&fds, 2, BusLoop.pollTimeout(deadline: deadline, now: aa_socket_monotonic_ns() / 1000))
+            let r = poll(&fds, 2, BusLoop.pollTimeout(deadline: deadline, now: aa_loop_monotonic_ns() / 1000))
             if r < 0 && errno != EINTR { return .failed(-errno) }
-            if fds[1].revents != 0 { aa_socket_wakeup_drain(wakeFD) }
+            if fds[1].revents != 0 { aa_loop_wakeup_drain(wakeFD) }
         }
     }
 

@@ -2,6 +2,7 @@ import Glibc
 import AgentIPC
 import AgentAccess
 import AuthCore
+import CAgentLoop
 import CAgentSocket
 import Logging
 import Synchronization
@@ -134,7 +135,7 @@ final class AcceptLoop: @unchecked Sendable {
             throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(AcceptLoop.errorText())")
         }
         let epollFD = aa_socket_epoll_create()
-        let wakeFD = aa_socket_wakeup_create()
+        let wakeFD = aa_loop_wakeup_create()
         guard epollFD >= 0, wakeFD >= 0, aa_socket_epoll_add(epollFD, wakeFD, 0) == 0,
               aa_socket_epoll_add(epollFD, listenFD, 0) == 0 else {
             let text = AcceptLoop.errorText()
@@ -166,7 +167,7 @@ final class AcceptLoop: @unchecked Sendable {
     /// Queues a command for the loop's thread and wakes it (from any thread).
     func post(_ command: Command) {
         commands.withLock { $0.append(command) }
-        _ = aa_socket_wakeup_signal(wakeFD)
+        _ = aa_loop_wakeup_signal(wakeFD)
     }
 
     // MARK: - The loop's thread: accepting, timers, commands (serving: AcceptLoop+Serve.swift)
@@ -233,7 +234,7 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     func runCommands() {
-        aa_socket_wakeup_drain(wakeFD)
+        aa_loop_wakeup_drain(wakeFD)
         let pending = commands.withLock { commands -> [Command] in
             defer { commands.removeAll(keepingCapacity: true) }
             return commands
@@ -372,7 +373,7 @@ final class AcceptLoop: @unchecked Sendable {
     static func errorText() -> String { String(cString: strerror(errno)) }
 
     /// CLOCK_MONOTONIC in nanoseconds, the loop's timers' clock.
-    static func monotonicNow() -> UInt64 { aa_socket_monotonic_ns() }
+    static func monotonicNow() -> UInt64 { aa_loop_monotonic_ns() }
 
     static func peerPidfd(_ fd: Int32) -> ProcessFD? {
         let pidfd = aa_socket_peer_pidfd(fd)

@@ -24,13 +24,6 @@ int aa_socket_epoll_wait(int epoll_fd, int32_t *fds, uint32_t *events, int max, 
  * hang-up), -1 on error. epoll's report may be stale by the time it is handled; this asks the socket itself. */
 int aa_socket_hung_up(int fd);
 
-/* A non-blocking eventfd (close-on-exec) to wake a loop from another thread; signal adds 1, drain reads it to 0. */
-int aa_socket_wakeup_create(void);
-int aa_socket_wakeup_signal(int fd);
-void aa_socket_wakeup_drain(int fd);
-/* CLOCK_MONOTONIC in nanoseconds: the accept loop's timers. */
-uint64_t aa_socket_monotonic_ns(void);
-
 /* accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC; EINTR is retried. */
 int aa_socket_accept(int listen_fd);
 /* SO_PEERCRED. Returns 0 and fills the three values. */
