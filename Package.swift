@@ -104,7 +104,7 @@ let package = Package(
         .target(
             name: "AgentServer",
             dependencies: [
-                "AgentAccess", "AuthCore", "AgentIPC", "AgentLifecycle", "CAgentSocket", "CAgentLoop", "CAgentProcess",
+                "AgentAccess", "AuthCore", "AgentIPC", "CAgentSocket", "CAgentLoop", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

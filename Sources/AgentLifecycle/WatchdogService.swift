@@ -2,13 +2,19 @@ import AuthCore
 import Logging
 import ServiceLifecycle
 
-/// A thread that serves clients and can prove it is turning: it answers a numbered probe when it next runs
-/// (the socket server's accept loop).
-public protocol ProbedLoop: Sendable {
+/// A thread that serves clients and can prove it is turning, as the watchdog sees it: it answers a numbered probe when
+/// it next runs (the socket server's accept loop; the composition root hands its two calls over, so the socket front
+/// end needs nothing of this module).
+public struct ProbedLoop: Sendable {
     /// Asks the loop to answer probe `number`.
-    func probe(_ number: UInt64)
+    let probe: @Sendable (UInt64) -> Void
     /// The number of the last probe the loop answered.
-    var answeredProbe: UInt64 { get }
+    let answered: @Sendable () -> UInt64
+
+    public init(probe: @escaping @Sendable (UInt64) -> Void, answered: @escaping @Sendable () -> UInt64) {
+        self.probe = probe
+        self.answered = answered
+    }
 }
 
 /// Pings systemd's watchdog (`WatchdogSec=`) at half the interval, but only while the agent can still serve: the
@@ -18,11 +24,11 @@ public protocol ProbedLoop: Sendable {
 public struct WatchdogService: Service {
     let interval: Duration
     let broker: TokenBroker
-    let server: any ProbedLoop
+    let server: ProbedLoop
     let ping: @Sendable () -> Void
     let logger: Logger
 
-    public init(interval: Duration, broker: TokenBroker, server: any ProbedLoop, logger: Logger,
+    public init(interval: Duration, broker: TokenBroker, server: ProbedLoop, logger: Logger,
                 ping: @escaping @Sendable () -> Void) {
         self.interval = interval
         self.broker = broker
@@ -39,7 +45,7 @@ public struct WatchdogService: Service {
             server.probe(probe)
             while !Task.isCancelled {
                 do { try await Task.sleep(for: half) } catch { return }
-                let loopTurning = server.answeredProbe >= probe
+                let loopTurning = server.answered() >= probe
                 let brokerAnswers = await WatchdogService.probe(within: half) { _ = await broker.accountNames }
                 if loopTurning && brokerAnswers {
                     ping()

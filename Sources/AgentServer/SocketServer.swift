@@ -1,7 +1,6 @@
 import Glibc
 import AgentAccess
 import AgentIPC
-import AgentLifecycle
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -12,7 +11,7 @@ public typealias IdleHook = @Sendable () -> Void
 /// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
 /// peer, and owns it until it closes: it runs every request as a task of its own, whose replies it writes. A bad or
 /// slow client affects only itself.
-public final class SocketServer: Service, ProbedLoop {
+public final class SocketServer: Service {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
         case path(String)

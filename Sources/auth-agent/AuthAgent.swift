@@ -183,7 +183,9 @@ struct AuthAgent: AsyncParsableCommand {
         }
         if let interval = SystemdNotifier.watchdogInterval() {
             logger.info("watchdog enabled", metadata: ["interval": "\(interval)"])
-            services.append(.init(service: WatchdogService(interval: interval, broker: broker, server: server, logger: logger) {
+            services.append(.init(service: WatchdogService(interval: interval, broker: broker,
+                                                          server: ProbedLoop(probe: { server.probe($0) }, answered: { server.answeredProbe }),
+                                                          logger: logger) {
                 _ = SystemdNotifier.watchdog()
             }))
         }
