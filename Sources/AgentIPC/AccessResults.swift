@@ -10,7 +10,7 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var exeDeleted: Bool?
     public var unit: String?
     public var flatpakApp: String?
-    /// The caller runs in a root directory of its own (a sandbox or container) that names no app: nothing names it
+    /// The caller runs in a root directory of its own (a sandbox or container) that names no app: no path names it
     /// (docs/SECURITY.md).
     public var unnamedSandbox: Bool?
     /// The caller runs in a pid namespace of its own, made in a user namespace of its own: its path does not name

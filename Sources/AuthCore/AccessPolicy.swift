@@ -71,7 +71,8 @@ public struct AccessPolicy: Sendable, Equatable {
     /// A sandboxed caller is never served by "no policy": it gets an account through a `flatpak:` entry or the
     /// user's consent, so an account without a policy asks about it. A caller that cannot be named (outside a Flatpak
     /// sandbox: an unknown, deleted or replaced executable, or a pid namespace of its own) is refused whenever a
-    /// policy exists: it could be anything; in a sandbox that names no app it is refused by every account.
+    /// policy exists: it could be anything; in a sandbox that names no app it is refused
+    /// even without a policy.
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
         if isOpen, !identity.isSandboxed { return .grant(.open) }
         if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }

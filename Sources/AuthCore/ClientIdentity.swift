@@ -16,8 +16,8 @@ public struct ClientIdentity: Sendable, Hashable {
     public var flatpakApp: String?
     /// The caller runs in a root directory of its own (a sandbox, a container, a chroot: not the agent's `/`, or one
     /// the agent cannot read) that names no app: its `/.flatpak-info` is missing or cannot be read safely. Its paths
-    /// are the sandbox's own and may imitate the host's (a sandboxed `/usr/bin/git`), so nothing names it: it is
-    /// ``isSandboxed``, with no ``policyExe`` and no ``consentKey``.
+    /// are the sandbox's own and may imitate the host's (a sandboxed `/usr/bin/git`), so no path names it: it is
+    /// ``isSandboxed``, with no ``policyExe`` and no ``consentKey`` (only a `unit:` entry can name it).
     public var unnamedSandbox: Bool
     /// The caller runs in a pid namespace of its own, made in a user namespace of its own (a rootless container,
     /// `unshare -Urp`, a Flatpak sandbox). A process there may attach credentials naming another process of that

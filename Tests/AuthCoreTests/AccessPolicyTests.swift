@@ -102,7 +102,8 @@ final class AccessPolicyTests: XCTestCase {
     }
 
     /// Issue 46: a caller in a root of its own that names no app (no readable `/.flatpak-info`) shows paths that are
-    /// the sandbox's own and may imitate the host's: it is named by nothing, and refused by every account.
+    /// the sandbox's own and may imitate the host's: no path or decision names it, and every account
+    /// refuses it unless a `unit:` entry names it (a service systemd runs in a root of its own).
     func testASandboxThatNamesNoAppIsUnidentifiedEverywhere() throws {
         let unnamed = ClientIdentity(exe: "/usr/bin/git", unnamedSandbox: true)
         XCTAssertTrue(unnamed.isSandboxed)
@@ -115,6 +116,9 @@ final class AccessPolicyTests: XCTestCase {
                        .deny(.unidentified))
         XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unnamed, remembered: true), .deny(.unidentified))
         XCTAssertFalse(ClientIdentity(exe: "/usr/bin/git").isSandboxed)
+        let service = ClientIdentity(exe: "/usr/bin/backup", unit: "backup.service", unnamedSandbox: true)
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("unit:backup.service")]).decide(service, remembered: nil),
+                       .grant(.listed), "its unit is the host's fact, not the sandbox's")
     }
 
     func testConsentKeyNamesTheAppOrTheExecutable() {

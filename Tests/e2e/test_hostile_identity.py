@@ -109,7 +109,7 @@ def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(make_agent
                 assert b'"protocol"' in s.recv(65536)
             assert time.monotonic() - started < 5
         # The hostile clients themselves are answered too, not left hanging: refused, as a root of their own
-        # whose /.flatpak-info cannot be read names nothing (issue 46).
+        # whose /.flatpak-info cannot be read is named by no path (issue 46).
         for proc in hostile:
             # Read through the same buffered reader as "connected" (communicate() would skip what it holds).
             reply = json.loads(proc.stdout.readline())

@@ -8,7 +8,7 @@ authorization server are the real ones.
 What it shows: the app is named `flatpak:APP-ID` (in the audit) and served by its `flatpak:` entry; an entry naming the
 executable path it shows does not serve it; an account without allowed_clients asks about it (served after `authctl
 approve`) instead of serving it as "any program of yours"; and the same sandbox without a readable `/.flatpak-info`
-names nothing, so it is refused as `unidentified` by an account that lists the path it shows and by one without a
+is named by no path, so it is refused as `unidentified` by an account that lists the path it shows and by one without a
 policy, in its own pid namespace and in the agent's. bubblewrap is a test dependency (scripts/setup): without it the
 tests fail, they do not skip."""
 import json
@@ -152,7 +152,7 @@ def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_a
 @pytest.mark.parametrize("own_pid_namespace", [True, False], ids=["own-pid-namespace", "agents-pid-namespace"])
 def test_a_sandbox_without_flatpak_info_is_unidentified_and_refused(sandbox_agent, auth_server, own_pid_namespace):
     """Its executable is the host's authctl at the host's path, and authctl is listed; from the host that path is
-    served (a listed authctl serves whatever runs it). From the sandbox nothing names it: refused, by the list and by
+    served (a listed authctl serves whatever runs it). From the sandbox no path names it: refused, by the list and by
     an account without one."""
     agent = sandbox_agent
     set_allowed_clients(agent, auth_server, [authctl_path(agent)])
