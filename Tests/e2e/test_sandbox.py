@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import default_account, read_until, render_config
+from conftest import default_account, read_until, render_config, wait_for
 from test_identity import audit, run_in_terminal
 
 pytestmark = pytest.mark.release  # cheap: one sign-in per test; also against the installed package
@@ -168,3 +168,21 @@ def test_a_sandbox_without_flatpak_info_is_unidentified_and_refused(sandbox_agen
         assert entry["caller"]["exe"] == authctl_path(agent) and entry["caller"].get("unnamed_sandbox") is True, entry
         assert "flatpak_app" not in entry["caller"]
     assert json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], "nothing is asked about it"
+
+
+def test_a_sandboxed_app_that_goes_away_while_asked_withdraws_the_question(sandbox_agent):
+    """The question an account without a policy asks about a sandboxed app waits for a person: when the app goes
+    away (its sandbox killed), the question is withdrawn at once, not left until consent_timeout (60 s here)."""
+    agent = sandbox_agent
+    waiting = sandboxed(agent, "token", "work")
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert pending["client"] == f"flatpak:{APP}", pending
+    finally:
+        waiting.kill()  # bwrap; --die-with-parent takes the sandbox with it
+        waiting.wait(timeout=10)
+    wait_for(lambda: json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], 30,
+             "the question of a sandboxed app that went away to be withdrawn")
+    assert [(e["outcome"], e["reason"], e["caller"].get("flatpak_app")) for e in audit(agent)] == [
+        ("withdrawn", "cancelled", APP)]
