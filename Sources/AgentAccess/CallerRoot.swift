@@ -24,18 +24,19 @@ enum CallerRoot {
     enum Found: Equatable {
         /// The agent's own root: not in a sandbox.
         case agentsRoot
-        /// A root of its own (or one that cannot be read), with the text of its `/.flatpak-info` when that could be
-        /// read safely.
+        /// A root of its own, with the text of its `/.flatpak-info` when that could be read safely.
         case ownRoot(flatpakInfo: String?)
+        /// A root the agent may not read (the process is not dumpable, or holds privileges the agent lacks).
+        case unreadable
     }
 
     /// The agent's own root directory (device and inode), read once.
     private static let ownRoot: FileID? = FileID(path: "/")
 
-    /// Process `pid`'s root: the agent's, or its own with its `/.flatpak-info` if readable.
+    /// Process `pid`'s root: the agent's, its own with its `/.flatpak-info` if readable, or one it may not read.
     static func read(pid: Int32) -> Found {
         var root = aa_file_info()
-        guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return .ownRoot(flatpakInfo: nil) }
+        guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return .unreadable }
         if let ownRoot, ownRoot.device == root.device, ownRoot.inode == root.inode { return .agentsRoot }
         return .ownRoot(flatpakInfo: flatpakInfo(pid: pid, root: root))
     }

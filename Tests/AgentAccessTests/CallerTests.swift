@@ -123,7 +123,9 @@ final class CallerTests: ChildProcessTestCase {
         XCTAssertNil(unnamed.identity.policyExe)
         XCTAssertNil(unnamed.identity.consentKey)
         XCTAssertEqual(gate(listed).verdict(unnamed, account: "work"), .deny(.unidentified))
-        XCTAssertEqual(gate(.open).verdict(unnamed, account: "work"), .deny(.unidentified))
+        XCTAssertFalse(unnamed.identity.rootUnreadable)
+        XCTAssertEqual(gate(.open).verdict(unnamed, account: "work"), .grant(.open),
+                       "a root the agent can read is a host program's doing: served where any process of yours is")
         XCTAssertEqual(unnamed.wire.unnamedSandbox, true)
 
         let named = try inRootOfItsOwn("named")

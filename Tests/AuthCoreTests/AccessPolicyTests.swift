@@ -104,9 +104,22 @@ final class AccessPolicyTests: XCTestCase {
     /// Issue 46: a caller in a root of its own that names no app (no readable `/.flatpak-info`) shows paths that are
     /// the sandbox's own and may imitate the host's: no path or decision names it, and every account
     /// refuses it unless a `unit:` entry names it (a service systemd runs in a root of its own).
+    /// A root of its own that names no app (a container, a bwrap a host program made) is named by no path or decision;
+    /// the agent serves it only where it serves any process of yours. A root it cannot read at all may be a sandbox
+    /// (a setuid bwrap's): never served by "any process of yours" either.
     func testASandboxThatNamesNoAppIsUnidentifiedEverywhere() throws {
-        let unnamed = ClientIdentity(exe: "/usr/bin/git", unnamedSandbox: true)
+        let container = ClientIdentity(exe: "/usr/bin/git", unnamedSandbox: true)
+        XCTAssertFalse(container.isSandboxed)
+        XCTAssertNil(container.policyExe)
+        XCTAssertNil(container.consentKey)
+        XCTAssertFalse(try rule("/usr/bin/git").matches(container), "a contained /usr/bin/git imitates the host's")
+        XCTAssertEqual(AccessPolicy.open.decide(container, remembered: nil), .grant(.open),
+                       "a readable root is a host process's doing, trusted like any process of yours")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(container, remembered: nil),
+                       .deny(.unidentified))
+        let unnamed = ClientIdentity(exe: "/usr/bin/git", rootUnreadable: true)
         XCTAssertTrue(unnamed.isSandboxed)
+        XCTAssertTrue(unnamed.unnamedSandbox)
         XCTAssertNil(unnamed.policyExe)
         XCTAssertNil(unnamed.consentKey)
         XCTAssertTrue(unnamed.summary.contains("(sandbox naming no app)"), unnamed.summary)
