@@ -90,7 +90,8 @@ public final class AccessGate: @unchecked Sendable {
     public func policy(of account: String) -> AccessPolicy { policies.withLock { $0[account] } ?? .open }
 
     /// Puts the policies of a reloaded configuration in force. Remembered decisions stay: they name an account and
-    /// a client, and count only where the new policy still asks (`confirm = "first-use"`).
+    /// a client, and count only where the new policy still asks (`confirm = "first-use"`, or no policy for a
+    /// sandboxed app).
     public func replacePolicies(_ policies: [String: AccessPolicy]) {
         self.policies.withLock { $0 = policies }
     }
@@ -103,9 +104,11 @@ public final class AccessGate: @unchecked Sendable {
 
     /// The verdict, and the caller as it was judged: under a policy, the agent's authctl is seen through to the
     /// program behind it (``Caller/seenThroughRelay(in:)``), and the audit and the consent question name that program.
+    /// An open account serves a host caller as it connected, with no walk and no check; a sandboxed one is judged
+    /// in full, as under a policy (the policy asks about it or refuses it).
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
         let policy = policy(of: account)
-        if policy.isOpen { return (caller, .grant(.open)) }
+        if policy.isOpen, case .grant(.open) = policy.decide(caller.identity, remembered: nil) { return (caller, .grant(.open)) }
         let judged = caller.seenThroughRelay()
         // After the walk: this check vouches for what it read under /proc/PID of the caller. If it fails, the walk
         // may have read a later owner of the pid: the refusal names the caller as it connected.
@@ -181,6 +184,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
         case .unidentified where identity.relay != nil && identity.exe == nil:
             return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
+        case .unidentified where identity.unnamedSandbox:
+            return "account '\(account)' does not serve \(who): it runs in a sandbox or container of its own whose /.flatpak-info cannot be read, so no path entry or decision can name it (the paths it shows are the sandbox's own); run it outside the sandbox, as a Flatpak app allowed by a flatpak:APP-ID entry, or name it by a unit:NAME entry"
         case .unidentified where identity.ownPIDNamespace && identity.flatpakApp == nil:
             return "account '\(account)' does not serve \(who): it runs in a pid namespace of its own (a rootless container or `unshare -Urp`), where another process may write requests in its name, so no path entry or decision can name it; run it outside that namespace, or name it by a unit:NAME entry"
         case .unidentified:
@@ -203,7 +208,7 @@ extension Caller {
 
     static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
         WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
-                   unit: identity.unit, flatpakApp: identity.flatpakApp,
+                   unit: identity.unit, flatpakApp: identity.flatpakApp, unnamedSandbox: identity.unnamedSandbox ? true : nil,
                    ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables)
     }
 }

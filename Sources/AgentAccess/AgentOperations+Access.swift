@@ -3,10 +3,10 @@ import AuthCore
 
 /// The access-policy operations: the audit trail and answering consent questions.
 extension AgentOperations {
-    /// A `token` request for `account` may wait for the user's consent answer: the front ends cancel it when its
-    /// client goes away (socket closed, D-Bus caller gone), which withdraws the question.
-    public func tokenMayWaitForPerson(account: String?) -> Bool {
-        account.map { access.policy(of: $0).mayAsk } ?? false
+    /// A `token` request of `caller` for `account` may wait for the user's consent answer: the front ends cancel it
+    /// when its client goes away (socket closed, D-Bus caller gone), which withdraws the question.
+    public func tokenMayWaitForPerson(account: String?, caller: Caller) -> Bool {
+        account.map { access.policy(of: $0).mayAsk(caller.identity) } ?? false
     }
 
     /// `audit`: one page of the in-memory records, oldest first (``AuditLog/page(account:since:before:)``).

@@ -76,6 +76,7 @@ public final class AuditLog: @unchecked Sendable {
         ]
         if let exe = who.exe { meta["peer_exe"] = "\(exe)" }
         if who.exeDeleted == true { meta["peer_exe_deleted"] = "true" }
+        if who.unnamedSandbox == true { meta["peer_unnamed_sandbox"] = "true" }
         if who.ownPIDNamespace == true { meta["peer_own_pid_namespace"] = "true" }
         // The relay's executables, nearest to the program first (PEER_RELAYED_BY in the journal).
         if let relays = who.relayedBy { meta["peer_relayed_by"] = "\(relays.joined(separator: " "))" }

@@ -15,19 +15,35 @@ import CProcFS
 ///   be a regular file of at most ``maxBytes`` (cached attributes: `AT_STATX_DONT_SYNC`), and only then is it opened,
 ///   `O_NONBLOCK | O_NOCTTY`, and read up to that size.
 ///
-/// Anything else is "no file": the caller is not identified as a Flatpak app by this file (its unit may still say).
+/// Anything else is "no file": a caller in a root of its own is then a sandbox that names no app (so nothing names
+/// it: its paths are the sandbox's own), and so is one whose root cannot be read at all (not dumpable).
 enum CallerRoot {
     static let maxBytes = 65536
+
+    /// What a caller's root directory says about it.
+    enum Found: Equatable {
+        /// The agent's own root: not in a sandbox.
+        case agentsRoot
+        /// A root of its own, with the text of its `/.flatpak-info` when that could be read safely.
+        case ownRoot(flatpakInfo: String?)
+        /// A root the agent may not read (the process is not dumpable, or holds privileges the agent lacks).
+        case unreadable
+    }
 
     /// The agent's own root directory (device and inode), read once.
     private static let ownRoot: FileID? = FileID(path: "/")
 
-    /// The text of `/.flatpak-info` in process `pid`'s root, or nil (none, not safely readable, or the caller
-    /// shares the agent's root).
-    static func flatpakInfo(pid: Int32) -> String? {
+    /// Process `pid`'s root: the agent's, its own with its `/.flatpak-info` if readable, or one it may not read.
+    static func read(pid: Int32) -> Found {
         var root = aa_file_info()
-        guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return nil }
-        if let ownRoot, ownRoot.device == root.device, ownRoot.inode == root.inode { return nil }
+        guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return .unreadable }
+        if let ownRoot, ownRoot.device == root.device, ownRoot.inode == root.inode { return .agentsRoot }
+        return .ownRoot(flatpakInfo: flatpakInfo(pid: pid, root: root))
+    }
+
+    /// The text of `/.flatpak-info` in process `pid`'s root `root` (not the agent's), or nil (none, or not safely
+    /// readable).
+    private static func flatpakInfo(pid: Int32, root: aa_file_info) -> String? {
         guard root.mount_id != 0, let mountinfo = Caller.readText("/proc/\(pid)/mountinfo", limit: 1 << 20),
               let filesystems = ProcFS.filesystemTypes(mountinfo: mountinfo),
               filesystems[root.mount_id] == "tmpfs" else { return nil }

@@ -11,18 +11,30 @@ struct ProcessFacts: Sendable {
     var exeDeleted: Bool
     var unit: String?
     var flatpakApp: String?
+    /// In a root of its own without a readable `/.flatpak-info` naming an app.
+    var unnamedSandbox = false
+    /// In a root the agent may not read.
+    var rootUnreadable = false
     var ownPIDNamespace = false
 
     /// Process `pid`'s facts, from `/proc/PID` (and the caller's `/.flatpak-info`, through ``CallerRoot``).
     static func read(pid: Int32) -> ProcessFacts {
         let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
         let unit = Caller.readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
-        let app = CallerRoot.flatpakInfo(pid: pid).flatMap(ProcFS.flatpakApp(info:))
-            ?? unit.flatMap(ProcFS.flatpakApp(unit:))
+        // In a root of its own, identity comes from the sandbox (its /.flatpak-info) or nowhere: not from the unit,
+        // and not from the paths it shows, which are its own.
+        let (app, unnamedSandbox, rootUnreadable): (String?, Bool, Bool)
+        switch CallerRoot.read(pid: pid) {
+        case .agentsRoot: (app, unnamedSandbox, rootUnreadable) = (unit.flatMap(ProcFS.flatpakApp(unit:)), false, false)
+        case .ownRoot(let info):
+            let named = info.flatMap(ProcFS.flatpakApp(info:))
+            (app, unnamedSandbox, rootUnreadable) = (named, named == nil, false)
+        case .unreadable: (app, unnamedSandbox, rootUnreadable) = (nil, true, true)
+        }
         // Unreadable (the process is gone, or not dumpable) counts as its own: nothing then vouches for the writer.
         let ownPIDNamespace = aa_proc_pid_namespace_foreign(pid) != 0
         return ProcessFacts(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app,
-                            ownPIDNamespace: ownPIDNamespace)
+                            unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable, ownPIDNamespace: ownPIDNamespace)
     }
 
     /// The identity, given `running`, the device and inode of the file the process runs (`/proc/PID/exe`): when the
@@ -32,6 +44,7 @@ struct ProcessFacts: Sendable {
         var deleted = exeDeleted
         if let exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
         return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp,
+                              unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable,
                               ownPIDNamespace: ownPIDNamespace)
     }
 }

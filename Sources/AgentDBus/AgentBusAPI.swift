@@ -13,12 +13,12 @@ public enum BusCall: Sendable, Equatable {
     case logout(account: String)
 
     /// Calls that wait for a person: cancelled when their caller leaves the bus or the agent shuts down. A sign-in,
-    /// and a token request under `confirm = "first-use"` (it may wait for a consent answer).
-    public func waitsForPerson(_ ops: AgentOperations) -> Bool {
+    /// and a token request that may wait for a consent answer (`confirm = "first-use"`, or a sandboxed caller).
+    public func waitsForPerson(_ ops: AgentOperations, caller: Caller) -> Bool {
         switch self {
         case .login: return true
         case .getAccessToken(let account, _), .getAccessTokenForRequest(let account, _, _, _, _):
-            return ops.tokenMayWaitForPerson(account: account)
+            return ops.tokenMayWaitForPerson(account: account, caller: caller)
         default: return false
         }
     }

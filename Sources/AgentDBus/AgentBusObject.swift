@@ -69,7 +69,7 @@ final class AgentBusObject: @unchecked Sendable {
             }
             self.finished(id)
         }
-        guard call.waitsForPerson(operations) else {
+        guard call.waitsForPerson(operations, caller: caller) else {
             Task { await run(nil) }
             return 1
         }

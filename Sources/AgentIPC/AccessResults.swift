@@ -10,6 +10,9 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var exeDeleted: Bool?
     public var unit: String?
     public var flatpakApp: String?
+    /// The caller runs in a root directory of its own (a sandbox or container) that names no app: no path names it
+    /// (docs/SECURITY.md).
+    public var unnamedSandbox: Bool?
     /// The caller runs in a pid namespace of its own, made in a user namespace of its own: its path does not name
     /// it for `allowed_clients` or remembered consent (docs/SECURITY.md).
     public var ownPIDNamespace: Bool?
@@ -19,20 +22,21 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var relayedBy: [String]?
 
     public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
-                ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil) {
+                unnamedSandbox: Bool? = nil, ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil) {
         self.pid = pid
         self.via = via
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.unnamedSandbox = unnamedSandbox
         self.ownPIDNamespace = ownPIDNamespace
         self.relayedBy = relayedBy
     }
 
     enum CodingKeys: String, CodingKey {
         case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app",
-             ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by"
+             unnamedSandbox = "unnamed_sandbox", ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by"
     }
 }
 

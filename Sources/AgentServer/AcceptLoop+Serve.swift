@@ -109,7 +109,7 @@ extension AcceptLoop {
             }
             post(.reply(fd: fd, registration: registration, line: reply, finished: serial))
         }
-        if dispatcher.waitsForPerson(request) {
+        if dispatcher.waitsForPerson(request, caller: caller) {
             connection.cancellable[serial] = (task, person: true)
         } else if dispatcher.onlyForItsReply(request) {
             connection.cancellable[serial] = (task, person: false)

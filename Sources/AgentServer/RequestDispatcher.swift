@@ -18,10 +18,10 @@ public struct RequestDispatcher: Sendable {
 
     /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, and a `token`
     /// request that is interactive or may wait for a consent answer (which is then withdrawn, not left to time out).
-    public func waitsForPerson(_ request: WireRequest) -> Bool {
+    public func waitsForPerson(_ request: WireRequest, caller: Caller) -> Bool {
         if request.op == Operation.login.rawValue { return true }
         guard request.op == Operation.token.rawValue else { return false }
-        return request.interactive == true || operations.tokenMayWaitForPerson(account: request.account)
+        return request.interactive == true || operations.tokenMayWaitForPerson(account: request.account, caller: caller)
     }
 
     /// Operations whose work nothing but their reply uses: `diagnose` asks every account's authorization server (up

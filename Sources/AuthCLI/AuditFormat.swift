@@ -8,6 +8,7 @@ public enum AuditFormat {
         var parts: [String] = []
         if let app = caller.flatpakApp { parts.append("flatpak:\(app)") }
         if let exe = caller.exe { parts.append(caller.exeDeleted == true ? "\(exe) (deleted)" : exe) } else { parts.append("?") }
+        if caller.unnamedSandbox == true { parts.append("(sandbox naming no app)") }
         if caller.ownPIDNamespace == true { parts.append("(own pid namespace)") }
         // As the agent's own messages put it (AuthCore's ClientIdentity.via; authctl does not link AuthCore).
         if let relays = caller.relayedBy {

@@ -9,7 +9,8 @@ public struct AccessPolicy: Sendable, Equatable {
         case firstUse = "first-use"
     }
 
-    /// nil: no `allowed_clients` key (any process of the user). An empty list allows nobody without consent.
+    /// nil: no `allowed_clients` key (any host process of the user; a sandboxed one is asked). An empty list allows
+    /// nobody without consent.
     public var allowedClients: [ClientRule]?
     public var confirm: Confirm
 
@@ -18,18 +19,20 @@ public struct AccessPolicy: Sendable, Equatable {
         self.confirm = confirm
     }
 
-    /// Today's behaviour: any process of the user is served, nothing is asked.
+    /// No policy: any process of the user on the host is served; a sandboxed app is asked (``decide(_:remembered:)``).
     public static let open = AccessPolicy()
 
     public var isOpen: Bool { allowedClients == nil && confirm == .never }
 
-    /// A request may wait for the user's answer (`confirm = "first-use"`): front ends cancel it when its client
-    /// goes away, as they do a sign-in.
-    public var mayAsk: Bool { confirm == .firstUse }
+    /// A request of `identity` may wait for the user's answer (`confirm = "first-use"`, or a sandboxed caller of an
+    /// account without a policy): front ends cancel it when its client goes away, as they do a sign-in.
+    public func mayAsk(_ identity: ClientIdentity) -> Bool {
+        confirm == .firstUse || (isOpen && identity.isSandboxed)
+    }
 
     /// Why a request was served or refused; the raw value goes to the audit record.
     public enum Reason: String, Sendable, Equatable, Codable {
-        /// No policy on the account.
+        /// No policy on the account, and a caller outside any sandbox.
         case open
         /// An `allowed_clients` entry matches.
         case listed
@@ -41,8 +44,8 @@ public struct AccessPolicy: Sendable, Equatable {
         case deniedByUser = "denied_by_user"
         /// Nobody answered the consent question in time.
         case consentTimeout = "consent_timeout"
-        /// The executable is unknown, deleted or replaced, or the caller runs in a pid namespace of its own, so no
-        /// path rule or decision can name it.
+        /// The executable is unknown, deleted or replaced, or the caller runs in a pid namespace of its own or in a
+        /// sandbox that names no app, so no path rule or decision can name it.
         case unidentified
         /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
         case processExited = "process_exited"
@@ -58,20 +61,23 @@ public struct AccessPolicy: Sendable, Equatable {
     public enum Verdict: Sendable, Equatable {
         case grant(Reason)
         case deny(Reason)
-        /// Ask the user (first use of an unlisted identity under `confirm = "first-use"`).
+        /// Ask the user (first use of an unlisted identity under `confirm = "first-use"`, or of a sandboxed app on an
+        /// account without a policy).
         case ask
     }
 
     /// The decision for `identity`: listed callers are served; unlisted ones are asked about (first-use), served
     /// (no policy) or refused. `remembered` is the user's earlier decision for this (account, identity), if any.
-    /// A caller that cannot be named (outside a Flatpak sandbox: an unknown, deleted or replaced executable, or a pid
-    /// namespace of its own) is refused
-    /// whenever a policy exists: it could be anything.
+    /// A sandboxed caller is never served by "no policy": it gets an account through a `flatpak:` entry or the
+    /// user's consent, so an account without a policy asks about it. A caller that cannot be named (outside a Flatpak
+    /// sandbox: an unknown, deleted or replaced executable, or a pid namespace of its own) is refused whenever a
+    /// policy exists: it could be anything; in a sandbox that names no app it is refused
+    /// even without a policy.
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
-        if isOpen { return .grant(.open) }
+        if isOpen, !identity.isSandboxed { return .grant(.open) }
         if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }
         guard identity.consentKey != nil else { return .deny(.unidentified) }
-        guard confirm == .firstUse else { return .deny(.notListed) }
+        guard mayAsk(identity) else { return .deny(.notListed) }
         switch remembered {
         case true?: return .grant(.approved)
         case false?: return .deny(.deniedByUser)
@@ -82,7 +88,7 @@ public struct AccessPolicy: Sendable, Equatable {
     /// How `authctl status` describes the policy.
     public var summary: String {
         switch (allowedClients, confirm) {
-        case (nil, .never): return "any process of yours (no allowed_clients)"
+        case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps are asked"
         case (nil, .firstUse): return "asks on first use by each program"
         case (let list?, .never): return list.isEmpty ? "nobody (allowed_clients is empty)" : "only \(list.map(\.description).joined(separator: ", "))"
         case (let list?, .firstUse):

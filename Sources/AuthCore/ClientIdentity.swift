@@ -14,6 +14,16 @@ public struct ClientIdentity: Sendable, Hashable {
     public var unit: String?
     /// The Flatpak application id when the caller runs in a Flatpak sandbox.
     public var flatpakApp: String?
+    /// The caller runs in a root directory of its own (a sandbox, a container, a chroot: not the agent's `/`, or one
+    /// the agent cannot read) that names no app: its `/.flatpak-info` is missing or cannot be read safely. Its paths
+    /// are the sandbox's own and may imitate the host's (a sandboxed `/usr/bin/git`), so no path names it: it is
+    /// named by no ``policyExe`` and no ``consentKey`` (only a `unit:` entry can name it). A root the agent can read is
+    /// a host process's own doing (a container such as toolbox, or a bwrap a host program made): host processes are
+    /// trusted already, so an account without a policy serves it like any process of yours.
+    public var unnamedSandbox: Bool
+    /// The agent cannot read the caller's root at all (a non-dumpable process, a setuid bwrap's sandbox): it may be a
+    /// sandbox, so it is ``isSandboxed`` (never served by "any program of yours") and, naming no app, unidentified.
+    public var rootUnreadable: Bool
     /// The caller runs in a pid namespace of its own, made in a user namespace of its own (a rootless container,
     /// `unshare -Urp`, a Flatpak sandbox). A process there may attach credentials naming another process of that
     /// namespace to what it writes, and the kernel takes them: the agent cannot tell who wrote a request, so the
@@ -43,27 +53,34 @@ public struct ClientIdentity: Sendable, Hashable {
     }
 
     public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil,
-                ownPIDNamespace: Bool = false, relay: Relay? = nil) {
+                unnamedSandbox: Bool = false, rootUnreadable: Bool = false, ownPIDNamespace: Bool = false,
+                relay: Relay? = nil) {
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.unnamedSandbox = unnamedSandbox || rootUnreadable
+        self.rootUnreadable = rootUnreadable
         self.ownPIDNamespace = ownPIDNamespace
         self.relay = relay
     }
 
+    /// The caller runs in a sandbox: a Flatpak app, or a root the agent cannot read. Such a caller is never served by
+    /// an account's default "any program of yours" (``AccessPolicy/decide(_:remembered:)``).
+    public var isSandboxed: Bool { flatpakApp != nil || rootUnreadable }
+
     /// The executable's path when it names the caller: read, neither deleted nor replaced (then the path no longer
-    /// says what runs), outside a Flatpak sandbox (whose paths are its own) and outside a pid namespace of its own
-    /// (``ownPIDNamespace``). Path entries of `allowed_clients`, remembered consent and the relay chain go by it.
+    /// says what runs), outside any sandbox (whose paths are its own, ``isSandboxed``) and outside a pid namespace of
+    /// its own (``ownPIDNamespace``). Path entries of `allowed_clients`, remembered consent and the relay chain go by it.
     public var policyExe: String? {
-        guard flatpakApp == nil, !exeDeleted, !ownPIDNamespace else { return nil }
+        guard !isSandboxed, !unnamedSandbox, !exeDeleted, !ownPIDNamespace else { return nil }
         return exe
     }
 
     /// The name consent decisions are remembered under (`authctl forget`, the consent file): `flatpak:APP` for a
     /// sandboxed app (its paths are the sandbox's), else ``policyExe``. Nil when the caller cannot be named reliably
-    /// (unknown, deleted or replaced executable, or a pid namespace of its own): such a caller can be neither listed
-    /// nor remembered. For a relayed
+    /// (unknown, deleted or replaced executable, a pid namespace of its own, or a sandbox that names no app): such a
+    /// caller can be neither listed nor remembered. For a relayed
     /// request it is the program behind authctl: the user is asked about msmtp, not about authctl.
     public var consentKey: String? {
         if let flatpakApp { return "flatpak:\(flatpakApp)" }
@@ -76,6 +93,7 @@ public struct ClientIdentity: Sendable, Hashable {
         var parts: [String] = []
         if let flatpakApp { parts.append("flatpak:\(flatpakApp)") }
         parts.append(exe.map { exeDeleted ? "\($0) (deleted)" : $0 } ?? "unknown executable")
+        if unnamedSandbox { parts.append("(sandbox naming no app)") }
         if ownPIDNamespace { parts.append("(own pid namespace)") }
         if let relay { parts.append(ClientIdentity.via(relay.executables)) }
         if let unit { parts.append("unit:\(unit)") }

@@ -2,8 +2,9 @@
 /// are no globs or prefixes, so an entry can never match more than the one program, unit or app it names.
 ///
 /// - `/usr/bin/git`: an absolute, normalised path; matches a caller whose executable is that path, unless the
-///   binary was deleted or replaced after the process started, and never a Flatpak-sandboxed caller (its paths are
-///   the sandbox's own) or one in a pid namespace of its own (``ClientIdentity/ownPIDNamespace``).
+///   binary was deleted or replaced after the process started, and never a sandboxed caller (its paths are the
+///   sandbox's own, ``ClientIdentity/isSandboxed``) or one in a pid namespace of its own
+///   (``ClientIdentity/ownPIDNamespace``).
 /// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
 ///

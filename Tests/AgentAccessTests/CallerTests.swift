@@ -1,6 +1,7 @@
 @testable import AgentAccess
 import AuthCore
 import Foundation
+import Logging
 import XCTest
 
 /// ``Caller/identify(peer:via:pidfd:connection:)`` with real processes, for what the access gate's and the socket
@@ -73,5 +74,67 @@ final class CallerTests: ChildProcessTestCase {
         XCTAssertEqual(after.identity.exe, shell)
         XCTAssertTrue(after.identity.exeDeleted, "the path no longer names what runs")
         XCTAssertFalse(try XCTUnwrap(ClientRule.parse(shell).get()).matches(after.identity))
+    }
+
+    /// Run by `unshare -Urm` (own user and mount namespace, the agent's pid namespace): a tmpfs at argv[1], with a
+    /// `/.flatpak-info` naming an app when argv[2] is "named", as the new root; then sleeps.
+    static let ownRoot = """
+    import ctypes, os, sys, time
+    root, kind = sys.argv[1], sys.argv[2]
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"tmpfs", root.encode(), b"tmpfs", 0, b"mode=0755") != 0:
+        raise OSError(ctypes.get_errno(), "mount tmpfs")
+    if kind == "named":
+        with open(os.path.join(root, ".flatpak-info"), "w") as f:
+            f.write("[Application]\\nname=org.example.Named\\n")
+    os.chroot(root)
+    time.sleep(60)
+    """
+
+    /// Issue 46: a process in a root of its own (a sandbox, not the agent's `/`) that has no `/.flatpak-info` shows
+    /// the host's path (its own binary is the host's file), yet that path is the sandbox's to choose: it is named by
+    /// nothing, refused by an account that lists the path and by one without a policy. With a `/.flatpak-info` it is
+    /// the app it names, asked about by an account without a policy.
+    func testAProcessInARootOfItsOwnIsNamedOnlyByItsFlatpakInfo() throws {
+        let host = try spawn("/usr/bin/python3", ["-c", "import time; time.sleep(60)"])
+        let python = try XCTUnwrap(Caller.executable(of: host.processIdentifier))
+        func inRootOfItsOwn(_ kind: String) throws -> Caller {
+            let root = directory.appendingPathComponent("root-\(kind)")
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false)
+            let child = try spawn("/usr/bin/unshare", ["-Urm", python, "-c", CallerTests.ownRoot, root.path, kind])
+            let own = try XCTUnwrap(FileID(path: "/"))
+            // Bounded wait for the chroot: nothing to block on for another process's root.
+            for _ in 0..<500 where FileID(path: "/proc/\(child.processIdentifier)/root") == own { usleep(10_000) }
+            XCTAssertNotEqual(FileID(path: "/proc/\(child.processIdentifier)/root"), own, "the child never changed its root")
+            return Caller.identify(peer: peer(child), via: "socket")
+        }
+        let listed = AccessPolicy(allowedClients: [.path(python)])
+        func gate(_ policy: AccessPolicy) -> AccessGate {
+            AccessGate(policies: ["work": policy], logger: Logger(label: "test"))
+        }
+        let plain = Caller.identify(peer: peer(host), via: "socket")
+        XCTAssertFalse(plain.identity.isSandboxed)
+        XCTAssertEqual(gate(listed).verdict(plain, account: "work"), .grant(.listed))
+
+        let unnamed = try inRootOfItsOwn("unnamed")
+        XCTAssertEqual(unnamed.identity.exe, python, "the premise: the path it shows is a host path a rule lists")
+        XCTAssertFalse(unnamed.identity.ownPIDNamespace, "the premise: only the root tells it from the host")
+        XCTAssertTrue(unnamed.identity.unnamedSandbox)
+        XCTAssertNil(unnamed.identity.policyExe)
+        XCTAssertNil(unnamed.identity.consentKey)
+        XCTAssertEqual(gate(listed).verdict(unnamed, account: "work"), .deny(.unidentified))
+        XCTAssertFalse(unnamed.identity.rootUnreadable)
+        XCTAssertEqual(gate(.open).verdict(unnamed, account: "work"), .grant(.open),
+                       "a root the agent can read is a host program's doing: served where any process of yours is")
+        XCTAssertEqual(unnamed.wire.unnamedSandbox, true)
+
+        let named = try inRootOfItsOwn("named")
+        XCTAssertEqual(named.identity.flatpakApp, "org.example.Named")
+        XCTAssertFalse(named.identity.unnamedSandbox)
+        XCTAssertEqual(named.identity.consentKey, "flatpak:org.example.Named")
+        XCTAssertEqual(gate(listed).verdict(named, account: "work"), .deny(.notListed))
+        XCTAssertEqual(gate(.open).verdict(named, account: "work"), .ask)
+        XCTAssertEqual(gate(AccessPolicy(allowedClients: [.flatpak("org.example.Named")])).verdict(named, account: "work"),
+                       .grant(.listed))
     }
 }

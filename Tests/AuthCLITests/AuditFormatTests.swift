@@ -21,6 +21,8 @@ final class AuditFormatTests: XCTestCase {
         XCTAssertEqual(AuditFormat.who(unknown), "? via authctl pid 9")
         let namespaced = WireCaller(pid: 11, via: "socket", exe: "/usr/bin/git", ownPIDNamespace: true)
         XCTAssertEqual(AuditFormat.who(namespaced), "/usr/bin/git (own pid namespace) pid 11")
+        let unnamed = WireCaller(pid: 12, via: "socket", exe: "/usr/bin/git", unnamedSandbox: true, ownPIDNamespace: true)
+        XCTAssertEqual(AuditFormat.who(unnamed), "/usr/bin/git (sandbox naming no app) (own pid namespace) pid 12")
     }
 
     func testAClippedRecordSaysSo() {

@@ -80,6 +80,60 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(askAll.decide(ClientIdentity(exe: nil), remembered: nil), .deny(.unidentified))
     }
 
+    /// Issue 46: a sandboxed caller is never served by an account's default "any program of yours"; it gets an
+    /// account through a `flatpak:` entry or the user's consent. Host programs: nothing changes.
+    func testASandboxedCallerIsAskedNotServedByAnAccountWithoutAPolicy() throws {
+        let app = ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail")
+        let host = ClientIdentity(exe: "/usr/bin/git")
+        XCTAssertEqual(AccessPolicy.open.decide(host, remembered: nil), .grant(.open))
+        XCTAssertEqual(AccessPolicy.open.decide(app, remembered: nil), .ask)
+        XCTAssertEqual(AccessPolicy.open.decide(app, remembered: true), .grant(.approved))
+        XCTAssertEqual(AccessPolicy.open.decide(app, remembered: false), .deny(.deniedByUser))
+        XCTAssertTrue(AccessPolicy.open.mayAsk(app))
+        XCTAssertFalse(AccessPolicy.open.mayAsk(host), "a host caller of an open account never waits for a person")
+
+        let byApp = AccessPolicy(allowedClients: [try rule("flatpak:org.example.Mail")])
+        XCTAssertEqual(byApp.decide(app, remembered: nil), .grant(.listed))
+        let byPath = AccessPolicy(allowedClients: [try rule("/app/bin/mail"), try rule("/usr/bin/git")])
+        XCTAssertEqual(byPath.decide(app, remembered: nil), .deny(.notListed), "its paths are the sandbox's own")
+        XCTAssertEqual(byPath.decide(app, remembered: true), .deny(.notListed), "no confirm: a list not naming it refuses")
+        XCTAssertFalse(byPath.mayAsk(app))
+        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(app, remembered: nil), .ask)
+    }
+
+    /// Issue 46: a caller in a root of its own that names no app (no readable `/.flatpak-info`) shows paths that are
+    /// the sandbox's own and may imitate the host's: no path or decision names it, and every account
+    /// refuses it unless a `unit:` entry names it (a service systemd runs in a root of its own).
+    /// A root of its own that names no app (a container, a bwrap a host program made) is named by no path or decision;
+    /// the agent serves it only where it serves any process of yours. A root it cannot read at all may be a sandbox
+    /// (a setuid bwrap's): never served by "any process of yours" either.
+    func testASandboxThatNamesNoAppIsUnidentifiedEverywhere() throws {
+        let container = ClientIdentity(exe: "/usr/bin/git", unnamedSandbox: true)
+        XCTAssertFalse(container.isSandboxed)
+        XCTAssertNil(container.policyExe)
+        XCTAssertNil(container.consentKey)
+        XCTAssertFalse(try rule("/usr/bin/git").matches(container), "a contained /usr/bin/git imitates the host's")
+        XCTAssertEqual(AccessPolicy.open.decide(container, remembered: nil), .grant(.open),
+                       "a readable root is a host process's doing, trusted like any process of yours")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(container, remembered: nil),
+                       .deny(.unidentified))
+        let unnamed = ClientIdentity(exe: "/usr/bin/git", rootUnreadable: true)
+        XCTAssertTrue(unnamed.isSandboxed)
+        XCTAssertTrue(unnamed.unnamedSandbox)
+        XCTAssertNil(unnamed.policyExe)
+        XCTAssertNil(unnamed.consentKey)
+        XCTAssertTrue(unnamed.summary.contains("(sandbox naming no app)"), unnamed.summary)
+        XCTAssertFalse(try rule("/usr/bin/git").matches(unnamed), "a sandboxed /usr/bin/git imitates the host's")
+        XCTAssertEqual(AccessPolicy.open.decide(unnamed, remembered: nil), .deny(.unidentified))
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(unnamed, remembered: nil),
+                       .deny(.unidentified))
+        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unnamed, remembered: true), .deny(.unidentified))
+        XCTAssertFalse(ClientIdentity(exe: "/usr/bin/git").isSandboxed)
+        let service = ClientIdentity(exe: "/usr/bin/backup", unit: "backup.service", unnamedSandbox: true)
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("unit:backup.service")]).decide(service, remembered: nil),
+                       .grant(.listed), "its unit is the host's fact, not the sandbox's")
+    }
+
     func testConsentKeyNamesTheAppOrTheExecutable() {
         XCTAssertEqual(ClientIdentity(exe: "/usr/bin/git", unit: "x.service").consentKey, "/usr/bin/git")
         XCTAssertEqual(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution").consentKey, "flatpak:org.gnome.Evolution")
@@ -88,7 +142,7 @@ final class AccessPolicyTests: XCTestCase {
     }
 
     func testSummaryForStatus() throws {
-        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients)")
+        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients); sandboxed apps are asked")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git"), try rule("unit:mbsync.service")]).summary,
                        "only /usr/bin/git, unit:mbsync.service")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,

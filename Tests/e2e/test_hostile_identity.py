@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import stop_process, wait_for
+from conftest import bin_dir, stop_process, wait_for
 
 # Every test here runs on both identity paths: with SO_PEERPIDFD, and as on kernels without it.
 pytestmark = [pytest.mark.usefixtures("kernel_paths"), pytest.mark.release]  # also against the installed package
@@ -67,12 +67,17 @@ def audit(agent) -> list[dict]:
     return json.loads(result.stdout)["entries"]
 
 
-def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(signed_in_agent, tmp_path):
+def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(make_agent, keyring, auth_server, tmp_path):
     """Defect 1: the agent reads `/.flatpak-info` in the caller's root. A client in its own user namespace with a
     FIFO (or a symlink to one) there must not freeze the agent: while such clients wait connected, `authctl token`
     and `ping` are answered within 2 s. A regular file in the same set-up is read (the path is exercised: the
-    audit names the app it declares)."""
-    agent = signed_in_agent
+    audit names the app it declares, and its `flatpak:` entry serves it). The account lists that app and the
+    agent's authctl (for this test's own requests): a sandboxed app is served by its entry or the user's consent,
+    never by an account's "any program of yours" (issue 46)."""
+    allowed = [os.path.realpath(bin_dir() / "authctl"), "flatpak:org.example.Chrooted"]
+    agent = make_agent(work={"allowed_clients": allowed})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
     token = agent.token("work")
 
     control = chrooted_client(agent, tmp_path, "regular")
@@ -103,12 +108,16 @@ def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(signed_in_
                 s.sendall(b'{"v":1,"id":9,"op":"ping"}\n')
                 assert b'"protocol"' in s.recv(65536)
             assert time.monotonic() - started < 5
-        # The hostile clients themselves are answered too (as an open account serves anyone), not left hanging.
+        # The hostile clients themselves are answered too, not left hanging: refused, as a root of their own
+        # whose /.flatpak-info cannot be read is named by no path (issue 46).
         for proc in hostile:
             # Read through the same buffered reader as "connected" (communicate() would skip what it holds).
-            reply = proc.stdout.readline()
-            assert json.loads(reply)["result"]["access_token"] == token, "a hostile client got no token"
+            reply = json.loads(proc.stdout.readline())
+            assert "result" not in reply, "a hostile client whose root names no app was served"
+            assert reply["error"]["code"] == "access_denied", reply["error"]
+            assert "/.flatpak-info cannot be read" in reply["error"]["message"], reply["error"]
             proc.wait(timeout=10)
+        assert [e["reason"] for e in audit(agent)].count("unidentified") == len(hostile)
     finally:
         for proc in hostile:
             if proc.poll() is None:

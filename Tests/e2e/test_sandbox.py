@@ -1,0 +1,195 @@
+"""Sandboxed apps over the socket (issue 46), in a sandbox made with the real bubblewrap the way Flatpak makes one:
+`bwrap --unshare-user --disable-userns --unshare-pid`, a tmpfs root holding /usr, /etc, /proc and /dev, the
+`/lib`, `/lib64`, `/bin`, `/sbin` symlinks, the app's `/.flatpak-info` from `--ro-bind-data`, and the agent's socket
+directory bound in read-only (Flatpak's `--filesystem=xdg-run/auth-agent:ro`). The caller is the real authctl, bound
+in read-only at its own path, so the path it shows inside is exactly the host's. The agent, the keyring and the
+authorization server are the real ones.
+
+What it shows: the app is named `flatpak:APP-ID` (in the audit) and served by its `flatpak:` entry; an entry naming the
+executable path it shows does not serve it; an account without allowed_clients asks about it (served after `authctl
+approve`) instead of serving it as "any program of yours"; and the same sandbox without a readable `/.flatpak-info`
+is named by no path, so it is refused as `unidentified` by an account that lists the path it shows (in its own pid
+namespace and in the agent's), while an account without a policy serves it as the host program's doing it is. bubblewrap is a test dependency (scripts/setup): without it the
+tests fail, they do not skip."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import default_account, read_until, render_config, wait_for
+from test_identity import audit, run_in_terminal
+
+pytestmark = pytest.mark.release  # cheap: one sign-in per test; also against the installed package
+
+BWRAP = "/usr/bin/bwrap"
+APP = "org.example.App"
+FLATPAK_INFO = f"[Application]\nname={APP}\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id=1234567890\n"
+
+
+def authctl_path(agent) -> str:
+    """The authctl the tests run, as the kernel names it (symlinks resolved)."""
+    return os.path.realpath(agent.bins / "authctl")
+
+
+def library_dirs(binary: str) -> list[str]:
+    """Directories outside /usr of the shared libraries `binary` loads (a development build's Swift runtime)."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30, check=True).stdout
+    dirs = set()
+    for line in out.splitlines():
+        if "=>" in line and "/" in line.split("=>", 1)[1]:
+            path = os.path.realpath(line.split("=>", 1)[1].split()[0])
+            if not path.startswith("/usr/"):
+                dirs.add(os.path.dirname(path))
+    return sorted(dirs)
+
+
+def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True) -> subprocess.Popen:
+    """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
+    no `/.flatpak-info`, and with `own_pid_namespace` false it runs in the agent's pid namespace."""
+    assert os.access(BWRAP, os.X_OK), "bubblewrap is not installed: run scripts/setup (apt-get install bubblewrap)"
+    authctl = authctl_path(agent)
+    argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
+            "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    for top in ("/lib", "/lib64", "/bin", "/sbin"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+    for directory in library_dirs(authctl):
+        argv += ["--ro-bind", directory, directory]
+    argv += ["--ro-bind", authctl, authctl, "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
+    fds = ()
+    if flatpak_info:
+        read, write = os.pipe()
+        os.write(write, FLATPAK_INFO.encode())  # far below a pipe's buffer
+        os.close(write)
+        argv += ["--ro-bind-data", str(read), "/.flatpak-info"]
+        fds = (read,)
+    try:
+        return subprocess.Popen([*argv, authctl, *args], env=agent.env, pass_fds=fds, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def run_sandboxed(agent, *args, **options) -> subprocess.CompletedProcess:
+    proc = sandboxed(agent, *args, **options)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0 and args[0] == "token":
+        agent.remember(out.strip())
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def set_allowed_clients(agent, auth_server, allowed_clients):
+    """Puts `work`'s new allowed_clients in force (reload keeps the sign-in); None: no policy."""
+    extra = {} if allowed_clients is None else {"allowed_clients": allowed_clients}
+    agent.write_config(render_config({"work": default_account(auth_server.issuer, **extra)}, {"consent_timeout": 60}))
+    result = agent.authctl("reload", timeout=20)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def sandbox_agent(make_agent, keyring, auth_server):
+    agent = make_agent(agent={"consent_timeout": 60})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    return agent
+
+
+def test_a_sandboxed_app_is_named_and_served_only_by_its_flatpak_entry(sandbox_agent, auth_server):
+    agent = sandbox_agent
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    served = run_sandboxed(agent, "token", "work")
+    assert served.returncode == 0, served.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    assert entry["caller"]["flatpak_app"] == APP
+    assert entry["caller"]["exe"] == authctl_path(agent), "the premise: it shows the host's path"
+    assert f"flatpak:{APP}" in agent.authctl("audit").stdout
+
+    # An entry naming the very path it shows does not serve it: that path is the sandbox's own.
+    set_allowed_clients(agent, auth_server, [authctl_path(agent)])
+    refused = run_sandboxed(agent, "token", "work")
+    assert refused.stdout == "", "served by an entry naming the path it shows"  # (never print what it got)
+    assert refused.returncode == 7, refused.stderr
+    assert f"add \"flatpak:{APP}\"" in refused.stderr, refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["flatpak_app"]) == ("denied", "not_listed", APP)
+
+
+def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_agent):
+    agent = sandbox_agent
+    status = agent.account_status("work")["access"]
+    assert status["open"] is True and "sandboxed apps are asked" in status["summary"], status
+    assert agent.token("work"), "a host program is served as before"
+
+    waiting = sandboxed(agent, "token", "work")
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert (pending["account"], pending["client"]) == ("work", f"flatpak:{APP}"), pending
+        rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
+        assert rc == 0 and "Allowed" in output, output
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait(timeout=10)
+    assert waiting.returncode == 0, err
+    agent.remember(out.strip())
+    # Remembered: the app is served without a question the next time.
+    again = run_sandboxed(agent, "token", "work")
+    asked = again.stderr  # (an assert on the CompletedProcess itself would quote the token it printed)
+    assert again.returncode == 0, asked
+    assert "in a terminal" not in asked, asked
+    reasons = [(e["outcome"], e["reason"], e["caller"].get("flatpak_app")) for e in audit(agent)]
+    assert reasons == [("granted", "open", None), ("granted", "approved", APP), ("granted", "approved", APP)], reasons
+
+
+@pytest.mark.parametrize("own_pid_namespace", [True, False], ids=["own-pid-namespace", "agents-pid-namespace"])
+def test_a_sandbox_without_flatpak_info_is_named_by_no_path(sandbox_agent, auth_server, own_pid_namespace):
+    """Its executable is the host's authctl at the host's path, and authctl is listed; from the host that path is
+    served (a listed authctl serves whatever runs it). From the sandbox no path names it: refused by the list as
+    `unidentified`. A root the agent can read is a host program's doing (a container, a bwrap it made), trusted like
+    any process of yours: an account without a policy serves it, and the audit says what it was."""
+    agent = sandbox_agent
+    set_allowed_clients(agent, auth_server, [authctl_path(agent)])
+    assert agent.token("work"), "the premise: the listed path is served from the host"
+    refused = run_sandboxed(agent, "token", "work", flatpak_info=False, own_pid_namespace=own_pid_namespace)
+    assert refused.stdout == "", "served by the path it shows"  # (never print what it got)
+    assert refused.returncode == 7, refused.stderr
+    assert "/.flatpak-info cannot be read" in refused.stderr, refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+    assert entry["caller"]["exe"] == authctl_path(agent) and entry["caller"].get("unnamed_sandbox") is True, entry
+    assert "flatpak_app" not in entry["caller"]
+    assert json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], "nothing is asked about it"
+
+    set_allowed_clients(agent, auth_server, None)
+    served = run_sandboxed(agent, "token", "work", flatpak_info=False, own_pid_namespace=own_pid_namespace)
+    agent.remember(served.stdout.strip())
+    assert served.returncode == 0, served.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "open"), entry
+    assert entry["caller"].get("unnamed_sandbox") is True, entry
+
+
+def test_a_sandboxed_app_that_goes_away_while_asked_withdraws_the_question(sandbox_agent):
+    """The question an account without a policy asks about a sandboxed app waits for a person: when the app goes
+    away (its sandbox killed), the question is withdrawn at once, not left until consent_timeout (60 s here)."""
+    agent = sandbox_agent
+    waiting = sandboxed(agent, "token", "work")
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert pending["client"] == f"flatpak:{APP}", pending
+    finally:
+        waiting.kill()  # bwrap; --die-with-parent takes the sandbox with it
+        waiting.wait(timeout=10)
+    wait_for(lambda: json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], 30,
+             "the question of a sandboxed app that went away to be withdrawn")
+    assert [(e["outcome"], e["reason"], e["caller"].get("flatpak_app")) for e in audit(agent)] == [
+        ("withdrawn", "cancelled", APP)]
