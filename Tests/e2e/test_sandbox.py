@@ -33,8 +33,13 @@ def authctl_path(agent) -> str:
 
 
 def library_dirs(binary: str) -> list[str]:
-    """Directories outside /usr of the shared libraries `binary` loads (a development build's Swift runtime)."""
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30, check=True).stdout
+    """Directories outside /usr of the shared libraries `binary` loads (a development build's Swift runtime); none for
+    the release build, which is a static executable."""
+    result = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30)
+    if result.returncode != 0 and "not a dynamic executable" in result.stdout + result.stderr:
+        return []
+    assert result.returncode == 0, f"ldd {binary}: {result.stderr.strip()}"
+    out = result.stdout
     dirs = set()
     for line in out.splitlines():
         if "=>" in line and "/" in line.split("=>", 1)[1]:
