@@ -158,7 +158,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "TOMLConfig", "TimeText",
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "TOMLConfig", "TimeText", "CAgentProcess",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: directMetadata,
             // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared

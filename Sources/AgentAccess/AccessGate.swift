@@ -176,7 +176,9 @@ public final class AccessGate: @unchecked Sendable {
         let who = "\(identity.summary) (pid \(pid))"
         switch reason {
         case .notListed:
-            let entry = identity.flatpakApp.map { "flatpak:\($0)" } ?? identity.exe ?? "PATH"
+            let entry: String
+            if case .host(let name, _, _)? = identity.forward { entry = "ssh:\(name)" }
+            else { entry = identity.flatpakApp.map { "flatpak:\($0)" } ?? identity.exe ?? "PATH" }
             return "account '\(account)' does not serve \(who): it is not in allowed_clients; to allow it, add \"\(entry)\" (or a unit:NAME entry) to allowed_clients in [accounts.\(account)] of config.toml"
         case .deniedByUser:
             return "account '\(account)' does not serve \(who): you denied it; run `authctl forget --account \(account) --client \(identity.consentKey ?? "")` to be asked again"
@@ -190,6 +192,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' does not serve \(who): it runs in a pid namespace of its own (a rootless container or `unshare -Urp`), where another process may write requests in its name, so no path entry or decision can name it; run it outside that namespace, or name it by a unit:NAME entry"
         case .unidentified:
             return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
+        case .unknownForward:
+            return "account '\(account)' does not serve \(who): a forward of the agent's socket made without `authctl forward` does not say which host it comes from; use `authctl forward HOST` instead of `ssh -R`, or allow any host explicitly with an \"ssh:unknown-host\" entry in allowed_clients"
         case .cancelled:
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
         case .processExited:
@@ -207,9 +211,15 @@ extension Caller {
     public var wire: WireCaller { audited.value }
 
     static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
-        WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
-                   unit: identity.unit, flatpakApp: identity.flatpakApp, unnamedSandbox: identity.unnamedSandbox ? true : nil,
-                   ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables)
+        var wire = WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
+                              unit: identity.unit, flatpakApp: identity.flatpakApp,
+                              unnamedSandbox: identity.unnamedSandbox ? true : nil,
+                              ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables)
+        if case .host(_, let fingerprint, let program)? = identity.forward {
+            wire.hostKey = fingerprint
+            wire.remoteProgram = program
+        }
+        return wire
     }
 }
 

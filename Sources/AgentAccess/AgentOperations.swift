@@ -15,6 +15,8 @@ public struct AgentOperations: Sendable {
     public let access: AccessGate
     /// Whether the configuration file is in force or broken, and how to read it again (`reload`).
     public let configuration: ConfigurationGate
+    /// The `authctl forward` sessions open now.
+    public let forwards: ForwardSessions
     let logger: Logger
 
     public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
@@ -23,6 +25,7 @@ public struct AgentOperations: Sendable {
         self.info = info
         self.access = access ?? AccessGate(logger: logger)
         self.configuration = configuration ?? ConfigurationGate(source: nil)
+        self.forwards = ForwardSessions()
         self.logger = logger
     }
 
@@ -34,6 +37,7 @@ public struct AgentOperations: Sendable {
         logRequest(op, account: account, caller: caller)
         do {
             // While the configuration file is broken every request but `reload` is answered with its problem.
+            try admitConfined(op, caller: caller)
             if op != .reload { try await configuration.admit() }
             return try await body()
         } catch {
@@ -89,9 +93,10 @@ public struct AgentOperations: Sendable {
         return result
     }
 
-    public func accounts() async -> AccountsResult {
+    /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use.
+    public func accounts(caller: Caller) async -> AccountsResult {
         let status = await broker.status()
-        return AccountsResult(accounts: status.accounts.map {
+        return AccountsResult(accounts: status.accounts.filter { !caller.identity.isConfined || serves(caller, account: $0.name) }.map {
             AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
                            redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
                            gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
@@ -119,7 +124,10 @@ public struct AgentOperations: Sendable {
         }
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
-        let grant = try await translate { () async throws(AuthError) -> AccessTokenGrant in
+        // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
+        let interactive = interactive && !judged.identity.isConfined
+        let grant = try await signInElsewhere(account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
+          try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
                 // Announce the sign-in if one is needed, so the caller can show the URL.
                 do throws(AuthError) {
@@ -134,6 +142,7 @@ public struct AgentOperations: Sendable {
             return try await broker.accessToken(account: account, minValid: .seconds(minValid),
                                                 forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource,
                                                 proof: proof)
+          }
         }
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
@@ -185,14 +194,16 @@ public struct AgentOperations: Sendable {
                             revoked: outcome.revoked, revocationError: outcome.revocationError)
     }
 
-    public func status() async -> StatusResult {
+    /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use, and no forwards.
+    public func status(caller: Caller) async -> StatusResult {
         let status = await broker.status()
+        let confined = caller.identity.isConfined
         let uptime = ContinuousClock.now - info.startedAt
         return StatusResult(
             agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
                          socket: info.socketPath, keyring: status.keyring.rawValue,
                          keyringService: status.keyringService?.program, store: status.store.rawValue),
-            accounts: status.accounts.map { account in
+            accounts: status.accounts.filter { !confined || serves(caller, account: $0.name) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
                     redirectURI: account.registeredRedirectURI, scopes: account.scopes, signedIn: account.hasRefreshToken,
@@ -215,7 +226,8 @@ public struct AgentOperations: Sendable {
                     signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,
                     keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError,
                     dpop: account.dpop)
-            })
+            },
+            forwards: confined ? nil : forwardSummaries())
     }
 
     // MARK: Errors

@@ -84,6 +84,12 @@ public struct Caller: Sendable {
         // Tied first, then the start time once more: the process read from start to end holds the connection.
         case nil: pin != nil && connection.map { Caller.tied(pid, to: $0) } ?? true && pin?.isAlive == true
         }
+        // An ssh client connecting to the agent does it for another host (`ssh -R` or `-L` of the agent's socket):
+        // a forward, never a local program. `authctl forward`'s own sessions name the host (ForwardSessions.admit).
+        if let exe = facts.exe, exe.split(separator: "/").last == "ssh" {
+            caller.identity.forward = .unknown
+            caller.via = ClientIdentity.Forward.unknown.via
+        }
         if !stillTheSameProcess {
             caller.identity = ClientIdentity(exe: nil)
             caller.exe = nil

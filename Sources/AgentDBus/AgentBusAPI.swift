@@ -51,10 +51,10 @@ public enum AgentBusAPI {
                 return .values([.string(token.tokenType), .string(token.accessToken), .string(token.dpopProof ?? ""),
                                 .int64(Int64(token.expiresAt ?? 0))])
             case .listAccounts:
-                let list = try await ops.perform(.accounts, account: nil, caller: caller) { await ops.accounts() }
+                let list = try await ops.perform(.accounts, account: nil, caller: caller) { await ops.accounts(caller: caller) }
                 return .values([.dictArray(list.accounts.map { BusValue.dictionary(encoding: $0) })])
             case .getStatus:
-                let status = try await ops.perform(.status, account: nil, caller: caller) { await ops.status() }
+                let status = try await ops.perform(.status, account: nil, caller: caller) { await ops.status(caller: caller) }
                 return .values([.dict(BusValue.dictionary(encoding: status.agent)),
                                 .dictArray(status.accounts.map { BusValue.dictionary(encoding: $0) })])
             case .login(let account):

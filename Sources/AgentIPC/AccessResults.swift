@@ -3,7 +3,8 @@ import FoundationEssentials
 /// Who asked, in audit records and pending consent requests: what the agent read from the kernel about the caller.
 public struct WireCaller: Codable, Sendable, Equatable {
     public var pid: Int32
-    /// `socket` or `dbus`.
+    /// `socket`, `dbus`, or `ssh:HOST` for a request forwarded from another host (`ssh:unknown-host`: a forward
+    /// the agent made no session for).
     public var via: String
     public var exe: String?
     /// The executable was deleted or replaced after the process started.
@@ -20,6 +21,10 @@ public struct WireCaller: Codable, Sendable, Equatable {
     /// describe: the executables between that program and the agent, nearest to the program first (shells such as
     /// `/usr/bin/dash`, then authctl's own path).
     public var relayedBy: [String]?
+    /// A request forwarded by `authctl forward` (`via` is `ssh:HOST`): the fingerprint of the host key ssh was shown.
+    public var hostKey: String?
+    /// A forwarded request: the program the remote side said asks, not verified.
+    public var remoteProgram: String?
 
     public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
                 unnamedSandbox: Bool? = nil, ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil) {
@@ -36,7 +41,8 @@ public struct WireCaller: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app",
-             unnamedSandbox = "unnamed_sandbox", ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by"
+             unnamedSandbox = "unnamed_sandbox", ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by",
+             hostKey = "host_key", remoteProgram = "remote_program"
     }
 }
 
@@ -48,7 +54,7 @@ public struct AuditEntry: Codable, Sendable, Equatable {
     /// `granted`, `denied`, or `withdrawn` (the request went away while it waited for a consent answer).
     public var outcome: String
     /// Why: `open`, `listed`, `approved`, `not_listed`, `denied_by_user`, `consent_timeout`, `unidentified`,
-    /// `process_exited`, `cancelled` (docs/PROTOCOL.md).
+    /// `process_exited`, `other_sender`, `unknown_forward`, `cancelled` (docs/PROTOCOL.md).
     public var reason: String
     public var scopes: [String]?
     public var resource: String?

@@ -78,6 +78,36 @@ public final class AgentClient {
         }
     }
 
+    /// Sends `request`, which stays in flight, and reads its event lines until `until` takes one (a `forward`
+    /// session's `forward_open`); its final reply is read later with ``reply(to:as:)``, once ``descriptor`` is
+    /// readable. Returns the request's id.
+    public func start(_ request: WireRequest, until: (WireEvent) -> Bool) throws(ClientError) -> Int {
+        var request = request
+        let id = nextID
+        nextID += 1
+        request.id = id
+        startCall()
+        try writeAll(Array((request.line + "\n").utf8))
+        var taken = false
+        while !taken {
+            if try ReplyReader.read(try readLine(), as: NoResult.self, request: id, onEvent: { taken = until($0) }) != nil {
+                throw .protocolViolation("the agent answered '\(request.op)' before it said it had started")
+            }
+        }
+        return id
+    }
+
+    /// The final reply of request `id` sent with ``start(_:until:)`` (its later events are dropped).
+    public func reply<R: Decodable>(to id: Int, as: R.Type) throws(ClientError) -> R {
+        deadline = nil
+        while true {
+            if let result = try ReplyReader.read(try readLine(), as: R.self, request: id, onEvent: { _ in }) { return result }
+        }
+    }
+
+    /// The connection's socket, to wait for with poll(2) beside other descriptors.
+    public var descriptor: Int32 { fd }
+
     /// The agent waits for a person for up to `timeout_s`: the reply may come that much later, plus the call's own limit.
     private func allowForPerson(_ event: WireEvent) {
         guard let seconds = event.timeoutSeconds, seconds > 0, let limit = replyTimeout, let current = deadline else { return }

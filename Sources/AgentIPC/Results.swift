@@ -382,12 +382,54 @@ public struct StatusResult: Codable, Sendable, Equatable {
         }
     }
 
+    /// An open `authctl forward` session (absent from the status a forwarded host or a sandboxed app is shown).
+    public struct Forward: Codable, Sendable, Equatable {
+        /// The host as ssh names it; requests through it are audited with `via` `ssh:HOST`.
+        public var host: String
+        /// The host key ssh was shown (SHA256 fingerprint); absent until ssh said.
+        public var hostKey: String?
+        /// The ssh process the session serves; absent until authctl named it.
+        public var sshPID: Int?
+        /// Unix time the session opened.
+        public var since: Int
+
+        public init(host: String, hostKey: String?, sshPID: Int?, since: Int) {
+            self.host = host
+            self.hostKey = hostKey
+            self.sshPID = sshPID
+            self.since = since
+        }
+
+        enum CodingKeys: String, CodingKey { case host, hostKey = "host_key", sshPID = "ssh_pid", since }
+    }
+
     public var agent: Agent
     public var accounts: [Account]
-    public init(agent: Agent, accounts: [Account]) {
+    public var forwards: [Forward]?
+    public init(agent: Agent, accounts: [Account], forwards: [Forward]? = nil) {
         self.agent = agent
         self.accounts = accounts
+        self.forwards = forwards
     }
+}
+
+/// `forward`: the session ended (its client went away, or `forward_stop`).
+public struct ForwardResult: Codable, Sendable, Equatable {
+    public var host: String
+    /// `stopped` (forward_stop) or `closed` (its client went away).
+    public var ended: String
+
+    public init(host: String, ended: String) {
+        self.host = host
+        self.ended = ended
+    }
+}
+
+/// `forward_ssh`, `forward_host_key`, `forward_stop`: done; `stopped` lists the sessions `forward_stop` ended.
+public struct ForwardChangeResult: Codable, Sendable, Equatable {
+    public var stopped: [String]?
+
+    public init(stopped: [String]? = nil) { self.stopped = stopped }
 }
 
 /// `login_callback`: the pasted redirect was accepted and handed to the pending sign-in; the `login` request that

@@ -28,6 +28,15 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     /// Re-reads the configuration file and puts it in force, keeping sign-ins and cached tokens; an invalid file is
     /// refused with `config_error` and the configuration in force stays (SIGHUP does the same).
     case reload
+    /// `authctl forward`: opens a forward session for `host` (an event line names its socket), open until the client
+    /// goes away or `forward_stop`.
+    case forward
+    /// The ssh process (`pid`, a child of the caller) a forward `session` serves.
+    case forwardSSH = "forward_ssh"
+    /// ssh's `KnownHostsCommand`: the `fingerprint` of the host key ssh was shown for forward `session`.
+    case forwardHostKey = "forward_host_key"
+    /// Ends the forward sessions for `host` now.
+    case forwardStop = "forward_stop"
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -66,13 +75,27 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var dpopMethod: String?
     public var dpopURL: String?
     public var dpopNonce: String?
+    /// `forward`, `forward_stop`: the host as ssh names it (`ssh -G`: its HostKeyAlias or HostName, `:PORT` when
+    /// not 22).
+    public var host: String?
+    /// `forward_ssh`, `forward_host_key`: the forward session (the `forward_open` event's `session`).
+    public var session: String?
+    /// `forward_ssh`: the ssh process's pid.
+    public var pid: Int?
+    /// `forward_host_key`: the host key's SHA256 fingerprint as ssh prints it.
+    public var fingerprint: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
                 browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
                 scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
                 client: String? = nil, before: Int? = nil, dpopMethod: String? = nil, dpopURL: String? = nil,
-                dpopNonce: String? = nil) {
+                dpopNonce: String? = nil, host: String? = nil, session: String? = nil, pid: Int? = nil,
+                fingerprint: String? = nil) {
+        self.host = host
+        self.session = session
+        self.pid = pid
+        self.fingerprint = fingerprint
         self.dpopMethod = dpopMethod
         self.dpopURL = dpopURL
         self.dpopNonce = dpopNonce
@@ -98,7 +121,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
              browser, url, method, scopes, resource, since, request, client, before, dpopMethod = "dpop_method",
-             dpopURL = "dpop_url", dpopNonce = "dpop_nonce"
+             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint
     }
 }
 
@@ -200,8 +223,13 @@ public struct WireEvent: Codable, Sendable, Equatable {
     /// `consent_required` events: the pending request's id and what it is remembered under.
     public var request: Int?
     public var client: String?
+    /// `forward_open` events: the session's id and the socket ssh forwards to the other host.
+    public var session: String?
+    public var socket: String?
 
     public static let loginStarted = "login_started"
+    /// A forward session is open: `session`, `socket`.
+    public static let forwardOpen = "forward_open"
     public static let deviceCode = "device_code"
     /// A `token` request waits for the user's Allow/Deny: `request` is the id `authctl approve` takes.
     public static let consentRequired = "consent_required"
@@ -209,7 +237,10 @@ public struct WireEvent: Codable, Sendable, Equatable {
     public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
                 browserError: String? = nil, timeoutSeconds: Int? = nil, userCode: String? = nil,
                 verificationURI: String? = nil, verificationURIComplete: String? = nil, expiresIn: Int? = nil,
-                interval: Int? = nil, request: Int? = nil, client: String? = nil) {
+                interval: Int? = nil, request: Int? = nil, client: String? = nil, session: String? = nil,
+                socket: String? = nil) {
+        self.session = session
+        self.socket = socket
         self.type = type
         self.url = url
         self.redirectURI = redirectURI
@@ -229,7 +260,7 @@ public struct WireEvent: Codable, Sendable, Equatable {
         case type, url, redirectURI = "redirect_uri", browserOpened = "browser_opened",
              browserError = "browser_error", timeoutSeconds = "timeout_s", userCode = "user_code",
              verificationURI = "verification_uri", verificationURIComplete = "verification_uri_complete",
-             expiresIn = "expires_in", interval, request, client
+             expiresIn = "expires_in", interval, request, client, session, socket
     }
 }
 

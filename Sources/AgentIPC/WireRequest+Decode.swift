@@ -47,11 +47,14 @@ extension WireRequest {
               let resource = json.string("resource"), let since = json.int("since"), let before = json.int("before"),
               let request = json.int("request"), let client = json.string("client"),
               let dpopMethod = json.string("dpop_method"), let dpopURL = json.string("dpop_url"),
-              let dpopNonce = json.string("dpop_nonce") else { return nil }
+              let dpopNonce = json.string("dpop_nonce"), let host = json.string("host"),
+              let session = json.string("session"), let pid = json.int("pid"),
+              let fingerprint = json.string("fingerprint") else { return nil }
         self.init(op: operation, id: id, account: account, minValid: minValid, forceRefresh: forceRefresh,
                   interactive: interactive, idToken: idToken, browser: browser, url: url, scopes: scopes,
                   resource: resource, since: since, request: request, client: client, before: before,
-                  dpopMethod: dpopMethod, dpopURL: dpopURL, dpopNonce: dpopNonce)
+                  dpopMethod: dpopMethod, dpopURL: dpopURL, dpopNonce: dpopNonce, host: host, session: session,
+                  pid: pid, fingerprint: fingerprint)
         // Kept as sent: an unknown method is the operation's error to report, with the list of known ones.
         self.method = method
     }

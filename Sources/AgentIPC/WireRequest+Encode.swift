@@ -23,6 +23,10 @@ extension WireRequest {
         if let dpopMethod { members.append("\"dpop_method\":" + MiniJSON.quoted(dpopMethod)) }
         if let dpopURL { members.append("\"dpop_url\":" + MiniJSON.quoted(dpopURL)) }
         if let dpopNonce { members.append("\"dpop_nonce\":" + MiniJSON.quoted(dpopNonce)) }
+        if let host { members.append("\"host\":" + MiniJSON.quoted(host)) }
+        if let session { members.append("\"session\":" + MiniJSON.quoted(session)) }
+        if let pid { members.append("\"pid\":" + String(pid)) }
+        if let fingerprint { members.append("\"fingerprint\":" + MiniJSON.quoted(fingerprint)) }
         return "{" + WireRequest.commaSeparated(members) + "}"
     }
 

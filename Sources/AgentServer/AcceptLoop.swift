@@ -51,12 +51,18 @@ final class AcceptLoop: @unchecked Sendable {
         /// Work that ran without a client (the proactive refresh's round) finished: the idle hook runs a second from
         /// now, as it does after the last client, so what that work mapped is handed back too.
         case workFinished
+        /// Serve `fd`, listening at `path`, as forward session `session`'s socket (``ForwardSessions``).
+        case listen(fd: Int32, path: String, session: String)
+        /// Close session `session`'s socket and every connection made through it.
+        case unlisten(session: String)
     }
 
     /// A connection this loop owns. A class, so the loop updates it in place.
     final class Connection {
         let registration: Int
         let caller: Caller
+        /// The forward session whose socket it came through; nil for the agent's own socket.
+        let session: String?
         var machine = ConnectionStateMachine(maxLine: WireProtocol.maxMessageBytes,
                                              maxInFlight: SocketServer.maxInFlightPerConnection,
                                              outputLimit: AcceptLoop.outputLimit)
@@ -72,9 +78,10 @@ final class AcceptLoop: @unchecked Sendable {
         /// connection may have in flight.
         var cancellable: [Int: (task: Task<Void, Never>, person: Bool)] = [:]
 
-        init(registration: Int, caller: Caller) {
+        init(registration: Int, caller: Caller, session: String?) {
             self.registration = registration
             self.caller = caller
+            self.session = session
             self.lastActive = registration
         }
     }
@@ -103,6 +110,8 @@ final class AcceptLoop: @unchecked Sendable {
 
     // Touched by the loop's thread only.
     var connections: [Int32: Connection] = [:]
+    /// Forward sessions' listening sockets: descriptor -> session and path.
+    var forwardListeners: [Int32: (session: String, path: String)] = [:]
     var accepting = true
     var stopped = false
     /// A counter for registrations and activity: the eviction order.
@@ -191,7 +200,9 @@ final class AcceptLoop: @unchecked Sendable {
                 switch fds[index] {
                 case wakeFD: runCommands()
                 case listenFD: if accepting { acceptReady() }
-                case let fd: if let connection = connections[fd] { ready(fd, connection, events[index]) }
+                case let fd:
+                    if let connection = connections[fd] { ready(fd, connection, events[index]) }
+                    else if let listener = forwardListeners[fd] { acceptForward(fd, session: listener.session) }
                 }
             }
         }
@@ -255,6 +266,15 @@ final class AcceptLoop: @unchecked Sendable {
                 answeredProbe.store(number, ordering: .relaxed)
             case .workFinished:
                 if connections.isEmpty { armIdleHook() }
+            case .listen(let fd, let path, let session):
+                guard !stopped, aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
+                    Glibc.close(fd)
+                    unlink(path)
+                    continue
+                }
+                forwardListeners[fd] = (session, path)
+            case .unlisten(let session):
+                unlisten { $0 == session }
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
@@ -279,6 +299,30 @@ final class AcceptLoop: @unchecked Sendable {
         stopped = true
         watchListener(false)
         Glibc.close(listenFD)
+        unlisten { _ in true }
+    }
+
+    /// Closes the forward sockets of the sessions `which` picks, removes their paths, and closes the connections
+    /// made through them (their requests in flight finish; those waiting for a person are withdrawn).
+    func unlisten(_ which: (String) -> Bool) {
+        for (fd, listener) in forwardListeners where which(listener.session) {
+            _ = aa_socket_epoll_remove(epollFD, fd)
+            Glibc.close(fd)
+            unlink(listener.path)
+            forwardListeners[fd] = nil
+            for (connectionFD, connection) in connections where connection.session == listener.session {
+                gone(connectionFD)
+            }
+        }
+    }
+
+    /// Accepts on a forward session's socket: each connection is admitted only as that session's ssh.
+    func acceptForward(_ listener: Int32, session: String) {
+        for _ in 0..<AcceptLoop.acceptBatch {
+            let fd = aa_socket_accept(listener)
+            guard fd >= 0 else { return }
+            admit(fd, session: session)
+        }
     }
 
     func watchListener(_ on: Bool) {
@@ -314,7 +358,7 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     /// A new connection: the peer check, room under the cap, the caller's identity, then its lines.
-    func admit(_ fd: Int32) {
+    func admit(_ fd: Int32, session: String? = nil) {
         var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
         guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
             logger.warning("cannot read a connection's peer credentials; closing it",
@@ -336,9 +380,19 @@ final class AcceptLoop: @unchecked Sendable {
         }
         // The pidfd names the process that connected while it is identified, and is closed right after: a
         // connection costs one descriptor, not two.
-        let caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), connection: fd)
+        var caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), connection: fd)
+        if let session {
+            switch dispatcher.operations.forwards.admit(caller, session: session) {
+            case .success(let forwarded): caller = forwarded
+            case .failure(let error):
+                logger.warning("refused a connection to a forward's socket", metadata: [
+                    "peer_pid": "\(peer.pid)", "peer_exe": "\(caller.exe ?? "unknown")", "reason": "\(error.message)"])
+                sendLine(fd, dispatcher.encodeError(nil, error))
+                return release(fd)
+            }
+        }
         order += 1
-        let connection = Connection(registration: order, caller: caller)
+        let connection = Connection(registration: order, caller: caller, session: session)
         connections[fd] = connection
         // Not idle: the idle hook's second starts again when the last connection is gone (the work done so far
         // still counts then).

@@ -16,10 +16,11 @@ public struct RequestDispatcher: Sendable {
                                           logger: logger)
     }
 
-    /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, and a `token`
-    /// request that is interactive or may wait for a consent answer (which is then withdrawn, not left to time out).
+    /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, a `token`
+    /// request that is interactive or may wait for a consent answer (which is then withdrawn, not left to time out),
+    /// and a `forward` session (its authctl waits for ssh to end).
     public func waitsForPerson(_ request: WireRequest, caller: Caller) -> Bool {
-        if request.op == Operation.login.rawValue { return true }
+        if request.op == Operation.login.rawValue || request.op == Operation.forward.rawValue { return true }
         guard request.op == Operation.token.rawValue else { return false }
         return request.interactive == true || operations.tokenMayWaitForPerson(account: request.account, caller: caller)
     }
@@ -45,9 +46,9 @@ public struct RequestDispatcher: Sendable {
                 case .ping:
                     return encode(id, ops.ping())
                 case .status:
-                    return encode(id, await ops.status())
+                    return encode(id, await ops.status(caller: caller))
                 case .accounts:
-                    return encode(id, await ops.accounts())
+                    return encode(id, await ops.accounts(caller: caller))
                 case .token:
                     return encode(id, try await ops.token(
                         account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
@@ -74,6 +75,17 @@ public struct RequestDispatcher: Sendable {
                     return encode(id, try ops.forget(account: request.account, client: request.client, caller: caller))
                 case .reload:
                     return encode(id, try await ops.reload())
+                case .forward:
+                    return encode(id, try await ops.forward(host: request.host, caller: caller) { event in
+                        await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: event)))
+                    })
+                case .forwardSSH:
+                    return encode(id, try ops.bindForward(session: request.session, pid: request.pid, caller: caller))
+                case .forwardHostKey:
+                    return encode(id, try ops.forwardHostKey(session: request.session, fingerprint: request.fingerprint,
+                                                             caller: caller))
+                case .forwardStop:
+                    return encode(id, try ops.stopForward(host: request.host))
                 }
             }
         } catch {

@@ -1,6 +1,7 @@
 import Glibc
 import AgentAccess
 import AgentIPC
+import CAgentSocket
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -51,9 +52,11 @@ public final class SocketServer: Service {
         do {
             let loop = try AcceptLoop(listenFD: fd, connectionLimit: connectionLimit ?? SocketServer.connectionLimit(),
                                       dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle)
-            return SocketServer(loop: loop, boundPath: boundPath)
+            let server = SocketServer(loop: loop, boundPath: boundPath)
+            dispatcher.operations.forwards.attach(server)
+            return server
         } catch {
-            close(fd)
+            Glibc.close(fd)
             if let boundPath { unlink(boundPath) }
             throw error
         }
@@ -75,7 +78,7 @@ public final class SocketServer: Service {
         // alongside the agent would be told it is not running).
         guard bound == 0, Glibc.listen(fd, 256) == 0, chmod(path, 0o600) == 0 else {
             let text = String(cString: strerror(errno))
-            close(fd)
+            Glibc.close(fd)
             if bound == 0 { unlink(path) }
             throw ServerError(.socket, "cannot listen on \(path): \(text)")
         }
@@ -114,5 +117,25 @@ public final class SocketServer: Service {
             self.loop.post(.shutdown)
         }
         if let boundPath { unlink(boundPath) }
+    }
+}
+
+/// Forward sessions' sockets are served by the same loop as the agent's own (``AcceptLoop/acceptForward(_:session:)``).
+extension SocketServer: ForwardListeners {
+    public func listen(path: String, session: String) throws(WireError) {
+        let fd: Int32
+        do { fd = try SocketServer.bind(path) } catch { throw WireError(.internalError, error.message) }
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, aa_socket_pass_credentials(fd) == 0 else {
+            let text = AcceptLoop.errorText()
+            Glibc.close(fd)
+            unlink(path)
+            throw WireError(.internalError, "cannot set up the forward's socket: \(text)")
+        }
+        loop.post(.listen(fd: fd, path: path, session: session))
+    }
+
+    public func close(session: String) {
+        loop.post(.unlisten(session: session))
     }
 }

@@ -9,7 +9,7 @@ public struct AccessPolicy: Sendable, Equatable {
         case firstUse = "first-use"
     }
 
-    /// nil: no `allowed_clients` key (any host process of the user; a sandboxed one is asked). An empty list allows
+    /// nil: no `allowed_clients` key (any host process of the user; a sandboxed app or a forwarded host is asked). An empty list allows
     /// nobody without consent.
     public var allowedClients: [ClientRule]?
     public var confirm: Confirm
@@ -27,7 +27,7 @@ public struct AccessPolicy: Sendable, Equatable {
     /// A request of `identity` may wait for the user's answer (`confirm = "first-use"`, or a sandboxed caller of an
     /// account without a policy): front ends cancel it when its client goes away, as they do a sign-in.
     public func mayAsk(_ identity: ClientIdentity) -> Bool {
-        confirm == .firstUse || (isOpen && identity.isSandboxed)
+        confirm == .firstUse || (isOpen && identity.isConfined)
     }
 
     /// Why a request was served or refused; the raw value goes to the audit record.
@@ -47,6 +47,9 @@ public struct AccessPolicy: Sendable, Equatable {
         /// The executable is unknown, deleted or replaced, or the caller runs in a pid namespace of its own or in a
         /// sandbox that names no app, so no path rule or decision can name it.
         case unidentified
+        /// A forward of the agent's socket by an ssh client the agent made no session for (a bare `ssh -R`): the host
+        /// is not known, so nothing names it (`authctl forward` makes one that does).
+        case unknownForward = "unknown_forward"
         /// The process that opened the connection is gone: whoever holds the connection now is not who connected.
         case processExited = "process_exited"
         /// The request was written by another process than the one that opened the connection (a helper that kept
@@ -73,9 +76,12 @@ public struct AccessPolicy: Sendable, Equatable {
     /// sandbox: an unknown, deleted or replaced executable, or a pid namespace of its own) is refused whenever a
     /// policy exists: it could be anything; in a sandbox that names no app it is refused
     /// even without a policy.
+    /// A forwarded host is judged the same way as a sandboxed app (``ClientIdentity/isConfined``): an `ssh:` entry
+    /// or consent; an unknown forward only by the explicit `ssh:unknown-host` entry.
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
-        if isOpen, !identity.isSandboxed { return .grant(.open) }
+        if isOpen, !identity.isConfined { return .grant(.open) }
         if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }
+        if identity.forward == .unknown { return .deny(.unknownForward) }
         guard identity.consentKey != nil else { return .deny(.unidentified) }
         guard mayAsk(identity) else { return .deny(.notListed) }
         switch remembered {
@@ -88,7 +94,7 @@ public struct AccessPolicy: Sendable, Equatable {
     /// How `authctl status` describes the policy.
     public var summary: String {
         switch (allowedClients, confirm) {
-        case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps are asked"
+        case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts"
         case (nil, .firstUse): return "asks on first use by each program"
         case (let list?, .never): return list.isEmpty ? "nobody (allowed_clients is empty)" : "only \(list.map(\.description).joined(separator: ", "))"
         case (let list?, .firstUse):

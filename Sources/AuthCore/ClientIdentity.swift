@@ -31,6 +31,28 @@ public struct ClientIdentity: Sendable, Hashable {
     public var ownPIDNamespace: Bool
     /// Set when the process that connected is the agent's authctl, acting for the program these facts describe.
     public var relay: Relay?
+    /// Set when the request came from another host through ssh: the caller is that host, never a local program
+    /// (the facts above are the local ssh client's).
+    public var forward: Forward?
+
+    /// A request forwarded from another host.
+    public enum Forward: Sendable, Hashable {
+        /// Through an `authctl forward` session: the host as ssh names it when it checks the host key (its
+        /// `HostKeyAlias`, else its `HostName` with `:PORT` when not 22) and the fingerprint (`SHA256:...`) of the
+        /// host key ssh was shown for that session. `program` is what the remote side said runs there: not verified.
+        case host(name: String, fingerprint: String, program: String? = nil)
+        /// From an ssh client with no session of the agent's (a bare `ssh -R` of the agent's socket): the host is not
+        /// known.
+        case unknown
+
+        /// `ssh:HOST`, or `ssh:unknown-host`: the front end's name for how the request came (the audit's `via`).
+        public var via: String {
+            switch self {
+            case .host(let name, _, _): return "ssh:\(name)"
+            case .unknown: return "ssh:unknown-host"
+            }
+        }
+    }
 
     /// How a relayed request reached the agent: the authctl that connected (its own identity, as a direct caller's)
     /// and the shells between the program and it.
@@ -54,7 +76,7 @@ public struct ClientIdentity: Sendable, Hashable {
 
     public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil,
                 unnamedSandbox: Bool = false, rootUnreadable: Bool = false, ownPIDNamespace: Bool = false,
-                relay: Relay? = nil) {
+                relay: Relay? = nil, forward: Forward? = nil) {
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
@@ -63,17 +85,24 @@ public struct ClientIdentity: Sendable, Hashable {
         self.rootUnreadable = rootUnreadable
         self.ownPIDNamespace = ownPIDNamespace
         self.relay = relay
+        self.forward = forward
     }
 
     /// The caller runs in a sandbox: a Flatpak app, or a root the agent cannot read. Such a caller is never served by
     /// an account's default "any program of yours" (``AccessPolicy/decide(_:remembered:)``).
     public var isSandboxed: Bool { flatpakApp != nil || rootUnreadable }
 
+    /// The caller is not a program of the user's on this host: a sandboxed app or another host through ssh. Such a
+    /// caller may get tokens (and DPoP proofs) of the accounts it was given and nothing else: no sign-in, no consent
+    /// answers, no account edits, no listing of other accounts (AgentOperations), and it is never served by an
+    /// account's default "any program of yours".
+    public var isConfined: Bool { isSandboxed || forward != nil }
+
     /// The executable's path when it names the caller: read, neither deleted nor replaced (then the path no longer
     /// says what runs), outside any sandbox (whose paths are its own, ``isSandboxed``) and outside a pid namespace of
     /// its own (``ownPIDNamespace``). Path entries of `allowed_clients`, remembered consent and the relay chain go by it.
     public var policyExe: String? {
-        guard !isSandboxed, !unnamedSandbox, !exeDeleted, !ownPIDNamespace else { return nil }
+        guard !isSandboxed, !unnamedSandbox, !exeDeleted, !ownPIDNamespace, forward == nil else { return nil }
         return exe
     }
 
@@ -82,7 +111,14 @@ public struct ClientIdentity: Sendable, Hashable {
     /// (unknown, deleted or replaced executable, a pid namespace of its own, or a sandbox that names no app): such a
     /// caller can be neither listed nor remembered. For a relayed
     /// request it is the program behind authctl: the user is asked about msmtp, not about authctl.
+    /// A forwarded host is remembered by name and host key (`ssh:HOST@SHA256:...`): a host whose key changed is a
+    /// new host, asked again.
     public var consentKey: String? {
+        switch forward {
+        case .host(let name, let fingerprint, _)?: return "ssh:\(name)@\(fingerprint)"
+        case .unknown?: return nil
+        case nil: break
+        }
         if let flatpakApp { return "flatpak:\(flatpakApp)" }
         return policyExe
     }
@@ -90,6 +126,13 @@ public struct ClientIdentity: Sendable, Hashable {
     /// One line for people: messages, `authctl pending`, the notification. A relayed request reads
     /// `/usr/bin/msmtp via dash via authctl` (the relay's executables by their file names).
     public var summary: String {
+        switch forward {
+        case .host(let name, let fingerprint, let program)?:
+            return "host \(name) over ssh (host key \(fingerprint))" + (program.map { ", running \($0) (said by the host, not verified)" } ?? "")
+        case .unknown?:
+            return "an unknown host over ssh (a forward of the agent's socket by \(exe ?? "ssh") not made by `authctl forward`)"
+        case nil: break
+        }
         var parts: [String] = []
         if let flatpakApp { parts.append("flatpak:\(flatpakApp)") }
         parts.append(exe.map { exeDeleted ? "\($0) (deleted)" : $0 } ?? "unknown executable")

@@ -7,6 +7,10 @@
 ///   (``ClientIdentity/ownPIDNamespace``).
 /// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
+/// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward` (the name ssh checks the host
+///   key under: its `HostKeyAlias`, else its `HostName` with `:PORT` when not 22), whatever key ssh accepted for it
+///   (ssh itself refuses a changed key). `ssh:build-box@SHA256:...` matches only while the host shows that key.
+///   `ssh:unknown-host` matches a forward the agent made no session for (a bare `ssh -R` of its socket): any host.
 ///
 /// A request relayed by the agent's authctl (``ClientIdentity/relay``) is judged by the program behind authctl. A path
 /// or unit entry naming the relay itself (the authctl that connected: `/usr/bin/authctl`, or the unit it runs in)
@@ -16,12 +20,19 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
     case path(String)
     case unit(String)
     case flatpak(String)
+    /// A forwarded host by name, pinned to a host key fingerprint when one is given; `host` nil: an unknown forward.
+    case ssh(host: String?, fingerprint: String?)
+
+    /// The `ssh:` entry that stands for forwards from a host nobody named.
+    public static let unknownHost = "unknown-host"
 
     public var description: String {
         switch self {
         case .path(let path): return path
         case .unit(let unit): return "unit:\(unit)"
         case .flatpak(let app): return "flatpak:\(app)"
+        case .ssh(let host, let fingerprint):
+            return "ssh:\(host ?? ClientRule.unknownHost)" + (fingerprint.map { "@\($0)" } ?? "")
         }
     }
 
@@ -58,7 +69,10 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
             }
             return .success(.flatpak(app))
         }
-        return .failure(Rejection(reason: "'\(text)' is neither an absolute path, unit:NAME nor flatpak:APP-ID"))
+        if text.hasPrefix("ssh:") {
+            return parseHost(String(text.dropFirst(4)), entry: text)
+        }
+        return .failure(Rejection(reason: "'\(text)' is neither an absolute path, unit:NAME, flatpak:APP-ID nor ssh:HOST"))
     }
 
     /// Whether this entry names `identity` (see the type's documentation for the rules).
@@ -71,6 +85,46 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
             return ClientRule.sameBytes(identity.unit, unit) || ClientRule.sameBytes(identity.relay?.unit, unit)
         case .flatpak(let app):
             return ClientRule.sameBytes(identity.flatpakApp, app)
+        case .ssh(nil, _):
+            return identity.forward == .unknown
+        case .ssh(let host?, let pinned):
+            guard case .host(let name, let fingerprint, _)? = identity.forward else { return false }
+            return ClientRule.sameBytes(name, host) && (pinned.map { ClientRule.sameBytes(fingerprint, $0) } ?? true)
+        }
+    }
+
+    /// `HOST` or `HOST@SHA256:FINGERPRINT` after `ssh:`.
+    static func parseHost(_ text: String, entry: String) -> Result<ClientRule, Rejection> {
+        let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        let host = parts[0]
+        let fingerprint = parts.count == 2 ? parts[1] : nil
+        guard isHostName(host) else {
+            return .failure(Rejection(reason: "'\(entry)' must name a host as ssh does (letters, digits, '.', '-', '_', ':PORT'), e.g. ssh:build-box or ssh:build-box@SHA256:..."))
+        }
+        if let fingerprint, !isFingerprint(fingerprint) {
+            return .failure(Rejection(reason: "'\(entry)': the host key must be a SHA256 fingerprint as ssh prints it (SHA256: and 43 base64 characters)"))
+        }
+        if host == unknownHost {
+            guard fingerprint == nil else { return .failure(Rejection(reason: "'\(entry)': an unknown host has no key to pin")) }
+            return .success(.ssh(host: nil, fingerprint: nil))
+        }
+        return .success(.ssh(host: host, fingerprint: fingerprint))
+    }
+
+    /// A host name as `authctl forward` names hosts: ssh's host name or alias, `:PORT` possibly added, at most 255
+    /// bytes of letters, digits, `.`, `-`, `_` and `:`.
+    public static func isHostName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 255 && !name.hasPrefix("-") && name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || ".-_:".unicodeScalars.contains($0)
+        }
+    }
+
+    /// ssh's SHA256 fingerprint: `SHA256:` and the digest in 43 unpadded base64 characters.
+    public static func isFingerprint(_ text: String) -> Bool {
+        guard text.hasPrefix("SHA256:") else { return false }
+        let digest = text.dropFirst(7)
+        return digest.utf8.count == 43 && digest.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "+" || $0 == "/"
         }
     }
 

@@ -13,6 +13,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 int aa_process_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int aa_process_limit_malloc_arenas(int arenas) { return mallopt(M_ARENA_MAX, arenas); }
@@ -122,4 +125,90 @@ int aa_process_run_bounded(const char *path, char *const argv[], int timeout_ms)
     }
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int aa_process_spawn_held(const char *path, char *const argv[], int *release_fd) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int failure = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return -failure;
+    }
+    if (pid == 0) {
+        /* Async-signal-safe calls only from here on. */
+        char go = 0;
+        close(fds[1]);
+        ssize_t n;
+        do { n = read(fds[0], &go, 1); } while (n < 0 && errno == EINTR);
+        if (n != 1 || go != 'g') _exit(127);
+        execve(path, argv, environ);
+        _exit(127);
+    }
+    close(fds[0]);
+    *release_fd = fds[1];
+    return pid;
+}
+
+int aa_process_release(int release_fd) {
+    char go = 'g';
+    ssize_t n;
+    do { n = write(release_fd, &go, 1); } while (n < 0 && errno == EINTR);
+    int failure = n == 1 ? 0 : -errno;
+    close(release_fd);
+    return failure;
+}
+
+int aa_process_pidfd_open(int pid) {
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+long aa_process_capture(const char *path, char *const argv[], char *buffer, unsigned long size, int timeout_ms,
+                        int *status) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+    posix_spawn_file_actions_t actions;
+    int failure = posix_spawn_file_actions_init(&actions);
+    if (failure) { close(fds[0]); close(fds[1]); return -failure; }
+    failure = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (!failure) failure = posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    if (!failure) failure = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    pid_t pid = -1;
+    if (!failure) failure = posix_spawn(&pid, path, &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    if (failure) { close(fds[0]); return -failure; }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    unsigned long kept = 0;
+    int timed_out = 0;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (elapsed >= timeout_ms) { timed_out = 1; break; }
+        struct pollfd entry = {fds[0], POLLIN, 0};
+        int ready = poll(&entry, 1, (int)(timeout_ms - elapsed));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) { timed_out = ready == 0; break; }
+        char chunk[4096];
+        ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        unsigned long take = (unsigned long)n < size - kept ? (unsigned long)n : size - kept;
+        memcpy(buffer + kept, chunk, take);
+        kept += take;
+    }
+    close(fds[0]);
+    int child = 0;
+    if (timed_out) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+        return -ETIMEDOUT;
+    }
+    while (waitpid(pid, &child, 0) < 0 && errno == EINTR) {}
+    *status = WIFEXITED(child) ? WEXITSTATUS(child) : 128 + (WIFSIGNALED(child) ? WTERMSIG(child) : 0);
+    return (long)kept;
 }

@@ -4,12 +4,16 @@ import Glibc
 /// Finds and connects to the agent's socket; shared by ArgumentParser's commands (through ``GlobalOptions``) and the
 /// fast path, which must not build ArgumentParser's types.
 enum AgentConnection {
-    /// `--socket`, else `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`.
+    /// `--socket`, else `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`. In an SSH session
+    /// (`$SSH_CONNECTION`), or without a runtime directory, an `authctl forward` made to this host comes first
+    /// (``ForwardedSocket/find()``); the agent's own path otherwise.
     static func path(socket: String?) throws(CLIFailure) -> String {
-        guard let path = socket ?? SocketPath.resolve(variable: variable) else {
-            throw CLIFailure(ClientError.noSocketPath)
-        }
-        return path
+        if let socket { return socket }
+        if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty { return explicit }
+        let local = SocketPath.resolve(variable: variable)
+        if local == nil || variable("SSH_CONNECTION") != nil, let forwarded = ForwardedSocket.find() { return forwarded }
+        guard let local else { throw CLIFailure(ClientError.noSocketPath) }
+        return local
     }
 
     /// How long a verb waits for the agent's answer (every verb is bounded but those that wait for a person).

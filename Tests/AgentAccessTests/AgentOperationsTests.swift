@@ -34,7 +34,7 @@ final class AgentOperationsTests: XCTestCase {
         let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
                                                                          socketPath: "/run/x.sock"),
                                          logger: Logger(label: "test"))
-        let json = try JSONEncoder().encode(await operations.status())
+        let json = try JSONEncoder().encode(await operations.status(caller: Caller(pid: 1, uid: 1000, via: "socket")))
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: json) as? [String: Any])
         let accounts = try XCTUnwrap(object["accounts"] as? [[String: Any]])
         XCTAssertEqual(accounts[0]["signed_in"] as? Bool, true)

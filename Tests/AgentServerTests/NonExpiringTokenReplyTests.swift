@@ -65,7 +65,7 @@ final class NonExpiringTokenReplyTests: XCTestCase {
     func testStatusSaysTheAccessTokenDoesNotExpire() async throws {
         let dispatcher = makeDispatcher()
         _ = try await reply(#"{"v":1,"id":1,"op":"token","account":"gh"}"#, dispatcher)
-        let status = await dispatcher.operations.status()
+        let status = await dispatcher.operations.status(caller: Caller(pid: 1, uid: 1000, via: "socket"))
         let account = try XCTUnwrap(status.accounts.first)
         XCTAssertEqual(account.accessTokenDoesNotExpire, true)
         XCTAssertNil(account.accessTokenExpiresAt)
@@ -78,7 +78,7 @@ final class NonExpiringTokenReplyTests: XCTestCase {
         scoped.scopedTokens = true
         let dispatcher = makeDispatcher(account: scoped)
         try assertNoExpiry(try await reply(#"{"v":1,"id":4,"op":"token","account":"gh","scopes":["repo"]}"#, dispatcher))
-        let status = await dispatcher.operations.status()
+        let status = await dispatcher.operations.status(caller: Caller(pid: 1, uid: 1000, via: "socket"))
         let entry = try XCTUnwrap(status.accounts.first?.scopedTokens?.first)
         XCTAssertEqual(entry.doesNotExpire, true)
         XCTAssertNil(entry.expiresAt)

@@ -142,7 +142,7 @@ final class AccessPolicyTests: XCTestCase {
     }
 
     func testSummaryForStatus() throws {
-        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients); sandboxed apps are asked")
+        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git"), try rule("unit:mbsync.service")]).summary,
                        "only /usr/bin/git, unit:mbsync.service")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,

@@ -31,4 +31,19 @@ int aa_process_run_bounded(const char *path, char *const argv[], int timeout_ms)
 /* Names the calling thread (prctl PR_SET_NAME; what ps -L and top -H show): the kernel keeps the first 15 bytes.
  * Returns 0 on success, -1 with errno set. */
 int aa_process_name_thread(const char *name);
+/* Starts PATH with ARGV (argv[0] first) held: a forked child that waits until aa_process_release(*RELEASE_FD) and
+ * then runs PATH (execve, the caller's environment, signal mask and descriptors 0-2; the caller's close-on-exec
+ * descriptors close). If the descriptor is closed without a release (the caller died), the child exits 127 instead.
+ * The caller can tell others about the child (its pid) before it runs anything. Returns the pid, or -errno. */
+int aa_process_spawn_held(const char *path, char *const argv[], int *release_fd);
+/* Lets a child of aa_process_spawn_held run, and closes RELEASE_FD. Returns 0, or -errno. */
+int aa_process_release(int release_fd);
+/* A pidfd for process PID (pidfd_open, Linux 5.3+): readable once it exits. Returns the descriptor, or -errno. */
+int aa_process_pidfd_open(int pid);
+/* Runs PATH with ARGV (stdin /dev/null, stderr inherited, no other descriptor) and reads its stdout into BUFFER,
+ * at most SIZE bytes (more is read and dropped), for at most TIMEOUT_MS milliseconds. Returns the bytes kept, with
+ * its exit status (0-255, 128 + a signal) in *STATUS; -ETIMEDOUT after killing and reaping a child that took longer;
+ * -errno if it could not be started. */
+long aa_process_capture(const char *path, char *const argv[], char *buffer, unsigned long size, int timeout_ms,
+                        int *status);
 #endif

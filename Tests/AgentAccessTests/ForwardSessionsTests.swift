@@ -1,0 +1,83 @@
+import AgentIPC
+@testable import AgentAccess
+import AuthCore
+import Foundation
+import Synchronization
+import XCTest
+
+/// Issue 45: a forward session's steps, each checked against the process tree (real child processes).
+final class ForwardSessionsTests: ChildProcessTestCase {
+    final class Listeners: ForwardListeners {
+        let events = Mutex<[String]>([])
+        func listen(path: String, session: String) throws(WireError) { events.withLock { $0.append("listen \(session)") } }
+        func close(session: String) { events.withLock { $0.append("close \(session)") } }
+    }
+
+    /// This test process, as the agent identifies a caller: pinned by its start time.
+    func me() throws -> Caller {
+        let stat = try XCTUnwrap(Caller.readText("/proc/\(getpid())/stat"))
+        let start = try XCTUnwrap(ProcFS.startTime(stat: stat))
+        return Caller(pid: getpid(), uid: getuid(), via: "socket", exe: "/usr/bin/authctl",
+                      process: ProcessPin(pid: getpid(), startTime: start))
+    }
+
+    func pinned(_ pid: Int32) throws -> Caller {
+        let stat = try XCTUnwrap(Caller.readText("/proc/\(pid)/stat"))
+        return Caller(pid: pid, uid: getuid(), via: "socket", exe: "/usr/bin/ssh",
+                      process: ProcessPin(pid: pid, startTime: try XCTUnwrap(ProcFS.startTime(stat: stat))))
+    }
+
+    func testASessionServesTheSSHItsAuthctlStartedOnceTheHostKeyIsKnownAndEndsWithItsSocket() async throws {
+        let sessions = ForwardSessions()
+        let owner = try me()
+        XCTAssertThrowsError(try sessions.open(host: "build-box", owner: owner, directory: "/run/x"),
+                             "no socket front end to serve it")
+        let listeners = Listeners()
+        sessions.attach(listeners)
+        var confined = owner
+        confined.identity.forward = .unknown
+        XCTAssertThrowsError(try sessions.open(host: "build-box", owner: confined, directory: "/run/x"))
+        XCTAssertThrowsError(try sessions.open(host: "-oProxyCommand=x", owner: owner, directory: "/run/x"))
+
+        let (session, stopped) = try sessions.open(host: "build-box", owner: owner, directory: "/run/x")
+        XCTAssertTrue(session.socketPath.hasPrefix("/run/x/forward-"))
+        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id)"])
+
+        let ssh = try spawn("/bin/sleep", ["30"]).processIdentifier
+        let sshCaller = try pinned(ssh)
+        guard case .failure(let unnamed) = sessions.admit(sshCaller, session: session.id) else {
+            return XCTFail("served before authctl named its ssh")
+        }
+        XCTAssertTrue(unnamed.message.contains("not named yet"), unnamed.message)
+
+        // Only the authctl that opened it names its ssh, which must be its child, once.
+        let stranger = try pinned(ssh)
+        XCTAssertThrowsError(try sessions.bindSSH(session.id, pid: Int(ssh), by: stranger))
+        XCTAssertThrowsError(try sessions.bindSSH(session.id, pid: Int(getppid()), by: owner), "not a child of authctl")
+        try sessions.bindSSH(session.id, pid: Int(ssh), by: owner)
+        XCTAssertThrowsError(try sessions.bindSSH(session.id, pid: Int(ssh), by: owner), "named once")
+
+        guard case .failure(let keyless) = sessions.admit(sshCaller, session: session.id) else {
+            return XCTFail("served before ssh reported the host key")
+        }
+        XCTAssertTrue(keyless.message.contains("KnownHostsCommand"), keyless.message)
+        // The host key comes from a child of that ssh only: this process is its parent, not its child.
+        XCTAssertThrowsError(try sessions.recordHostKey(session.id, fingerprint: "SHA256:" + String(repeating: "A", count: 43),
+                                                        by: owner))
+        XCTAssertThrowsError(try sessions.recordHostKey(session.id, fingerprint: "NONE", by: owner))
+        guard case .failure = sessions.admit(try me(), session: session.id) else {
+            return XCTFail("another process was served on the session's socket")
+        }
+
+        XCTAssertEqual(sessions.list().map(\.host), ["build-box"])
+        XCTAssertEqual(sessions.stop(host: "other").count, 0)
+        XCTAssertEqual(sessions.stop(host: "build-box").map(\.id), [session.id])
+        for await _ in stopped {}
+        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id)", "close \(session.id)"])
+        XCTAssertTrue(sessions.list().isEmpty)
+        guard case .failure(let ended) = sessions.admit(sshCaller, session: session.id) else {
+            return XCTFail("served after the session ended")
+        }
+        XCTAssertTrue(ended.message.contains("ended"), ended.message)
+    }
+}

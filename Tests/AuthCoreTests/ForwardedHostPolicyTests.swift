@@ -1,0 +1,70 @@
+import AuthCore
+import XCTest
+
+/// Issue 45: a host reached through `authctl forward` is a caller of its own, named by ssh's name for it and the key
+/// ssh was shown; never a local program.
+final class ForwardedHostPolicyTests: XCTestCase {
+    let keyA = "SHA256:" + String(repeating: "A", count: 43)
+    let keyB = "SHA256:" + String(repeating: "b", count: 42) + "/"
+
+    func rule(_ text: String) throws -> ClientRule { try ClientRule.parse(text).get() }
+
+    func host(_ name: String, _ key: String) -> ClientIdentity {
+        ClientIdentity(exe: "/usr/bin/ssh", forward: .host(name: name, fingerprint: key))
+    }
+
+    func testSSHEntriesNameAHostPinnedOrNotAndTheUnknownHost() throws {
+        XCTAssertEqual(try rule("ssh:build-box"), .ssh(host: "build-box", fingerprint: nil))
+        XCTAssertEqual(try rule("ssh:10.0.0.7:2222"), .ssh(host: "10.0.0.7:2222", fingerprint: nil))
+        XCTAssertEqual(try rule("ssh:build-box@\(keyA)"), .ssh(host: "build-box", fingerprint: keyA))
+        XCTAssertEqual(try rule("ssh:unknown-host"), .ssh(host: nil, fingerprint: nil))
+        XCTAssertEqual(try rule("ssh:build-box@\(keyA)").description, "ssh:build-box@\(keyA)")
+        XCTAssertEqual(try rule("ssh:unknown-host").description, "ssh:unknown-host")
+        for bad in ["ssh:", "ssh:build box", "ssh:-oProxyCommand", "ssh:host@MD5:aa", "ssh:host@SHA256:short",
+                    "ssh:host@", "ssh:unknown-host@\(keyA)", "ssh:a/b"] {
+            XCTAssertThrowsError(try ClientRule.parse(bad).get(), "'\(bad)' must be refused")
+        }
+    }
+
+    func testAHostIsMatchedByItsNameAndAPinnedKeyOnly() throws {
+        let byName = try rule("ssh:build-box")
+        let pinned = try rule("ssh:build-box@\(keyA)")
+        XCTAssertTrue(byName.matches(host("build-box", keyA)))
+        XCTAssertTrue(byName.matches(host("build-box", keyB)), "by name: whatever key ssh accepted for it")
+        XCTAssertTrue(pinned.matches(host("build-box", keyA)))
+        XCTAssertFalse(pinned.matches(host("build-box", keyB)), "pinned: another key is another host")
+        XCTAssertFalse(byName.matches(host("build-box2", keyA)))
+        XCTAssertFalse(byName.matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
+        XCTAssertTrue(try rule("ssh:unknown-host").matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
+        XCTAssertFalse(try rule("ssh:unknown-host").matches(host("build-box", keyA)))
+        XCTAssertFalse(try rule("/usr/bin/ssh").matches(host("build-box", keyA)), "a host is never its local ssh")
+        XCTAssertFalse(try rule("/usr/bin/ssh").matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
+    }
+
+    func testAHostIsAskedAboutByAnAccountWithoutAPolicyAndRememberedWithItsKey() throws {
+        let a = host("build-box", keyA)
+        XCTAssertTrue(a.isConfined)
+        XCTAssertNil(a.policyExe)
+        XCTAssertEqual(a.consentKey, "ssh:build-box@\(keyA)")
+        XCTAssertNotEqual(a.consentKey, host("build-box", keyB).consentKey, "a new key is asked about again")
+        XCTAssertEqual(AccessPolicy.open.decide(a, remembered: nil), .ask)
+        XCTAssertEqual(AccessPolicy.open.decide(a, remembered: true), .grant(.approved))
+        XCTAssertTrue(AccessPolicy.open.mayAsk(a))
+        let listed = AccessPolicy(allowedClients: [try rule("ssh:build-box")])
+        XCTAssertEqual(listed.decide(a, remembered: nil), .grant(.listed))
+        XCTAssertEqual(listed.decide(host("other", keyA), remembered: nil), .deny(.notListed))
+    }
+
+    func testAnUnknownForwardIsRefusedUnlessAllowedExplicitly() throws {
+        let unknown = ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)
+        XCTAssertNil(unknown.consentKey)
+        XCTAssertEqual(AccessPolicy.open.decide(unknown, remembered: nil), .deny(.unknownForward))
+        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unknown, remembered: nil), .deny(.unknownForward))
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/ssh")]).decide(unknown, remembered: nil),
+                       .deny(.unknownForward), "naming ssh's path does not admit every host")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("ssh:unknown-host")]).decide(unknown, remembered: nil),
+                       .grant(.listed))
+        XCTAssertEqual(unknown.forward?.via, "ssh:unknown-host")
+        XCTAssertEqual(host("build-box", keyA).forward?.via, "ssh:build-box")
+    }
+}

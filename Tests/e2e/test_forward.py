@@ -1,0 +1,229 @@
+"""Tokens on the hosts you SSH into (issue 45): `authctl forward HOST [ssh arguments]` through real OpenSSH servers
+on loopback (sshserver.py: two sshd with different host keys standing for `hosta` and `hostb`), the real ssh client,
+the real agent, keyring and authorization server. The remote command is the real authctl, run by sshd with sshd's
+environment: no XDG_RUNTIME_DIR, SSH_CONNECTION set, AUTH_AGENT_SOCKET only where the server accepts it (hosta).
+
+What it shows: a host is named `ssh:HOST` with the key ssh was shown (audit `via`, `host_key`); its rule serves it and
+not the other host; an account without allowed_clients asks about it, and a new host key is asked about again; the
+session's socket serves only its ssh and is gone when ssh exits, and a dropped session's stale socket does not stop
+the next; a bare `ssh -R` of the agent's socket is refused as an unknown forward; a host may get tokens and nothing
+else (no login, approve or status of other accounts); a sign-in it needs is refused there with exit 4."""
+import glob
+import json
+import os
+import socket
+import subprocess
+
+import pytest
+
+from conftest import default_account, read_until, render_config, short_tmpdir, wait_for
+from sshserver import SSH, SSHHosts
+from test_identity import audit, run_in_terminal
+
+pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    base = short_tmpdir("aa-ssh-")
+    hosts = SSHHosts(base)
+    yield hosts
+    hosts.stop()
+
+
+@pytest.fixture
+def forward_agent(make_agent, keyring, auth_server):
+    agent = make_agent(agent={"consent_timeout": 60})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    return agent
+
+
+def set_allowed_clients(agent, auth_server, allowed_clients, **extra):
+    settings = dict(extra)
+    if allowed_clients is not None:
+        settings["allowed_clients"] = allowed_clients
+    agent.write_config(render_config({"work": default_account(auth_server.issuer, **settings)}, {"consent_timeout": 60}))
+    result = agent.authctl("reload", timeout=20)
+    assert result.returncode == 0, result.stderr
+
+
+def remote_authctl(agent) -> str:
+    return str(agent.bins / "authctl")
+
+
+def forward(agent, hosts, host, *remote, timeout=60) -> subprocess.CompletedProcess:
+    """`authctl forward HOST -F CONFIG REMOTE...`: ssh's exit status is authctl's."""
+    return agent.authctl("forward", host, "-F", str(hosts.config), *remote, timeout=timeout)
+
+
+def forward_popen(agent, hosts, host, *remote) -> subprocess.Popen:
+    return agent.authctl_popen("forward", host, "-F", str(hosts.config), *remote)
+
+
+def forward_sockets(agent) -> list[str]:
+    return glob.glob(str(agent.runtime / "auth-agent" / "forward-*.sock"))
+
+
+def test_a_host_gets_a_token_through_its_forward_named_by_its_host_key(forward_agent, hosts, auth_server):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    result = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+    assert result.returncode == 0, result.stderr + hosts["hosta"].log()[-2000:]
+    token = result.stdout.strip()
+    agent.remember(token)
+    assert auth_server.introspect(token)["active"] is True
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    assert entry["caller"]["via"] == "ssh:hosta", entry
+    assert entry["caller"]["host_key"] == hosts["hosta"].fingerprint, entry
+    assert entry["caller"]["exe"].endswith("/ssh"), "the local end of a forward is the ssh client"
+    assert "ssh:hosta" in agent.authctl("audit").stdout
+
+    # The other host, through the discovery rule (its sshd accepts no AUTH_AGENT_SOCKET), is not served by hosta's rule.
+    refused = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
+    assert refused.returncode == 7 and refused.stdout == "", refused.stderr
+    assert 'add "ssh:hostb"' in refused.stderr, refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["via"]) == ("denied", "not_listed", "ssh:hostb"), entry
+    assert entry["caller"]["host_key"] == hosts["hostb"].fingerprint
+
+    # A rule pinned to another key does not serve the host; pinned to its own key, it does.
+    set_allowed_clients(agent, auth_server, [f"ssh:hosta@{hosts['hostb'].fingerprint}"])
+    assert forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work").returncode == 7
+    set_allowed_clients(agent, auth_server, [f"ssh:hosta@{hosts['hosta'].fingerprint}"])
+    pinned = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+    assert pinned.returncode == 0, pinned.stderr
+    agent.remember(pinned.stdout.strip())
+    wait_for(lambda: forward_sockets(agent) == [], 10, "every session's socket to be removed after its ssh exited")
+
+
+def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_changed(forward_agent, hosts):
+    agent = forward_agent
+    assert agent.token("work"), "a program on this computer is served as before"
+
+    def approve_next_request():
+        waiting = forward_popen(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+        try:
+            read_until(waiting.stderr, "in a terminal", 30)
+            [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+            assert pending["account"] == "work", pending
+            assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
+            rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
+            assert rc == 0 and "Allowed" in output, output
+            out, err = waiting.communicate(timeout=30)
+            assert waiting.returncode == 0, err
+            agent.remember(out.strip())
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait()
+
+    approve_next_request()
+    again = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+    assert again.returncode == 0, "the decision is remembered for the host and its key: " + again.stderr
+    agent.remember(again.stdout.strip())
+    assert audit(agent)[-1]["reason"] == "approved"
+
+    # The host now shows another key (which the user accepted in known_hosts): a new host, asked again.
+    hosts.rekey("hosta")
+    approve_next_request()
+
+
+def test_a_sessions_socket_serves_its_ssh_only_and_is_gone_when_ssh_exits(forward_agent, hosts, auth_server):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    # The remote side waits until the test lets it go (its stdin closes): the session stays open meanwhile.
+    session = subprocess.Popen([str(agent.bins / "authctl"), "forward", "hosta", "-F", str(hosts.config),
+                                "sh", "-c", "'read line; exec \"$0\" token work'", remote_authctl(agent)],
+                               env=agent.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for(lambda: any(f.get("host_key") for f in agent.status_json().get("forwards") or []), 30,
+                 "the forward to report its host key")
+        [listed] = agent.status_json()["forwards"]
+        assert (listed["host"], listed["host_key"]) == ("hosta", hosts["hosta"].fingerprint), listed
+        assert "hosta" in agent.authctl("forward", "--list").stdout
+        [path] = forward_sockets(agent)
+        assert oct(os.stat(path).st_mode & 0o777) == oct(0o600)
+
+        # Another local process, the user's own, is refused on that socket.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as intruder:
+            intruder.settimeout(10)
+            intruder.connect(path)
+            # Refused as it connects: the agent says why and closes, before any request.
+            reply = json.loads(intruder.makefile().readline())
+        assert reply["error"]["code"] == "permission_denied", reply
+        assert "serves the ssh session to hosta only" in reply["error"]["message"]
+
+        out, err = session.communicate(input="go\n", timeout=30)
+        assert session.returncode == 0, err
+        agent.remember(out.strip())
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()
+    # authctl has exited with ssh; the agent ends the session when it sees authctl's connection close.
+    wait_for(lambda: not os.path.exists(path), 10, "the session's socket to be removed after its ssh exited")
+    assert not agent.status_json().get("forwards")
+
+
+def test_a_dropped_sessions_stale_socket_does_not_block_the_next(forward_agent, hosts, auth_server):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hostb"])
+    # What a dropped session leaves on the host: a socket file nobody listens on, newer than any other.
+    stale = "/tmp/auth-agent-forward-0000stale.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(stale)
+    os.chmod(stale, 0o600)
+    try:
+        for _ in range(2):
+            result = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
+            assert result.returncode == 0, result.stderr
+            agent.remember(result.stdout.strip())
+    finally:
+        os.unlink(stale)
+
+
+def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forward_agent, hosts):
+    agent = forward_agent
+    remote = "/tmp/auth-agent-bare-test.sock"
+    if os.path.exists(remote):
+        os.unlink(remote)
+    result = subprocess.run([SSH, "-F", str(hosts.config), "-o", "ExitOnForwardFailure=yes",
+                             "-R", f"{remote}:{agent.socket_path}", "hosta",
+                             f"AUTH_AGENT_SOCKET={remote} {remote_authctl(agent)} token work; rc=$?; rm -f {remote}; exit $rc"],
+                            env=agent.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 7 and result.stdout == "", result.stderr
+    assert "authctl forward" in result.stderr, result.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["via"]) == ("denied", "unknown_forward", "ssh:unknown-host")
+
+
+def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, make_agent):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    login = forward(agent, hosts, "hosta", remote_authctl(agent), "login", "work")
+    assert login.returncode == 9 and "may only get tokens" in login.stderr, login.stderr
+    approve = forward(agent, hosts, "hosta", remote_authctl(agent), "approve", "1")
+    assert approve.returncode == 9 and "may only get tokens" in approve.stderr, approve.stderr
+    nested = forward(agent, hosts, "hosta", remote_authctl(agent), "forward", "--stop", "hosta")
+    assert nested.returncode == 9 and "may only get tokens" in nested.stderr, nested.stderr
+    status = forward(agent, hosts, "hosta", remote_authctl(agent), "status", "--json")
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)
+    assert [a["name"] for a in shown["accounts"]] == ["work"] and "forwards" not in shown
+
+    # An account the host was not given is not shown to it; one it was given but not signed in to is signed in to
+    # here, not there: exit 4, saying where.
+    agent.write_config(render_config({"work": default_account(auth_server.issuer, allowed_clients=["ssh:hosta"]),
+                                      "other": default_account(auth_server.issuer),
+                                      "fresh": default_account(auth_server.issuer, allowed_clients=["ssh:hosta"])},
+                                     {"consent_timeout": 60}))
+    assert agent.authctl("reload", timeout=20).returncode == 0
+    status = forward(agent, hosts, "hosta", remote_authctl(agent), "status", "--json")
+    assert sorted(a["name"] for a in json.loads(status.stdout)["accounts"]) == ["fresh", "work"]
+    fresh = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "fresh")
+    assert fresh.returncode == 4, fresh.stderr
+    assert "happens on the computer where the agent runs" in fresh.stderr, fresh.stderr
+    assert agent.browser_runs() == 1, "a host's request never opens a browser (the one run is the fixture's sign-in)"
