@@ -7,6 +7,9 @@ public enum AuditFormat {
     public static func who(_ caller: WireCaller) -> String {
         var parts: [String] = []
         if let app = caller.flatpakApp { parts.append("flatpak:\(app)") }
+        if let instance = caller.flatpakInstance { parts.append("(instance \(instance))") }
+        if let why = caller.instanceMismatch { parts.append("(not that instance: \(why))") }
+        if let holes = caller.notContained { parts.append("(not contained: \(holes.joined(separator: ", ")))") }
         if let exe = caller.exe { parts.append(caller.exeDeleted == true ? "\(exe) (deleted)" : exe) } else { parts.append("?") }
         if caller.unnamedSandbox == true { parts.append("(sandbox naming no app)") }
         if caller.ownPIDNamespace == true { parts.append("(own pid namespace)") }
