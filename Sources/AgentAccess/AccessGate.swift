@@ -185,7 +185,7 @@ public final class AccessGate: @unchecked Sendable {
         case .unidentified where identity.relay != nil && identity.exe == nil:
             return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
         case .unidentified where identity.instanceMismatch != nil:
-            return "account '\(account)' does not serve \(who): its /.flatpak-info names Flatpak instance \(identity.flatpakInstance ?? "?"), but \(identity.instanceMismatch ?? ""), so the app it names is not believed; run the app with `flatpak run`"
+            return "account '\(account)' does not serve \(who): its /.flatpak-info names Flatpak instance \(identity.flatpakInstance ?? "?"), whose namespaces (its bwrapinfo.json) are not the caller's, so the app it names is not believed; run the app with `flatpak run`"
         case .unidentified where identity.unnamedSandbox:
             return "account '\(account)' does not serve \(who): it runs in a sandbox or container of its own whose /.flatpak-info cannot be read, so no path entry or decision can name it (the paths it shows are the sandbox's own); run it outside the sandbox, as a Flatpak app allowed by a flatpak:APP-ID entry, or name it by a unit:NAME entry"
         case .unidentified where identity.ownPIDNamespace && identity.flatpakApp == nil:

@@ -40,7 +40,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         if request.caller.flatpakApp != nil {
             let instance = request.caller.flatpakInstance.map { ", instance \($0)" } ?? ""
             if let holes = request.caller.notContained {
-                sandbox = " (not contained: its sandbox allows \(holes.joined(separator: ", ")), so it can do what any program of yours can\(instance))"
+                sandbox = " (not contained\(instance): its sandbox allows \(holes.joined(separator: ", ")), so it can do what any program of yours can)"
             } else {
                 sandbox = " (sandboxed\(instance))"
             }

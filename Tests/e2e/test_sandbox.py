@@ -57,22 +57,27 @@ def library_dirs(binary: str) -> list[str]:
     return sorted(dirs)
 
 
+def host_tree() -> list[str]:
+    """bwrap arguments for the host's /usr and /etc, read-only, and the `/lib`, `/lib64`, `/bin`, `/sbin` links."""
+    assert os.access(BWRAP, os.X_OK), "bubblewrap is not installed: run scripts/setup (apt-get install bubblewrap)"
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/lib", "/lib64", "/bin", "/sbin"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    return [*argv, "--ro-bind", "/etc", "/etc"]
+
+
 def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True, info: str = FLATPAK_INFO,
               bwrapinfo=None) -> subprocess.Popen:
     """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
     no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace, and with
     `bwrapinfo` (a path) bwrap writes its `--info-fd` record there, as `flatpak run` has it write the instance's
     `bwrapinfo.json`."""
-    assert os.access(BWRAP, os.X_OK), "bubblewrap is not installed: run scripts/setup (apt-get install bubblewrap)"
     authctl = authctl_path(agent)
     argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
-            "--die-with-parent", "--ro-bind", "/usr", "/usr"]
-    for top in ("/lib", "/lib64", "/bin", "/sbin"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+            "--die-with-parent", *host_tree(), "--proc", "/proc", "--dev", "/dev"]
     for directory in library_dirs(authctl):
         argv += ["--ro-bind", directory, directory]
     argv += ["--ro-bind", authctl, authctl, "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
@@ -279,7 +284,8 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
     refused = run_sandboxed(agent, "token", "work")  # the same instance id; the record is the first run's
     assert refused.stdout == "", "served in namespaces its instance record does not name"  # (never print what it got)
     assert refused.returncode == 7, refused.stderr
-    assert f"names Flatpak instance {INSTANCE}, but its pid namespace" in refused.stderr, refused.stderr
+    assert f"(not that instance: its pid namespace" in refused.stderr, refused.stderr
+    assert f"names Flatpak instance {INSTANCE}, whose namespaces (its bwrapinfo.json) are not the caller's" in refused.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
     assert entry["caller"]["instance_mismatch"].startswith("its pid namespace "), entry
