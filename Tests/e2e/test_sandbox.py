@@ -13,11 +13,13 @@ namespace and in the agent's), while an account without a policy serves it as th
 tests fail, they do not skip."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
 
-from conftest import default_account, read_until, render_config, wait_for
+from conftest import REPO, default_account, read_until, render_config, wait_for
+from readme_blocks import recipe_block
 from test_identity import audit, run_in_terminal
 
 pytestmark = pytest.mark.release  # cheap: one sign-in per test; also against the installed package
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.release  # cheap: one sign-in per test; also against th
 BWRAP = "/usr/bin/bwrap"
 APP = "org.example.App"
 INSTANCE = "1234567890"
+HOST_OS_AUTHCTL = "/run/host/usr/bin/authctl"  # the host's /usr/bin/authctl in a Flatpak app with host-os:ro
 FLATPAK_INFO = f"[Application]\nname={APP}\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id={INSTANCE}\n"
 
 
@@ -70,17 +73,19 @@ def host_tree() -> list[str]:
 
 
 def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True, info: str = FLATPAK_INFO,
-              bwrapinfo=None) -> subprocess.Popen:
+              bwrapinfo=None, command: list[str] | None = None) -> subprocess.Popen:
     """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
     no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace, and with
     `bwrapinfo` (a path) bwrap writes its `--info-fd` record there, as `flatpak run` has it write the instance's
-    `bwrapinfo.json`."""
+    `bwrapinfo.json`. authctl is also at `/run/host/usr/bin/authctl`, where `--filesystem=host-os:ro` shows the
+    host's; `command` runs instead of authctl, with stdin a pipe."""
     authctl = authctl_path(agent)
     argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
             "--die-with-parent", *host_tree(), "--proc", "/proc", "--dev", "/dev"]
     for directory in library_dirs(authctl):
         argv += ["--ro-bind", directory, directory]
-    argv += ["--ro-bind", authctl, authctl, "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
+    argv += ["--ro-bind", authctl, authctl, "--ro-bind", authctl, HOST_OS_AUTHCTL,
+             "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
     fds = ()
     if flatpak_info:
         read, write = os.pipe()
@@ -93,7 +98,8 @@ def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool =
         argv += ["--info-fd", str(record)]
         fds = (*fds, record)
     try:
-        return subprocess.Popen([*argv, authctl, *args], env=agent.env, pass_fds=fds, stdin=subprocess.DEVNULL,
+        return subprocess.Popen([*argv, *(command or [authctl, *args])], env=agent.env, pass_fds=fds,
+                                stdin=subprocess.PIPE if command else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         for fd in fds:
@@ -298,3 +304,29 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
     assert "not a regular file" in entry["caller"]["instance_mismatch"], entry
+
+
+def test_git_in_a_flatpak_ide_gets_its_credential_through_the_documented_helper(sandbox_agent, auth_server):
+    """docs/INTEGRATIONS.md, "Flatpak apps": git in the app's sandbox runs the helper line as printed, with the host's
+    authctl where `--filesystem=host-os:ro` shows it (`/run/host/usr/bin/authctl`), and gets its password from the
+    account that lists the app; an account that does not list it refuses, and git gets nothing."""
+    agent = sandbox_agent
+    helper = recipe_block(REPO / "docs" / "INTEGRATIONS.md", "## Flatpak apps", "**git in a Flatpak IDE**")
+    [line] = [l for l in helper.splitlines() if "credential." in l]
+    helper_value = re.search(r"'(!/run/host/usr/bin/authctl [^']+)'", line).group(1).replace("gitlab", "work")
+    git = ["git", "-c", f"credential.helper={helper_value}", "credential", "fill"]
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    fill = sandboxed(agent, command=git)
+    out, err = fill.communicate("protocol=https\nhost=gitlab.com\n\n", timeout=60)
+    assert fill.returncode == 0, err
+    fields = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+    agent.remember(fields.get("password", ""))
+    assert fields.get("username") == "oauth2" and fields.get("password"), "git got no credential"  # (never print it)
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["flatpak_app"]) == ("granted", "listed", APP), entry
+
+    set_allowed_clients(agent, auth_server, ["/usr/bin/git"])
+    refused = sandboxed(agent, command=git)
+    out, err = refused.communicate("protocol=https\nhost=gitlab.com\n\n", timeout=60)
+    assert "password=" not in out, "a list naming the path git shows served the app"
+    assert refused.returncode != 0 and f"flatpak:{APP}" in err, err
