@@ -186,6 +186,8 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
         case .unidentified where identity.relay != nil && identity.exe == nil:
             return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
+        case .unidentified where identity.instanceMismatch != nil:
+            return "account '\(account)' does not serve \(who): its /.flatpak-info names Flatpak instance \(identity.flatpakInstance ?? "?"), whose namespaces (its bwrapinfo.json) are not the caller's, so the app it names is not believed; run the app with `flatpak run`"
         case .unidentified where identity.unnamedSandbox:
             return "account '\(account)' does not serve \(who): it runs in a sandbox or container of its own whose /.flatpak-info cannot be read, so no path entry or decision can name it (the paths it shows are the sandbox's own); run it outside the sandbox, as a Flatpak app allowed by a flatpak:APP-ID entry, or name it by a unit:NAME entry"
         case .unidentified where identity.ownPIDNamespace && identity.flatpakApp == nil:
@@ -214,7 +216,10 @@ extension Caller {
         var wire = WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
                               unit: identity.unit, flatpakApp: identity.flatpakApp,
                               unnamedSandbox: identity.unnamedSandbox ? true : nil,
-                              ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables)
+                              ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables,
+                              flatpakInstance: identity.flatpakInstance,
+                              notContained: identity.isNotContained ? identity.sandboxHoles : nil,
+                              instanceMismatch: identity.instanceMismatch)
         if case .host(_, let fingerprint, let program)? = identity.forward {
             wire.hostKey = fingerprint
             wire.remoteProgram = program

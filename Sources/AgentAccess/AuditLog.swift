@@ -82,6 +82,9 @@ public final class AuditLog: @unchecked Sendable {
         if let relays = who.relayedBy { meta["peer_relayed_by"] = "\(relays.joined(separator: " "))" }
         if let unit = who.unit { meta["peer_unit"] = "\(unit)" }
         if let app = who.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
+        if let instance = who.flatpakInstance { meta["peer_flatpak_instance"] = "\(instance)" }
+        if let holes = who.notContained { meta["peer_not_contained"] = "\(holes.joined(separator: " "))" }
+        if let why = who.instanceMismatch { meta["peer_instance_mismatch"] = "\(why)" }
         if let scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
         if let resource { meta["resource"] = "\(resource)" }
         if let proofFor { meta["dpop_proof_for"] = "\(proofFor)" }

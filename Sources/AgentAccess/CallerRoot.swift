@@ -11,9 +11,8 @@ import CProcFS
 /// - Otherwise the file is read only if the root and the file are on tmpfs mounts (what Flatpak's `bwrap` makes;
 ///   tmpfs has no server that can stall), judged by the mount ids `statx` reports against `/proc/PID/mountinfo`,
 ///   which the kernel writes without asking any file system. A mount made after that read has an id not in it.
-/// - The file is named with `O_PATH | O_NOFOLLOW` (no open handler runs; a symlink is itself, not followed), must
-///   be a regular file of at most ``maxBytes`` (cached attributes: `AT_STATX_DONT_SYNC`), and only then is it opened,
-///   `O_NONBLOCK | O_NOCTTY`, and read up to that size.
+/// - The file is read by ``SmallFile``: named with `O_PATH | O_NOFOLLOW`, a regular file of at most ``maxBytes`` by
+///   its cached attributes, opened `O_NONBLOCK | O_NOCTTY` and read up to that size.
 ///
 /// Anything else is "no file": a caller in a root of its own is then a sandbox that names no app (so nothing names
 /// it: its paths are the sandbox's own), and so is one whose root cannot be read at all (not dumpable).
@@ -47,16 +46,8 @@ enum CallerRoot {
         guard root.mount_id != 0, let mountinfo = Caller.readText("/proc/\(pid)/mountinfo", limit: 1 << 20),
               let filesystems = ProcFS.filesystemTypes(mountinfo: mountinfo),
               filesystems[root.mount_id] == "tmpfs" else { return nil }
-        let fd = aa_open_path_nofollow("/proc/\(pid)/root/.flatpak-info")
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var file = aa_file_info()
-        guard aa_file_info_at(fd, "", 1, &file) == 0, file.mode & UInt32(S_IFMT) == UInt32(S_IFREG),
-              file.size <= UInt64(maxBytes), filesystems[file.mount_id] == "tmpfs" else { return nil }
-        return withUnsafeTemporaryAllocation(byteCount: maxBytes, alignment: 1) { buffer -> String? in
-            let count = aa_read_reopened(fd, buffer.baseAddress, UInt(buffer.count))
-            guard count >= 0 else { return nil }
-            return String(decoding: UnsafeRawBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
-        }
+        let found = SmallFile.read("/proc/\(pid)/root/.flatpak-info", limit: maxBytes) { filesystems[$0.mount_id] == "tmpfs" }
+        guard case .text(let text) = found else { return nil }
+        return text
     }
 }

@@ -92,21 +92,6 @@ public enum ProcFS {
         return ClientRule.isFlatpakAppID(app) ? app : nil
     }
 
-    /// The `name` of the `[Application]` group of a sandbox's `/.flatpak-info` (a key file Flatpak writes read-only).
-    public static func flatpakApp(info: String) -> String? {
-        var inApplication = false
-        for raw in info.split(separator: "\n") {
-            let line = raw.trimmingBlanks
-            if line.hasPrefix("[") { inApplication = line == "[Application]"; continue }
-            guard inApplication, line.hasPrefix("name") else { continue }
-            let value = line.dropFirst(4).trimmingBlanks
-            guard value.hasPrefix("=") else { continue }
-            let app = value.dropFirst().trimmingBlanks
-            return ClientRule.isFlatpakAppID(app) ? app : nil
-        }
-        return nil
-    }
-
     /// The file system type of each mount in `/proc/PID/mountinfo`, by mount id (the first field; the type follows
     /// the lone `-` that ends the optional fields). Nil when a line does not have that shape.
     public static func filesystemTypes(mountinfo: String) -> [UInt64: String]? {
@@ -131,5 +116,23 @@ public enum ProcFS {
 private extension Slice<UnsafeBufferPointer<UInt8>> {
     func ends(with suffix: String) -> Bool {
         count >= suffix.utf8.count && self.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
+    }
+}
+
+extension ProcFS {
+    /// The namespaces bubblewrap reports with `--info-fd` (a JSON object; bwrap 0.8 writes `child-pid` and one
+    /// `NAME-namespace` inode per namespace it made), of which the agent compares two.
+    public struct BwrapNamespaces: Decodable, Equatable, Sendable {
+        public var pid: UInt64?
+        public var mount: UInt64?
+
+        enum CodingKeys: String, CodingKey {
+            case pid = "pid-namespace", mount = "mnt-namespace"
+        }
+    }
+
+    /// A `bwrapinfo.json`'s namespaces; nil when the text is not a JSON object whose namespaces are numbers.
+    public static func bwrapNamespaces(json: String) -> BwrapNamespaces? {
+        try? JSONDecoder().decode(BwrapNamespaces.self, from: Data(json.utf8))
     }
 }

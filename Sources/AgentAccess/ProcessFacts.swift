@@ -16,6 +16,10 @@ struct ProcessFacts: Sendable {
     /// In a root the agent may not read.
     var rootUnreadable = false
     var ownPIDNamespace = false
+    /// The instance and sandbox holes its `/.flatpak-info` names, and why that instance's namespaces are not its own.
+    var flatpakInstance: String? = nil
+    var sandboxHoles: [String] = []
+    var instanceMismatch: String? = nil
 
     /// Process `pid`'s facts, from `/proc/PID` (and the caller's `/.flatpak-info`, through ``CallerRoot``).
     static func read(pid: Int32) -> ProcessFacts {
@@ -24,17 +28,27 @@ struct ProcessFacts: Sendable {
         // In a root of its own, identity comes from the sandbox (its /.flatpak-info) or nowhere: not from the unit,
         // and not from the paths it shows, which are its own.
         let (app, unnamedSandbox, rootUnreadable): (String?, Bool, Bool)
+        var sandbox: FlatpakInfo?
         switch CallerRoot.read(pid: pid) {
         case .agentsRoot: (app, unnamedSandbox, rootUnreadable) = (unit.flatMap(ProcFS.flatpakApp(unit:)), false, false)
-        case .ownRoot(let info):
-            let named = info.flatMap(ProcFS.flatpakApp(info:))
-            (app, unnamedSandbox, rootUnreadable) = (named, named == nil, false)
+        case .ownRoot(let text):
+            sandbox = text.map(FlatpakInfo.init(parsing:)).flatMap { $0.app == nil ? nil : $0 }
+            (app, unnamedSandbox, rootUnreadable) = (sandbox?.app, sandbox == nil, false)
         case .unreadable: (app, unnamedSandbox, rootUnreadable) = (nil, true, true)
         }
         // Unreadable (the process is gone, or not dumpable) counts as its own: nothing then vouches for the writer.
         let ownPIDNamespace = aa_proc_pid_namespace_foreign(pid) != 0
-        return ProcessFacts(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app,
-                            unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable, ownPIDNamespace: ownPIDNamespace)
+        var facts = ProcessFacts(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app,
+                                 unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable,
+                                 ownPIDNamespace: ownPIDNamespace)
+        if let sandbox {
+            facts.flatpakInstance = sandbox.instance
+            facts.sandboxHoles = sandbox.holes
+            if let instance = sandbox.instance, case .mismatch(let why) = FlatpakInstance.check(instance: instance, pid: pid) {
+                facts.instanceMismatch = why
+            }
+        }
+        return facts
     }
 
     /// The identity, given `running`, the device and inode of the file the process runs (`/proc/PID/exe`): when the
@@ -45,6 +59,7 @@ struct ProcessFacts: Sendable {
         if let exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
         return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp,
                               unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable,
-                              ownPIDNamespace: ownPIDNamespace)
+                              ownPIDNamespace: ownPIDNamespace, flatpakInstance: flatpakInstance,
+                              sandboxHoles: sandboxHoles, instanceMismatch: instanceMismatch)
     }
 }

@@ -32,10 +32,22 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     /// The notification's text: the account, the program and the command, never a token.
     /// A request relayed by authctl names the chain (`/usr/bin/msmtp via dash via authctl`): the program is asked
     /// about, and the pid is authctl's.
+    /// A sandboxed app is said to be one ("sandboxed", or "not contained" with the holes that make it as able as a
+    /// program of yours), with a warning that its id is its own choice.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
         let who = request.caller.relayedBy.map { "\(request.client) \(ClientIdentity.via($0))" } ?? request.client
+        var sandbox = ""
+        if request.caller.flatpakApp != nil {
+            let instance = request.caller.flatpakInstance.map { ", instance \($0)" } ?? ""
+            if let holes = request.caller.notContained {
+                sandbox = " (not contained\(instance): its sandbox allows \(holes.joined(separator: ", ")), so it can do what any program of yours can)"
+            } else {
+                sandbox = " (sandboxed\(instance))"
+            }
+        }
+        let named = request.caller.flatpakApp == nil ? "" : " An app chooses its own id, so another app can use the same name."
         return ("Allow \(request.client) to use \(request.account)?",
-                "\(who) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'. "
+                "\(who)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
                     + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses).")
     }
 

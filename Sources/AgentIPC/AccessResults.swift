@@ -11,6 +11,14 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var exeDeleted: Bool?
     public var unit: String?
     public var flatpakApp: String?
+    /// The Flatpak instance (one run of the app) its `/.flatpak-info` names.
+    public var flatpakInstance: String?
+    /// The holes in the app's sandbox that let it act as any program of the user, as `flatpak override` spells them
+    /// (`socket=session-bus`, `filesystem=home`, `talk-name=org.freedesktop.secrets`): the app is "not contained".
+    public var notContained: [String]?
+    /// Why the instance its `/.flatpak-info` names does not match its namespaces (that instance's `bwrapinfo.json`):
+    /// the app named is not believed (docs/SECURITY.md).
+    public var instanceMismatch: String?
     /// The caller runs in a root directory of its own (a sandbox or container) that names no app: no path names it
     /// (docs/SECURITY.md).
     public var unnamedSandbox: Bool?
@@ -27,7 +35,8 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var remoteProgram: String?
 
     public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
-                unnamedSandbox: Bool? = nil, ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil) {
+                unnamedSandbox: Bool? = nil, ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil,
+                flatpakInstance: String? = nil, notContained: [String]? = nil, instanceMismatch: String? = nil) {
         self.pid = pid
         self.via = via
         self.exe = exe
@@ -37,11 +46,15 @@ public struct WireCaller: Codable, Sendable, Equatable {
         self.unnamedSandbox = unnamedSandbox
         self.ownPIDNamespace = ownPIDNamespace
         self.relayedBy = relayedBy
+        self.flatpakInstance = flatpakInstance
+        self.notContained = notContained
+        self.instanceMismatch = instanceMismatch
     }
 
     enum CodingKeys: String, CodingKey {
         case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app",
              unnamedSandbox = "unnamed_sandbox", ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by",
+             flatpakInstance = "flatpak_instance", notContained = "not_contained", instanceMismatch = "instance_mismatch",
              hostKey = "host_key", remoteProgram = "remote_program"
     }
 }

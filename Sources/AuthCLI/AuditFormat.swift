@@ -5,8 +5,16 @@ public enum AuditFormat {
     /// Who, in one cell: the Flatpak app or executable, the relay that carried its request (`via dash via authctl`),
     /// the unit, the pid and front end.
     public static func who(_ caller: WireCaller) -> String {
+        // A forwarded host: the host and its key say who; the local ssh that carried it is only the pid.
+        if caller.via.hasPrefix("ssh:") {
+            return "host \(caller.via.dropFirst(4)) over ssh" + (caller.hostKey.map { " (host key \($0))" } ?? "")
+                + (caller.remoteProgram.map { ", running \($0) (said by the host)" } ?? "") + " ssh pid \(caller.pid)"
+        }
         var parts: [String] = []
         if let app = caller.flatpakApp { parts.append("flatpak:\(app)") }
+        if let instance = caller.flatpakInstance { parts.append("(instance \(instance))") }
+        if let why = caller.instanceMismatch { parts.append("(not that instance: \(why))") }
+        if let holes = caller.notContained { parts.append("(not contained: \(holes.joined(separator: ", ")))") }
         if let exe = caller.exe { parts.append(caller.exeDeleted == true ? "\(exe) (deleted)" : exe) } else { parts.append("?") }
         if caller.unnamedSandbox == true { parts.append("(sandbox naming no app)") }
         if caller.ownPIDNamespace == true { parts.append("(own pid namespace)") }

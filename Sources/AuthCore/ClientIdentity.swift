@@ -14,6 +14,15 @@ public struct ClientIdentity: Sendable, Hashable {
     public var unit: String?
     /// The Flatpak application id when the caller runs in a Flatpak sandbox.
     public var flatpakApp: String?
+    /// The Flatpak instance (`[Instance] instance-id` of its `/.flatpak-info`): one run of the app.
+    public var flatpakInstance: String?
+    /// The holes in the app's sandbox that let it act as any program of the user ("not contained"), as `flatpak
+    /// override` spells them (`socket=session-bus`, `filesystem=home`, `talk-name=org.freedesktop.secrets`). Shown
+    /// wherever the app is named, so that the user judges it as the host program it can be; the policy is the same.
+    public var sandboxHoles: [String]
+    /// Why the app's `/.flatpak-info` does not match its instance's namespaces (`bwrapinfo.json`): the app it names is
+    /// not believed, so no entry or decision names it, and no account serves it (``isSandboxed``, ``consentKey``).
+    public var instanceMismatch: String?
     /// The caller runs in a root directory of its own (a sandbox, a container, a chroot: not the agent's `/`, or one
     /// the agent cannot read) that names no app: its `/.flatpak-info` is missing or cannot be read safely. Its paths
     /// are the sandbox's own and may imitate the host's (a sandboxed `/usr/bin/git`), so no path names it: it is
@@ -76,11 +85,15 @@ public struct ClientIdentity: Sendable, Hashable {
 
     public init(exe: String?, exeDeleted: Bool = false, unit: String? = nil, flatpakApp: String? = nil,
                 unnamedSandbox: Bool = false, rootUnreadable: Bool = false, ownPIDNamespace: Bool = false,
-                relay: Relay? = nil, forward: Forward? = nil) {
+                relay: Relay? = nil, flatpakInstance: String? = nil, sandboxHoles: [String] = [],
+                instanceMismatch: String? = nil, forward: Forward? = nil) {
         self.exe = exe
         self.exeDeleted = exeDeleted
         self.unit = unit
         self.flatpakApp = flatpakApp
+        self.flatpakInstance = flatpakInstance
+        self.sandboxHoles = sandboxHoles
+        self.instanceMismatch = instanceMismatch
         self.unnamedSandbox = unnamedSandbox || rootUnreadable
         self.rootUnreadable = rootUnreadable
         self.ownPIDNamespace = ownPIDNamespace
@@ -90,7 +103,14 @@ public struct ClientIdentity: Sendable, Hashable {
 
     /// The caller runs in a sandbox: a Flatpak app, or a root the agent cannot read. Such a caller is never served by
     /// an account's default "any program of yours" (``AccessPolicy/decide(_:remembered:)``).
-    public var isSandboxed: Bool { flatpakApp != nil || rootUnreadable }
+    public var isSandboxed: Bool { flatpakApp != nil || rootUnreadable || instanceMismatch != nil }
+
+    /// A sandboxed app whose sandbox has a hole that makes it host-equivalent (``sandboxHoles``).
+    public var isNotContained: Bool { !sandboxHoles.isEmpty }
+
+    /// The Flatpak app when it names the caller: not contradicted by its instance's namespaces (``instanceMismatch``).
+    /// `flatpak:` entries and remembered decisions go by it.
+    public var policyFlatpakApp: String? { instanceMismatch == nil ? flatpakApp : nil }
 
     /// The caller is not a program of the user's on this host: a sandboxed app or another host through ssh. Such a
     /// caller may get tokens (and DPoP proofs) of the accounts it was given and nothing else: no sign-in, no consent
@@ -119,7 +139,7 @@ public struct ClientIdentity: Sendable, Hashable {
         case .unknown?: return nil
         case nil: break
         }
-        if let flatpakApp { return "flatpak:\(flatpakApp)" }
+        if let flatpakApp { return policyFlatpakApp.map { "flatpak:\($0)" } }
         return policyExe
     }
 
@@ -135,6 +155,9 @@ public struct ClientIdentity: Sendable, Hashable {
         }
         var parts: [String] = []
         if let flatpakApp { parts.append("flatpak:\(flatpakApp)") }
+        if let flatpakInstance { parts.append("(instance \(flatpakInstance))") }
+        if let instanceMismatch { parts.append("(not that instance: \(instanceMismatch))") }
+        if isNotContained { parts.append("(not contained: \(sandboxHoles.joined(separator: ", ")))") }
         parts.append(exe.map { exeDeleted ? "\($0) (deleted)" : $0 } ?? "unknown executable")
         if unnamedSandbox { parts.append("(sandbox naming no app)") }
         if ownPIDNamespace { parts.append("(own pid namespace)") }

@@ -84,7 +84,7 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         case .unit(let unit):
             return ClientRule.sameBytes(identity.unit, unit) || ClientRule.sameBytes(identity.relay?.unit, unit)
         case .flatpak(let app):
-            return ClientRule.sameBytes(identity.flatpakApp, app)
+            return ClientRule.sameBytes(identity.policyFlatpakApp, app)
         case .ssh(nil, _):
             return identity.forward == .unknown
         case .ssh(let host?, let pinned):

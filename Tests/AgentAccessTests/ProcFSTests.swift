@@ -63,9 +63,10 @@ final class ProcFSTests: XCTestCase {
         [Instance]
         instance-id=123
         """
-        XCTAssertEqual(ProcFS.flatpakApp(info: info), "org.gnome.Evolution")
-        XCTAssertNil(ProcFS.flatpakApp(info: "[Runtime]\nname=org.gnome.Platform\n"))
-        XCTAssertNil(ProcFS.flatpakApp(info: "[Application]\nname=not an id\n"))
+        XCTAssertEqual(FlatpakInfo(parsing: info).app, "org.gnome.Evolution")
+        XCTAssertNil(FlatpakInfo(parsing: "[Runtime]\nname=org.gnome.Platform\n").app)
+        XCTAssertNil(FlatpakInfo(parsing: "[Application]\nname=not an id\n").app)
+        XCTAssertNil(FlatpakInfo(parsing: "[Application]\nname=not an id\nname=org.example.App\n").app, "the first name decides")
     }
 
     func testStatFieldsAfterAnAwkwardCommandName() {

@@ -17,4 +17,29 @@ final class ConsentNotifierTextTests: XCTestCase {
             "/usr/bin/msmtp via dash via authctl (pid 43) asks for tokens of the account 'mail'."))
         XCTAssertTrue(ConsentNotifier.text(relayed).body.contains("authctl approve 4"))
     }
+
+    /// Issue 46: a sandboxed app is said to be one, a "not contained" app with the holes that make it so, and both
+    /// with a warning that the id is the app's own choice.
+    func testASandboxedAppIsSaidToBeSandboxedOrNotContained() {
+        let contained = PendingConsent(id: 5, account: "work", client: "flatpak:org.example.App",
+                                       caller: WireCaller(pid: 44, via: "socket", exe: "/usr/bin/authctl",
+                                                          flatpakApp: "org.example.App", flatpakInstance: "12"),
+                                       since: 0, expiresIn: 60)
+        XCTAssertEqual(ConsentNotifier.text(contained).summary, "Allow flatpak:org.example.App to use work?")
+        XCTAssertEqual(ConsentNotifier.text(contained).body,
+                       "flatpak:org.example.App (sandboxed, instance 12) (pid 44) asks for tokens of the account 'work'. "
+                       + "An app chooses its own id, so another app can use the same name. "
+                       + "Allow it, or run: authctl approve 5 (authctl deny 5 refuses).")
+        let open = PendingConsent(id: 6, account: "work", client: "flatpak:org.example.IDE",
+                                  caller: WireCaller(pid: 45, via: "dbus", exe: "/usr/bin/xdg-dbus-proxy",
+                                                     flatpakApp: "org.example.IDE",
+                                                     notContained: ["socket=session-bus", "filesystem=host"]),
+                                  since: 0, expiresIn: 60)
+        XCTAssertTrue(ConsentNotifier.text(open).body.hasPrefix(
+            "flatpak:org.example.IDE (not contained: its sandbox allows socket=session-bus, filesystem=host, so it can "
+            + "do what any program of yours can) (pid 45) asks"), ConsentNotifier.text(open).body)
+        let host = PendingConsent(id: 7, account: "work", client: "/usr/bin/git",
+                                  caller: WireCaller(pid: 46, via: "socket", exe: "/usr/bin/git"), since: 0, expiresIn: 60)
+        XCTAssertFalse(ConsentNotifier.text(host).body.contains("sandbox"))
+    }
 }

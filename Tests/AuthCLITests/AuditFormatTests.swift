@@ -23,6 +23,14 @@ final class AuditFormatTests: XCTestCase {
         XCTAssertEqual(AuditFormat.who(namespaced), "/usr/bin/git (own pid namespace) pid 11")
         let unnamed = WireCaller(pid: 12, via: "socket", exe: "/usr/bin/git", unnamedSandbox: true, ownPIDNamespace: true)
         XCTAssertEqual(AuditFormat.who(unnamed), "/usr/bin/git (sandbox naming no app) (own pid namespace) pid 12")
+        let open = WireCaller(pid: 13, via: "dbus", exe: "/usr/bin/xdg-dbus-proxy", flatpakApp: "org.example.IDE",
+                              flatpakInstance: "77", notContained: ["socket=session-bus", "talk-name=org.freedesktop.Flatpak"])
+        XCTAssertEqual(AuditFormat.who(open), "flatpak:org.example.IDE (instance 77) (not contained: socket=session-bus, "
+                       + "talk-name=org.freedesktop.Flatpak) /usr/bin/xdg-dbus-proxy pid 13 via dbus")
+        let faked = WireCaller(pid: 14, via: "socket", exe: "/usr/bin/authctl", flatpakApp: "org.example.App",
+                               flatpakInstance: "78", instanceMismatch: "its pid namespace 1 is not instance 78's (2)")
+        XCTAssertEqual(AuditFormat.who(faked), "flatpak:org.example.App (instance 78) (not that instance: its pid "
+                       + "namespace 1 is not instance 78's (2)) /usr/bin/authctl pid 14")
     }
 
     func testAClippedRecordSaysSo() {

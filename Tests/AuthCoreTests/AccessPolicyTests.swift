@@ -134,6 +134,32 @@ final class AccessPolicyTests: XCTestCase {
                        .grant(.listed), "its unit is the host's fact, not the sandbox's")
     }
 
+    /// Issue 46: an app whose `/.flatpak-info` names an instance whose namespaces are not its own is not believed: no
+    /// `flatpak:` entry, decision or open account serves it. A "not contained" app is judged like any other app (the
+    /// holes are shown, not a policy of their own).
+    func testAnAppNotInTheInstanceItNamesIsUnidentifiedEverywhere() throws {
+        let faked = ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail", flatpakInstance: "42",
+                                   instanceMismatch: "its pid namespace 5 is not instance 42's (6)")
+        XCTAssertTrue(faked.isSandboxed)
+        XCTAssertNil(faked.consentKey)
+        XCTAssertNil(faked.policyFlatpakApp)
+        XCTAssertFalse(try rule("flatpak:org.example.Mail").matches(faked))
+        XCTAssertEqual(AccessPolicy.open.decide(faked, remembered: nil), .deny(.unidentified))
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("flatpak:org.example.Mail")]).decide(faked, remembered: nil),
+                       .deny(.unidentified))
+        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(faked, remembered: true), .deny(.unidentified))
+        XCTAssertEqual(faked.summary, "flatpak:org.example.Mail (instance 42) (not that instance: its pid namespace 5 is not instance 42's (6)) /app/bin/mail")
+
+        let open = ClientIdentity(exe: "/app/bin/ide", flatpakApp: "org.example.IDE", flatpakInstance: "7",
+                                  sandboxHoles: ["socket=session-bus", "filesystem=host"])
+        XCTAssertTrue(open.isNotContained)
+        XCTAssertEqual(open.summary, "flatpak:org.example.IDE (instance 7) (not contained: socket=session-bus, filesystem=host) /app/bin/ide")
+        XCTAssertEqual(open.consentKey, "flatpak:org.example.IDE")
+        XCTAssertEqual(AccessPolicy.open.decide(open, remembered: nil), .ask)
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("flatpak:org.example.IDE")]).decide(open, remembered: nil), .grant(.listed))
+        XCTAssertFalse(ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail").isNotContained)
+    }
+
     func testConsentKeyNamesTheAppOrTheExecutable() {
         XCTAssertEqual(ClientIdentity(exe: "/usr/bin/git", unit: "x.service").consentKey, "/usr/bin/git")
         XCTAssertEqual(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution").consentKey, "flatpak:org.gnome.Evolution")

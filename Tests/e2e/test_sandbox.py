@@ -13,18 +13,29 @@ namespace and in the agent's), while an account without a policy serves it as th
 tests fail, they do not skip."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
 
-from conftest import default_account, read_until, render_config, wait_for
+from conftest import REPO, default_account, read_until, render_config, wait_for
+from readme_blocks import recipe_block
 from test_identity import audit, run_in_terminal
 
 pytestmark = pytest.mark.release  # cheap: one sign-in per test; also against the installed package
 
 BWRAP = "/usr/bin/bwrap"
 APP = "org.example.App"
-FLATPAK_INFO = f"[Application]\nname={APP}\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id=1234567890\n"
+INSTANCE = "1234567890"
+HOST_OS_AUTHCTL = "/run/host/usr/bin/authctl"  # the host's /usr/bin/authctl in a Flatpak app with host-os:ro
+FLATPAK_INFO = f"[Application]\nname={APP}\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id={INSTANCE}\n"
+
+
+def app_info(instance: str = INSTANCE, context: str = "", session_bus: str = "") -> str:
+    """A `/.flatpak-info` as `flatpak run` writes it (common/flatpak-run.c), with `[Context]` and `[Session Bus Policy]`
+    lines."""
+    return (f"[Application]\nname={APP}\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\n"
+            f"instance-id={instance}\nsession-bus-proxy=true\n\n[Context]\n{context}\n\n[Session Bus Policy]\n{session_bus}\n")
 
 
 def authctl_path(agent) -> str:
@@ -49,31 +60,46 @@ def library_dirs(binary: str) -> list[str]:
     return sorted(dirs)
 
 
-def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True) -> subprocess.Popen:
-    """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
-    no `/.flatpak-info`, and with `own_pid_namespace` false it runs in the agent's pid namespace."""
+def host_tree() -> list[str]:
+    """bwrap arguments for the host's /usr and /etc, read-only, and the `/lib`, `/lib64`, `/bin`, `/sbin` links."""
     assert os.access(BWRAP, os.X_OK), "bubblewrap is not installed: run scripts/setup (apt-get install bubblewrap)"
-    authctl = authctl_path(agent)
-    argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
-            "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    argv = ["--ro-bind", "/usr", "/usr"]
     for top in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
+    return [*argv, "--ro-bind", "/etc", "/etc"]
+
+
+def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True, info: str = FLATPAK_INFO,
+              bwrapinfo=None, command: list[str] | None = None) -> subprocess.Popen:
+    """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
+    no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace, and with
+    `bwrapinfo` (a path) bwrap writes its `--info-fd` record there, as `flatpak run` has it write the instance's
+    `bwrapinfo.json`. authctl is also at `/run/host/usr/bin/authctl`, where `--filesystem=host-os:ro` shows the
+    host's; `command` runs instead of authctl, with stdin a pipe."""
+    authctl = authctl_path(agent)
+    argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
+            "--die-with-parent", *host_tree(), "--proc", "/proc", "--dev", "/dev"]
     for directory in library_dirs(authctl):
         argv += ["--ro-bind", directory, directory]
-    argv += ["--ro-bind", authctl, authctl, "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
+    argv += ["--ro-bind", authctl, authctl, "--ro-bind", authctl, HOST_OS_AUTHCTL,
+             "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
     fds = ()
     if flatpak_info:
         read, write = os.pipe()
-        os.write(write, FLATPAK_INFO.encode())  # far below a pipe's buffer
+        os.write(write, info.encode())  # far below a pipe's buffer
         os.close(write)
         argv += ["--ro-bind-data", str(read), "/.flatpak-info"]
         fds = (read,)
+    if bwrapinfo is not None:
+        record = os.open(bwrapinfo, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        argv += ["--info-fd", str(record)]
+        fds = (*fds, record)
     try:
-        return subprocess.Popen([*argv, authctl, *args], env=agent.env, pass_fds=fds, stdin=subprocess.DEVNULL,
+        return subprocess.Popen([*argv, *(command or [authctl, *args])], env=agent.env, pass_fds=fds,
+                                stdin=subprocess.PIPE if command else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     finally:
         for fd in fds:
@@ -198,3 +224,109 @@ def test_a_sandboxed_app_that_goes_away_while_asked_withdraws_the_question(sandb
              "the question of a sandboxed app that went away to be withdrawn")
     assert [(e["outcome"], e["reason"], e["caller"].get("flatpak_app")) for e in audit(agent)] == [
         ("withdrawn", "cancelled", APP)]
+
+
+def test_an_app_with_a_hole_in_its_sandbox_is_shown_not_contained(sandbox_agent):
+    """An app whose sandbox has the session bus (`--socket=session-bus`) and may talk to org.freedesktop.Flatpak (which
+    runs commands on the host) can do what any program of yours can: the question about it (`authctl pending`) and
+    the audit say "not contained" and name the holes; its read-only home and the agent's socket directory are not
+    holes. The same app without them is not so marked."""
+    agent = sandbox_agent
+    holes = app_info(context="sockets=wayland;session-bus;\nfilesystems=xdg-run/auth-agent:ro;home:ro;",
+                     session_bus="org.freedesktop.Flatpak=talk\ndev.authagent.Agent=talk")
+    waiting = sandboxed(agent, "token", "work", info=holes)
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        pending = agent.authctl("pending")
+        assert "flatpak:org.example.App (instance 1234567890) (not contained: socket=session-bus, " \
+               "talk-name=org.freedesktop.Flatpak)" in pending.stdout, pending.stdout
+        [request] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert request["caller"]["not_contained"] == ["socket=session-bus", "talk-name=org.freedesktop.Flatpak"], request
+        rc, output = run_in_terminal(agent, "deny", str(request["id"]))
+        assert rc == 0, output
+        waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait(timeout=10)
+    assert waiting.returncode == 7
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("denied", "denied_by_user"), entry
+    assert entry["caller"]["not_contained"] == ["socket=session-bus", "talk-name=org.freedesktop.Flatpak"], entry
+    assert entry["caller"]["flatpak_instance"] == INSTANCE, entry
+    assert "(not contained: socket=session-bus, talk-name=org.freedesktop.Flatpak)" in agent.authctl("audit").stdout
+
+    rc, output = run_in_terminal(agent, "forget", "--account", "work", "--client", f"flatpak:{APP}")
+    assert rc == 0, output
+    contained = sandboxed(agent, "token", "work", info=app_info(context="filesystems=xdg-run/auth-agent:ro;"))
+    try:
+        read_until(contained.stderr, "in a terminal", 30)
+        [request] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert "not_contained" not in request["caller"] and request["caller"]["flatpak_app"] == APP, request
+    finally:
+        contained.kill()
+        contained.wait(timeout=10)
+
+
+def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(sandbox_agent, auth_server):
+    """`flatpak run` keeps bwrap's `--info-fd` record as `$XDG_RUNTIME_DIR/.flatpak/INSTANCE/bwrapinfo.json`. A run
+    whose record bwrap wrote is in the namespaces it names: served by its `flatpak:` entry, its instance audited. A
+    later sandbox naming the same instance (a stale record, or a claimed instance) is in other namespaces:
+    refused as `unidentified` with the reason, though its entry names the app. A record that is not a regular file
+    (a FIFO) refuses at once, without waiting on it."""
+    agent = sandbox_agent
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    instance_dir = agent.runtime / ".flatpak" / INSTANCE
+    instance_dir.mkdir(parents=True)
+    record = instance_dir / "bwrapinfo.json"
+    served = run_sandboxed(agent, "token", "work", bwrapinfo=record)
+    assert served.returncode == 0, served.stderr
+    recorded = json.loads(record.read_text())
+    assert {"pid-namespace", "mnt-namespace"} <= recorded.keys(), recorded  # the premise: what is compared
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    assert entry["caller"]["flatpak_instance"] == INSTANCE and "instance_mismatch" not in entry["caller"], entry
+
+    refused = run_sandboxed(agent, "token", "work")  # the same instance id; the record is the first run's
+    assert refused.stdout == "", "served in namespaces its instance record does not name"  # (never print what it got)
+    assert refused.returncode == 7, refused.stderr
+    assert f"(not that instance: its pid namespace" in refused.stderr, refused.stderr
+    assert f"names Flatpak instance {INSTANCE}, whose namespaces (its bwrapinfo.json) are not the caller's" in refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+    assert entry["caller"]["instance_mismatch"].startswith("its pid namespace "), entry
+    assert f"(not that instance: its pid namespace" in agent.authctl("audit").stdout
+
+    record.unlink()
+    os.mkfifo(record)
+    fifo = run_sandboxed(agent, "token", "work")
+    assert fifo.returncode == 7, fifo.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+    assert "not a regular file" in entry["caller"]["instance_mismatch"], entry
+
+
+def test_git_in_a_flatpak_ide_gets_its_credential_through_the_documented_helper(sandbox_agent, auth_server):
+    """docs/INTEGRATIONS.md, "Flatpak apps": git in the app's sandbox runs the helper line as printed, with the host's
+    authctl where `--filesystem=host-os:ro` shows it (`/run/host/usr/bin/authctl`), and gets its password from the
+    account that lists the app; an account that does not list it refuses, and git gets nothing."""
+    agent = sandbox_agent
+    helper = recipe_block(REPO / "docs" / "INTEGRATIONS.md", "## Flatpak apps", "**git in a Flatpak IDE**")
+    [line] = [l for l in helper.splitlines() if "credential." in l]
+    helper_value = re.search(r"'(!/run/host/usr/bin/authctl [^']+)'", line).group(1).replace("gitlab", "work")
+    git = ["git", "-c", f"credential.helper={helper_value}", "credential", "fill"]
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    fill = sandboxed(agent, command=git)
+    out, err = fill.communicate("protocol=https\nhost=gitlab.com\n\n", timeout=60)
+    assert fill.returncode == 0, err
+    fields = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+    agent.remember(fields.get("password", ""))
+    assert fields.get("username") == "oauth2" and fields.get("password"), "git got no credential"  # (never print it)
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["flatpak_app"]) == ("granted", "listed", APP), entry
+
+    set_allowed_clients(agent, auth_server, ["/usr/bin/git"])
+    refused = sandboxed(agent, command=git)
+    out, err = refused.communicate("protocol=https\nhost=gitlab.com\n\n", timeout=60)
+    assert "password=" not in out, "a list naming the path git shows served the app"
+    assert refused.returncode != 0 and f"flatpak:{APP}" in err, err

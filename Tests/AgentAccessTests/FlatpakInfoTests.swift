@@ -1,0 +1,136 @@
+@testable import AgentAccess
+import XCTest
+
+/// `/.flatpak-info` as `flatpak run` writes it (common/flatpak-run.c: `[Application]`, `[Instance]`, then the final
+/// permissions by `flatpak_context_save_metadata` with `flatten`: `[Context]` lists without `!` entries, one
+/// `[Session Bus Policy]` key per name), with the permissions these apps' Flathub manifests ask for. There is no
+/// Flatpak on the test machines; the layout and the keys are Flatpak's.
+final class FlatpakInfoTests: XCTestCase {
+    static func info(context: String, sessionBus: String = "", systemBus: String = "") -> String {
+        """
+        [Application]
+        name=org.example.App
+        runtime=runtime/org.gnome.Platform/x86_64/46
+
+        [Instance]
+        instance-id=1791535547
+        instance-path=/home/u/.var/app/org.example.App
+        app-path=/var/lib/flatpak/app/org.example.App/x86_64/stable/4f1e/files
+        branch=stable
+        arch=x86_64
+        flatpak-version=1.14.4
+        session-bus-proxy=true
+        system-bus-proxy=true
+
+        [Context]
+        \(context)
+
+        [Session Bus Policy]
+        \(sessionBus)
+
+        [System Bus Policy]
+        \(systemBus)
+
+        [Environment]
+        sockets=session-bus
+        """
+    }
+
+    func testAContainedAppHasNoHoles() {
+        // Thunderbird-like: network, display, its own download and runtime directories, the agent's socket read-only.
+        let text = Self.info(context: """
+            shared=network;ipc;
+            sockets=x11;wayland;pulseaudio;fallback-x11;system-bus;
+            devices=dri;
+            filesystems=xdg-download;xdg-run/auth-agent:ro;home:ro;host-os;host-etc;~/.thunderbird:create;
+            """, sessionBus: "org.freedesktop.Notifications=talk\ndev.authagent.Agent=talk\norg.freedesktop.secrets=see",
+            systemBus: "org.freedesktop.Flatpak=talk\norg.freedesktop.login1=talk")
+        let info = FlatpakInfo(parsing: text)
+        XCTAssertEqual(info.app, "org.example.App")
+        XCTAssertEqual(info.instance, "1791535547")
+        XCTAssertEqual(info.holes, [], "system-bus, read-only home, host-os/host-etc, `see` and the system bus are not holes")
+    }
+
+    func testEachHoleIsNamedAsFlatpakOverrideSpellsIt() {
+        // Evolution-like (GNOME Online Accounts and the whole keyring), an IDE (the host file system and host
+        // commands), and a session bus socket: each is "not contained".
+        let evolution = FlatpakInfo(parsing: Self.info(context: "sockets=x11;wayland;\nfilesystems=xdg-run/gvfsd;",
+                                                       sessionBus: "org.gnome.OnlineAccounts=talk\norg.freedesktop.secrets=talk"))
+        XCTAssertEqual(evolution.holes, ["talk-name=org.freedesktop.secrets"])
+        let ide = FlatpakInfo(parsing: Self.info(context: "filesystems=host;xdg-run/gnupg:ro;",
+                                                 sessionBus: "org.freedesktop.Flatpak=talk"))
+        XCTAssertEqual(ide.holes, ["filesystem=host", "talk-name=org.freedesktop.Flatpak"])
+        let bus = FlatpakInfo(parsing: Self.info(context: "sockets=wayland;session-bus;if:session-bus:has-wayland;"))
+        XCTAssertEqual(bus.holes, ["socket=session-bus"], "once, though Flatpak also writes the conditional entry")
+        let home = FlatpakInfo(parsing: Self.info(context: "filesystems=home:create;host:rw;",
+                                                  sessionBus: "org.freedesktop.systemd1=own"))
+        XCTAssertEqual(home.holes, ["filesystem=home:create", "filesystem=host:rw", "own-name=org.freedesktop.systemd1"])
+    }
+
+    func testBusNamePrefixesCoverTheNamesBelowThem() {
+        let wide = FlatpakInfo(parsing: Self.info(context: "", sessionBus: "org.freedesktop.*=talk"))
+        XCTAssertEqual(wide.holes, ["talk-name=org.freedesktop.*"])
+        let exact = FlatpakInfo(parsing: Self.info(context: "", sessionBus: "org.freedesktop.secrets.*=talk"))
+        XCTAssertEqual(exact.holes, ["talk-name=org.freedesktop.secrets.*"], "NAME.* covers NAME itself")
+        let other = FlatpakInfo(parsing: Self.info(context: "", sessionBus: "org.freedesktop.secretsX=talk\norg.freedesktop.Flatpak.Foo=talk\norg.gnome.*=talk"))
+        XCTAssertEqual(other.holes, [])
+    }
+
+    func testListsSplitOnlyAtUnescapedSemicolons() {
+        // A path holding `;` is written `\;` by GKeyFile: `/srv/a;host` is one path, not the host file system.
+        let escaped = FlatpakInfo(parsing: Self.info(context: "filesystems=/srv/a\\;host;"))
+        XCTAssertEqual(escaped.holes, [])
+        XCTAssertEqual(FlatpakInfo.list("a\\;b;c;;"), ["a\\;b", "c"])
+        XCTAssertEqual(FlatpakInfo.list("host"), ["host"], "a list without the final ';'")
+    }
+
+    func testOnlyADecimalInstanceIDNamesADirectory() {
+        let base = "[Application]\nname=org.example.App\n[Instance]\n"
+        XCTAssertEqual(FlatpakInfo(parsing: base + "instance-id = 42\n").instance, "42")
+        XCTAssertNil(FlatpakInfo(parsing: base + "instance-id=../../x\n").instance)
+        XCTAssertNil(FlatpakInfo(parsing: base + "instance-id=\(String(repeating: "1", count: 21))\n").instance)
+        XCTAssertNil(FlatpakInfo(parsing: base + "instance-id=\n").instance)
+        XCTAssertNil(FlatpakInfo(parsing: base + "instance-id=x\ninstance-id=7\n").instance, "the first decides")
+        XCTAssertNil(FlatpakInfo(parsing: "[Application]\nname=org.example.App\ninstance-id=42\n").instance, "not in [Instance]")
+    }
+
+    /// Recorded from bubblewrap 0.8.0 here: `bwrap --unshare-user --disable-userns --unshare-pid ... --info-fd 3`,
+    /// `--unshare-all`, and no namespace option at all.
+    func testBwrapInfoNamespaces() {
+        let flatpakShaped = "{\n    \"child-pid\": 13023,\n    \"mnt-namespace\": 4026532178,\n    \"pid-namespace\": 4026532179\n}"
+        XCTAssertEqual(ProcFS.bwrapNamespaces(json: flatpakShaped), .init(pid: 4026532179, mount: 4026532178))
+        let all = """
+            {
+                "child-pid": 17930,
+                "cgroup-namespace": 4026532182,
+                "ipc-namespace": 4026532180,
+                "mnt-namespace": 4026532178,
+                "net-namespace": 4026532183,
+                "pid-namespace": 4026532181,
+                "uts-namespace": 4026532179
+            }
+            """
+        XCTAssertEqual(ProcFS.bwrapNamespaces(json: all), .init(pid: 4026532181, mount: 4026532178))
+        XCTAssertEqual(ProcFS.bwrapNamespaces(json: "{\n    \"child-pid\": 17934,\n    \"mnt-namespace\": 4026532178\n}"),
+                       .init(pid: nil, mount: 4026532178))
+        XCTAssertNil(ProcFS.bwrapNamespaces(json: "{\"pid-namespace\": \"4026532179\"}"), "not a number")
+        XCTAssertNil(ProcFS.bwrapNamespaces(json: "[4026532179]"))
+        XCTAssertNil(ProcFS.bwrapNamespaces(json: "{\"pid-namespace\": 40265"))
+    }
+
+    func testNamespacesAreComparedOnlyWhereTheRecordHasThem() {
+        let record = ProcFS.BwrapNamespaces(pid: 100, mount: nil)
+        XCTAssertEqual(FlatpakInstance.compare(record, instance: "7", pid: getpid(), pidNamespace: 100), .consistent)
+        guard case .mismatch(let why) = FlatpakInstance.compare(record, instance: "7", pid: getpid(), pidNamespace: 101) else {
+            return XCTFail("another pid namespace matched")
+        }
+        XCTAssertEqual(why, "its pid namespace 101 is not instance 7's (100)")
+        // This process's mount namespace is not inode 1.
+        guard case .mismatch(let mount) = FlatpakInstance.compare(.init(pid: nil, mount: 1), instance: "7", pid: getpid(),
+                                                                  pidNamespace: 100) else {
+            return XCTFail("another mount namespace matched")
+        }
+        XCTAssertTrue(mount.hasPrefix("its mount namespace "), mount)
+        XCTAssertEqual(FlatpakInstance.compare(.init(pid: nil, mount: nil), instance: "7", pid: getpid(), pidNamespace: 100), .unchecked)
+    }
+}
