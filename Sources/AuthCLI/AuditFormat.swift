@@ -7,7 +7,7 @@ public enum AuditFormat {
     public static func who(_ caller: WireCaller) -> String {
         // A forwarded host: the host and its key say who; the local ssh that carried it is only the pid.
         if caller.via.hasPrefix("ssh:") {
-            return "host \(caller.via.dropFirst(4)) over ssh" + (caller.hostKey.map { " (host key \($0))" } ?? "")
+            return caller.via + (caller.hostKey.map { " (host key \($0))" } ?? "")
                 + (caller.remoteProgram.map { ", running \($0) (said by the host)" } ?? "") + " ssh pid \(caller.pid)"
         }
         var parts: [String] = []
