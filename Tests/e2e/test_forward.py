@@ -18,7 +18,9 @@ import pytest
 
 from conftest import default_account, read_until, render_config, short_tmpdir, wait_for
 from sshserver import SSH, SSHHosts
+from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import audit, run_in_terminal
+from test_integrations import git_server
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
 
@@ -227,3 +229,50 @@ def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, 
     assert fresh.returncode == 4, fresh.stderr
     assert "happens on the computer where the agent runs" in fresh.stderr, fresh.stderr
     assert agent.browser_runs() == 1, "a host's request never opens a browser (the one run is the fixture's sign-in)"
+
+
+def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward_agent, hosts, auth_server, make_agent,
+                                                                        dpop_server):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    authctl = remote_authctl(agent)
+
+    # git on the host, with authctl as its credential helper, against a server that checks the token.
+    with git_server(auth_server) as server:
+        script = hosts.base / "git.sh"
+        script.write_text(
+            "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=\n"
+            f"exec git -c credential.helper= -c \"credential.{server.base}.helper=!'{authctl}' git-credential"
+            f" --account work\" ls-remote {server.base}/repo.git\n")
+        result = forward(agent, hosts, "hosta", "sh", str(script))
+        assert result.returncode == 0, result.stderr
+        assert "refs/heads/main" in result.stdout
+    git_entry = audit(agent)[-1]
+    assert (git_entry["outcome"], git_entry["caller"]["via"]) == ("granted", "ssh:hosta"), git_entry
+
+    # kubectl's exec plugin on the host: its ExecCredential comes through the forward.
+    kube = forward(agent, hosts, "hosta", authctl, "kube-credential", "work", "--access-token")
+    assert kube.returncode == 0, kube.stderr
+    credential = json.loads(kube.stdout)
+    assert credential["kind"] == "ExecCredential" and credential["status"]["token"], credential
+    agent.remember(credential["status"]["token"])
+    assert auth_server.introspect(credential["status"]["token"])["active"] is True
+
+    # A DPoP proof made on the desktop (the key never leaves it) for a request the host makes.
+    dpop_agent = make_agent(server=dpop_server, work={"allowed_clients": ["ssh:hosta"]})
+    dpop_agent.login("work")
+    url = f"{dpop_server.base}/api/resource"
+    first = forward(dpop_agent, hosts, "hosta", str(dpop_agent.bins / "authctl"), "token", "work", "--header",
+                    "--method", "GET", "--url", url)
+    assert first.returncode == 0, first.stderr
+    dpop_agent.remember(*(line.split(" ", 2)[-1] for line in first.stdout.splitlines()))
+    asked = resource(dpop_server, first.stdout)
+    assert asked.status_code == 401 and "use_dpop_nonce" in asked.headers.get("WWW-Authenticate", ""), asked.text
+    # curl on the host, as a user types it there, with the resource's nonce.
+    script = hosts.base / "curl.sh"
+    script.write_text(f'exec curl -sS -H @<("{dpop_agent.bins / "authctl"}" token work --header --url "{url}"'
+                      f' --dpop-nonce="{asked.headers["DPoP-Nonce"]}") "{url}"\n')
+    curl = forward(dpop_agent, hosts, "hosta", "bash", str(script))
+    assert curl.returncode == 0 and json.loads(curl.stdout).get("user") == "alice", (curl.stdout, curl.stderr)
+    entry = audit(dpop_agent)[-1]
+    assert (entry["caller"]["via"], entry["dpop_proof_for"]) == ("ssh:hosta", f"GET {url}"), entry

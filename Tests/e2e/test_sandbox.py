@@ -330,3 +330,23 @@ def test_git_in_a_flatpak_ide_gets_its_credential_through_the_documented_helper(
     out, err = refused.communicate("protocol=https\nhost=gitlab.com\n\n", timeout=60)
     assert "password=" not in out, "a list naming the path git shows served the app"
     assert refused.returncode != 0 and f"flatpak:{APP}" in err, err
+
+
+def test_a_sandboxed_app_gets_tokens_and_nothing_else(sandbox_agent, auth_server):
+    """Issue 46 §2: an app may ask for tokens (and see the accounts it was given); signing in, answering consent
+    questions, forgetting decisions and reading the audit are for programs on the host."""
+    agent = sandbox_agent
+    agent.write_config(render_config({"work": default_account(auth_server.issuer, allowed_clients=[f"flatpak:{APP}"]),
+                                      "other": default_account(auth_server.issuer)}, {"consent_timeout": 60}))
+    assert agent.authctl("reload", timeout=20).returncode == 0
+    for verb in (["login", "work"], ["logout", "work"], ["approve", "1"], ["forget", "--account", "work"], ["audit"],
+                 ["reload"]):
+        refused = run_sandboxed(agent, *verb)
+        assert refused.returncode == 9, (verb, refused.returncode, refused.stderr)
+        assert "may only get tokens of the accounts it was given" in refused.stderr, (verb, refused.stderr)
+    shown = run_sandboxed(agent, "status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert [a["name"] for a in status["accounts"]] == ["work"], "the app sees only the account it was given"
+    assert "forwards" not in status
+    assert agent.account_status("work")["signed_in"] is True, "the refused logout changed nothing"
