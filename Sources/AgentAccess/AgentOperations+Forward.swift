@@ -84,6 +84,7 @@ extension AgentOperations {
         } catch where error.code == ErrorCode.loginRequired.rawValue && caller.identity.isConfined {
             logger.notice("a sign-in is needed for a confined caller", metadata: [
                 "account": "\(account)", "via": "\(caller.via)"])
+            broker.announceSignInWanted(account, by: caller.identity.summary)
             throw WireError(.loginRequired,
                 "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there",
                 retryAfter: error.retryAfter)

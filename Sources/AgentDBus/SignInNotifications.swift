@@ -9,28 +9,44 @@ import TimeText
 /// When to show the "sign in" desktop notification: once per account when the broker says it must sign in, and
 /// again only after a sign-in of that account finished (so a failing background caller does not spam the desktop).
 /// Pure logic, no bus.
+/// A confined caller that needed a sign-in (``BrokerEvent/signInWanted(_:by:)``) is named, once per account and
+/// caller, in a notification that replaces the account's plain one.
 public struct SignInNotificationPolicy: Sendable, Equatable {
     private var shown: Set<String> = []
+    /// (account, who asked) pairs already named, keyed `account NUL who`.
+    private var named: Set<String> = []
 
     public init() {}
 
-    /// The account to notify about for `event`, or nil.
-    public mutating func account(toNotifyFor event: BrokerEvent) -> String? {
+    /// The account to notify about for `event`, and who asked when a confined caller did; nil: nothing to show.
+    public mutating func notice(for event: BrokerEvent) -> (account: String, by: String?)? {
         switch event {
         case .signInRequired(let account):
-            return shown.insert(account).inserted ? account : nil
+            return shown.insert(account).inserted ? (account, nil) : nil
+        case .signInWanted(let account, let by):
+            shown.insert(account)
+            return named.insert(account + "\u{0}" + by).inserted ? (account, by) : nil
         case .signInFinished(let account):
             shown.remove(account)
+            named = named.filter { !$0.hasPrefix(account + "\u{0}") }
             return nil
         default:
             return nil
         }
     }
 
-    /// The notification's text: account names and the command only, never a token or a URL.
-    public static func text(account: String) -> (summary: String, body: String) {
-        ("Sign in to \(account)",
-         "The account '\(account)' needs you to sign in again. Run: authctl login \(account)")
+    /// The account to notify about for `event`, or nil.
+    public mutating func account(toNotifyFor event: BrokerEvent) -> String? { notice(for: event)?.account }
+
+    /// The notification's text: account names, who asked, and the command only, never a token or a URL.
+    public static func text(account: String, by: String? = nil) -> (summary: String, body: String) {
+        guard let by else {
+            return ("Sign in to \(account)",
+                    "The account '\(account)' needs you to sign in again. Run: authctl login \(account)")
+        }
+        return ("Sign in to \(account)",
+                "\(by) asks for tokens of the account '\(account)', which needs you to sign in here (not there). "
+                    + "Run: authctl login \(account)")
     }
 
     /// The warning ahead of a sign-in's end (``BrokerEvent/signInExpiring(_:validUntil:at:)``): when, and the
@@ -62,6 +78,8 @@ final class SignInNotifier: @unchecked Sendable {
     private var policy = SignInNotificationPolicy()
     /// The last sign-in-ends warning per account: the next one replaces it rather than piling up.
     private var warnings: [String: NotificationHandle] = [:]
+    /// The last "sign in" notification per account: one naming who asked replaces it.
+    private var required: [String: NotificationHandle] = [:]
 
     init(operations: AgentOperations, client: NotificationClient, loop: BusLoop, logger: Logger) {
         self.operations = operations
@@ -76,12 +94,13 @@ final class SignInNotifier: @unchecked Sendable {
             return warn(account, validUntil: validUntil, at: at)
         }
         loop.submit { [self] bus in
-            guard let account = policy.account(toNotifyFor: event) else { return }
-            let (summary, body) = SignInNotificationPolicy.text(account: account)
+            guard let (account, by) = policy.notice(for: event) else { return }
+            let (summary, body) = SignInNotificationPolicy.text(account: account, by: by)
             let notification = DesktopNotification(summary: summary, body: body,
-                                                   actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")])
-            client.send(notification, bus: bus, what: "sign-in", metadata: ["account": "\(account)"],
-                        onAction: signInOnClick(account))
+                                                   actions: [.init(key: SignInNotifier.actionKey, label: "Sign in")],
+                                                   replaces: required[account])
+            required[account] = client.send(notification, bus: bus, what: "sign-in", metadata: ["account": "\(account)"],
+                                            onAction: signInOnClick(account))
         }
     }
 

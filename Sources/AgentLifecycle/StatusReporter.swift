@@ -44,7 +44,7 @@ public struct StatusReporter: Service {
                 case .accountChanged:
                     line.signedIn = await StatusReporter.signedIn(broker)
                     line.inMemory = await broker.accountsInMemory
-                case .signInRequired, .signInExpiring: continue
+                case .signInRequired, .signInWanted, .signInExpiring: continue
                 case .configurationChanged:
                     line.configProblem = configProblem()
                     line.accounts = await broker.accountNames.count

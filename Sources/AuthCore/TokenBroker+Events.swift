@@ -8,4 +8,7 @@ extension TokenBroker {
     public var isBusy: Bool { accounts.values.contains { !$0.refreshes.isEmpty || $0.signIn.isPending } }
 
     nonisolated func publish(_ event: BrokerEvent) { eventHub.publish(event) }
+
+    /// ``BrokerEvent/signInWanted(_:by:)``: a confined caller, `by`, needed `account`'s sign-in.
+    public nonisolated func announceSignInWanted(_ account: String, by: String) { publish(.signInWanted(account, by: by)) }
 }

@@ -16,6 +16,23 @@ final class SignInNotificationPolicyTests: XCTestCase {
         XCTAssertNil(policy.account(toNotifyFor: .signInRequired("home")))
     }
 
+    /// Issue 45/46: a host or an app that needed the sign-in is named once per account and caller, after the plain
+    /// notice (which the broker sends first), until the account signs in.
+    func testAConfinedCallerThatNeededTheSignInIsNamedOnce() {
+        var policy = SignInNotificationPolicy()
+        XCTAssertEqual(policy.notice(for: .signInRequired("work"))?.by, nil)
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh"))?.by, "host a over ssh")
+        XCTAssertNil(policy.notice(for: .signInWanted("work", by: "host a over ssh")), "once per caller")
+        XCTAssertNil(policy.notice(for: .signInRequired("work")), "the plain notice does not come back")
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "flatpak:org.example.App"))?.by, "flatpak:org.example.App")
+        XCTAssertNil(policy.notice(for: .signInFinished("work")))
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh"))?.account, "work", "after a sign-in")
+        let (summary, body) = SignInNotificationPolicy.text(account: "work", by: "host a over ssh")
+        XCTAssertEqual(summary, "Sign in to work")
+        XCTAssertTrue(body.hasPrefix("host a over ssh asks for tokens of the account 'work'"), body)
+        XCTAssertTrue(body.contains("authctl login work") && !body.contains("http"), body)
+    }
+
     func testOtherEventsNeverNotify() {
         var policy = SignInNotificationPolicy()
         for event: BrokerEvent in [.accountChanged("a"), .refreshStarted("a"), .refreshFinished("a"),

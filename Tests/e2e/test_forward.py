@@ -21,6 +21,7 @@ from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import audit, run_in_terminal
 from test_integrations import git_server
+from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
 
@@ -202,7 +203,7 @@ def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forw
     assert (entry["outcome"], entry["reason"], entry["caller"]["via"]) == ("denied", "unknown_forward", "ssh:unknown-host")
 
 
-def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, make_agent):
+def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, notification_server):
     agent = forward_agent
     set_allowed_clients(agent, auth_server, ["ssh:hosta"])
     login = forward(agent, hosts, "hosta", remote_authctl(agent), "login", "work")
@@ -228,6 +229,13 @@ def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, 
     fresh = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "fresh")
     assert fresh.returncode == 4, fresh.stderr
     assert "happens on the computer where the agent runs" in fresh.stderr, fresh.stderr
+    # The desktop is told who asked, and no browser opens unasked.
+    wait_for(lambda: any("hosta" in n["body"] for n in notifications(notification_server)), 10,
+             "the notification naming the host")
+    named = [n for n in notifications(notification_server) if "hosta" in n["body"]][-1]
+    assert named["summary"] == "Sign in to fresh", named
+    assert f"host hosta over ssh (host key {hosts['hosta'].fingerprint})" in named["body"], named
+    assert "authctl login fresh" in named["body"] and "http" not in named["body"]
     assert agent.browser_runs() == 1, "a host's request never opens a browser (the one run is the fixture's sign-in)"
 
 
