@@ -67,6 +67,18 @@ extension AgentOperations {
         }
     }
 
+    /// A forwarded caller with the program its host says asks (`program`, not verified: shown as said by the host,
+    /// never judged); any other caller unchanged.
+    public static func withSaidProgram(_ program: String?, _ caller: Caller) -> Caller {
+        guard let program, !program.isEmpty, case .host(let name, let fingerprint, _)? = caller.identity.forward else {
+            return caller
+        }
+        var said = caller
+        let printable = String(String.UnicodeScalarView(program.unicodeScalars.prefix(256).filter { $0.value >= 0x20 && $0.value != 0x7F }))
+        said.identity.forward = .host(name: name, fingerprint: fingerprint, program: printable)
+        return said
+    }
+
     /// Whether `caller` may use `account` now without anyone being asked: what a confined caller is shown.
     func serves(_ caller: Caller, account: String) -> Bool {
         if case .grant = access.verdict(caller, account: account) { return true }

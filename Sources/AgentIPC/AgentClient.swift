@@ -14,6 +14,9 @@ public final class AgentClient {
     private var buffer: [UInt8] = []
     private var nextID = 1
     private var deadline: ContinuousClock.Instant?
+    /// Sent with every request (``WireRequest/program``): on a host reached through `authctl forward`, the program
+    /// that ran authctl there.
+    public var program: String?
 
     /// The agent's listen queue is full, or systemd holds the socket and starts the agent: connect() waits.
     public static let defaultConnectTimeout: Duration = .seconds(5)
@@ -67,6 +70,7 @@ public final class AgentClient {
         let id = nextID
         nextID += 1
         request.id = id
+        request.program = request.program ?? program
         startCall()
         try writeAll(Array((request.line + "\n").utf8))
         let heard = { (event: WireEvent) in

@@ -84,6 +84,9 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var pid: Int?
     /// `forward_host_key`: the host key's SHA256 fingerprint as ssh prints it.
     public var fingerprint: String?
+    /// Any request through a forward: the program on the other host that asks, as authctl there says (not verified;
+    /// shown to the user as said by the host, ignored from local callers).
+    public var program: String?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
@@ -91,7 +94,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
                 scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
                 client: String? = nil, before: Int? = nil, dpopMethod: String? = nil, dpopURL: String? = nil,
                 dpopNonce: String? = nil, host: String? = nil, session: String? = nil, pid: Int? = nil,
-                fingerprint: String? = nil) {
+                fingerprint: String? = nil, program: String? = nil) {
+        self.program = program
         self.host = host
         self.session = session
         self.pid = pid
@@ -121,7 +125,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
              browser, url, method, scopes, resource, since, request, client, before, dpopMethod = "dpop_method",
-             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint
+             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint, program
     }
 }
 

@@ -27,6 +27,7 @@ extension WireRequest {
         if let session { members.append("\"session\":" + MiniJSON.quoted(session)) }
         if let pid { members.append("\"pid\":" + String(pid)) }
         if let fingerprint { members.append("\"fingerprint\":" + MiniJSON.quoted(fingerprint)) }
+        if let program { members.append("\"program\":" + MiniJSON.quoted(program)) }
         return "{" + WireRequest.commaSeparated(members) + "}"
     }
 

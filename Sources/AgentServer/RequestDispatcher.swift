@@ -36,6 +36,7 @@ public struct RequestDispatcher: Sendable {
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
         let ops = operations
+        let caller = AgentOperations.withSaidProgram(request.program, caller)
         let id = request.id
         let loginStarted: @Sendable (WireEvent) async -> Void = {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))

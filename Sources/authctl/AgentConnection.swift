@@ -44,7 +44,11 @@ enum AgentConnection {
     static func connect(socket: String?, patience: Patience = .quick, timeout: Int? = nil) throws(CLIFailure) -> AgentClient {
         let path = try self.path(socket: socket)
         do {
-            return try AgentClient(path: path, replyTimeout: replyLimit(patience, timeout: timeout))
+            let client = try AgentClient(path: path, replyTimeout: replyLimit(patience, timeout: timeout))
+            // In an SSH session the agent may be on the other end of a forward: it shows the user which program
+            // here asks (the agent ignores it from local callers).
+            if variable("SSH_CONNECTION") != nil { client.program = ForwardedSocket.askingProgram() }
+            return client
         } catch {
             throw CLIFailure(error)
         }

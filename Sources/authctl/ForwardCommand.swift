@@ -172,6 +172,41 @@ enum ForwardedSocket {
         return nil
     }
 
+    /// The program that ran authctl: its nearest ancestor that is not a shell, unless that is sshd (then a command
+    /// typed in the session: the shell, or nil when sshd ran authctl itself). Read from /proc; nil when unreadable.
+    static func askingProgram() -> String? {
+        let shells: Set<String> = ["sh", "dash", "bash", "zsh", "ksh", "fish", "busybox"]
+        var pid = getppid()
+        var nearest: String?
+        for _ in 0..<8 where pid > 1 {
+            guard let exe = executable(of: pid) else { return nearest }
+            let name = exe.split(separator: "/").last.map(String.init) ?? exe
+            if name == "sshd" { return nearest }
+            if nearest == nil { nearest = exe }
+            if !shells.contains(name) { return exe }
+            pid = parent(of: pid) ?? 0
+        }
+        return nearest
+    }
+
+    private static func executable(of pid: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    }
+
+    /// The parent pid, from `/proc/PID/stat` (after the command name's closing parenthesis).
+    private static func parent(of pid: Int32) -> Int32? {
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 1024)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let close = line.lastIndex(of: ")") else { return nil }
+        let fields = line[line.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? Int32(fields[1]) : nil
+    }
+
     /// Whether something listens at `path` (a dropped session's socket refuses).
     private static func accepts(_ path: String) -> Bool {
         (try? AgentClient(path: path, connectTimeout: .seconds(2))) != nil

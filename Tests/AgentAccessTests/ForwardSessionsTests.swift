@@ -80,4 +80,18 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         }
         XCTAssertTrue(ended.message.contains("ended"), ended.message)
     }
+
+    func testTheProgramAHostSaysIsKeptForItAloneShortAndPrintable() throws {
+        let local = Caller(pid: 1, uid: 1, via: "socket", exe: "/usr/bin/git")
+        XCTAssertNil(AgentOperations.withSaidProgram("/usr/bin/evil", local).identity.forward, "a local caller says nothing")
+        var host = local
+        let key = "SHA256:" + String(repeating: "A", count: 43)
+        host.identity.forward = .host(name: "build-box", fingerprint: key)
+        let said = AgentOperations.withSaidProgram("/usr/bin/git\u{1B}[2J" + String(repeating: "x", count: 300), host)
+        guard case .host(let name, let fingerprint, let program?)? = said.identity.forward else { return XCTFail("no program") }
+        XCTAssertEqual([name, fingerprint], ["build-box", key])
+        XCTAssertTrue(program.hasPrefix("/usr/bin/git[2J") && program.count <= 256, program)
+        XCTAssertEqual(said.identity.consentKey, host.identity.consentKey, "what the host says never names it")
+        XCTAssertEqual(said.audited.value.remoteProgram, program)
+    }
 }

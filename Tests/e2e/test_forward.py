@@ -106,12 +106,17 @@ def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_ch
     assert agent.token("work"), "a program on this computer is served as before"
 
     def approve_next_request():
-        waiting = forward_popen(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+        # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
+        waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")
         try:
             read_until(waiting.stderr, "in a terminal", 30)
             [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
             assert pending["account"] == "work", pending
             assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
+            assert pending["caller"]["via"] == "ssh:hosta" and pending["caller"]["remote_program"] == "/usr/bin/timeout"
+            shown = agent.authctl("pending").stdout
+            assert f"ssh:hosta (host key {hosts['hosta'].fingerprint}), running /usr/bin/timeout (said by the host)" \
+                in shown, shown
             rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
             assert rc == 0 and "Allowed" in output, output
             out, err = waiting.communicate(timeout=30)
