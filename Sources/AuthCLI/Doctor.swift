@@ -161,6 +161,19 @@ public enum Doctor {
         return DoctorCheck("display", .ok, text)
     }
 
+    /// Forwards of the agent to other hosts: `unknown` is how many requests of the last day came through a forward
+    /// the agent made no session for (a bare `ssh -R` of its socket), refused as from an unknown host; `open` the
+    /// hosts with an `authctl forward` session now. Nil when there is nothing to say.
+    public static func forwards(unknown: Int, open: [String]) -> DoctorCheck? {
+        if unknown > 0 {
+            return DoctorCheck("forwards", .warn,
+                               "\(unknown) request\(unknown == 1 ? "" : "s") in the last day came through a forward of the agent's socket not made by `authctl forward` (a bare `ssh -R`) and \(unknown == 1 ? "was" : "were") refused: the agent cannot tell which host asked",
+                               hint: "connect with `authctl forward HOST` instead (docs/INTEGRATIONS.md, \"SSH hosts\"); only an \"ssh:unknown-host\" entry in allowed_clients serves such forwards")
+        }
+        guard !open.isEmpty else { return nil }
+        return DoctorCheck("forwards", .ok, "forwarded to \(open.joined(separator: ", ")) (authctl forward --list)")
+    }
+
     /// The configuration file as authctl sees it: `mode` nil when it does not exist.
     public static func config(path: String, mode: UInt32?, ownedByUser: Bool) -> DoctorCheck {
         guard let mode else {

@@ -56,6 +56,7 @@ struct DoctorCommand: ParsableCommand {
             checks.append(failure.check)
         case .success(let (client, ping, socket)):
             checks += Doctor.agent(ping, socket: socket, authctlVersion: authctlVersion)
+            if let forwards = DoctorCommand.forwards(client) { checks.append(forwards) }
             do throws(ClientError) {
                 diagnosis = try client.call(WireRequest(op: .diagnose, account: account), as: DiagnoseResult.self)
             } catch {
@@ -104,6 +105,16 @@ struct DoctorCommand: ParsableCommand {
             print(Formatter.doctor(report, color: Terminal.wantsColor))
         }
         if !report.ok { Glibc.exit(ExitStatus.failure) }
+    }
+
+    /// The forwards check, from the last day's audit and `status` (nil when there is nothing to say, or the agent
+    /// does not answer them: a host or an app asking is not shown the audit).
+    static func forwards(_ client: AgentClient) -> DoctorCheck? {
+        let since = Int(Date().timeIntervalSince1970) - 86400
+        guard let audit = try? client.call(WireRequest(op: .audit, since: since), as: AuditResult.self),
+              let status = try? client.call(WireRequest(op: .status), as: StatusResult.self) else { return nil }
+        let unknown = audit.entries.filter { $0.reason == "unknown_forward" }.count
+        return Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map(\.host))
     }
 
     /// The agent, its `ping`, and the socket path; or the failed `agent` check.

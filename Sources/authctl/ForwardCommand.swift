@@ -131,6 +131,10 @@ struct ForwardCommand: ParsableCommand {
                 writeStderr("authctl forward: the agent ended the forward (\(error)); this ssh session goes on without it\n")
             }
         }
+        if status == 255 {
+            // ssh's own failure (its message is above): say what authctl forward needs of the server.
+            writeStderr("authctl forward: ssh failed (exit 255). If it said \"remote port forwarding failed\", \(host)'s sshd does not allow forwarding a socket (AllowStreamLocalForwarding); the session needs it\n")
+        }
         CLIFailure.flushOutput()
         Glibc.exit(status)
     }

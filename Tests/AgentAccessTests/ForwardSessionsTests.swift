@@ -94,4 +94,39 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         XCTAssertEqual(said.identity.consentKey, host.identity.consentKey, "what the host says never names it")
         XCTAssertEqual(said.audited.value.remoteProgram, program)
     }
+
+    /// ssh shows one host key per connection: a second, different report makes the session serve nothing. The
+    /// reports come from a child of the session's ssh (here a shell standing for ssh, and its child for the
+    /// KnownHostsCommand).
+    func testTwoDifferentHostKeysMakeTheSessionServeNothing() async throws {
+        let sessions = ForwardSessions()
+        sessions.attach(Listeners())
+        let (session, _) = try sessions.open(host: "build-box", owner: try me(), directory: "/run/x")
+        defer { sessions.close(session.id) }
+        let ssh = try spawn("/bin/sh", ["-c", "sleep 30 & wait"]).processIdentifier
+        try sessions.bindSSH(session.id, pid: Int(ssh), by: try me())
+        var helper: Int32?
+        for _ in 0..<500 where helper == nil {
+            helper = Caller.readText("/proc/\(ssh)/task/\(ssh)/children")?.split(separator: " ").first.flatMap { Int32($0) }
+            if helper == nil { usleep(10_000) }
+        }
+        let knownHostsCommand = try pinned(try XCTUnwrap(helper, "the shell's child never started"))
+        defer { kill(knownHostsCommand.pid, SIGKILL) }
+        let keyA = "SHA256:" + String(repeating: "A", count: 43), keyB = "SHA256:" + String(repeating: "B", count: 43)
+        try sessions.recordHostKey(session.id, fingerprint: keyA, by: knownHostsCommand)
+        guard case .success(let served) = sessions.admit(try pinned(ssh), session: session.id) else {
+            return XCTFail("one reported key: the session serves its ssh")
+        }
+        XCTAssertEqual(served.identity.forward, .host(name: "build-box", fingerprint: keyA))
+        XCTAssertEqual(served.via, "ssh:build-box")
+        try sessions.recordHostKey(session.id, fingerprint: keyA, by: knownHostsCommand)
+        guard case .success = sessions.admit(try pinned(ssh), session: session.id) else {
+            return XCTFail("the same key again changes nothing")
+        }
+        try sessions.recordHostKey(session.id, fingerprint: keyB, by: knownHostsCommand)
+        guard case .failure(let refused) = sessions.admit(try pinned(ssh), session: session.id) else {
+            return XCTFail("served after two different host keys")
+        }
+        XCTAssertTrue(refused.message.contains("two different host keys"), refused.message)
+    }
 }

@@ -30,13 +30,14 @@ def fingerprint(public_key: Path) -> str:
 class SSHServer:
     """One sshd on 127.0.0.1 standing for host `name`."""
 
-    def __init__(self, base: Path, name: str, authorized_key: Path, accept_env: bool):
+    def __init__(self, base: Path, name: str, authorized_key: Path, accept_env: bool, stream_forwarding: bool = True):
         assert os.access(SSHD, os.X_OK), "openssh-server is not installed: run scripts/setup"
         self.base = base
         self.name = name
         self.port = free_port()
         self.authorized_key = authorized_key
         self.accept_env = accept_env
+        self.stream_forwarding = stream_forwarding
         self.log_path = base / f"sshd-{name}.log"
         self.proc: subprocess.Popen | None = None
         self.new_host_key()
@@ -57,7 +58,7 @@ class SSHServer:
             f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
             f"AuthorizedKeysFile {self.authorized_key}", "StrictModes no", "UsePAM no",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
-            f"PidFile {self.base}/sshd-{self.name}.pid", "AllowStreamLocalForwarding yes",
+            f"PidFile {self.base}/sshd-{self.name}.pid", f"AllowStreamLocalForwarding {'yes' if self.stream_forwarding else 'no'}",
             *(["AcceptEnv AUTH_AGENT_SOCKET"] if self.accept_env else []), "LogLevel VERBOSE", ""]))
         self.proc = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(self.log_path)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -80,7 +81,8 @@ class SSHServer:
 
 class SSHHosts:
     """Two hosts, `hosta` (its sshd accepts AUTH_AGENT_SOCKET) and `hostb` (accepts no variable: authctl there finds
-    the forward by itself), and the ssh client config naming them (`ssh -F config`)."""
+    the forward by itself), a third, `nofwd`, whose sshd refuses stream-local forwarding, and the ssh client config
+    naming them (`ssh -F config`)."""
 
     def __init__(self, base: Path):
         self.base = base
@@ -91,7 +93,8 @@ class SSHHosts:
         self.known_hosts = base / "known_hosts"
         self.config = base / "ssh_config"
         self.hosts = {"hosta": SSHServer(base, "hosta", self.authorized, accept_env=True),
-                      "hostb": SSHServer(base, "hostb", self.authorized, accept_env=False)}
+                      "hostb": SSHServer(base, "hostb", self.authorized, accept_env=False),
+                      "nofwd": SSHServer(base, "nofwd", self.authorized, accept_env=False, stream_forwarding=False)}
         for server in self.hosts.values():
             server.start()
         self.write_client_config()

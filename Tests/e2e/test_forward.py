@@ -206,6 +206,9 @@ def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forw
     assert "authctl forward" in result.stderr, result.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"], entry["caller"]["via"]) == ("denied", "unknown_forward", "ssh:unknown-host")
+    doctor = json.loads(agent.authctl("doctor", "--json", timeout=60).stdout)
+    [check] = [c for c in doctor["checks"] if c["check"] == "forwards"]
+    assert check["status"] == "warn" and "authctl forward HOST" in check["hint"], check
 
 
 def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, notification_server):
@@ -289,3 +292,18 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     assert curl.returncode == 0 and json.loads(curl.stdout).get("user") == "alice", (curl.stdout, curl.stderr)
     entry = audit(dpop_agent)[-1]
     assert (entry["caller"]["via"], entry["dpop_proof_for"]) == ("ssh:hosta", f"GET {url}"), entry
+
+
+def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_so(forward_agent, hosts):
+    agent = forward_agent
+    refused = forward(agent, hosts, "nofwd", remote_authctl(agent), "token", "work")
+    assert refused.returncode == 255 and refused.stdout == "", refused.stderr
+    assert "remote port forwarding failed" in refused.stderr, refused.stderr
+    assert "AllowStreamLocalForwarding" in refused.stderr, refused.stderr
+    wait_for(lambda: forward_sockets(agent) == [], 10, "the refused session's socket to be removed")
+    # A host without authctl: the remote shell's own answer and status.
+    missing = forward(agent, hosts, "hosta", "/nonexistent/authctl", "token", "work")
+    assert missing.returncode == 127 and "/nonexistent/authctl" in missing.stderr, missing.stderr
+    # Without ssh on PATH.
+    no_ssh = agent.authctl("forward", "hosta", env={"PATH": "/nonexistent"})
+    assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
