@@ -114,6 +114,13 @@ enum Formatter {
             }
             lines.append(table(rows))
         }
+        if let forwards = status.forwards, !forwards.isEmpty {
+            lines.append("")
+            lines.append(table(forwards.map { forward in
+                ["forwarded to:", "\(forward.host), host key \(forward.hostKey ?? "not reported yet"), since \(relative(forward.since, now: now))"
+                    + (forward.sshPID.map { " (ssh pid \($0))" } ?? "")]
+            }))
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -152,6 +152,7 @@ def test_a_sessions_socket_serves_its_ssh_only_and_is_gone_when_ssh_exits(forwar
         [listed] = agent.status_json()["forwards"]
         assert (listed["host"], listed["host_key"]) == ("hosta", hosts["hosta"].fingerprint), listed
         assert "hosta" in agent.authctl("forward", "--list").stdout
+        assert f"forwarded to:  hosta, host key {hosts['hosta'].fingerprint}" in agent.authctl("status").stdout
         [path] = forward_sockets(agent)
         assert oct(os.stat(path).st_mode & 0o777) == oct(0o600)
 
@@ -304,6 +305,10 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     # A host without authctl: the remote shell's own answer and status.
     missing = forward(agent, hosts, "hosta", "/nonexistent/authctl", "token", "work")
     assert missing.returncode == 127 and "/nonexistent/authctl" in missing.stderr, missing.stderr
+    # No agent here.
+    no_agent = agent.authctl("forward", "hosta", "-F", str(hosts.config), "true",
+                             env={"AUTH_AGENT_SOCKET": str(agent.base / "nothing.sock")})
+    assert no_agent.returncode == 3, no_agent.stderr
     # Without ssh on PATH.
     no_ssh = agent.authctl("forward", "hosta", env={"PATH": "/nonexistent"})
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
