@@ -59,9 +59,11 @@ extension AgentOperations {
         return ForwardChangeResult(stopped: stopped.map(\.host))
     }
 
-    /// The open sessions as `status` shows them.
-    func forwardSummaries() -> [StatusResult.Forward] {
-        forwards.list().map {
+    /// The open sessions as `status` shows them; nil when there are none (the member is then absent).
+    func forwardSummaries() -> [StatusResult.Forward]? {
+        let sessions = forwards.list()
+        guard !sessions.isEmpty else { return nil }
+        return sessions.map {
             StatusResult.Forward(host: $0.host, hostKey: $0.fingerprint, sshPID: $0.sshPID.map(Int.init),
                                  since: Int($0.opened.timeIntervalSince1970))
         }
