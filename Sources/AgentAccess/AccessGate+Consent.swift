@@ -25,14 +25,15 @@ extension AccessGate {
             nextPendingID += 1
             let id = nextPendingID
             let request = PendingConsent(id: id, account: account, client: client, caller: caller.wire,
-                                         since: now(), expiresIn: Int(consentTimeout.components.seconds))
+                                         since: now(), expiresIn: Int(consentTimeout.components.seconds),
+                                         run: caller.identity.runDescription)
             let (timeout, sleep) = (consentTimeout, self.sleep)
             // Started under the lock, so whoever sees the question can also stop its timer.
             let timer = Task { [weak self] in
                 await sleep(timeout)
                 self?.settle(id, allow: nil)
             }
-            pending[id] = Pending(request: request, requesterPID: caller.pid,
+            pending[id] = Pending(request: request, runKey: caller.identity.runKey, requesterPID: caller.pid,
                                   deadline: ContinuousClock.now + consentTimeout, timer: timer)
             return (id, true, self.prompter)
         }
@@ -100,8 +101,9 @@ extension AccessGate {
 
     /// Answers question `id` from the user (`authctl approve`/`deny`, or the notification's action when
     /// `approver` is nil). Refused from a caller without a controlling terminal (a background program must not
-    /// approve itself), or from the very process that asked. Returns what was decided.
-    public func answer(_ id: Int, allow: Bool, approver: Caller?) throws(WireError) -> ConsentResult {
+    /// approve itself), or from the very process that asked. Returns what was decided. `thisRun` allows the asking
+    /// caller's run only (its Flatpak instance or ssh session), in memory: it is asked again in its next run.
+    public func answer(_ id: Int, allow: Bool, thisRun: Bool = false, approver: Caller?) throws(WireError) -> ConsentResult {
         let checked = lock.withLock { _ -> Result<PendingConsent, WireError> in
             guard let open = pending[id] else {
                 return .failure(WireError(.badRequest, "no pending request \(id); see `authctl pending`"))
@@ -115,19 +117,30 @@ extension AccessGate {
                     return .failure(WireError(.permissionDenied, "a program cannot answer its own request"))
                 }
             }
+            if thisRun {
+                guard allow else { return .failure(WireError(.badRequest, "only an approval can be for this run; a denial is remembered")) }
+                guard let runKey = open.runKey else {
+                    return .failure(WireError(.badRequest,
+                        "request \(id) has no run to allow (\(open.request.client) is no Flatpak instance or ssh session); approve it always, or deny it"))
+                }
+                // Before the waiters hear the answer: their next request finds it.
+                runsAllowed.insert(DecisionKey(account: open.request.account, client: runKey))
+            }
             return .success(open.request)
         }
         let request = try checked.get()
-        settle(id, allow: allow)
-        logger.notice(allow ? "the user allowed a program" : "the user denied a program",
+        settle(id, allow: thisRun ? nil : allow, answer: thisRun ? .allowed : nil)
+        logger.notice(thisRun ? "the user allowed a program for this run" : allow ? "the user allowed a program" : "the user denied a program",
                       metadata: ["account": "\(request.account)", "peer_client": "\(request.client)", "request": "\(id)",
                                  "via": "\(approver.map { "\($0.via)" } ?? "notification")"])
-        return ConsentResult(id: id, account: request.account, client: request.client, allowed: allow)
+        return ConsentResult(id: id, account: request.account, client: request.client, allowed: allow,
+                             thisRun: thisRun ? true : nil)
     }
 
     /// Ends question `id`: a decision is remembered (and saved) before the waiters hear it; a timeout (`allow`
-    /// nil) remembers nothing. A second settle of the same id does nothing.
-    func settle(_ id: Int, allow: Bool?) {
+    /// nil) remembers nothing, nor does an answer given as `answer` (allowed for this run, kept by the caller).
+    /// A second settle of the same id does nothing.
+    func settle(_ id: Int, allow: Bool?, answer given: ConsentAnswer? = nil) {
         let (ended, snapshot, prompter) = lock.withLock { _ -> (Pending?, [ConsentStore.Decision]?, (any ConsentPrompter)?) in
             guard let open = pending.removeValue(forKey: id) else { return (nil, nil, nil) }
             guard let allow else { return (open, nil, self.prompter) }
@@ -141,7 +154,7 @@ extension AccessGate {
         }
         ended.timer?.cancel()
         prompter?.withdraw(id)
-        let answer: ConsentAnswer = allow.map { $0 ? .allowed : .denied } ?? .timedOut
+        let answer: ConsentAnswer = given ?? allow.map { $0 ? .allowed : .denied } ?? .timedOut
         for waiter in ended.waiters.values { waiter.resume(returning: answer) }
     }
 
@@ -168,6 +181,11 @@ extension AccessGate {
                 (account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true)
             }
             for key in matching.keys { decisions[key] = nil }
+            // "This run" answers of the same (account, client) go too: forget means ask again.
+            runsAllowed = runsAllowed.filter { key in
+                !((account == nil || key.account == account)
+                  && (client.map { key.client.utf8.starts(with: ($0 + "#").utf8) } ?? true))
+            }
             return (matching.values.sorted { ($0.account, $0.client) < ($1.account, $1.client) }, sortedDecisions())
         }
         if !removed.isEmpty, let problem = store.save(snapshot) {

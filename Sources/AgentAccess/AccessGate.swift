@@ -30,6 +30,8 @@ public final class AccessGate: @unchecked Sendable {
 
     let lock = Mutex(())
     var decisions: [DecisionKey: ConsentStore.Decision] = [:]
+    /// "Allow this run" answers, by (account, ``ClientIdentity/runKey``): in memory only, never saved.
+    var runsAllowed: Set<DecisionKey> = []
     var pending: [Int: Pending] = [:]
     var nextPendingID = 0
     var nextWaiterID = 0
@@ -54,6 +56,8 @@ public final class AccessGate: @unchecked Sendable {
 
     struct Pending {
         var request: PendingConsent
+        /// The asking caller's ``ClientIdentity/runKey``: what "allow this run" allows.
+        var runKey: String?
         var requesterPID: Int32
         var deadline: ContinuousClock.Instant
         /// The requests that joined this question (``enqueue(_:account:client:)``) and have not gone away; the
@@ -114,7 +118,10 @@ public final class AccessGate: @unchecked Sendable {
         // may have read a later owner of the pid: the refusal names the caller as it connected.
         guard caller.isStillConnectedProcess else { return (caller, .deny(.processExited)) }
         let remembered = judged.identity.consentKey.flatMap { key in
-            lock.withLock { _ in decisions[DecisionKey(account: account, client: key)]?.allowed }
+            lock.withLock { _ in
+                decisions[DecisionKey(account: account, client: key)]?.allowed
+                    ?? judged.identity.runKey.flatMap { runsAllowed.contains(DecisionKey(account: account, client: $0)) ? true : nil }
+            }
         }
         return (judged, policy.decide(judged.identity, remembered: remembered))
     }

@@ -20,9 +20,9 @@ extension AgentOperations {
     }
 
     /// `approve` / `deny`: answers a pending request; remembered for its (account, client).
-    public func answer(request: Int?, allow: Bool, caller: Caller) throws(WireError) -> ConsentResult {
+    public func answer(request: Int?, allow: Bool, thisRun: Bool = false, caller: Caller) throws(WireError) -> ConsentResult {
         guard let request else { throw WireError(.badRequest, "the request needs the pending request's id in 'request'") }
-        return try access.answer(request, allow: allow, approver: caller)
+        return try access.answer(request, allow: allow, thisRun: thisRun, approver: caller)
     }
 
     /// `forget`: drops remembered decisions, so those programs are asked again.

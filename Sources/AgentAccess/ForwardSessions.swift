@@ -166,6 +166,7 @@ public final class ForwardSessions: Sendable {
         }
         var forwarded = caller
         forwarded.identity.forward = .host(name: session.host, fingerprint: fingerprint)
+        forwarded.identity.forwardSession = session.id
         forwarded.via = forwarded.identity.forward?.via ?? forwarded.via
         return .success(forwarded)
     }

@@ -14,6 +14,8 @@ import Glibc
 final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     static let allowKey = "consent-allow"
     static let denyKey = "consent-deny"
+    /// Offered when the caller has a run (a Flatpak instance, an ssh session): allowed for it alone, not remembered.
+    static let allowRunKey = "consent-allow-run"
 
     private let access: AccessGate
     private let client: NotificationClient
@@ -48,14 +50,17 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         let named = request.caller.flatpakApp == nil ? "" : " An app chooses its own id, so another app can use the same name."
         return ("Allow \(request.client) to use \(request.account)?",
                 "\(who)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
-                    + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses).")
+                    + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
+                    + (request.run.map { " \"Allow this run\" (authctl approve --this-run \(request.id)) allows \($0) only." } ?? ""))
     }
 
     func ask(_ request: PendingConsent) {
         loop.submit { [self] bus in
             let (summary, body) = ConsentNotifier.text(request)
             let notification = DesktopNotification(summary: summary, body: body, actions: [
-                .init(key: ConsentNotifier.allowKey, label: "Allow"), .init(key: ConsentNotifier.denyKey, label: "Deny"),
+                .init(key: ConsentNotifier.allowKey, label: request.run == nil ? "Allow" : "Allow always"),
+            ] + (request.run == nil ? [] : [.init(key: ConsentNotifier.allowRunKey, label: "Allow this run")]) + [
+                .init(key: ConsentNotifier.denyKey, label: "Deny"),
             ])
             let metadata: Logger.Metadata = ["account": "\(request.account)", "request": "\(request.id)"]
             shown[request.id] = client.send(notification, bus: bus, what: "consent", metadata: metadata,
@@ -73,9 +78,10 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
 
     /// Bus thread. The notification stays until the question ends (withdraw closes it); a second click is too late.
     private func answer(_ request: Int, key: String) {
-        guard key == ConsentNotifier.allowKey || key == ConsentNotifier.denyKey else { return }
+        guard [ConsentNotifier.allowKey, ConsentNotifier.allowRunKey, ConsentNotifier.denyKey].contains(key) else { return }
         do {
-            _ = try access.answer(request, allow: key == ConsentNotifier.allowKey, approver: nil)
+            _ = try access.answer(request, allow: key != ConsentNotifier.denyKey, thisRun: key == ConsentNotifier.allowRunKey,
+                                  approver: nil)
         } catch {
             logger.info("a consent notification's answer came too late", metadata: ["request": "\(request)"])
         }

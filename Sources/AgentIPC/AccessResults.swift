@@ -169,8 +169,13 @@ public struct PendingConsent: Codable, Sendable, Equatable {
     /// Unix time when the request started waiting, and the seconds left before it is refused.
     public var since: Int
     public var expiresIn: Int
+    /// What `approve --this-run` would allow (`instance 1234`, `this ssh session`); absent when the caller has no
+    /// such run (it can be allowed only always, or denied).
+    public var run: String?
 
-    public init(id: Int, account: String, client: String, caller: WireCaller, since: Int, expiresIn: Int) {
+    public init(id: Int, account: String, client: String, caller: WireCaller, since: Int, expiresIn: Int,
+                run: String? = nil) {
+        self.run = run
         self.id = id
         self.account = account
         self.client = client
@@ -179,7 +184,7 @@ public struct PendingConsent: Codable, Sendable, Equatable {
         self.expiresIn = expiresIn
     }
 
-    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in" }
+    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in", run }
 }
 
 /// The `pending` operation's result.
@@ -194,12 +199,17 @@ public struct ConsentResult: Codable, Sendable, Equatable {
     public var account: String
     public var client: String
     public var allowed: Bool
-    public init(id: Int, account: String, client: String, allowed: Bool) {
+    /// Allowed for this run only (its Flatpak instance or ssh session), not remembered; absent otherwise.
+    public var thisRun: Bool?
+    public init(id: Int, account: String, client: String, allowed: Bool, thisRun: Bool? = nil) {
+        self.thisRun = thisRun
         self.id = id
         self.account = account
         self.client = client
         self.allowed = allowed
     }
+
+    enum CodingKeys: String, CodingKey { case id, account, client, allowed, thisRun = "this_run" }
 }
 
 /// The `forget` operation's result: remembered decisions dropped.

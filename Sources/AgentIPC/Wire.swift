@@ -87,6 +87,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     /// Any request through a forward: the program on the other host that asks, as authctl there says (not verified;
     /// shown to the user as said by the host, ignored from local callers).
     public var program: String?
+    /// `approve`: allow for this run only (the caller's Flatpak instance or ssh session), in memory, not remembered.
+    public var thisRun: Bool?
 
     public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
                 forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
@@ -94,7 +96,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
                 scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
                 client: String? = nil, before: Int? = nil, dpopMethod: String? = nil, dpopURL: String? = nil,
                 dpopNonce: String? = nil, host: String? = nil, session: String? = nil, pid: Int? = nil,
-                fingerprint: String? = nil, program: String? = nil) {
+                fingerprint: String? = nil, program: String? = nil, thisRun: Bool? = nil) {
+        self.thisRun = thisRun
         self.program = program
         self.host = host
         self.session = session
@@ -125,7 +128,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
              browser, url, method, scopes, resource, since, request, client, before, dpopMethod = "dpop_method",
-             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint, program
+             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint, program,
+             thisRun = "this_run"
     }
 }
 

@@ -49,12 +49,13 @@ extension WireRequest {
               let dpopMethod = json.string("dpop_method"), let dpopURL = json.string("dpop_url"),
               let dpopNonce = json.string("dpop_nonce"), let host = json.string("host"),
               let session = json.string("session"), let pid = json.int("pid"),
-              let fingerprint = json.string("fingerprint"), let program = json.string("program") else { return nil }
+              let fingerprint = json.string("fingerprint"), let program = json.string("program"),
+              let thisRun = json.bool("this_run") else { return nil }
         self.init(op: operation, id: id, account: account, minValid: minValid, forceRefresh: forceRefresh,
                   interactive: interactive, idToken: idToken, browser: browser, url: url, scopes: scopes,
                   resource: resource, since: since, request: request, client: client, before: before,
                   dpopMethod: dpopMethod, dpopURL: dpopURL, dpopNonce: dpopNonce, host: host, session: session,
-                  pid: pid, fingerprint: fingerprint, program: program)
+                  pid: pid, fingerprint: fingerprint, program: program, thisRun: thisRun)
         // Kept as sent: an unknown method is the operation's error to report, with the list of known ones.
         self.method = method
     }

@@ -28,6 +28,7 @@ extension WireRequest {
         if let pid { members.append("\"pid\":" + String(pid)) }
         if let fingerprint { members.append("\"fingerprint\":" + MiniJSON.quoted(fingerprint)) }
         if let program { members.append("\"program\":" + MiniJSON.quoted(program)) }
+        if let thisRun { members.append("\"this_run\":" + (thisRun ? "true" : "false")) }
         return "{" + WireRequest.commaSeparated(members) + "}"
     }
 

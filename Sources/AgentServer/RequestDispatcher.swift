@@ -71,7 +71,8 @@ public struct RequestDispatcher: Sendable {
                 case .pending:
                     return encode(id, ops.pending())
                 case .approve, .deny:
-                    return encode(id, try ops.answer(request: request.request, allow: op == .approve, caller: caller))
+                    return encode(id, try ops.answer(request: request.request, allow: op == .approve,
+                                                     thisRun: request.thisRun ?? false, caller: caller))
                 case .forget:
                     return encode(id, try ops.forget(account: request.account, client: request.client, caller: caller))
                 case .reload:

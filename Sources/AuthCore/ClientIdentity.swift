@@ -43,6 +43,8 @@ public struct ClientIdentity: Sendable, Hashable {
     /// Set when the request came from another host through ssh: the caller is that host, never a local program
     /// (the facts above are the local ssh client's).
     public var forward: Forward?
+    /// The `authctl forward` session a forwarded request came through (``runKey``).
+    public var forwardSession: String?
 
     /// A request forwarded from another host.
     public enum Forward: Sendable, Hashable {
@@ -141,6 +143,20 @@ public struct ClientIdentity: Sendable, Hashable {
         }
         if let flatpakApp { return policyFlatpakApp.map { "flatpak:\($0)" } }
         return policyExe
+    }
+
+    /// What "allow this run" remembers, in memory only: the consent key with the run it belongs to, a Flatpak app's
+    /// instance or a forwarded host's ssh session. Nil when the caller has no such run (then it can be allowed only
+    /// always, or denied).
+    public var runKey: String? {
+        guard let consentKey, let run = forward == nil ? flatpakInstance : forwardSession else { return nil }
+        return consentKey + "#" + run
+    }
+
+    /// What "this run" is, for people: `instance 1234` or `this ssh session`.
+    public var runDescription: String? {
+        guard runKey != nil else { return nil }
+        return forward == nil ? flatpakInstance.map { "instance \($0)" } : "this ssh session"
     }
 
     /// One line for people: messages, `authctl pending`, the notification. A relayed request reads

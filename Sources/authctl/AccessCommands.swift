@@ -64,6 +64,10 @@ struct Pending: ParsableCommand {
             [String($0.id), $0.account, AuditFormat.who($0.caller), "in \(Formatter.duration($0.expiresIn))"]
         })))
         print("\nAnswer with `authctl approve ID` or `authctl deny ID`; the answer is remembered until `authctl forget`.")
+        let runs = result.requests.compactMap { request in request.run.map { "\(request.id) (\($0))" } }
+        if !runs.isEmpty {
+            print(TerminalText.safe("`authctl approve --this-run ID` allows only the run that asks, not remembered: \(runs.joined(separator: ", "))."))
+        }
     }
 }
 
@@ -75,8 +79,11 @@ struct Approve: ParsableCommand {
         discussion: "Run it in a terminal: the agent takes answers only from programs with a controlling terminal.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The request's id (see `authctl pending`).") var id: Int
+    @Flag(name: .customLong("this-run"),
+          help: "Allow it for this run only (its Flatpak app's instance, or its ssh forward session): not remembered.")
+    var thisRun = false
     @Flag(help: "Print JSON.") var json = false
-    func run() throws { try answer(global: global, id: id, allow: true, json: json) }
+    func run() throws { try answer(global: global, id: id, allow: true, thisRun: thisRun, json: json) }
 }
 
 struct Deny: ParsableCommand {
@@ -90,12 +97,16 @@ struct Deny: ParsableCommand {
     func run() throws { try answer(global: global, id: id, allow: false, json: json) }
 }
 
-private func answer(global: GlobalOptions, id: Int, allow: Bool, json: Bool) throws {
+private func answer(global: GlobalOptions, id: Int, allow: Bool, thisRun: Bool = false, json: Bool) throws {
     let client = try global.connect()
     let result = try CLIFailure.wrap { () throws(ClientError) in
-        try client.call(WireRequest(op: allow ? .approve : .deny, request: id), as: ConsentResult.self)
+        try client.call(WireRequest(op: allow ? .approve : .deny, request: id, thisRun: thisRun ? true : nil),
+                        as: ConsentResult.self)
     }
     if json { return printJSON(result) }
+    if result.thisRun == true {
+        return print(TerminalText.safe("Allowed \(result.client) for '\(result.account)' for this run only (asked again in its next run)."))
+    }
     print(TerminalText.safe("\(result.allowed ? "Allowed" : "Denied") \(result.client) for '\(result.account)' (remembered; `authctl forget` undoes it)."))
 }
 

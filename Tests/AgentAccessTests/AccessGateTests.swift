@@ -167,6 +167,42 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertEqual([first, second], [.approved, .approved])
     }
 
+    /// Issue 46 ("allow this run") and 45: an answer for the asking caller's run (an ssh forward session here; a
+    /// Flatpak instance the same way) serves that run only, in memory: the next run is asked again, nothing is saved.
+    func testAllowThisRunServesThatRunOnlyAndIsNotRemembered() async throws {
+        let (_, local) = try spawnCaller()
+        var host = local
+        host.identity.forward = .host(name: "build-box", fingerprint: "SHA256:" + String(repeating: "A", count: 43))
+        host.identity.forwardSession = "session-1"
+        var nextSession = host
+        nextSession.identity.forwardSession = "session-2"
+        let asking = gate(AccessPolicy(confirm: .firstUse))
+
+        // A program of this computer has no run: "this run" is refused, and the question stays open.
+        let plain = Task { try await asking.authorize(local, account: "work", scopes: nil, resource: nil) { _ in } }
+        let plainPending = try await waitForPending(asking)
+        XCTAssertNil(plainPending.run)
+        XCTAssertThrowsError(try asking.answer(plainPending.id, allow: true, thisRun: true, approver: try approver()))
+        _ = try asking.answer(plainPending.id, allow: false, approver: try approver())
+        _ = try? await plain.value
+
+        let asker = host
+        let waiting = Task { try await asking.authorize(asker, account: "work", scopes: nil, resource: nil) { _ in } }
+        let pending = try await waitForPending(asking)
+        XCTAssertEqual(pending.run, "this ssh session")
+        XCTAssertThrowsError(try asking.answer(pending.id, allow: false, thisRun: true, approver: try approver()),
+                             "a denial is never for one run")
+        let result = try asking.answer(pending.id, allow: true, thisRun: true, approver: try approver())
+        XCTAssertEqual(result.thisRun, true)
+        let reason = try await waiting.value.reason
+        XCTAssertEqual(reason, .approved)
+        XCTAssertEqual(asking.verdict(host, account: "work"), .grant(.approved), "the same run is served")
+        XCTAssertEqual(asking.verdict(nextSession, account: "work"), .ask, "the next run is asked again")
+        XCTAssertEqual(try asking.forget(account: "work", client: host.identity.consentKey, by: try approver()).count, 0,
+                       "nothing was remembered")
+        XCTAssertEqual(asking.verdict(host, account: "work"), .ask, "forget drops the run's answer too")
+    }
+
     func testACancelledWaitWithdrawsTheQuestionAndRemembersNothing() async throws {
         let (_, caller) = try spawnCaller()
         let timers = TimerBox()

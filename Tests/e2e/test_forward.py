@@ -312,3 +312,42 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     # Without ssh on PATH.
     no_ssh = agent.authctl("forward", "hosta", env={"PATH": "/nonexistent"})
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
+
+
+def test_allow_this_run_serves_one_ssh_session(forward_agent, hosts):
+    """`authctl approve --this-run`: this ssh session only, remembered nowhere; the next session is asked again."""
+    agent = forward_agent
+    script = hosts.base / "twice.sh"
+    # One session, two requests: the second is served on the first's answer.
+    script.write_text(f'"{remote_authctl(agent)}" token work >/dev/null && exec "{remote_authctl(agent)}" token work\n')
+    waiting = forward_popen(agent, hosts, "hosta", "sh", str(script))
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert pending["run"] == "this ssh session", pending
+        assert "--this-run" in agent.authctl("pending").stdout
+        rc, output = run_in_terminal(agent, "approve", "--this-run", str(pending["id"]))
+        assert rc == 0 and "for this run only" in output, output
+        out, err = waiting.communicate(timeout=30)
+        assert waiting.returncode == 0, err
+        agent.remember(out.strip())
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert [e["reason"] for e in audit(agent)[-2:]] == ["approved", "approved"]
+
+    # The next session asks again; nothing was remembered.
+    assert agent.authctl("forget", "--account", "work").returncode in (0, 9)  # (no terminal: refused, changes nothing)
+    again = forward_popen(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
+    try:
+        read_until(again.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        rc, output = run_in_terminal(agent, "deny", str(pending["id"]))
+        assert rc == 0, output
+        again.communicate(timeout=30)
+        assert again.returncode == 7
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.wait()

@@ -162,6 +162,7 @@ def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_a
         read_until(waiting.stderr, "in a terminal", 30)
         [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
         assert (pending["account"], pending["client"]) == ("work", f"flatpak:{APP}"), pending
+        assert pending["run"] == "instance 1234567890", "approve --this-run would allow this instance only"
         rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
         assert rc == 0 and "Allowed" in output, output
         out, err = waiting.communicate(timeout=60)
