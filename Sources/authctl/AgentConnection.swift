@@ -5,13 +5,17 @@ import Glibc
 /// fast path, which must not build ArgumentParser's types.
 enum AgentConnection {
     /// `--socket`, else `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`. In an SSH session
-    /// (`$SSH_CONNECTION`), or without a runtime directory, an `authctl forward` made to this host comes first
-    /// (``ForwardedSocket/find()``); the agent's own path otherwise.
+    /// (`$SSH_CONNECTION`) on a host without an agent socket of its own there, an `authctl forward` made to this
+    /// host (``ForwardedSocket/find()``): a host's own agent comes first, and outside SSH sessions nothing is looked
+    /// for (no cost to `authctl token` on the desktop).
     static func path(socket: String?) throws(CLIFailure) -> String {
         if let socket { return socket }
         if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty { return explicit }
         let local = SocketPath.resolve(variable: variable)
-        if local == nil || variable("SSH_CONNECTION") != nil, let forwarded = ForwardedSocket.find() { return forwarded }
+        if variable("SSH_CONNECTION") != nil, local.map({ access($0, F_OK) != 0 }) ?? true,
+           let forwarded = ForwardedSocket.find() {
+            return forwarded
+        }
         guard let local else { throw CLIFailure(ClientError.noSocketPath) }
         return local
     }

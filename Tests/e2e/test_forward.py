@@ -8,6 +8,7 @@ not the other host; an account without allowed_clients asks about it, and a new 
 session's socket serves only its ssh and is gone when ssh exits, and a dropped session's stale socket does not stop
 the next; a bare `ssh -R` of the agent's socket is refused as an unknown forward; a host may get tokens and nothing
 else (no login, approve or status of other accounts); a sign-in it needs is refused there with exit 4."""
+import fcntl
 import glob
 import json
 import os
@@ -24,6 +25,15 @@ from test_integrations import git_server
 from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
+
+
+@pytest.fixture(autouse=True)
+def one_forward_test_at_a_time():
+    """authctl on a host finds a forward by looking in /tmp (its sshd here is this machine's): tests running side by
+    side (pytest-xdist) would see each other's forwards, so these take turns."""
+    with open("/tmp/auth-agent-forward-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +72,26 @@ def forward(agent, hosts, host, *remote, timeout=60) -> subprocess.CompletedProc
 
 def forward_popen(agent, hosts, host, *remote) -> subprocess.Popen:
     return agent.authctl_popen("forward", host, "-F", str(hosts.config), *remote)
+
+
+def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=None) -> subprocess.CompletedProcess:
+    """Waits until the forwarded request `waiting` asks, checks its one pending question with `check`, answers it in
+    a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended."""
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        if check:
+            check(pending)
+        rc, output = run_in_terminal(agent, *answer, str(pending["id"]))
+        assert rc == 0, output
+        out, err = waiting.communicate(timeout=30)
+        if waiting.returncode == 0:
+            agent.remember(out.strip())
+        return subprocess.CompletedProcess(waiting.args, waiting.returncode, out, output + err)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
 
 
 def forward_sockets(agent) -> list[str]:
@@ -106,26 +136,18 @@ def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_ch
     assert agent.token("work"), "a program on this computer is served as before"
 
     def approve_next_request():
-        # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
-        waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")
-        try:
-            read_until(waiting.stderr, "in a terminal", 30)
-            [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        def check(pending):
             assert pending["account"] == "work", pending
             assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
             assert pending["caller"]["via"] == "ssh:hosta" and pending["caller"]["remote_program"] == "/usr/bin/timeout"
             shown = agent.authctl("pending").stdout
             assert f"ssh:hosta (host key {hosts['hosta'].fingerprint}), running /usr/bin/timeout (said by the host)" \
                 in shown, shown
-            rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
-            assert rc == 0 and "Allowed" in output, output
-            out, err = waiting.communicate(timeout=30)
-            assert waiting.returncode == 0, err
-            agent.remember(out.strip())
-        finally:
-            if waiting.poll() is None:
-                waiting.kill()
-                waiting.wait()
+
+        # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
+        waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")
+        result = answer_the_question(agent, waiting, "approve", check=check)
+        assert result.returncode == 0 and "Allowed" in result.stderr, result.stderr
 
     approve_next_request()
     again = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
@@ -321,33 +343,15 @@ def test_allow_this_run_serves_one_ssh_session(forward_agent, hosts):
     # One session, two requests: the second is served on the first's answer.
     script.write_text(f'"{remote_authctl(agent)}" token work >/dev/null && exec "{remote_authctl(agent)}" token work\n')
     waiting = forward_popen(agent, hosts, "hosta", "sh", str(script))
-    try:
-        read_until(waiting.stderr, "in a terminal", 30)
-        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+
+    def check(pending):
         assert pending["run"] == "this ssh session", pending
         assert "--this-run" in agent.authctl("pending").stdout
-        rc, output = run_in_terminal(agent, "approve", "--this-run", str(pending["id"]))
-        assert rc == 0 and "for this run only" in output, output
-        out, err = waiting.communicate(timeout=30)
-        assert waiting.returncode == 0, err
-        agent.remember(out.strip())
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-            waiting.wait()
+
+    served = answer_the_question(agent, waiting, "approve", "--this-run", check=check)
+    assert served.returncode == 0 and "for this run only" in served.stderr, served.stderr
     assert [e["reason"] for e in audit(agent)[-2:]] == ["approved", "approved"]
 
-    # The next session asks again; nothing was remembered.
-    assert agent.authctl("forget", "--account", "work").returncode in (0, 9)  # (no terminal: refused, changes nothing)
+    # The next session asks again: nothing was remembered.
     again = forward_popen(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
-    try:
-        read_until(again.stderr, "in a terminal", 30)
-        [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
-        rc, output = run_in_terminal(agent, "deny", str(pending["id"]))
-        assert rc == 0, output
-        again.communicate(timeout=30)
-        assert again.returncode == 7
-    finally:
-        if again.poll() is None:
-            again.kill()
-            again.wait()
+    assert answer_the_question(agent, again, "deny").returncode == 7
