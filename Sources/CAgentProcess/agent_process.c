@@ -212,3 +212,22 @@ long aa_process_capture(const char *path, char *const argv[], char *buffer, unsi
     *status = WIFEXITED(child) ? WEXITSTATUS(child) : 128 + (WIFSIGNALED(child) ? WTERMSIG(child) : 0);
     return (long)kept;
 }
+
+static volatile sig_atomic_t termination_held = 0;
+
+static void hold_termination(int signal_number) {
+    (void)signal_number;
+    termination_held = 1;
+}
+
+void aa_process_hold_termination(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = hold_termination;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &action, NULL);
+    sigaction(SIGINT, &action, NULL);
+}
+
+int aa_process_termination_held(void) { return termination_held ? 1 : 0; }

@@ -189,6 +189,8 @@ struct AuthAgent: AsyncParsableCommand {
                 _ = SystemdNotifier.watchdog()
             }))
         }
+        // A SIGTERM or SIGINT that came before the group trapped them (it traps them before it starts any service).
+        services.append(.init(service: TerminationHeld(), successTerminationBehavior: .gracefullyShutdownGroup))
         // Last, so it is the first to hear of a shutdown (the group stops services in reverse order): STOPPING=1 goes
         // out at once, while the others finish their work.
         services.append(.init(service: StatusReporter(broker: broker, configProblem: { configurationGate.currentProblem?.message }) {
@@ -239,6 +241,9 @@ enum ProcessHardening {
         }
         // A client that vanishes mid-reply must not kill us.
         signal(SIGPIPE, SIG_IGN)
+        // A stop request before the service group traps SIGTERM (it does when it runs, after the socket is ready) is
+        // held, not the default action's instant death; TerminationHeld turns it into the group's graceful shutdown.
+        aa_process_hold_termination()
         umask(0o077)
         // Room for many clients: the soft open-file limit (often 1024) up to the hard one. SocketServer caps its
         // connections below whatever this ends up being, closing the longest-idle one when full.
@@ -247,5 +252,14 @@ enum ProcessHardening {
             files.rlim_cur = files.rlim_max
             _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files)
         }
+    }
+}
+
+/// Ends the service group gracefully at once when a stop request came before the group trapped SIGTERM and SIGINT
+/// (``ProcessHardening``: `aa_process_hold_termination`); otherwise waits for the group's own shutdown.
+struct TerminationHeld: Service {
+    func run() async throws {
+        if aa_process_termination_held() == 1 { return }
+        try? await gracefulShutdown()
     }
 }

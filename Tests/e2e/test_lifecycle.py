@@ -147,3 +147,18 @@ def test_idle_exit_after_socket_activation(make_agent, keyring):
         os.killpg(manager.pid, signal.SIGTERM)
         manager.wait(timeout=15)
         log.close()
+
+
+def test_a_sigterm_the_moment_the_socket_appears_is_a_clean_stop(make_agent, keyring):
+    """The agent listens before its service group traps SIGTERM; a stop request in between is held and becomes the
+    group's graceful shutdown (exit 0, socket removed), not the default action's death by signal."""
+    for _ in range(5):
+        agent = make_agent(start=False)
+        agent.start(wait=False)
+        deadline = time.monotonic() + 20
+        while not agent.socket_path.exists():  # spinning on purpose: the point is the first instant it exists
+            assert agent.proc.poll() is None, agent.log()[-2000:]
+            assert time.monotonic() < deadline, "the agent's socket never appeared"
+        agent.proc.send_signal(signal.SIGTERM)
+        assert agent.stop() == 0
+        assert not agent.socket_path.exists(), "the socket file outlived the agent"

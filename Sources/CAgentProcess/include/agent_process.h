@@ -46,4 +46,9 @@ int aa_process_pidfd_open(int pid);
  * -errno if it could not be started. */
 long aa_process_capture(const char *path, char *const argv[], char *buffer, unsigned long size, int timeout_ms,
                         int *status);
+/* From process start until the service group traps them: SIGTERM and SIGINT only set a flag, which
+ * aa_process_termination_held() reports (1 once one came), so a stop request in that window is not the default
+ * action's instant death (a keyring write cut short, a socket file left behind) and is not lost either. */
+void aa_process_hold_termination(void);
+int aa_process_termination_held(void);
 #endif
