@@ -38,6 +38,16 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     /// program of yours), with a warning that its id is its own choice.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
         let who = request.caller.relayedBy.map { "\(request.client) \(ClientIdentity.via($0))" } ?? request.client
+        // A forwarded host: its name and key, and what it says runs there (not verified); the pid is the local ssh's.
+        if request.caller.via.hasPrefix("ssh:"), let key = request.caller.hostKey {
+            let host = request.caller.via.dropFirst(4)
+            return ("Allow the host \(host) to use \(request.account)?",
+                    "The host \(host), reached by your ssh (host key \(key))"
+                        + (request.caller.remoteProgram.map { ", running \($0) (said by the host, not verified)," } ?? "")
+                        + " asks for tokens of the account '\(request.account)'. Whoever is root there can use them while the session lasts. "
+                        + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
+                        + (request.run.map { _ in " \"Allow this run\" (authctl approve --this-run \(request.id)) allows this ssh session only." } ?? ""))
+        }
         var sandbox = ""
         if request.caller.flatpakApp != nil {
             let instance = request.caller.flatpakInstance.map { ", instance \($0)" } ?? ""

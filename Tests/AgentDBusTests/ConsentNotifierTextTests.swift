@@ -42,4 +42,20 @@ final class ConsentNotifierTextTests: XCTestCase {
                                   caller: WireCaller(pid: 46, via: "socket", exe: "/usr/bin/git"), since: 0, expiresIn: 60)
         XCTAssertFalse(ConsentNotifier.text(host).body.contains("sandbox"))
     }
+
+    /// Issue 45: a forwarded host is asked about by name and key, with what it says runs there marked as unverified.
+    func testAForwardedHostIsNamedWithItsKeyAndWhatItSaysRuns() {
+        var caller = WireCaller(pid: 47, via: "ssh:build-box", exe: "/usr/bin/ssh")
+        caller.hostKey = "SHA256:" + String(repeating: "A", count: 43)
+        caller.remoteProgram = "/usr/bin/git"
+        let request = PendingConsent(id: 8, account: "work", client: "ssh:build-box@\(caller.hostKey!)", caller: caller,
+                                     since: 0, expiresIn: 60, run: "this ssh session")
+        let (summary, body) = ConsentNotifier.text(request)
+        XCTAssertEqual(summary, "Allow the host build-box to use work?")
+        XCTAssertEqual(body, "The host build-box, reached by your ssh (host key \(caller.hostKey!)), running /usr/bin/git "
+                       + "(said by the host, not verified), asks for tokens of the account 'work'. Whoever is root there "
+                       + "can use them while the session lasts. Allow it, or run: authctl approve 8 (authctl deny 8 refuses). "
+                       + "\"Allow this run\" (authctl approve --this-run 8) allows this ssh session only.")
+        XCTAssertFalse(body.contains("pid"), "the pid is the local ssh's, not the host's")
+    }
 }

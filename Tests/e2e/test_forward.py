@@ -355,3 +355,33 @@ def test_allow_this_run_serves_one_ssh_session(forward_agent, hosts):
     # The next session asks again: nothing was remembered.
     again = forward_popen(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
     assert answer_the_question(agent, again, "deny").returncode == 7
+
+
+def test_forward_stop_ends_a_forward_and_the_ssh_session_goes_on(forward_agent, hosts, auth_server):
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    # The remote side: one token, then (after the test's go) another, which the stopped forward no longer serves.
+    script = hosts.base / "stop.sh"
+    script.write_text(f'"{remote_authctl(agent)}" token work >/dev/null || exit 20\n'
+                      f'echo first-served\nread line\n"{remote_authctl(agent)}" token work\necho "second: $?"\n')
+    proc = subprocess.Popen([str(agent.bins / "authctl"), "forward", "hosta", "-F", str(hosts.config), "sh", str(script)],
+                            env=agent.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        read_until(proc.stdout, "first-served", 30)
+        [socket_path] = forward_sockets(agent)
+        stopped = agent.authctl("forward", "--stop", "hosta")
+        assert stopped.returncode == 0 and "stopped 1 forward to hosta" in stopped.stdout, stopped.stderr
+        assert "stay valid until they expire" in stopped.stdout
+        wait_for(lambda: not os.path.exists(socket_path), 10, "the stopped forward's socket to be removed")
+        assert not agent.status_json().get("forwards")
+        out, err = proc.communicate(input="go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err  # the ssh session went on to its end
+    assert "second: 0" not in out and "second: " in out, out
+    assert "the forward to hosta was stopped; this ssh session goes on without it" in err, err
+    again = agent.authctl("forward", "--stop", "hosta")
+    assert again.returncode == 1 and "no forward to hosta is open" in again.stderr
