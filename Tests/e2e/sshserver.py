@@ -2,14 +2,16 @@
 loopback"): Debian's sshd started as an ordinary process in front (-D), each with a throwaway host key, its own port
 and its own config; one client key and one ssh client config (`Host` blocks with `HostKeyAlias`) name them as hosts.
 The remote side is this same machine: a remote command runs as root under sshd, with sshd's environment (no
-XDG_RUNTIME_DIR, SSH_CONNECTION set), which is what makes it a remote host to authctl."""
+XDG_RUNTIME_DIR, SSH_CONNECTION set), which is what makes it a remote host to authctl. A host whose sshd accepts no
+AUTH_AGENT_SOCKET runs in a mount namespace with a /tmp of its own (`unshare -m`), as another machine has: authctl
+there finds its forward in that /tmp only, never one of a test running beside it."""
 import os
 import socket
 import subprocess
 import time
 from pathlib import Path
 
-from conftest import free_port, stop_popen, wait_for
+from conftest import free_port, short_tmpdir, stop_popen, wait_for
 
 SSHD = "/usr/sbin/sshd"
 SSH = "/usr/bin/ssh"
@@ -38,6 +40,10 @@ class SSHServer:
         self.authorized_key = authorized_key
         self.accept_env = accept_env
         self.stream_forwarding = stream_forwarding
+        # The host's /tmp, as this machine sees it; None: the machine's own (the host accepts AUTH_AGENT_SOCKET).
+        self.tmp = None if accept_env else short_tmpdir(f"aa-{name}-tmp-")
+        if self.tmp is not None:
+            self.tmp.chmod(0o1777)
         self.log_path = base / f"sshd-{name}.log"
         self.proc: subprocess.Popen | None = None
         self.new_host_key()
@@ -60,8 +66,16 @@ class SSHServer:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
             f"PidFile {self.base}/sshd-{self.name}.pid", f"AllowStreamLocalForwarding {'yes' if self.stream_forwarding else 'no'}",
             *(["AcceptEnv AUTH_AGENT_SOCKET"] if self.accept_env else []), "LogLevel VERBOSE", ""]))
-        self.proc = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(self.log_path)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sshd = [SSHD, "-D", "-f", str(config), "-E", str(self.log_path)]
+        if self.tmp is not None:
+            # Its own /tmp (where ssh puts the forward's socket), in a mount namespace of its own, with this fixture's
+            # directory (its keys and config, the test's scripts) still at its path there; sshd replaces sh.
+            inner = self.tmp / self.base.name
+            inner.mkdir(exist_ok=True)
+            sshd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                    'mount --bind "$1" "$2" && mount --rbind "$0" /tmp && shift 3 && exec "$@"',
+                    str(self.tmp), str(self.base), str(inner), "--", *sshd]
+        self.proc = subprocess.Popen(sshd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def listening():
             assert self.proc.poll() is None, f"sshd for {self.name} exited: {self.log()}"

@@ -8,7 +8,6 @@ not the other host; an account without allowed_clients asks about it, and a new 
 session's socket serves only its ssh and is gone when ssh exits, and a dropped session's stale socket does not stop
 the next; a bare `ssh -R` of the agent's socket is refused as an unknown forward; a host may get tokens and nothing
 else (no login, approve or status of other accounts); a sign-in it needs is refused there with exit 4."""
-import fcntl
 import glob
 import json
 import os
@@ -25,15 +24,6 @@ from test_integrations import git_server
 from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
-
-
-@pytest.fixture(autouse=True)
-def one_forward_test_at_a_time():
-    """authctl on a host finds a forward by looking in /tmp (its sshd here is this machine's): tests running side by
-    side (pytest-xdist) would see each other's forwards, so these take turns."""
-    with open("/tmp/auth-agent-forward-tests.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +192,8 @@ def test_a_sessions_socket_serves_its_ssh_only_and_is_gone_when_ssh_exits(forwar
 def test_a_dropped_sessions_stale_socket_does_not_block_the_next(forward_agent, hosts, auth_server):
     agent = forward_agent
     set_allowed_clients(agent, auth_server, ["ssh:hostb"])
-    # What a dropped session leaves on the host: a socket file nobody listens on, newer than any other.
-    stale = "/tmp/auth-agent-forward-0000stale.sock"
+    # What a dropped session leaves on the host (in its /tmp): a socket file nobody listens on, newer than any other.
+    stale = str(hosts["hostb"].tmp / "auth-agent-forward-0000stale.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
         dead.bind(stale)
     os.chmod(stale, 0o600)
