@@ -89,7 +89,9 @@ def flatpak_install(tmp_path_factory):
     (usr / "etc").mkdir()
     (usr / "lib64").symlink_to("lib")  # the loader's path, /lib64/ld-linux-x86-64.so.2, is /usr/lib64/... inside
     (usr / "etc" / "ld.so.conf").write_text("")
-    shutil.copy(shutil.which("ldconfig", path="/usr/sbin:/sbin"), usr / "bin" / "ldconfig")
+    # (Ubuntu's ldconfig is a script around ldconfig.real; the runtime has no shell.)
+    ldconfig = shutil.which("ldconfig.real", path="/usr/sbin:/sbin") or shutil.which("ldconfig", path="/usr/sbin:/sbin")
+    shutil.copy(ldconfig, usr / "bin" / "ldconfig")
     for lib in host_libraries:
         shutil.copy(lib, usr / "lib" / os.path.basename(lib))  # (follows symlinks: the file, by the name ldd uses)
     (runtime / "metadata").write_text(f"[Runtime]\nname={RUNTIME}\n")
