@@ -3,17 +3,21 @@ instance's `bwrapinfo.json`, and runs the app's own authctl against the real age
 
 Nothing is downloaded: the module builds, offline and once, a minimal runtime `org.test.Platform` from host files (the
 way Flatpak's own tests/make-test-runtime.sh does: the libraries `ldd` names, ldconfig, an empty /usr/etc/ld.so.conf
-so `flatpak run` puts /app/lib in the loader's cache) and an app `org.example.AuthApp` whose /app/bin holds the
+so `flatpak run` puts /app/lib in the loader's cache, and gdbus as the app's D-Bus client) and an app
+`org.example.AuthApp` whose /app/bin holds the
 authctl under test (a development build's Swift libraries, which live outside /usr, go to /app/lib; the release
 authctl is static and needs none), finished with the `finish-args` docs/INTEGRATIONS.md "Flatpak apps" prints for a
 socket client. Both go through `flatpak build-export` into a local repository, `remote-add --no-gpg-verify` and
 `flatpak --user install`, in an installation of the module's own (FLATPAK_USER_DIR). Each test runs `flatpak run
 --user --command=authctl org.example.AuthApp token work` in the agent's environment (its XDG_RUNTIME_DIR, whose
-`auth-agent` directory the app gets read-only, and its private session bus for Flatpak's D-Bus proxy).
+`auth-agent` directory the app gets read-only, and its private session bus for Flatpak's D-Bus proxy); over the
+other door, `flatpak run --talk-name=dev.authagent.Agent --command=gdbus` calls GetAccessToken through the
+xdg-dbus-proxy Flatpak starts for the run.
 
 flatpak is a test dependency (scripts/setup): without it the tests fail, they do not skip."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -27,6 +31,8 @@ from test_identity import audit
 pytestmark = pytest.mark.release  # cheap: the build takes ~3 s once per module, each run ~0.1 s; static authctl too
 
 FLATPAK = "/usr/bin/flatpak"
+GDBUS = "/usr/bin/gdbus"
+NAME, OBJECT, IFACE = "dev.authagent.Agent", "/dev/authagent/Agent1", "dev.authagent.Agent1"
 APP = "org.example.AuthApp"
 RUNTIME = "org.test.Platform"
 BRANCH = "1"
@@ -75,9 +81,10 @@ def flatpak_install(tmp_path_factory):
            "FLATPAK_USER_DIR": str(base / "installation")}
     (base / "home").mkdir()
     repo = base / "repo"
+    assert os.access(GDBUS, os.X_OK), "gdbus is not installed: run scripts/setup (apt-get install libglib2.0-bin)"
     libraries = shared_libraries(authctl)
-    host_libraries = [lib for lib in libraries if os.path.realpath(lib).startswith("/usr/")]
-    app_libraries = [lib for lib in libraries if lib not in host_libraries]
+    app_libraries = [lib for lib in libraries if not os.path.realpath(lib).startswith("/usr/")]
+    host_libraries = sorted({lib for lib in [*libraries, *shared_libraries(GDBUS)] if lib not in app_libraries})
 
     # The runtime: what becomes the sandbox's /usr. ldconfig lets `flatpak run` build the loader's cache, and an
     # empty etc/ld.so.conf has it write one that includes /app/lib.
@@ -92,6 +99,7 @@ def flatpak_install(tmp_path_factory):
     # (Ubuntu's ldconfig is a script around ldconfig.real; the runtime has no shell.)
     ldconfig = shutil.which("ldconfig.real", path="/usr/sbin:/sbin") or shutil.which("ldconfig", path="/usr/sbin:/sbin")
     shutil.copy(ldconfig, usr / "bin" / "ldconfig")
+    shutil.copy(GDBUS, usr / "bin" / "gdbus")  # the app's D-Bus client
     for lib in host_libraries:
         shutil.copy(lib, usr / "lib" / os.path.basename(lib))  # (follows symlinks: the file, by the name ldd uses)
     (runtime / "metadata").write_text(f"[Runtime]\nname={RUNTIME}\n")
@@ -135,21 +143,24 @@ def instances(agent) -> set[str]:
     return {p.name for p in directory.iterdir() if p.name.isdigit()} if directory.is_dir() else set()
 
 
-def flatpak_run(agent, *args, options: tuple = ()) -> tuple[subprocess.CompletedProcess, str]:
-    """`flatpak run --user --command=authctl APP ARGS` in the agent's environment; returns the result and the
+def flatpak_run(agent, *args, options: tuple = (), command: str = "authctl") -> tuple[subprocess.CompletedProcess, str]:
+    """`flatpak run --user OPTIONS --command=COMMAND APP ARGS` in the agent's environment; returns the result and the
     instance id Flatpak gave the run (the one new instance directory, whose `info` names the app). A token it
-    printed is remembered, never returned in an assert message.
+    printed (authctl's line, gdbus's reply) is remembered, never returned in an assert message.
 
     Flatpak shows `xdg-run/auth-agent` at the host's path of the agent's XDG_RUNTIME_DIR and sets the app's
     XDG_RUNTIME_DIR to /run/user/UID: on a desktop the two are the same directory, here the agent's is a temp dir,
     so authctl is told where the socket shows (AUTH_AGENT_SOCKET, the host's own path of it)."""
     before = instances(agent)
-    result = subprocess.run([FLATPAK, "run", "--user", "--die-with-parent",
-                             f"--env=AUTH_AGENT_SOCKET={agent.socket_path}", *options, "--command=authctl", APP, *args],
-                            env=agent.flatpak_env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+    argv = [FLATPAK, "run", "--user", "--die-with-parent", f"--env=AUTH_AGENT_SOCKET={agent.socket_path}", *options,
+            f"--command={command}", APP, *args]
+    result = subprocess.run(argv, env=agent.flatpak_env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                             timeout=60)
     if result.returncode == 0 and args[0] == "token":
         agent.remember(result.stdout.strip())
+    token = re.match(r"\('([^']+)',", result.stdout)
+    if result.returncode == 0 and token:
+        agent.remember(token.group(1))
     new = instances(agent) - before
     assert len(new) == 1, f"flatpak run left {sorted(new)} as new instances; stderr:\n{result.stderr}"
     [instance] = new
@@ -202,3 +213,39 @@ def test_a_flatpak_app_is_served_by_its_entry_and_refused_by_another_apps(flatpa
     assert shut.stdout == "", "served without the socket's directory"  # (never print what it got)
     assert shut.returncode == 3 and "nothing listens" in shut.stderr, (shut.returncode, shut.stderr)
     assert len(audit(agent)) == entries
+
+
+def test_a_flatpak_apps_dbus_calls_are_named_by_the_proxy_flatpak_runs(flatpak_agent, auth_server):
+    """The other door: the app's `gdbus` calls GetAccessToken on the session bus Flatpak gives it, its own
+    xdg-dbus-proxy, which Flatpak starts with the app's `/.flatpak-info` in its root. With `--talk-name=` the agent
+    names the app with the run's instance (not the proxy) and serves it by its `flatpak:` entry, refuses it under
+    another app's; without the permission the proxy answers ServiceUnknown and the call never reaches the agent."""
+    agent = flatpak_agent
+    call = ["call", "--session", "--dest", NAME, "--object-path", OBJECT, "--method", f"{IFACE}.GetAccessToken",
+            "--timeout", "60", "work", "0"]
+    talk = (f"--talk-name={NAME}",)
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    served, instance = flatpak_run(agent, *call, options=talk, command="gdbus")
+    assert served.returncode == 0, served.stderr
+    assert re.match(r"\('[^']+', int64 \d+\)", served.stdout), "not GetAccessToken's reply"  # (never print it)
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    caller = entry["caller"]
+    assert (caller["via"], caller["flatpak_app"], caller["flatpak_instance"]) == ("dbus", APP, instance), caller
+    assert "instance_mismatch" not in caller and "not_contained" not in caller, caller
+    [line] = [l for l in agent.authctl("audit").stdout.splitlines() if f"flatpak:{APP} (instance {instance})" in l]
+    print(f"audit over D-Bus: {line}")
+
+    set_allowed_clients(agent, auth_server, ["flatpak:org.example.OtherApp"])
+    refused, _ = flatpak_run(agent, *call, options=talk, command="gdbus")
+    assert refused.returncode != 0 and refused.stdout == "", "served by an account naming another app"
+    assert "dev.authagent.Error.AccessDenied" in refused.stderr, refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["flatpak_app"]) == ("denied", "not_listed", APP), entry
+
+    entries = len(audit(agent))
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    shut, _ = flatpak_run(agent, *call, command="gdbus")
+    assert shut.returncode != 0 and shut.stdout == "", "the call went through without --talk-name"
+    assert "org.freedesktop.DBus.Error.ServiceUnknown" in shut.stderr, shut.stderr
+    assert len(audit(agent)) == entries, "the call reached the agent"
