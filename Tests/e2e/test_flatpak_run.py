@@ -192,6 +192,8 @@ def test_a_flatpak_app_is_served_by_its_entry_and_refused_by_another_apps(flatpa
     assert entry["caller"]["flatpak_instance"] == instance, entry
     assert "instance_mismatch" not in entry["caller"] and "not_contained" not in entry["caller"], entry
     assert (agent.runtime / ".flatpak" / instance / "bwrapinfo.json").is_file(), "no record to check it against"
+    # Its executable shows as /app/bin/authctl, a path of the sandbox's: not "deleted" for the agent's lacking it.
+    assert (entry["caller"]["exe"], entry["caller"].get("exe_deleted")) == ("/app/bin/authctl", None), entry
     shown = agent.authctl("audit").stdout
     [line] = [l for l in shown.splitlines() if f"flatpak:{APP} (instance {instance})" in l]
     print(f"flatpak run took {took:.1f} s; audit: {line}")
