@@ -83,7 +83,7 @@ def flatpak_install(tmp_path_factory):
     repo = base / "repo"
     assert os.access(GDBUS, os.X_OK), "gdbus is not installed: run scripts/setup (apt-get install libglib2.0-bin)"
     libraries = shared_libraries(authctl)
-    app_libraries = [lib for lib in libraries if not os.path.realpath(lib).startswith("/usr/")]
+    app_libraries = [lib for lib in libraries if not os.path.realpath(lib).startswith(("/usr/", "/lib"))]
     host_libraries = sorted({lib for lib in [*libraries, *shared_libraries(GDBUS)] if lib not in app_libraries})
 
     # The runtime: what becomes the sandbox's /usr. ldconfig lets `flatpak run` build the loader's cache, and an
