@@ -15,6 +15,8 @@ struct ProcessFacts: Sendable {
     var unnamedSandbox = false
     /// In a root the agent may not read.
     var rootUnreadable = false
+    /// In a root of its own (readable or not): the path its executable shows is in its own mount namespace.
+    var ownRoot = false
     var ownPIDNamespace = false
     /// The instance and sandbox holes its `/.flatpak-info` names, and why that instance's namespaces are not its own.
     var flatpakInstance: String? = nil
@@ -29,7 +31,8 @@ struct ProcessFacts: Sendable {
         // and not from the paths it shows, which are its own.
         let (app, unnamedSandbox, rootUnreadable): (String?, Bool, Bool)
         var sandbox: FlatpakInfo?
-        switch CallerRoot.read(pid: pid) {
+        let root = CallerRoot.read(pid: pid)
+        switch root {
         case .agentsRoot: (app, unnamedSandbox, rootUnreadable) = (unit.flatMap(ProcFS.flatpakApp(unit:)), false, false)
         case .ownRoot(let text):
             sandbox = text.map(FlatpakInfo.init(parsing:)).flatMap { $0.app == nil ? nil : $0 }
@@ -41,6 +44,7 @@ struct ProcessFacts: Sendable {
         var facts = ProcessFacts(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit, flatpakApp: app,
                                  unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable,
                                  ownPIDNamespace: ownPIDNamespace)
+        facts.ownRoot = root != .agentsRoot
         if let sandbox {
             facts.flatpakInstance = sandbox.instance
             facts.sandboxHoles = sandbox.holes
@@ -53,10 +57,13 @@ struct ProcessFacts: Sendable {
 
     /// The identity, given `running`, the device and inode of the file the process runs (`/proc/PID/exe`): when the
     /// file now at the path is another one (replaced by a rename, e.g. an upgrade or an attacker's copy), the path no
-    /// longer names the running code, and the executable counts as deleted.
+    /// longer names the running code, and the executable counts as deleted. A process in a root of its own shows a
+    /// path of its own mount namespace (a Flatpak app's `/app/bin/...`), which the agent's file system does not
+    /// hold: only the kernel's " (deleted)" counts for it. (Looking the path up in its root could block on a file
+    /// system the sandbox mounted; its path serves no rule anyway, ``ClientIdentity/policyExe``.)
     func identity(running: FileID?) -> ClientIdentity {
         var deleted = exeDeleted
-        if let exe, !deleted, let running, FileID(path: exe) != running { deleted = true }
+        if let exe, !deleted, !ownRoot, let running, FileID(path: exe) != running { deleted = true }
         return ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: flatpakApp,
                               unnamedSandbox: unnamedSandbox, rootUnreadable: rootUnreadable,
                               ownPIDNamespace: ownPIDNamespace, flatpakInstance: flatpakInstance,
