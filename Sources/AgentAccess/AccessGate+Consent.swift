@@ -26,7 +26,8 @@ extension AccessGate {
             let id = nextPendingID
             let request = PendingConsent(id: id, account: account, client: client, caller: caller.wire,
                                          since: now(), expiresIn: Int(consentTimeout.components.seconds),
-                                         run: caller.identity.runDescription)
+                                         run: caller.identity.runDescription,
+                                         appName: caller.identity.policyFlatpakApp.flatMap { FlatpakDisplayName.lookup($0) })
             let (timeout, sleep) = (consentTimeout, self.sleep)
             // Started under the lock, so whoever sees the question can also stop its timer.
             let timer = Task { [weak self] in

@@ -57,9 +57,10 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
                 sandbox = " (sandboxed\(instance))"
             }
         }
+        let installed = request.appName.map { " (\"\($0)\" as installed here)" } ?? ""
         let named = request.caller.flatpakApp == nil ? "" : " An app chooses its own id, so another app can use the same name."
         return ("Allow \(request.client) to use \(request.account)?",
-                "\(who)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
+                "\(who)\(installed)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
                     + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
                     + (request.run.map { " \"Allow this run\" (authctl approve --this-run \(request.id)) allows \($0) only." } ?? ""))
     }

@@ -172,10 +172,14 @@ public struct PendingConsent: Codable, Sendable, Equatable {
     /// What `approve --this-run` would allow (`instance 1234`, `this ssh session`); absent when the caller has no
     /// such run (it can be allowed only always, or denied).
     public var run: String?
+    /// A Flatpak app's name as the desktop shows it for the installed app of that id (its exported desktop file's
+    /// `Name`), when this computer has one: the app's own words, shown beside its id.
+    public var appName: String?
 
     public init(id: Int, account: String, client: String, caller: WireCaller, since: Int, expiresIn: Int,
-                run: String? = nil) {
+                run: String? = nil, appName: String? = nil) {
         self.run = run
+        self.appName = appName
         self.id = id
         self.account = account
         self.client = client
@@ -184,7 +188,7 @@ public struct PendingConsent: Codable, Sendable, Equatable {
         self.expiresIn = expiresIn
     }
 
-    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in", run }
+    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in", run, appName = "app_name" }
 }
 
 /// The `pending` operation's result.

@@ -157,11 +157,17 @@ def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_a
     assert status["open"] is True and "sandboxed apps are asked" in status["summary"], status
     assert agent.token("work"), "a host program is served as before"
 
+    # The app is installed here (for this user): its exported desktop file names it.
+    exports = agent.home / ".local/share/flatpak/exports/share/applications"
+    exports.mkdir(parents=True)
+    (exports / f"{APP}.desktop").write_text("[Desktop Entry]\nName=Example App\nExec=example\n")
     waiting = sandboxed(agent, "token", "work")
     try:
         read_until(waiting.stderr, "in a terminal", 30)
         [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
         assert (pending["account"], pending["client"]) == ("work", f"flatpak:{APP}"), pending
+        assert pending["app_name"] == "Example App", pending
+        assert '("Example App" as installed)' in agent.authctl("pending").stdout
         assert pending["run"] == "instance 1234567890", "approve --this-run would allow this instance only"
         rc, output = run_in_terminal(agent, "approve", str(pending["id"]))
         assert rc == 0 and "Allowed" in output, output
@@ -351,3 +357,35 @@ def test_a_sandboxed_app_gets_tokens_and_nothing_else(sandbox_agent, auth_server
     assert [a["name"] for a in status["accounts"]] == ["work"], "the app sees only the account it was given"
     assert "forwards" not in status
     assert agent.account_status("work")["signed_in"] is True, "the refused logout changed nothing"
+
+
+def test_two_apps_get_decisions_of_their_own(sandbox_agent):
+    """Allowing one app allows that app: another app (another id) is asked about by itself, and denying it leaves
+    the first served."""
+    agent = sandbox_agent
+    other = "org.example.Other"
+    other_info = FLATPAK_INFO.replace(f"name={APP}", f"name={other}").replace(INSTANCE, "987654321")
+
+    def answer_next(info: str, verb: str):
+        waiting = sandboxed(agent, "token", "work", info=info)
+        try:
+            read_until(waiting.stderr, "in a terminal", 30)
+            [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+            rc, output = run_in_terminal(agent, verb, str(pending["id"]))
+            assert rc == 0, output
+            out, _ = waiting.communicate(timeout=30)
+            if waiting.returncode == 0:
+                agent.remember(out.strip())
+            return pending["client"], waiting.returncode
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.wait()
+
+    assert answer_next(FLATPAK_INFO, "approve") == (f"flatpak:{APP}", 0)
+    assert answer_next(other_info, "deny") == (f"flatpak:{other}", 7), "the other app is asked about by itself"
+    assert run_sandboxed(agent, "token", "work").returncode == 0, "the first app is still served"
+    refused = run_sandboxed(agent, "token", "work", info=other_info)
+    assert refused.returncode == 7 and "you denied it" in refused.stderr, refused.stderr
+    decisions = {(e["caller"].get("flatpak_app"), e["reason"]) for e in audit(agent)}
+    assert {(APP, "approved"), (other, "denied_by_user")} <= decisions, decisions
