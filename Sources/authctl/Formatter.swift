@@ -146,8 +146,12 @@ enum Terminal {
     /// Progress of a sign-in, on stderr so stdout stays clean for tokens and JSON.
     static func announce(_ event: WireEvent, account: String) {
         if event.type == WireEvent.consentRequired {
-            return writeStderr("Waiting for your permission to give '\(account)' tokens to \(event.client ?? "this program"): "
-                + "run `authctl approve \(event.request ?? 0)` (or `authctl deny \(event.request ?? 0)`) in a terminal, or answer the "
+            // A host or an app cannot answer for itself: the answer comes from where the agent runs.
+            let client = event.client ?? "this program"
+            let where_ = client.hasPrefix("ssh:") ? " on the computer where the agent runs (not here)"
+                : client.hasPrefix("flatpak:") ? " outside the sandbox" : ""
+            return writeStderr("Waiting for your permission to give '\(account)' tokens to \(client): "
+                + "run `authctl approve \(event.request ?? 0)` (or `authctl deny \(event.request ?? 0)`) in a terminal\(where_), or answer the "
                 + "notification (gives up after \(Formatter.duration(event.timeoutSeconds ?? 60))).\n")
         }
         guard event.type == WireEvent.loginStarted, let url = event.url else { return }

@@ -68,7 +68,8 @@ def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=No
     """Waits until the forwarded request `waiting` asks, checks its one pending question with `check`, answers it in
     a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended."""
     try:
-        read_until(waiting.stderr, "in a terminal", 30)
+        said = read_until(waiting.stderr, "in a terminal", 30)
+        assert "in a terminal on the computer where the agent runs (not here)" in said, said
         [pending] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
         if check:
             check(pending)
