@@ -9,7 +9,8 @@ import Logging
 /// onto the stable ``ErrorCode``s, and the request log. Front ends only decode their own framing and encode
 /// these results.
 public struct AgentOperations: Sendable {
-    public let broker: TokenBroker
+    /// Reached only through these operations: front ends never call the broker themselves.
+    let broker: TokenBroker
     public let info: AgentInfo
     /// Who may get which account's tokens (allow-lists, first-use consent) and the audit trail.
     public let access: AccessGate
@@ -81,6 +82,12 @@ public struct AgentOperations: Sendable {
     }
 
     public func ping() -> PingResult { PingResult(agentVersion: info.version) }
+
+    /// The broker's events, for front ends that push them (D-Bus signals, notifications).
+    public func events() -> AsyncStream<BrokerEvent> { broker.events() }
+
+    /// A Secret Service appeared or changed (an unlock among them): sign-ins kept in memory move into it.
+    public func secretServiceAppeared() async { await broker.secretServiceAppeared() }
 
     /// Re-reads the configuration file and puts it in force; an invalid file is refused with `config_error`.
     /// `trigger` names what asked when it was not a request (SIGHUP), for the log line.

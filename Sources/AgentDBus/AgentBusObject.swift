@@ -127,8 +127,8 @@ final class AgentBusObject: @unchecked Sendable {
     /// A Secret Service appeared or one of its properties changed (an unlock among them): sign-ins kept in memory
     /// move into it (the broker does nothing when there are none).
     func secretServiceChanged() {
-        let broker = operations.broker
-        Task { await broker.secretServiceAppeared() }
+        let operations = self.operations
+        Task { await operations.secretServiceAppeared() }
     }
 
     /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its

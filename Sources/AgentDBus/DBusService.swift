@@ -43,7 +43,7 @@ public struct DBusService: Service {
         operations.access.setPrompter(consent)
         defer { operations.access.setPrompter(nil) }
         let events = Task {
-            for await event in operations.broker.events() {
+            for await event in operations.events() {
                 object.emit(event)
                 notifier?.handle(event)
             }

@@ -10,10 +10,9 @@ public struct RequestDispatcher: Sendable {
     /// The typed operations this dispatcher maps requests onto; the D-Bus object uses the same ones.
     public let operations: AgentOperations
 
-    public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
-                configuration: ConfigurationGate? = nil, logger: Logger) {
-        self.operations = AgentOperations(broker: broker, info: info, access: access, configuration: configuration,
-                                          logger: logger)
+    /// `operations` is built by the composition root and handed to every front end.
+    public init(operations: AgentOperations) {
+        self.operations = operations
     }
 
     /// Operations that wait for a person; they are cancelled when the client goes away: a sign-in, a `token`

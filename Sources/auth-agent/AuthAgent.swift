@@ -122,10 +122,12 @@ struct AuthAgent: AsyncParsableCommand {
         let configurationGate = ConfigurationGate(
             source: source, problem: loaded.failure.map(ConfigFileSource.wireError),
             onChange: { broker.announceConfigurationChange() })
-        let dispatcher = RequestDispatcher(
+        // The one service every front end calls (the socket's dispatcher, the D-Bus object, SIGHUP).
+        let operations = AgentOperations(
             broker: broker,
             info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath),
             access: access, configuration: configurationGate, logger: logger)
+        let dispatcher = RequestDispatcher(operations: operations)
 
         let server: SocketServer
         let activity = ActivityTracker()
@@ -166,14 +168,14 @@ struct AuthAgent: AsyncParsableCommand {
             .init(service: ProactiveRefreshService(broker: broker, afterRound: { server.workFinished() })),
             .init(service: SignInLifetimeService(broker: broker)),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
-            .init(service: DBusService(operations: dispatcher.operations, activity: activity,
+            .init(service: DBusService(operations: operations, activity: activity,
                                        notifications: configuration.notifications, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // Optional too: resume and network-up hooks from logind and NetworkManager, when a system bus exists.
             .init(service: SystemBusWatcher(broker: broker, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // SIGHUP (`systemctl --user reload auth-agent`): the same reload as `authctl reload`.
-            .init(service: ReloadOnHangup(operations: dispatcher.operations, logger: logger)),
+            .init(service: ReloadOnHangup(operations: operations, logger: logger)),
         ]
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {

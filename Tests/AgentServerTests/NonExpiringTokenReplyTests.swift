@@ -20,8 +20,8 @@ final class NonExpiringTokenReplyTests: XCTestCase {
         let store = MemorySecretStore(items: [SecretKey(account): StoredCredential.longLivedAccessToken(Secret("gho_x")).stored])
         let broker = TokenBroker(accounts: [account], store: store, http: NoHTTP(), redirects: NoRedirects(),
                                  browser: NoBrowser(), time: clock, random: { 0 }, logger: Logger(label: "test"))
-        return RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: "/x"),
-                                 logger: Logger(label: "test"))
+        return RequestDispatcher(operations: AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: "/x"),
+                                 logger: Logger(label: "test")))
     }
 
     func reply(_ line: String, _ dispatcher: RequestDispatcher) async throws -> [UInt8] {

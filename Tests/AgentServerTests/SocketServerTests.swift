@@ -40,8 +40,8 @@ final class SocketServerTests: XCTestCase {
                                  random: { 0 }, logger: Logger(label: "test"))
         if cached { await broker.install("work", access: "at-1", lifetime: .seconds(3600)) }
         let gate = policy.map { AccessGate(policies: ["work": $0], logger: Logger(label: "test")) }
-        let dispatcher = RequestDispatcher(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
-                                           access: gate, logger: Logger(label: "test"))
+        let dispatcher = RequestDispatcher(operations: AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 1, startedAt: .now, socketPath: path),
+                                           access: gate, logger: Logger(label: "test")))
         let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
                                                    activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit)
         self.server = server
