@@ -20,7 +20,7 @@ from conftest import default_account, read_until, render_config, short_tmpdir, w
 from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import audit, run_in_terminal
-from test_integrations import git_server
+from test_integrations import CheckingServer, git_server, kubectl_with_v1_exec, self_signed_tls
 from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
@@ -376,3 +376,34 @@ def test_forward_stop_ends_a_forward_and_the_ssh_session_goes_on(forward_agent, 
     assert "the forward to hosta was stopped; this ssh session goes on without it" in err, err
     again = agent.authctl("forward", "--stop", "hosta")
     assert again.returncode == 1 and "no forward to hosta is open" in again.stderr
+
+
+def test_real_kubectl_on_a_host_gets_its_token_through_the_forward(forward_agent, hosts, auth_server):
+    """kubectl on the host runs authctl as its exec credential plugin, which finds the forward. Needs a kubectl that
+    speaks ExecCredential v1 (Debian 12's is too old: then this says why it did not run, as test_integrations'
+    does)."""
+    kubectl = kubectl_with_v1_exec()
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    body = b'{"kind":"Status","apiVersion":"v1","status":"Success","message":"hello from the stand-in"}'
+    cert, key, ca_data = self_signed_tls(hosts.base)
+    checked = lambda header: bool(header) and header.startswith("Bearer ") \
+        and auth_server.introspect(header.removeprefix("Bearer ")).get("active") is True
+    with CheckingServer(checked, {"/api/hello": ("application/json", body)}, 'Bearer realm="kube"',
+                        tls=(cert, key)) as server:
+        kubeconfig = hosts.base / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": server.base, "certificate-authority-data": ca_data}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "work"}}],
+            "users": [{"name": "work", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1", "command": remote_authctl(agent),
+                "args": ["kube-credential", "work", "--access-token"], "interactiveMode": "Never"}}}]}))
+        result = forward(agent, hosts, "hosta", kubectl, "--kubeconfig", str(kubeconfig), "--request-timeout=20s",
+                         "get", "--raw", "/api/hello")
+        assert result.returncode == 0, result.stderr
+        assert "hello from the stand-in" in result.stdout
+        assert server.seen and server.seen[-1][2].startswith("Bearer ")
+        agent.remember(server.seen[-1][2].removeprefix("Bearer "))
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["caller"]["via"]) == ("granted", "ssh:hosta"), entry
