@@ -389,3 +389,31 @@ def test_two_apps_get_decisions_of_their_own(sandbox_agent):
     assert refused.returncode == 7 and "you denied it" in refused.stderr, refused.stderr
     decisions = {(e["caller"].get("flatpak_app"), e["reason"]) for e in audit(agent)}
     assert {(APP, "approved"), (other, "denied_by_user")} <= decisions, decisions
+
+
+def test_a_caller_whose_root_the_agent_cannot_read_is_unidentified_even_by_an_open_account(make_agent, tmp_path):
+    """Issue 46 §1: a caller whose root the agent may not read (here: one holding capabilities the agent lacks, so
+    ptrace rules refuse /proc/PID/root; elsewhere a non-dumpable process or a setuid bwrap's sandbox) may be in a
+    sandbox: it is never served as a program of yours, and, naming no app, is refused as unidentified. The same
+    authctl without those capabilities is served."""
+    no_caps = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
+    agent = make_agent(start=False)
+    wrapped = tmp_path / "bin"
+    wrapped.mkdir()
+    (wrapped / "auth-agent").write_text(f"#!/bin/sh\nexec {' '.join(no_caps)} {agent.bins / 'auth-agent'} \"$@\"\n")
+    (wrapped / "auth-agent").chmod(0o755)
+    plain_authctl = agent.bins / "authctl"
+    (wrapped / "authctl").write_text(f"#!/bin/sh\nexec {' '.join(no_caps)} {plain_authctl} \"$@\"\n")
+    (wrapped / "authctl").chmod(0o755)
+    agent.bins = wrapped
+    agent.start()
+    agent.login("work")
+    assert agent.token("work"), "a caller without capabilities, whose root the agent reads, is served"
+    # root's authctl, with every capability: the capability-less agent cannot read its root.
+    refused = subprocess.run([str(plain_authctl), "token", "work"], env=agent.env, capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 7 and refused.stdout == "", refused.stderr
+    assert "sandbox" in refused.stderr, refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+    assert entry["caller"].get("unnamed_sandbox") is True, entry
