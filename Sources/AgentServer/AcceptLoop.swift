@@ -202,7 +202,7 @@ final class AcceptLoop: @unchecked Sendable {
                 case listenFD: if accepting { acceptReady() }
                 case let fd:
                     if let connection = connections[fd] { ready(fd, connection, events[index]) }
-                    else if let listener = forwardListeners[fd] { acceptForward(fd, session: listener.session) }
+                    else if accepting, let listener = forwardListeners[fd] { acceptForward(fd, session: listener.session) }
                 }
             }
         }
@@ -267,7 +267,8 @@ final class AcceptLoop: @unchecked Sendable {
             case .workFinished:
                 if connections.isEmpty { armIdleHook() }
             case .listen(let fd, let path, let session):
-                guard !stopped, aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
+                // While accepting is paused (out of descriptors) it is watched once accepting resumes.
+                guard !stopped, !accepting || aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
                     Glibc.close(fd)
                     unlink(path)
                     continue
@@ -316,19 +317,37 @@ final class AcceptLoop: @unchecked Sendable {
         }
     }
 
-    /// Accepts on a forward session's socket: each connection is admitted only as that session's ssh.
+    /// Accepts on a forward session's socket: each connection is admitted only as that session's ssh. Out of
+    /// descriptors, every listening socket pauses, as for the agent's own (a level-triggered listener would spin).
     func acceptForward(_ listener: Int32, session: String) {
-        for _ in 0..<AcceptLoop.acceptBatch {
+        for _ in 0..<AcceptLoop.acceptBatch where accepting {
             let fd = aa_socket_accept(listener)
-            guard fd >= 0 else { return }
-            admit(fd, session: session)
+            if fd >= 0 {
+                admit(fd, session: session)
+                continue
+            }
+            switch errno {
+            case ECONNABORTED, EPROTO, EPERM: continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return pauseAccepting()
+            default: return
+            }
         }
     }
 
+    /// Watches (or stops watching) every listening socket: the agent's and the forward sessions'.
     func watchListener(_ on: Bool) {
         guard on != accepting, !stopped || !on else { return }
         accepting = on
-        _ = on ? aa_socket_epoll_add(epollFD, listenFD, 0) : aa_socket_epoll_remove(epollFD, listenFD)
+        for fd in [listenFD] + forwardListeners.keys {
+            _ = on ? aa_socket_epoll_add(epollFD, fd, 0) : aa_socket_epoll_remove(epollFD, fd)
+        }
+    }
+
+    /// Out of descriptors or memory: new clients wait in the backlogs; accepting tries again shortly.
+    func pauseAccepting() {
+        logger.warning("cannot accept a connection now; retrying in 100 ms", metadata: ["error": "\(AcceptLoop.errorText())"])
+        watchListener(false)
+        acceptRetry = AcceptLoop.monotonicNow() + 100_000_000
     }
 
     func acceptReady() {
@@ -344,12 +363,7 @@ final class AcceptLoop: @unchecked Sendable {
             case ECONNABORTED, EPROTO, EPERM:
                 continue
             case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-                // Out of descriptors or memory: new clients wait in the backlog; try again shortly.
-                logger.warning("cannot accept a connection now; retrying in 100 ms",
-                               metadata: ["error": "\(AcceptLoop.errorText())"])
-                watchListener(false)
-                acceptRetry = AcceptLoop.monotonicNow() + 100_000_000
-                return
+                return pauseAccepting()
             default:
                 logger.error("accept failed", metadata: ["error": "\(AcceptLoop.errorText())"])
                 return
