@@ -195,6 +195,12 @@ extension AccessGate {
         return removed
     }
 
+    /// Run `run` ended (a forward session closed): its "allow this run" answers go, as nothing can ask in it again.
+    public func endRun(_ run: String) {
+        let suffix = "#" + run
+        lock.withLock { _ in runsAllowed = runsAllowed.filter { !$0.client.utf8.reversed().starts(with: suffix.utf8.reversed()) } }
+    }
+
     /// Sets where questions are shown (the D-Bus front end, once it has a bus).
     public func setPrompter(_ prompter: (any ConsentPrompter)?) {
         lock.withLock { _ in self.prompter = prompter }

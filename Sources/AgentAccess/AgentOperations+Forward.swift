@@ -28,6 +28,7 @@ extension AgentOperations {
         logger.notice("forward opened", metadata: ["host": "\(host)", "peer_pid": "\(caller.pid)"])
         defer {
             forwards.close(session.id)
+            access.endRun(session.id)
             logger.notice("forward closed", metadata: ["host": "\(host)"])
         }
         await opened(WireEvent(type: WireEvent.forwardOpen, session: session.id, socket: session.socketPath))

@@ -198,6 +198,18 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertEqual(reason, .approved)
         XCTAssertEqual(asking.verdict(host, account: "work"), .grant(.approved), "the same run is served")
         XCTAssertEqual(asking.verdict(nextSession, account: "work"), .ask, "the next run is asked again")
+        asking.endRun("session-2")
+        XCTAssertEqual(asking.verdict(host, account: "work"), .grant(.approved), "another run's end changes nothing")
+        asking.endRun("session-1")
+        XCTAssertEqual(asking.verdict(host, account: "work"), .ask, "an ended run's answer is gone")
+        let again = try await { () async throws -> ConsentResult in
+            let waiting = Task { try await asking.authorize(asker, account: "work", scopes: nil, resource: nil) { _ in } }
+            let pending = try await waitForPending(asking)
+            let result = try asking.answer(pending.id, allow: true, thisRun: true, approver: try approver())
+            _ = try await waiting.value
+            return result
+        }()
+        XCTAssertEqual(again.thisRun, true)
         XCTAssertEqual(try asking.forget(account: "work", client: host.identity.consentKey, by: try approver()).count, 0,
                        "nothing was remembered")
         XCTAssertEqual(asking.verdict(host, account: "work"), .ask, "forget drops the run's answer too")
