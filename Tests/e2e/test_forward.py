@@ -21,6 +21,7 @@ from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import audit, run_in_terminal
 from test_integrations import CheckingServer, git_server, kubectl_with_v1_exec, self_signed_tls
+from test_sandbox import sandbox_agent, set_allowed_clients  # noqa: F401 (a fixture)
 from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
@@ -35,20 +36,9 @@ def hosts():
 
 
 @pytest.fixture
-def forward_agent(make_agent, keyring, auth_server):
-    agent = make_agent(agent={"consent_timeout": 60})
-    agent.login("work")
-    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
-    return agent
-
-
-def set_allowed_clients(agent, auth_server, allowed_clients, **extra):
-    settings = dict(extra)
-    if allowed_clients is not None:
-        settings["allowed_clients"] = allowed_clients
-    agent.write_config(render_config({"work": default_account(auth_server.issuer, **settings)}, {"consent_timeout": 60}))
-    result = agent.authctl("reload", timeout=20)
-    assert result.returncode == 0, result.stderr
+def forward_agent(sandbox_agent):
+    """An agent signed in to `work`, whose consent questions wait 60 s: the sandbox tests' own."""
+    return sandbox_agent
 
 
 def remote_authctl(agent) -> str:
