@@ -38,6 +38,9 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
     /// program of yours), with a warning that its id is its own choice.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
         let who = request.caller.relayedBy.map { "\(request.client) \(ClientIdentity.via($0))" } ?? request.client
+        // How to answer, for every caller: "this run" is its Flatpak instance or its ssh session (`run` says which).
+        let answer = "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
+            + (request.run.map { " \"Allow this run\" (authctl approve --this-run \(request.id)) allows \($0) only." } ?? "")
         // A forwarded host: its name and key, and what it says runs there (not verified); the pid is the local ssh's.
         if request.caller.via.hasPrefix("ssh:"), let key = request.caller.hostKey {
             let host = request.caller.via.dropFirst(4)
@@ -45,8 +48,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
                     "The host \(host), reached by your ssh (host key \(key))"
                         + (request.caller.remoteProgram.map { ", running \($0) (said by the host, not verified)," } ?? "")
                         + " asks for tokens of the account '\(request.account)'. Whoever is root there can use them while the session lasts. "
-                        + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
-                        + (request.run.map { _ in " \"Allow this run\" (authctl approve --this-run \(request.id)) allows this ssh session only." } ?? ""))
+                        + answer)
         }
         var sandbox = ""
         if request.caller.flatpakApp != nil {
@@ -61,8 +63,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         let named = request.caller.flatpakApp == nil ? "" : " An app chooses its own id, so another app can use the same name."
         return ("Allow \(request.client) to use \(request.account)?",
                 "\(who)\(installed)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
-                    + "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
-                    + (request.run.map { " \"Allow this run\" (authctl approve --this-run \(request.id)) allows \($0) only." } ?? ""))
+                    + answer)
     }
 
     func ask(_ request: PendingConsent) {

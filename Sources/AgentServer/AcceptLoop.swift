@@ -135,14 +135,7 @@ final class AcceptLoop: @unchecked Sendable {
     /// Starts the loop's thread on `listenFD` (bound and listening; the loop owns it from now on).
     init(listenFD: Int32, connectionLimit: Int, dispatcher: RequestDispatcher, logger: Logger,
          activity: ActivityTracker?, whenIdle: IdleHook?) throws(ServerError) {
-        let flags = fcntl(listenFD, F_GETFL)
-        guard flags >= 0, fcntl(listenFD, F_SETFL, flags | O_NONBLOCK) == 0 else {
-            throw ServerError(.socket, "cannot make the listening socket non-blocking: \(AcceptLoop.errorText())")
-        }
-        // Every message then carries its sender's pid, checked against the connecting process (AcceptLoop.read).
-        guard aa_socket_pass_credentials(listenFD) == 0 else {
-            throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(AcceptLoop.errorText())")
-        }
+        try AcceptLoop.prepareListener(listenFD)
         let epollFD = aa_socket_epoll_create()
         let wakeFD = aa_loop_wakeup_create()
         guard epollFD >= 0, wakeFD >= 0, aa_socket_epoll_add(epollFD, wakeFD, 0) == 0,
@@ -165,6 +158,18 @@ final class AcceptLoop: @unchecked Sendable {
         // allocated (configuration, the keyring, D-Bus) is given back even if no client ever connects.
         armIdleHook()
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
+    }
+
+    /// What the loop needs of every socket it listens on (the agent's, a forward session's): non-blocking, and
+    /// SO_PASSCRED, so that every message carries its sender's pid, checked against the connecting process (`read`).
+    static func prepareListener(_ fd: Int32) throws(ServerError) {
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            throw ServerError(.socket, "cannot make the listening socket non-blocking: \(AcceptLoop.errorText())")
+        }
+        guard aa_socket_pass_credentials(fd) == 0 else {
+            throw ServerError(.socket, "cannot ask for the senders of messages (SO_PASSCRED): \(AcceptLoop.errorText())")
+        }
     }
 
     deinit {

@@ -125,12 +125,12 @@ extension SocketServer: ForwardListeners {
     public func listen(path: String, session: String) throws(WireError) {
         let fd: Int32
         do { fd = try SocketServer.bind(path) } catch { throw WireError(.internalError, error.message) }
-        let flags = fcntl(fd, F_GETFL)
-        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, aa_socket_pass_credentials(fd) == 0 else {
-            let text = AcceptLoop.errorText()
+        do {
+            try AcceptLoop.prepareListener(fd)
+        } catch {
             Glibc.close(fd)
             unlink(path)
-            throw WireError(.internalError, "cannot set up the forward's socket: \(text)")
+            throw WireError(.internalError, "cannot set up the forward's socket: \(error.message)")
         }
         loop.post(.listen(fd: fd, path: path, session: session))
     }

@@ -103,7 +103,7 @@ struct ForwardCommand: ParsableCommand {
         }
         let remote = ForwardedSocket.freshRemotePath()
         var argv = [ssh, "-o", "ExitOnForwardFailure=yes",
-                    "-o", "KnownHostsCommand=\(SSHClient.quoted(SSHClient.ownPath())) forward --host-key=\(session) %f",
+                    "-o", "KnownHostsCommand=\(SSHClient.quoted(RegisterScheme.ownPath())) forward --host-key=\(session) %f",
                     "-R", "\(remote):\(socket)",
                     "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).joined(separator: " "))"]
         argv += [host] + sshArguments
@@ -263,13 +263,6 @@ enum SSHClient {
         let name = values["hostkeyalias"] ?? (port == "22" ? hostname : "\(hostname):\(port)")
         return Configuration(name: name, setEnv: setEnv,
                              knownHostsCommand: values["knownhostscommand"].flatMap { $0 == "none" ? nil : $0 })
-    }
-
-    /// This authctl's own path, for ssh to run it again.
-    static func ownPath() -> String {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "authctl"
     }
 
     /// Quoted for ssh's own splitting of a command line (double quotes, backslash escapes).

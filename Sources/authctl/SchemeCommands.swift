@@ -112,7 +112,8 @@ struct RegisterScheme: ParsableCommand {
         _ = RegisterScheme.run(["update-desktop-database", directory], environment: environment)
     }
 
-    /// authctl's own absolute path, for `Exec=` (the desktop runs it without the shell's PATH).
+    /// authctl's own absolute path, for `Exec=` (the desktop runs it without the shell's PATH) and for ssh's
+    /// `KnownHostsCommand` (`authctl forward`).
     static func ownPath() -> String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
