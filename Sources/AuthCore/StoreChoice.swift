@@ -1,7 +1,7 @@
 /// Where sign-ins are kept (`[agent] store`).
 public enum StoreChoice: String, Sendable, CaseIterable {
     /// The Secret Service when one answers on the session bus; when none does, the agent's memory, said plainly
-    /// (``KeyringGateway``). A locked keyring is never taken for a missing one.
+    /// (``CredentialStore``). A locked keyring is never taken for a missing one.
     case auto
     /// The Secret Service only: without one, a sign-in fails with `keyring_unavailable`.
     case secretService = "secret-service"
@@ -9,11 +9,11 @@ public enum StoreChoice: String, Sendable, CaseIterable {
     case memory
 }
 
-/// Where one keyring write went (``KeyringGateway/store(_:for:)``).
+/// Where one write went (``CredentialStore/write(_:for:as:)``).
 public enum StoredIn: Sendable, Equatable {
     case keyring
     /// Kept in the agent's memory; `first`: the key was not held there before this write.
     case memory(first: Bool)
-    /// The keyring is locked: kept in memory until it is unlocked, then written there (a finished sign-in).
-    case untilUnlocked
+    /// The keyring refused it (locked, failing): kept in memory, with the reason, until the keyring takes it.
+    case held(AuthError)
 }

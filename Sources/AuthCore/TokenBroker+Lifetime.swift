@@ -19,9 +19,8 @@ extension TokenBroker {
         var stored: Date?
         /// The keyring item was read (or written) since the agent started: the watch knows what the keyring knows.
         var known = false
-        /// A warning was given while the item could not be rewritten for it (a sign-in pending, a rotated refresh
-        /// token not yet in the keyring): the next write of the item carries it, and the end of the sign-in writes
-        /// it if nothing else did (``storeUnsavedWarning(_:)``).
+        /// A warning was given while the item could not be rewritten for it (a sign-in pending): the next write of
+        /// the item carries it, and the end of the sign-in writes it if nothing else did (``storeUnsavedWarning(_:)``).
         var warningUnsaved = false
     }
 
@@ -91,8 +90,8 @@ extension TokenBroker {
 
     /// Writes that the user was warned into the keyring item, so a restarted agent (socket activation, idle exit)
     /// does not warn again the same day. The item is read and written back under the account's redemption turn, so
-    /// a refresh cannot rotate the token in between. While a sign-in is pending (its own write wins) or a rotated
-    /// token waits to be written, it is left to that write, or to the end of the sign-in (``storeUnsavedWarning(_:)``).
+    /// a refresh cannot rotate the token in between. While a sign-in is pending (its own write wins), it is left to
+    /// that write, or to the end of the sign-in (``storeUnsavedWarning(_:)``).
     func storeWarning(_ name: String) async {
         guard let config = accounts[name]?.config else { return }
         let key = SecretKey(config)
@@ -110,7 +109,7 @@ extension TokenBroker {
     /// Whether the item may be rewritten for a warning now; if not, the warning is marked as waiting for a write.
     private func warningWritable(_ name: String) -> Bool {
         guard let state = accounts[name] else { return false }
-        guard state.signIn.isPending || unsavedRefreshToken(SecretKey(state.config)) != nil else { return true }
+        guard state.signIn.isPending else { return true }
         accounts[name]?.lifetime.warningUnsaved = true
         return false
     }

@@ -25,19 +25,8 @@ extension TokenBroker {
         let ours = { self.accounts[name]?.epoch == begun.epoch }
         do throws(AuthError) {
             // The stored form: the refresh token with its DPoP key, if the sign-in has one (StoredCredential).
-            let stored: Secret
-            if let unsaved = unsavedRefreshToken(key) {
-                stored = unsaved
-            } else if let loaded = try await loadRefreshToken(key) {
-                stored = loaded
-            } else {
-                throw AuthError.loginRequired(name)
-            }
+            guard let stored = try await loadRefreshToken(key) else { throw AuthError.loginRequired(name) }
             let credential = try StoredCredential(stored: stored)
-            if ours() { accounts[name]?.proofKey = credential.proofKey }
-            // OIDC Core §12.2's reference: the sign-in's claims, kept with the credential, so a restart keeps them too.
-            // An item written before they were has none; the first refreshed ID token since then becomes it (below).
-            let signInClaims = credential.signInClaims ?? (ours() ? accounts[name]?.idClaims : nil)
             guard let refreshToken = credential.refreshToken else {
                 // Nothing to redeem: the stored access token is the credential (TokenSet.nonExpiring).
                 guard case .longLivedAccessToken(let access) = credential.token else { throw AuthError.loginRequired(name) }
@@ -45,8 +34,11 @@ extension TokenBroker {
                                       receivedAt: time.now())
                 tokens.nonExpiring = true
                 if ours() { await storeMovedDeadline(name, credential: stored, key: key) }
-                return cacheTokens(name, entry, tokens, keep: ours())
+                return refreshed(name, entry, tokens, proofKey: nil, claims: nil, ours: ours())
             }
+            // OIDC Core §12.2's reference: the sign-in's claims, kept with the credential, so a restart keeps them too.
+            // An item written before they were has none; the first refreshed ID token since then becomes it (below).
+            let signInClaims = credential.signInClaims ?? (ours() ? accounts[name]?.idClaims : nil)
             let metadata = try await metadata(for: name)
             var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.reveal())]
                 + entry.refreshFields(configuredScopes: config.scopes)
@@ -63,38 +55,34 @@ extension TokenBroker {
                 throw AuthError(.loginRequired, "\(error.message); run `authctl login \(name)`")
             }
             if ours() { noteRefresh(name, tokens) }
-            // Rotation: the new refresh token (with the sign-in's key) is saved before the old one is forgotten or any
-            // access token is used.
+            // Rotation: the new refresh token (with the sign-in's key) is stored before any access token is used. A
+            // keyring that refuses it leaves it held in memory (CredentialStore), where the next refresh finds it.
             var kept = stored
             if let rotated = tokens.refreshToken, rotated != refreshToken {
                 let next = StoredCredential.refreshToken(rotated, proofKey: credential.proofKey, signInClaims: signInClaims)
-                setUnsavedRefreshToken(key, next.stored)
-                try await storeRefreshToken(next.stored, for: key)
-                setUnsavedRefreshToken(key, nil)
+                if case .held(let refusal) = try await storeRefreshToken(next.stored, for: key, as: .rotation) {
+                    throw refusal
+                }
                 kept = next.stored
-            } else if unsavedRefreshToken(key) != nil {
-                try await storeRefreshToken(stored, for: key)
-                setUnsavedRefreshToken(key, nil)
             } else if ours() {
                 await storeMovedDeadline(name, credential: stored, key: key)
             }
             // OIDC Core §12.2: a refreshed ID token is verified like the first and must name the same user and client.
             // Checked after the rotated refresh token is safe, so a bad ID token costs this access token, not the sign-in.
             // The reference stays the sign-in's: a refresh never replaces it.
+            var claims = signInClaims
             if let idToken = tokens.idToken {
-                if let claims = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
-                                                          original: signInClaims) {
-                    if ours() { accounts[name]?.idClaims = signInClaims ?? claims }
-                    await keepSignInClaims(name, signInClaims ?? claims, in: kept, key: key)
+                if let verified = try await verifiedIDToken(idToken, account: name, metadata: metadata, nonce: nil,
+                                                            original: signInClaims) {
+                    claims = signInClaims ?? verified
+                    await keepSignInClaims(name, signInClaims ?? verified, in: kept, key: key)
                 } else {
                     tokens.idToken = nil
                 }
             }
-            if entry.isDefault, tokens.idToken == nil, ours() { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
-            let cached = cacheTokens(name, entry, tokens, keep: ours())
             logger.info("refreshed access token", metadata: ["account": "\(name)", "entry": "\(entry)",
                                                              "expires_in_s": "\(tokens.lifetime.components.seconds)"])
-            return cached
+            return refreshed(name, entry, tokens, proofKey: credential.proofKey, claims: claims, ours: ours())
         } catch {
             guard ours() else { throw error }
             if error.code == .loginRequired { publish(.signInRequired(name)) }
@@ -106,6 +94,19 @@ extension TokenBroker {
             }
             throw error
         }
+    }
+
+    /// A refresh's result: cached, and the sign-in's key and claims with it (the key the token is bound to changes
+    /// with the token, with no suspension between), when the account's state is still the one the refresh began for.
+    private func refreshed(_ name: String, _ entry: TokenCacheKey, _ tokens: TokenSet, proofKey: DPoPKey?,
+                           claims: IDTokenClaims?, ours: Bool) -> CachedToken {
+        var tokens = tokens
+        if ours {
+            accounts[name]?.proofKey = proofKey
+            if let claims { accounts[name]?.idClaims = claims }
+            if entry.isDefault, tokens.idToken == nil { tokens.idToken = accounts[name]?.cache?.tokens.idToken }
+        }
+        return cacheTokens(name, entry, tokens, keep: ours)
     }
 
     /// The stored refresh token, or nil when there truly is none. A locked collection hides its items (a lookup
@@ -135,9 +136,8 @@ extension TokenBroker {
     private func forgetDeadRefreshToken(_ name: String, key: SecretKey, sent: Secret) async throws(AuthError) {
         accounts[name]?.cache = nil
         accounts[name]?.scoped = [:]
-        if unsavedRefreshToken(key) == sent { setUnsavedRefreshToken(key, nil) }
-        if let current = try await keyring.item(key), current.secret == sent {
-            try await deleteRefreshToken(key)
+        if try await keyring.delete(key, ifStill: sent) {
+            forgetDeadline(name)
             logger.notice("refresh token rejected by the server; deleted it", metadata: ["account": "\(name)"])
             publish(.accountChanged(name))
         }

@@ -182,12 +182,11 @@ extension TokenBroker {
                 // The new sign-in's key and ID token claims (OIDC Core §12.2's reference for a refreshed one) go into
                 // the same secret as its refresh token: one write.
                 let credential = StoredCredential.refreshToken(refresh, proofKey: proofKey, signInClaims: claims)
-                stored = try await storeRefreshToken(credential.stored, for: key, holdIfLocked: true)
-                setUnsavedRefreshToken(key, nil)
+                stored = try await storeRefreshToken(credential.stored, for: key, as: .signIn)
             } else if tokens.nonExpiring {
                 // No refresh token and no expiry (a GitHub OAuth app): the access token is what must survive a restart.
                 stored = try await storeRefreshToken(StoredCredential.longLivedAccessToken(tokens.accessToken).stored,
-                                                     for: key, holdIfLocked: true)
+                                                     for: key, as: .signIn)
             } else {
                 logger.warning("the server issued no refresh token; the account will need to sign in again when the access token expires",
                                metadata: ["account": "\(name)"])
@@ -214,7 +213,7 @@ extension TokenBroker {
         result.email = claims?.email
         result.name = claims?.name
         switch stored {
-        case .memory?, .untilUnlocked?: result.keptInMemory = true
+        case .memory?, .held?: result.keptInMemory = true
         case .keyring?, nil: break
         }
         return result

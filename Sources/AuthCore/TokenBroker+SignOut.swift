@@ -19,12 +19,10 @@ extension TokenBroker {
         accounts[name]?.idClaims = nil
         accounts[name]?.proofKey = nil
         accounts[name]?.dpopRefused = false
-        let unsaved = unsavedRefreshToken(key)
-        setUnsavedRefreshToken(key, nil)
         let stored = try await loadRefreshToken(key)
-        var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil || unsaved != nil)
+        var result = LogoutOutcome(account: name, hadRefreshToken: stored != nil)
         // An item whose key cannot be read is deleted without a revocation (its token's text is not known apart).
-        if let token = unsaved ?? stored, let credential = try? StoredCredential(stored: token) {
+        if let stored, let credential = try? StoredCredential(stored: stored) {
             let (revoked, hint) = switch credential.token {
             case .refreshToken(let refresh): (refresh, "refresh_token")
             case .longLivedAccessToken(let access): (access, "access_token")

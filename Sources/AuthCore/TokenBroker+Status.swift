@@ -2,7 +2,7 @@ import FoundationEssentials
 
 /// `status`: the agent's view of every account, without loading any token.
 extension TokenBroker {
-    /// The agent's view of every account. The keyring is probed through ``KeyringGateway/view()``: bounded, so a
+    /// The agent's view of every account. The keyring is probed through ``CredentialStore/view()``: bounded, so a
     /// keyring that hangs shows as `error` instead of stalling `status`; asked twice per probe whatever the number
     /// of accounts (its state, then one search of the items' attributes); shared by concurrent `status` calls.
     public func status() async -> BrokerStatus {
@@ -12,7 +12,7 @@ extension TokenBroker {
             guard let state = accounts[name] else { continue }
             let key = SecretKey(state.config)
             var hasRefresh = keyring.stored.map { $0.contains(key) }
-            if unsavedRefreshToken(key) != nil { hasRefresh = true }
+            if keyring.held[key] != nil { hasRefresh = true }
             let now = time.now()
             let cache = state.cache
             // A non-expiring token (TokenSet.nonExpiring) shows no expiry rather than one the agent made up.

@@ -54,8 +54,8 @@ public actor TokenBroker {
         }
     }
 
-    /// The keyring, through the rules of reading and probing it (``KeyringGateway``).
-    let keyring: KeyringGateway
+    /// Where each credential is, and the one way to read and write it (``CredentialStore``).
+    let keyring: CredentialStore
     let http: any HTTPTransport
     let redirects: any RedirectListenerFactory
     let browser: any BrowserLauncher
@@ -68,12 +68,12 @@ public actor TokenBroker {
     let providers: ProviderDirectory
     var accounts: [String: AccountState]
     var accountOrder: [String]
-    /// What belongs to a keyring item (``SecretKey``) rather than to the settings of the account using it: the turn
-    /// to redeem its refresh token and a rotated one the keyring refused (TokenBroker+Redemption.swift). Kept across
-    /// a reload that resets or removes the account, whose work under way still holds the turn.
-    var credentials: [SecretKey: CredentialSlot] = [:]
+    /// Each keyring item's (``SecretKey``) turn to redeem or rewrite its credential (TokenBroker+Redemption.swift):
+    /// the item's, not the account's, so a reload that resets or removes the account keeps it, and its work under
+    /// way still holds the turn.
+    var turns: [SecretKey: CredentialTurn] = [:]
     /// Subscribers of ``events()`` (TokenBroker+Events.swift).
-    let eventHub = BrokerEventHub()
+    let eventHub: BrokerEventHub
     /// When logind said the system is about to sleep (TokenBroker+Wake.swift); nil while awake.
     var suspendedAt: ContinuousClock.Instant?
     /// Wakes the proactive refresh loop when a token arrives or an account comes into use (its sleep was computed
@@ -83,8 +83,6 @@ public actor TokenBroker {
     let lifetimeBell = Doorbell()
     /// The last `DPoP-Nonce` of each authorization server (TokenBroker+TokenEndpoint.swift).
     var dpopNonces: [String: String] = [:]
-    /// Retries moving sign-ins held in memory into a keyring that refused them (TokenBroker+Memory.swift).
-    var moveRetry: Task<Void, Never>?
 
     public init(accounts: [AccountConfig], store: any SecretStore, storeChoice: StoreChoice = .secretService,
                 http: any HTTPTransport,
@@ -93,8 +91,10 @@ public actor TokenBroker {
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
                 loginLimit: LoginRateLimit = LoginRateLimit(), logger: Logger) {
         self.loginLimit = loginLimit
-        self.keyring = KeyringGateway(store: store, choice: storeChoice, time: time,
-                                      probeLimit: TokenBroker.keyringProbeLimit)
+        let events = BrokerEventHub()
+        self.eventHub = events
+        self.keyring = CredentialStore(store: store, choice: storeChoice, time: time,
+                                       probeLimit: TokenBroker.keyringProbeLimit, logger: logger, events: events)
         self.http = http
         self.redirects = redirects
         self.browser = browser
@@ -225,7 +225,7 @@ public actor TokenBroker {
     /// or sign-out's write.
     public func drain(timeout: Duration = .seconds(10)) async {
         let refreshes = accounts.values.flatMap { $0.refreshes.values }
-        let busy = credentials.filter { $0.value.redeeming }.map(\.key)
+        let busy = turns.filter { $0.value.taken }.map(\.key)
         for state in accounts.values { state.signIn.pending?.flow.completion.cancel() }
         // Said as it happens, so whoever reads the journal after a restart knows why the account is signed out.
         for name in await accountsInMemory {
@@ -250,24 +250,12 @@ public actor TokenBroker {
 
     // MARK: Status: TokenBroker+Status.swift
 
-    /// Every keyring write goes through these two, which write the sign-in's dates beside the credential. A key
-    /// that starts to live in memory only (no Secret Service) is said once in the journal.
+    /// Every credential write goes through these two, which write the sign-in's dates beside the credential
+    /// (where it goes, and what a refusal does, is the ``CredentialStore``'s).
     @discardableResult
-    func storeRefreshToken(_ secret: Secret, for key: SecretKey, holdIfLocked: Bool = false) async throws(AuthError) -> StoredIn {
-        let stored = try await keyring.store(itemForKeyring(secret, account: key.account), for: key,
-                                             holdIfLocked: holdIfLocked)
-        if stored == .untilUnlocked {
-            logger.notice("the keyring locked during the sign-in; the sign-in is kept in memory and written when it is unlocked",
-                          metadata: ["account": "\(key.account)"])
-            retryMovesLater()
-        }
-        if stored == .memory(first: true) {
-            logger.notice(keyring.choice == .memory
-                            ? "the sign-in is kept in memory until the agent stops (store = \"memory\")"
-                            : "no Secret Service answers; the sign-in is kept in memory until the agent stops",
-                          metadata: ["account": "\(key.account)"])
-        }
-        return stored
+    func storeRefreshToken(_ secret: Secret, for key: SecretKey,
+                           as kind: CredentialStore.Write = .rewrite) async throws(AuthError) -> StoredIn {
+        try await keyring.write(itemForKeyring(secret, account: key.account), for: key, as: kind)
     }
 
     @discardableResult

@@ -46,7 +46,7 @@ final class CredentialTurnTests: XCTestCase {
         let refresh = Task { try await broker.accessToken(account: "work") }
         await gate.arrived(1)
         let logout = Task { try await broker.logout(account: "work") }
-        await waitUntil("the logout waits for the refresh") { await broker.credentials[self.key]?.waiters.count == 1 }
+        await waitUntil("the logout waits for the refresh") { await broker.turns[self.key]?.waiters.count == 1 }
         gate.open()
         let served = try await value(of: refresh)
         XCTAssertEqual(served.accessToken.reveal(), "at-2", "the caller that asked before the logout gets its token")
@@ -80,7 +80,7 @@ final class CredentialTurnTests: XCTestCase {
                              FakeHTTP.tokenReply(access: "at-rotated", refresh: "rt-rotated")]
         XCTAssertEqual(redirects.deliver("code=the-code&state=\(state)"), .success)
         let login = Task { try await broker.awaitLogin(ticket) }
-        await waitUntil("the sign-in waits for the refresh") { await broker.credentials[self.key]?.waiters.count == 1 }
+        await waitUntil("the sign-in waits for the refresh") { await broker.turns[self.key]?.waiters.count == 1 }
         gate.open()
         _ = try await value(of: refresh)
         _ = try await value(of: login)
@@ -104,7 +104,7 @@ final class CredentialTurnTests: XCTestCase {
         await gate.arrived(1)
         let scoped = Task { try await broker.accessToken(account: "work", scopes: ["read"]) }
         await waitUntil("the scoped refresh waits for the turn") {
-            await broker.credentials[SecretKey(account)]?.waiters.count == 1
+            await broker.turns[SecretKey(account)]?.waiters.count == 1
         }
         var reset = account
         reset.scopes = ["read"]
@@ -141,7 +141,7 @@ final class CredentialTurnTests: XCTestCase {
         let (broker, store, http, gate, before) = try await refreshHeldAcrossAReload()
         let after = Task { try await broker.accessToken(account: "work") }
         await waitUntil("the refresh under the new settings waits for the turn") {
-            await broker.credentials[self.key]?.waiters.count == 1
+            await broker.turns[self.key]?.waiters.count == 1
         }
         gate.open()
         let old = try await value(of: before)

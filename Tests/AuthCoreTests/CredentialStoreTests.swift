@@ -2,16 +2,16 @@
 import AuthTestSupport
 import XCTest
 
-/// The broker's way to the keyring (``KeyringGateway``) over the in-memory store: "nothing stored" is told apart
+/// The broker's way to the keyring (``CredentialStore``) over the in-memory store: "nothing stored" is told apart
 /// from "keyring locked" and "no Secret Service", and the `status` probe is bounded and retired by writes. The
 /// same rules against a real gnome-keyring: LibsecretStoreTests and the e2e keyring tests.
-final class KeyringGatewayTests: XCTestCase {
+final class CredentialStoreTests: XCTestCase {
     let key = SecretKey(Fixtures.account())
     let clock = ManualClock()
 
     func testALockedOrAbsentKeyringIsNeverReportedAsNotSignedIn() async throws {
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
-        let gateway = KeyringGateway(store: store, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, time: clock, probeLimit: .seconds(2))
         let found = try await gateway.load(key)
         XCTAssertEqual(found?.secret.reveal(), "rt-1")
 
@@ -43,11 +43,11 @@ final class KeyringGatewayTests: XCTestCase {
 
     func testTheProbeSeesWritesAndDeletes() async throws {
         let store = MemorySecretStore()
-        let gateway = KeyringGateway(store: store, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, time: clock, probeLimit: .seconds(2))
         var view = await gateway.view()
         XCTAssertEqual(view.state, .available)
         XCTAssertEqual(view.stored, [])
-        try await gateway.store(KeyringItem(secret: Secret("rt-1"), validUntil: nil, warnedAt: nil), for: key)
+        try await gateway.write(KeyringItem(secret: Secret("rt-1"), validUntil: nil, warnedAt: nil), for: key)
         view = await gateway.view()
         XCTAssertEqual(view.stored, [key])
         let deleted = try await gateway.delete(key)
@@ -57,7 +57,7 @@ final class KeyringGatewayTests: XCTestCase {
     }
 
     func testAKeyringThatDoesNotAnswerIsAnErrorAfterTheLimitOnTheInjectedClock() async {
-        let gateway = KeyringGateway(store: HungStore(), time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: HungStore(), time: clock, probeLimit: .seconds(2))
         let state = Task { await gateway.state() }
         let sleeping = await clock.waitForSleepers(1)
         XCTAssertTrue(sleeping)

@@ -1,15 +1,20 @@
-/// The broker's one way to the keyring (``SecretStore``): reads that tell "not signed in" from "keyring locked",
-/// writes, and the bounded probe `status` shows. It owns the rules that are about the keyring and not about tokens:
-/// a lookup that finds nothing is double-checked against the keyring's state (a locked collection hides its items
-/// without an error, SECURITY.md 19); every probe step is bounded, so a keyring that hangs (an unanswered unlock
-/// prompt, a stopped daemon) shows as `error`; concurrent `status` calls share one probe, and every write retires a
-/// probe that began before it, so a `status` asked after a write never gets an answer read before it.
+import Logging
+
+/// The one owner of where a credential is: in the keyring (``SecretStore``), or in the agent's memory, for one of
+/// three reasons (no Secret Service with `store = "auto"`, `store = "memory"`, or a keyring that refused a write
+/// which must not be lost: a finished sign-in while it is locked, a rotated refresh token), and the one rule that
+/// moves what memory holds into the keyring: when the Secret Service appears or changes, and every
+/// ``moveRetryInterval`` while anything is held. A held item is the newest of its key, read before the keyring's;
+/// it counts as signed in, keeps the agent from its idle exit, and `status` shows why it is not in the keyring.
+/// Every write goes through ``write(_:for:as:)``; what happens when the keyring refuses it is the write's kind
+/// (``Write``), decided here. A locked or failing keyring is never taken for a missing one.
 ///
-/// It also owns where a sign-in goes when there is no Secret Service (``StoreChoice``): with `auto`, a write that
-/// finds no Secret Service on the bus keeps the item in memory (never a file); a held item is the newest of its key,
-/// read before the keyring's, written there by ``moveHeldItems()`` once a Secret Service answers. A locked or failing
-/// keyring is never taken for a missing one.
-actor KeyringGateway {
+/// It also owns the rules that are about the keyring and not about tokens: a lookup that finds nothing is
+/// double-checked against the keyring's state (a locked collection hides its items without an error, SECURITY.md
+/// 19); every probe step is bounded, so a keyring that hangs (an unanswered unlock prompt, a stopped daemon) shows as
+/// `error`; concurrent `status` calls share one probe, and every write retires a probe that began before it, so a
+/// `status` asked after a write never gets an answer read before it.
+actor CredentialStore {
     /// What `status` reports about the keyring: its state and, when it is available, which keys have a token
     /// (nil when the search failed or took too long), and which sign-ins live in memory only.
     struct View: Sendable {
@@ -20,25 +25,47 @@ actor KeyringGateway {
         var held: [SecretKey: HeldItem] = [:]
     }
 
-    /// A sign-in kept in memory: why the last move to the keyring failed, if one was tried.
+    /// An item kept in memory: why the keyring has not taken it, if it was asked.
     struct HeldItem: Sendable, Equatable {
         var moveError: String?
+    }
+
+    /// What a write is, which decides what a refusal by the keyring does.
+    enum Write {
+        /// A finished sign-in: a keyring that locked since it began gets it when it is unlocked (held meanwhile).
+        case signIn
+        /// A rotated refresh token: the server has already replaced the one stored, so any refusal holds it.
+        case rotation
+        /// The same credential written again (its dates, a warning, the ID token's claims): a refusal is the
+        /// caller's error, and the keyring keeps the item it had.
+        case rewrite
     }
 
     private let store: any SecretStore
     let choice: StoreChoice
     private let time: any TimeSource
     private let probeLimit: Duration
+    private let logger: Logger
+    private let events: BrokerEventHub
     private var probe: Task<View, Never>?
-    /// Items kept in memory only (``StoreChoice``), and why each could not be moved to the keyring.
+    /// Items kept in memory only, and why each is not in the keyring (nil: no Secret Service, or `memory`).
     private var held: [SecretKey: KeyringItem] = [:]
     private var moveErrors: [SecretKey: String] = [:]
+    /// Moves held items every ``moveRetryInterval`` while the keyring refuses them (one loop at a time).
+    private var moveRetry: Task<Void, Never>?
 
-    init(store: any SecretStore, choice: StoreChoice = .secretService, time: any TimeSource, probeLimit: Duration) {
+    /// How often a refused move is tried again. gnome-keyring sends no signal when it is unlocked through its
+    /// control socket (as PAM does at login), so a locked keyring that takes a held item is found by asking.
+    static let moveRetryInterval: Duration = .seconds(10)
+
+    init(store: any SecretStore, choice: StoreChoice = .secretService, time: any TimeSource, probeLimit: Duration,
+         logger: Logger = Logger(label: "auth-agent.credentials"), events: BrokerEventHub = BrokerEventHub()) {
         self.store = store
         self.choice = choice
         self.time = time
         self.probeLimit = probeLimit
+        self.logger = logger
+        self.events = events
     }
 
     /// The item stored under `key`, or nil when there truly is none; a locked keyring throws, and so does an absent
@@ -106,33 +133,53 @@ actor KeyringGateway {
         error.code == .keyringUnavailable && choice == .auto
     }
 
-    /// Keeps `item` in memory (``StoredIn/memory(first:)``: whether the key was not held before).
-    private func hold(_ item: KeyringItem, for key: SecretKey) -> StoredIn {
-        .memory(first: held.updateValue(item, forKey: key) == nil)
-    }
-
-    /// Writes the item: to the keyring, or, with no Secret Service and `auto` (or with `memory`), to memory. A key
-    /// held in memory stays there until ``moveHeldItems()`` writes it to the keyring. `holdIfLocked` (a finished
-    /// sign-in, which must not be lost): a keyring that locked since the sign-in began gets the item when it is
-    /// unlocked, and the error is kept as the reason meanwhile (this is not a fallback: the item goes to that keyring).
+    /// Writes the item: to the keyring, or, with no Secret Service and `auto` (or with `memory`), to memory, where it
+    /// stays until a move writes it to the keyring. A refusal by the keyring holds the item with its reason when the
+    /// write is one that must not be lost (``Write``; this is not a fallback: the item goes to that keyring), and is
+    /// the caller's error otherwise. A key held for a refusal is tried again by every write of it, as by a move.
     @discardableResult
-    func store(_ item: KeyringItem, for key: SecretKey, holdIfLocked: Bool = false) async throws(AuthError) -> StoredIn {
+    func write(_ item: KeyringItem, for key: SecretKey, as kind: Write = .rewrite) async throws(AuthError) -> StoredIn {
         defer { probe = nil }
-        if held[key] != nil || choice == .memory { return hold(item, for: key) }
+        let wasHeld = held[key] != nil
+        if choice == .memory || (wasHeld && moveErrors[key] == nil) { return hold(item, for: key) }
         do throws(AuthError) {
             try await store.store(item, for: key)
+            held[key] = nil
+            moveErrors[key] = nil
             return .keyring
         } catch where keptInMemoryWhen(error) {
             return hold(item, for: key)
-        } catch where error.code == .keyringLocked && holdIfLocked {
+        } catch where wasHeld || kind == .rotation || (kind == .signIn && error.code == .keyringLocked) {
             held[key] = item
             moveErrors[key] = error.message
-            return .untilUnlocked
+            if !wasHeld {
+                logger.notice(kind == .signIn
+                                ? "the keyring locked during the sign-in; the sign-in is kept in memory and written when it is unlocked"
+                                : "the keyring refused the rotated refresh token; it is kept in memory and written when the keyring takes it",
+                              metadata: ["account": "\(key.account)", "error_code": "\(error.code.rawValue)"])
+            }
+            retryMovesLater()
+            return .held(error)
         }
     }
 
+    /// Keeps `item` in memory (``StoredIn/memory(first:)``: whether the key was not held before); a key that starts
+    /// to live in memory only is said once in the journal.
+    private func hold(_ item: KeyringItem, for key: SecretKey) -> StoredIn {
+        let first = held.updateValue(item, forKey: key) == nil
+        if first {
+            logger.notice(choice == .memory
+                            ? "the sign-in is kept in memory until the agent stops (store = \"memory\")"
+                            : "no Secret Service answers; the sign-in is kept in memory until the agent stops",
+                          metadata: ["account": "\(key.account)"])
+        }
+        return .memory(first: first)
+    }
+
+    /// Deletes the item, held or stored; with `ifStill`, only while the credential there is still that one.
     @discardableResult
-    func delete(_ key: SecretKey) async throws(AuthError) -> Bool {
+    func delete(_ key: SecretKey, ifStill expected: Secret? = nil) async throws(AuthError) -> Bool {
+        if let expected, try await item(key)?.secret != expected { return false }
         defer { probe = nil }
         let wasHeld = held.removeValue(forKey: key) != nil
         moveErrors[key] = nil
@@ -144,14 +191,40 @@ actor KeyringGateway {
         }
     }
 
-    /// Whether any sign-in lives in memory only (the agent must then not exit idle: it would lose it).
+    /// Whether any item lives in memory only (the agent must then not exit idle: it would lose it).
     var holdsItems: Bool { !held.isEmpty }
     var heldKeys: Set<SecretKey> { Set(held.keys) }
 
-    /// Writes every item held in memory to the keyring (a Secret Service appeared, or was unlocked). An item
-    /// written is dropped from memory; one the keyring refused stays, with the reason. A key written again while
-    /// its move was under way is moved again, so the newest item is the one that lands. Returns what happened per
-    /// key (nil: moved).
+    /// A Secret Service appeared on the session bus, or one said its collections changed (unlocked): moves every
+    /// item held in memory into it. One the keyring refuses stays in memory, and `status` shows why; the moves are
+    /// then tried again every ``moveRetryInterval``.
+    func secretServiceChanged() async {
+        guard !held.isEmpty else { return }
+        if await !moveAndSay(warnOfRefusals: true) { retryMovesLater() }
+    }
+
+    /// One attempt to move every held item; each that moved is said in the journal and to the front ends
+    /// (`accountChanged`), each refusal too with `warnOfRefusals` (a retry says nothing until it succeeds).
+    /// Returns whether every one moved.
+    private func moveAndSay(warnOfRefusals: Bool) async -> Bool {
+        var allMoved = true
+        for (key, error) in await moveHeldItems() {
+            if let error {
+                allMoved = false
+                guard warnOfRefusals else { continue }
+                logger.warning("a Secret Service answers, but the sign-in could not be moved into it; it stays in memory",
+                               metadata: ["account": "\(key.account)", "error_code": "\(error.code.rawValue)"])
+            } else {
+                logger.notice("the sign-in kept in memory is now in the keyring", metadata: ["account": "\(key.account)"])
+            }
+            events.publish(.accountChanged(key.account))
+        }
+        return allMoved
+    }
+
+    /// Writes every item held in memory to the keyring. An item written is dropped from memory; one the keyring
+    /// refused stays, with the reason. A key written again while its move was under way is moved again, so the
+    /// newest item is the one that lands. Returns what happened per key (nil: moved).
     func moveHeldItems() async -> [(key: SecretKey, error: AuthError?)] {
         guard choice != .memory else { return [] }
         var report: [(key: SecretKey, error: AuthError?)] = []
@@ -174,6 +247,21 @@ actor KeyringGateway {
         }
         return report
     }
+
+    /// Tries the refused moves again every ``moveRetryInterval`` until nothing is held.
+    private func retryMovesLater() {
+        guard moveRetry == nil else { return }
+        let time = self.time
+        moveRetry = Task {
+            while !Task.isCancelled {
+                do { try await time.sleep(for: CredentialStore.moveRetryInterval) } catch { break }
+                guard await self.holdsItems, await !self.moveAndSay(warnOfRefusals: false) else { break }
+            }
+            await self.moveRetryEnded()
+        }
+    }
+
+    private func moveRetryEnded() { moveRetry = nil }
 
     /// The keyring's state, bounded by the probe limit (`error` when it does not answer in time).
     func state() async -> KeyringState {

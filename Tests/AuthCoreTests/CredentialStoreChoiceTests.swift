@@ -6,7 +6,7 @@ import XCTest
 /// sign-in lives in memory and is said to; a locked or failing keyring is never taken for a missing one; a Secret
 /// Service that appears gets the held items, the newest of each. The same against a real bus with no Secret
 /// Service, and a gnome-keyring started later: Tests/e2e/test_memory_store.py.
-final class KeyringGatewayStoreChoiceTests: XCTestCase {
+final class CredentialStoreChoiceTests: XCTestCase {
     let key = SecretKey(Fixtures.account())
     let clock = ManualClock()
 
@@ -15,13 +15,13 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
     func testAutoWithNoSecretServiceKeepsTheSignInInMemoryAndSaysSo() async throws {
         let store = MemorySecretStore()
         await store.setState(.absent)
-        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
         let none = try await gateway.load(key)
         XCTAssertNil(none, "no Secret Service and nothing held: not signed in, not keyring_unavailable")
 
-        let first = try await gateway.store(item("rt-1"), for: key)
+        let first = try await gateway.write(item("rt-1"), for: key)
         XCTAssertEqual(first, .memory(first: true))
-        let again = try await gateway.store(item("rt-2"), for: key)
+        let again = try await gateway.write(item("rt-2"), for: key)
         XCTAssertEqual(again, .memory(first: false), "a rotation of a held item is not a new memory-only sign-in")
         let loaded = try await gateway.load(key)
         XCTAssertEqual(loaded?.secret.reveal(), "rt-2")
@@ -46,9 +46,9 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
         for state in [KeyringState.locked, .error] {
             let store = MemorySecretStore()
             await store.setState(state)
-            let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+            let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
             do {
-                try await gateway.store(item("rt-1"), for: key)
+                try await gateway.write(item("rt-1"), for: key)
                 XCTFail("\(state): a store must fail, not fall back to memory")
             } catch {
                 XCTAssertEqual(error.code, state == .locked ? .keyringLocked : .keyringError)
@@ -58,7 +58,7 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
         }
         let store = MemorySecretStore(items: [key: Secret("rt-1")])
         await store.setState(.locked)
-        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
         do {
             _ = try await gateway.load(key)
             XCTFail("a locked keyring is keyring_locked whatever the store setting")
@@ -71,9 +71,9 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
         for choice in [StoreChoice.auto, .secretService] {
             let store = MemorySecretStore()
             await store.setState(.locked)
-            let gateway = KeyringGateway(store: store, choice: choice, time: clock, probeLimit: .seconds(2))
-            let stored = try await gateway.store(item("rt-1"), for: key, holdIfLocked: true)
-            XCTAssertEqual(stored, .untilUnlocked, "\(choice)")
+            let gateway = CredentialStore(store: store, choice: choice, time: clock, probeLimit: .seconds(2))
+            let stored = try await gateway.write(item("rt-1"), for: key, as: .signIn)
+            XCTAssertEqual(stored, .held(.keyringLocked()), "\(choice)")
             let view = await gateway.view()
             XCTAssertEqual(view.held[key]?.moveError, AuthError.keyringLocked().message, "the reason is shown")
             let loaded = try await gateway.load(key)
@@ -84,24 +84,40 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
             let entries = await store.entries
             XCTAssertEqual(entries[key]?.secret.reveal(), "rt-1", "\(choice): written once the keyring is unlocked")
         }
-        // Any other write (a refresh's rotation) still fails as locked: the broker keeps that token itself.
+        // A rewrite of the same credential (its dates) fails as locked: the keyring keeps the item it had.
         let store = MemorySecretStore()
         await store.setState(.locked)
-        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
         do {
-            try await gateway.store(item("rt-2"), for: key)
-            XCTFail("a write that does not ask to be held fails as locked")
+            try await gateway.write(item("rt-1"), for: key)
+            XCTFail("a rewrite fails as locked")
         } catch {
             XCTAssertEqual(error.code, .keyringLocked)
         }
+        var holds = await gateway.holdsItems
+        XCTAssertFalse(holds)
+        // A rotated refresh token, which the server has already replaced the stored one with, is held whatever the
+        // refusal, and written by the same moves.
+        await store.setState(.error)
+        let rotated = try await gateway.write(item("rt-2"), for: key, as: .rotation)
+        XCTAssertEqual(rotated, .held(AuthError(.keyringError, "test store failure")))
+        holds = await gateway.holdsItems
+        XCTAssertTrue(holds, "held: the agent must not exit idle with it")
+        let loaded = try await gateway.load(key)
+        XCTAssertEqual(loaded?.secret.reveal(), "rt-2", "the next refresh redeems it")
+        await store.setState(.available)
+        let moved = await gateway.moveHeldItems()
+        XCTAssertEqual(moved.map(\.key), [key])
+        let entries = await store.entries
+        XCTAssertEqual(entries[key]?.secret.reveal(), "rt-2")
     }
 
     func testSecretServiceOnlyKeepsTodaysError() async throws {
         let store = MemorySecretStore()
         await store.setState(.absent)
-        let gateway = KeyringGateway(store: store, choice: .secretService, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .secretService, time: clock, probeLimit: .seconds(2))
         do {
-            try await gateway.store(item("rt-1"), for: key)
+            try await gateway.write(item("rt-1"), for: key)
             XCTFail("store = secret-service: no memory fallback")
         } catch {
             XCTAssertEqual(error.code, .keyringUnavailable)
@@ -116,10 +132,10 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
 
     func testMemoryNeverAsksTheSecretService() async throws {
         let store = MemorySecretStore(items: [key: Secret("in-the-keyring")])
-        let gateway = KeyringGateway(store: store, choice: .memory, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .memory, time: clock, probeLimit: .seconds(2))
         let before = try await gateway.load(key)
         XCTAssertNil(before, "the keyring's item is not read with store = memory")
-        let stored = try await gateway.store(item("rt-1"), for: key)
+        let stored = try await gateway.write(item("rt-1"), for: key)
         XCTAssertEqual(stored, .memory(first: true))
         let loaded = try await gateway.load(key)
         XCTAssertEqual(loaded?.secret.reveal(), "rt-1")
@@ -135,10 +151,10 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
     func testASecretServiceThatAppearsGetsTheHeldItemsAndARefusalIsKeptWithItsReason() async throws {
         let store = MemorySecretStore()
         await store.setState(.absent)
-        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
         let other = SecretKey(Fixtures.account("home"))
-        try await gateway.store(item("rt-work"), for: key)
-        try await gateway.store(item("rt-home"), for: other)
+        try await gateway.write(item("rt-work"), for: key)
+        try await gateway.write(item("rt-home"), for: other)
 
         // It appears locked (KeePassXC with its database locked): nothing moves, and the reason is kept.
         await store.setState(.locked)
@@ -164,21 +180,21 @@ final class KeyringGatewayStoreChoiceTests: XCTestCase {
         XCTAssertFalse(holds)
 
         // From now on writes go to the keyring.
-        let next = try await gateway.store(item("rt-work-2"), for: key)
+        let next = try await gateway.write(item("rt-work-2"), for: key)
         XCTAssertEqual(next, .keyring)
     }
 
     func testARotationDuringTheMoveIsTheItemThatLands() async throws {
         let store = MoveGatedStore()
-        let gateway = KeyringGateway(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
+        let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))
         store.absent = true
-        try await gateway.store(item("rt-1"), for: key)
+        try await gateway.write(item("rt-1"), for: key)
         store.absent = false
         store.holdNextWrite()
         let move = Task { await gateway.moveHeldItems() }
         await store.waitForHeldWrite()
         // A refresh rotates the token while the keyring write of the old one is under way.
-        let during = try await gateway.store(item("rt-2"), for: key)
+        let during = try await gateway.write(item("rt-2"), for: key)
         XCTAssertEqual(during, .memory(first: false))
         store.release()
         let report = await move.value
