@@ -86,9 +86,6 @@ public struct AgentOperations: Sendable {
     /// The broker's events, for front ends that push them (D-Bus signals, notifications).
     public func events() -> AsyncStream<BrokerEvent> { broker.events() }
 
-    /// A Secret Service appeared or changed (an unlock among them): sign-ins kept in memory move into it.
-    public func secretServiceAppeared() async { await broker.secretServiceAppeared() }
-
     /// Re-reads the configuration file and puts it in force; an invalid file is refused with `config_error`.
     /// `trigger` names what asked when it was not a request (SIGHUP), for the log line.
     public func reload(trigger: String? = nil) async throws(WireError) -> ReloadResult {

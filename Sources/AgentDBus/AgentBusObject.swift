@@ -103,32 +103,13 @@ final class AgentBusObject: @unchecked Sendable {
     }
 
     /// The C handler for `NameOwnerChanged`: a unique name that lost its owner is a caller that left the bus.
-    /// A caller left the bus (its unique name lost its owner), or a Secret Service took its name.
     static let nameOwnerChanged: sd_bus_message_handler_t = { message, context, _ in
         guard let message, let context,
               let name = BusMessage.readString(message), let _ = BusMessage.readString(message),
               let newOwner = BusMessage.readString(message) else { return 0 }
         let object = Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue()
         if name.hasPrefix(":"), newOwner.isEmpty { object.callerLeft(name) }
-        if name == secretServiceName, !newOwner.isEmpty { object.secretServiceChanged() }
         return 0
-    }
-
-    /// The Secret Service's bus name.
-    static let secretServiceName = "org.freedesktop.secrets"
-
-    /// A property of the Secret Service's changed (gnome-keyring: a collection's `Locked`).
-    static let secretServicePropertiesChanged: sd_bus_message_handler_t = { _, context, _ in
-        guard let context else { return 0 }
-        Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue().secretServiceChanged()
-        return 0
-    }
-
-    /// A Secret Service appeared or one of its properties changed (an unlock among them): sign-ins kept in memory
-    /// move into it (the broker does nothing when there are none).
-    func secretServiceChanged() {
-        let operations = self.operations
-        Task { await operations.secretServiceAppeared() }
     }
 
     /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its

@@ -91,11 +91,6 @@ public struct DBusService: Service {
         r = sd_bus_match_signal(bus, nil, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                 "NameOwnerChanged", AgentBusObject.nameOwnerChanged, context.toOpaque())
         if r < 0 { logger.notice("cannot watch for callers leaving the bus", metadata: ["errno": "\(-r)"]) }
-        // A Secret Service that is unlocked later (its name already taken): sign-ins held in memory move into it.
-        // gnome-keyring says so with PropertiesChanged (`Locked`) on the collection's object, whatever its path.
-        r = sd_bus_match_signal(bus, nil, AgentBusObject.secretServiceName, nil, "org.freedesktop.DBus.Properties",
-                                "PropertiesChanged", AgentBusObject.secretServicePropertiesChanged, context.toOpaque())
-        if r < 0 { logger.notice("cannot watch the Secret Service", metadata: ["errno": "\(-r)"]) }
         let notificationsContext = notifications.map { Unmanaged.passRetained($0) }
         defer { notificationsContext?.release() }
         if let notificationsContext {

@@ -203,6 +203,12 @@ actor CredentialStore {
         if await !moveAndSay(warnOfRefusals: true) { retryMovesLater() }
     }
 
+    /// Moves held items at each change of the Secret Service, as its adapter hears it, until cancelled.
+    func followChanges() async {
+        guard choice != .memory else { return }
+        for await _ in store.changes() { await secretServiceChanged() }
+    }
+
     /// One attempt to move every held item; each that moved is said in the journal and to the front ends
     /// (`accountChanged`), each refusal too with `warnOfRefusals` (a retry says nothing until it succeeds).
     /// Returns whether every one moved.

@@ -19,11 +19,15 @@ public protocol SecretStore: Sendable {
     func service() async -> KeyringService?
     /// The error for a store that ``state()`` calls `locked`, in the words of the Secret Service that answers.
     func lockedError() async -> AuthError
+    /// One element each time the Secret Service appears, changes owner or says a property changed (an unlock), for
+    /// as long as the caller iterates.
+    func changes() -> AsyncStream<Void>
 }
 
 extension SecretStore {
     public func service() async -> KeyringService? { nil }
     public func lockedError() async -> AuthError { AuthError.keyringLocked() }
+    public func changes() -> AsyncStream<Void> { AsyncStream { $0.finish() } }
 
     /// The key's secret alone, through ``loadItem(_:)``.
     public func load(_ key: SecretKey) async throws(AuthError) -> Secret? {

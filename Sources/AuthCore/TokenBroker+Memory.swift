@@ -16,9 +16,9 @@ extension TokenBroker {
         }
     }
 
-    /// A Secret Service appeared on the session bus, or one said its collections changed (unlocked): the sign-ins
-    /// held in memory move into it (``CredentialStore/secretServiceChanged()``).
-    public func secretServiceAppeared() async {
-        await keyring.secretServiceChanged()
+    /// Runs until cancelled: each time the Secret Service appears or changes (an unlock), as the keyring adapter
+    /// hears it, the sign-ins held in memory move into it (``CredentialStore/followChanges()``).
+    public func followSecretService() async {
+        await keyring.followChanges()
     }
 }

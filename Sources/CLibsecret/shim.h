@@ -382,19 +382,84 @@ enum {
  * Two small calls on the session bus that libsecret also uses: the alias's path (ReadAlias, "/" when there is none),
  * then that collection's Locked property. libsecret's collection proxy would fetch every property, the paths of all
  * the collection's items among them: a cost that grows with the user's whole login keyring (docs/BENCHMARKS.md). */
-/* The unique bus name of the Secret Service that answered the last state check. libsecret keeps one SecretService
- * proxy for the process and sends to the owner it knew when the proxy was made; it would learn of a new owner only
- * from signals dispatched by a GLib main loop, which this program does not run. So when another program (or the
- * same one restarted: KeePassXC quit and started again, a gnome-keyring-daemon restart) answers now, the cached
- * service is dropped (secret_service_disconnect) and the next call makes a proxy for the one that answers: without
- * that, every search went to the old owner, and an item still there read as "no sign-in". The shim's calls run one at
- * a time on the store's serial queue, so this needs no lock. */
-static inline void aa_secret_note_owner(const gchar *owner) {
-    static gchar *known = NULL;
-    if (owner == NULL) return;
-    if (known != NULL && strcmp(known, owner) != 0) secret_service_disconnect();
-    g_free(known);
-    known = g_strdup(owner);
+/* The Secret Service's changes, heard here and only here, on the session bus connection libsecret uses: its name
+ * taking a new owner (a Secret Service that starts, KeePassXC quit and started again, a gnome-keyring-daemon restart)
+ * and its objects' PropertiesChanged (a collection's `Locked`: an unlock). Each is told to the function `aa_secret_watch` was given (the
+ * store's Swift side: sign-ins held in memory move into the keyring). A new owner also drops libsecret's cached
+ * service: libsecret keeps one SecretService proxy for the process and sends to the owner it knew when the proxy was
+ * made (it would learn of another only from signals dispatched by a GLib main loop, which this program does not run),
+ * so every search would go to the old owner, and an item still there read as "no sign-in". A filter sees the bus's
+ * messages in order on GDBus's own thread, so the change is noted before any reply that came after it; the proxy is
+ * dropped by the next state check, on the store's serial queue, where libsecret's calls run one at a time. */
+typedef void (*aa_secret_changed_fn)(void *context);
+typedef struct {
+    aa_secret_changed_fn changed;
+    void *context;
+    gint owner_changed;
+} AaSecretWatch;
+
+/* Function-local, so that the one instance is shared by every file that includes this header. */
+static inline AaSecretWatch *aa_secret_watching(void) {
+    static AaSecretWatch watch;
+    return &watch;
+}
+
+static inline GDBusMessage *aa_secret_filter(GDBusConnection *bus, GDBusMessage *message, gboolean incoming,
+                                              gpointer unused) {
+    if (!incoming || g_dbus_message_get_message_type(message) != G_DBUS_MESSAGE_TYPE_SIGNAL) return message;
+    const gchar *member = g_dbus_message_get_member(message), *path = g_dbus_message_get_path(message);
+    GVariant *body = g_dbus_message_get_body(message);
+    gboolean changed = FALSE;
+    if (g_strcmp0(member, "NameOwnerChanged") == 0 && g_strcmp0(path, "/org/freedesktop/DBus") == 0 && body != NULL
+            && g_variant_is_of_type(body, G_VARIANT_TYPE("(sss)"))) {
+        const gchar *name, *before, *after;
+        g_variant_get(body, "(&s&s&s)", &name, &before, &after);
+        if (strcmp(name, "org.freedesktop.secrets") == 0) {
+            g_atomic_int_set(&aa_secret_watching()->owner_changed, 1);
+            changed = after[0] != '\0';
+        }
+    } else if (g_strcmp0(member, "PropertiesChanged") == 0 && path != NULL
+               && g_str_has_prefix(path, "/org/freedesktop/secrets")) {
+        changed = TRUE;
+    }
+    aa_secret_changed_fn tell = g_atomic_pointer_get(&aa_secret_watching()->changed);
+    if (changed && tell != NULL) tell(g_atomic_pointer_get(&aa_secret_watching()->context));
+    return message;
+}
+
+/* Hears the Secret Service's changes on `bus` (once per connection: a new one, after the bus went away, gets the
+ * filter and the match rules again). */
+static inline void aa_secret_watch_bus(GDBusConnection *bus) {
+    static GDBusConnection *watched = NULL;
+    if (bus == watched) return;
+    if (watched != NULL) g_object_unref(watched);
+    watched = g_object_ref(bus);
+    g_dbus_connection_add_filter(bus, aa_secret_filter, NULL, NULL);
+    static const char *const rules[] = {
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',"
+        "arg0='org.freedesktop.secrets'",
+        "type='signal',sender='org.freedesktop.secrets',interface='org.freedesktop.DBus.Properties',"
+        "member='PropertiesChanged'",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(rules); i++)
+        g_dbus_connection_call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
+                               g_variant_new("(s)", rules[i]), NULL, G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL, NULL);
+    /* Whatever answered before the filter was there is asked again. */
+    g_atomic_int_set(&aa_secret_watching()->owner_changed, 1);
+}
+
+/* Tells `changed` of every change from now on (runs on the store's serial queue). FALSE with *error set when there
+ * is no session bus yet: the first state check that finds one starts hearing. */
+static inline gboolean aa_secret_watch(aa_secret_changed_fn changed, void *context, GCancellable *cancellable,
+                                       GError **error) {
+    /* Read by the filter on GDBus's thread: the context is in place before the function that is given it. */
+    g_atomic_pointer_set(&aa_secret_watching()->context, context);
+    g_atomic_pointer_set(&aa_secret_watching()->changed, changed);
+    GDBusConnection *bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, error);
+    if (bus == NULL) return FALSE;
+    aa_secret_watch_bus(bus);
+    g_object_unref(bus);
+    return TRUE;
 }
 
 static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **error) {
@@ -405,25 +470,12 @@ static inline int aa_secret_keyring_state(GCancellable *cancellable, GError **er
         return (error && *error && aa_secret_error_kind(*error) == AA_ERROR_CANCELLED) ? AA_KEYRING_ERROR
                                                                                     : AA_KEYRING_ABSENT;
     int state = AA_KEYRING_ERROR;
-    /* Sent as a message, so that the reply's sender says who answers (aa_secret_note_owner). */
-    GDBusMessage *call = g_dbus_message_new_method_call("org.freedesktop.secrets", "/org/freedesktop/secrets",
-                                                        "org.freedesktop.Secret.Service", "ReadAlias");
-    g_dbus_message_set_body(call, g_variant_new("(s)", SECRET_COLLECTION_DEFAULT));
-    GDBusMessage *answer = g_dbus_connection_send_message_with_reply_sync(bus, call, G_DBUS_SEND_MESSAGE_FLAGS_NONE,
-                                                                          -1, NULL, cancellable, error);
-    g_object_unref(call);
-    GVariant *alias = NULL;
-    if (answer != NULL) {
-        if (!g_dbus_message_to_gerror(answer, error)) {
-            aa_secret_note_owner(g_dbus_message_get_sender(answer));
-            GVariant *body = g_dbus_message_get_body(answer);
-            if (body != NULL && g_variant_is_of_type(body, G_VARIANT_TYPE("(o)")))
-                alias = g_variant_ref(body);
-            else
-                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the Secret Service's ReadAlias answer is not (o)");
-        }
-        g_object_unref(answer);
-    }
+    aa_secret_watch_bus(bus);
+    if (g_atomic_int_compare_and_exchange(&aa_secret_watching()->owner_changed, 1, 0)) secret_service_disconnect();
+    GVariant *alias = g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                                  "org.freedesktop.Secret.Service", "ReadAlias",
+                                                  g_variant_new("(s)", SECRET_COLLECTION_DEFAULT), G_VARIANT_TYPE("(o)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, -1, cancellable, error);
     const gchar *path = NULL;
     if (alias != NULL) g_variant_get(alias, "(&o)", &path);
     if (path != NULL && strcmp(path, "/") == 0) {

@@ -206,6 +206,32 @@ public final class LibsecretStore: SecretStore {
         return outcome.value?.lockedError ?? AuthError.keyringLocked()
     }
 
+    /// The Secret Service's arrival, owner changes and property changes (an unlock), heard by the shim on the session
+    /// bus connection libsecret uses (`aa_secret_watch`). One listener per process: a later call replaces the
+    /// earlier one's stream. With no session bus yet, the first state check that finds one starts hearing.
+    public func changes() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        // Kept for the life of the process: the shim may tell it of a change at any time, on GDBus's thread.
+        let sink = ChangeSink(continuation)
+        let caller = self.caller
+        Task {
+            _ = await caller.call { cancellable, error in
+                aa_secret_watch(LibsecretStore.changed, Unmanaged.passRetained(sink).toOpaque(), cancellable, error)
+            }
+        }
+        return stream
+    }
+
+    private final class ChangeSink: Sendable {
+        let continuation: AsyncStream<Void>.Continuation
+        init(_ continuation: AsyncStream<Void>.Continuation) { self.continuation = continuation }
+    }
+
+    private static let changed: aa_secret_changed_fn = { context in
+        guard let context else { return }
+        Unmanaged<ChangeSink>.fromOpaque(context).takeUnretainedValue().continuation.yield()
+    }
+
     /// The default collection's state as the shim reads it, and, when the store is not simply available, who
     /// answers: that decides what a missing default collection means and how a lock is worded.
     struct Inspection: Sendable {

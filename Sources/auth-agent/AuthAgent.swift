@@ -165,8 +165,11 @@ struct AuthAgent: AsyncParsableCommand {
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server),
-            .init(service: ProactiveRefreshService(broker: broker, afterRound: { server.workFinished() })),
-            .init(service: SignInLifetimeService(broker: broker)),
+            .init(service: BrokerLoop { await broker.runProactiveRefresh(afterRound: { server.workFinished() }) }),
+            .init(service: BrokerLoop { await broker.runSignInLifetimeWatch() }),
+            // The Secret Service's arrival and changes, as its adapter hears them: held sign-ins move into it (ends at
+            // once with `store = "memory"`).
+            .init(service: BrokerLoop { await broker.followSecretService() }, successTerminationBehavior: .ignore),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
             .init(service: DBusService(operations: operations, activity: activity,
                                        notifications: configuration.notifications, logger: logger),

@@ -131,6 +131,31 @@ def test_a_gnome_keyring_started_later_gets_the_sign_in_once_and_it_survives_a_r
     assert bus_without_keyring.secret_tool_count("work") == 1
 
 
+def test_a_keyring_that_appears_gets_the_sign_in_at_once_with_the_d_bus_api_off(make_agent, bus_without_keyring,
+                                                                                 auth_server):
+    """The Secret Service's arrival is heard by the keyring side itself: with the agent's D-Bus API off (here its
+    name is taken by another program), a held sign-in still moves as soon as a keyring appears, well before the
+    10 s retry (which is only for a keyring that refused)."""
+    holder = subprocess.Popen(
+        ["/usr/bin/python3", "-c", "import dbus, time; bus = dbus.SessionBus(); "
+         "assert bus.request_name('dev.authagent.Agent') == 1; print('owned', flush=True); time.sleep(300)"],
+        env=bus_without_keyring._tool_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "owned"
+        agent = make_agent(bus=bus_without_keyring)
+        wait_for(lambda: "the D-Bus API is off" in agent.log(), 10, "the agent to find its bus name taken")
+        agent.login("work")
+        assert agent.account_status("work")["kept_in_memory"] is True
+        bus_without_keyring.start_keyring()
+        wait_for(lambda: "kept_in_memory" not in agent.account_status("work"), 7,
+                 "the sign-in to move into the keyring that appeared, without the D-Bus API")
+        agent.remember(bus_without_keyring.secret_tool_lookup("work", auth_server.issuer))
+        assert agent.log().count("the sign-in kept in memory is now in the keyring") == 1, agent.log()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_store_memory_never_touches_a_keyring_that_is_there(make_agent, keyring, auth_server):
     agent = make_agent(agent={"store": "memory"})
     status = agent.status_json()
