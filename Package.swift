@@ -101,19 +101,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The agent's own threads and the count of work in flight its idle exit reads.
+        .target(name: "AgentRuntime", dependencies: ["CAgentProcess"]),
+        // The one service every front end calls (AgentOperations), over the broker and the access gate.
+        .target(name: "AgentService", dependencies: ["AgentAccess", "AuthCore", "AgentIPC", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "AgentServer",
             dependencies: [
-                "AgentAccess", "AuthCore", "AgentIPC", "CAgentSocket", "CAgentLoop", "CAgentProcess",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "AgentService", "AgentAccess", "AgentRuntime", "AuthCore", "AgentIPC", "CAgentSocket", "CAgentLoop",
+                "CAgentProcess", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The agent's lifecycle services: proactive refresh, sign-in lifetime, watchdog, status, idle exit, SIGHUP.
         .target(
             name: "AgentLifecycle",
             dependencies: [
-                "AgentAccess", "AuthCore", "AgentIPC",
+                "AgentService", "AgentRuntime", "AuthCore", "AgentIPC",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -124,7 +127,7 @@ let package = Package(
         .target(
             name: "AgentDBus",
             dependencies: [
-                "AgentAccess", "AgentIPC", "AuthCore", "CAgentBus", "CAgentLoop", "TimeText",
+                "AgentService", "AgentAccess", "AgentRuntime", "AgentIPC", "AuthCore", "CAgentBus", "CAgentLoop", "TimeText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -132,8 +135,8 @@ let package = Package(
         .executableTarget(
             name: "auth-agent",
             dependencies: [
-                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentAccess", "AgentServer",
-                "AgentLifecycle", "AgentDBus",
+                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentAccess", "AgentService",
+                "AgentRuntime", "AgentServer", "AgentLifecycle", "AgentDBus",
                 "CAgentProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -199,7 +202,7 @@ let package = Package(
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
-        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
+        .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(
             name: "AuthTransportTests",
             dependencies: ["AuthTransport", "AuthCore", .product(name: "NIOCore", package: "swift-nio"),
@@ -207,13 +210,14 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentServerTests",
-            dependencies: ["AgentServer", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess"]
+            dependencies: ["AgentServer", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess"]
         ),
         .testTarget(
             name: "AgentAccessTests",
-            dependencies: ["AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket"]
+            dependencies: ["AgentAccess", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket"]
         ),
-        .testTarget(name: "AgentLifecycleTests", dependencies: ["AgentLifecycle", "AgentAccess", "AuthCore"]),
+        .testTarget(name: "AgentServiceTests", dependencies: ["AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
+        .testTarget(name: "AgentLifecycleTests", dependencies: ["AgentLifecycle", "AgentRuntime", "AuthCore"]),
         // Mutation fuzzing of the socket request decoder and the redirect request check (scripts/fuzz).
         .testTarget(
             name: "FuzzTests",

@@ -1,3 +1,4 @@
+import AgentService
 import AgentIPC
 import AgentAccess
 

@@ -1,3 +1,5 @@
+import AgentService
+import AgentRuntime
 import AgentAccess
 import AuthCore
 import CAgentBus

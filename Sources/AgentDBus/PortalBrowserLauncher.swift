@@ -1,3 +1,4 @@
+import AgentRuntime
 import AgentAccess
 import AuthCore
 import CAgentBus

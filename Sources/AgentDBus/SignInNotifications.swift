@@ -1,3 +1,4 @@
+import AgentService
 import AgentAccess
 import AgentIPC
 import AuthCore

@@ -1,3 +1,5 @@
+import AgentService
+import AgentRuntime
 import Glibc
 import AgentIPC
 import AgentAccess

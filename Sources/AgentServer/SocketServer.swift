@@ -1,9 +1,10 @@
+import AgentService
+import AgentRuntime
 import Glibc
 import AgentAccess
 import AgentIPC
 import CAgentSocket
 import Logging
-import ServiceLifecycle
 import Synchronization
 
 /// Runs on the accept loop's thread once no client has been connected for a second (and a second after start-up).
@@ -12,7 +13,7 @@ public typealias IdleHook = @Sendable () -> Void
 /// The agent's Unix socket server: one ``AcceptLoop`` (a thread of its own) accepts every connection, checks the
 /// peer, and owns it until it closes: it runs every request as a task of its own, whose replies it writes. A bad or
 /// slow client affects only itself.
-public final class SocketServer: Service {
+public final class SocketServer: Sendable {
     public enum Endpoint: Sendable {
         /// Bind this path ourselves (the directory must already be prepared).
         case path(String)
@@ -106,18 +107,16 @@ public final class SocketServer: Service {
     /// The number of the last probe the accept loop answered.
     public var answeredProbe: UInt64 { loop.answeredProbe.load(ordering: .relaxed) }
 
-    public func run() async throws {
-        await withGracefulShutdownHandler {
-            // Ends once the listening socket is closed and the last connection is gone.
-            for await _ in loop.drained {}
-        } onGracefulShutdown: {
-            // Stop accepting, then stop reading from every client: requests already running still get their
-            // reply, sign-ins waiting for a person are cancelled, idle connections end; a client that has not taken
-            // what it is owed within AcceptLoop.drainLimit is closed.
-            self.loop.post(.shutdown)
-        }
+    /// Serves until ``shutdown()`` has ended it: once the listening socket is closed and the last connection is gone.
+    public func serve() async {
+        for await _ in loop.drained {}
         if let boundPath { unlink(boundPath) }
     }
+
+    /// Stops accepting, then stops reading from every client: requests already running still get their reply,
+    /// sign-ins waiting for a person are cancelled, idle connections end; a client that has not taken what it is
+    /// owed within AcceptLoop.drainLimit is closed.
+    public func shutdown() { loop.post(.shutdown) }
 }
 
 /// Forward sessions' sockets are served by the same loop as the agent's own (``AcceptLoop/acceptForward(_:session:)``).

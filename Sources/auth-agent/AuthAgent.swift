@@ -1,5 +1,7 @@
 // auth-agent: the composition root. Parses options, loads the configuration, hardens the process, takes or binds
 // the socket, wires the adapters into the TokenBroker, signals readiness to systemd and runs until SIGTERM.
+import AgentService
+import AgentRuntime
 import AgentConfig
 import AgentDBus
 import AgentIPC
@@ -164,12 +166,12 @@ struct AuthAgent: AsyncParsableCommand {
                                   ?? "Serving \(configuration.accounts.count) account(s) on \(socketPath)")
 
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: server),
-            .init(service: BrokerLoop { await broker.runProactiveRefresh(afterRound: { server.workFinished() }) }),
-            .init(service: BrokerLoop { await broker.runSignInLifetimeWatch() }),
+            .init(service: UntilShutdown({ await server.serve() }, onShutdown: { server.shutdown() })),
+            .init(service: UntilShutdown { await broker.runProactiveRefresh(afterRound: { server.workFinished() }) }),
+            .init(service: UntilShutdown { await broker.runSignInLifetimeWatch() }),
             // The Secret Service's arrival and changes, as its adapter hears them: held sign-ins move into it (ends at
             // once with `store = "memory"`).
-            .init(service: BrokerLoop { await broker.followSecretService() }, successTerminationBehavior: .ignore),
+            .init(service: UntilShutdown { await broker.followSecretService() }, successTerminationBehavior: .ignore),
             // Optional: without a session bus it logs one warning and ends; the socket goes on serving.
             .init(service: DBusService(operations: operations, activity: activity,
                                        notifications: configuration.notifications, logger: logger),

@@ -1,3 +1,4 @@
+import AgentService
 import AgentConfig
 import AgentIPC
 import AgentServer

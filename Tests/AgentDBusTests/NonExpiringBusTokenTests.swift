@@ -1,3 +1,4 @@
+import AgentService
 import AuthTestSupport
 @testable import AgentDBus
 import AgentIPC

@@ -1,3 +1,4 @@
+import AgentRuntime
 @testable import AgentLifecycle
 @testable import AgentAccess
 import XCTest

@@ -1,3 +1,4 @@
+@testable import AgentService
 import AuthTestSupport
 @testable import AgentIPC
 @testable import AgentServer

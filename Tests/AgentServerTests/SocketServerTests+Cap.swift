@@ -98,7 +98,7 @@ extension SocketServerTests {
         XCTAssertTrue(withdrawn?.contains("withdrawn") == true, "the waiting request answered: \(withdrawn ?? "nothing")")
         let waitingEnd = try await waiting.readLine()
         XCTAssertNil(waitingEnd)
-        _ = try await running?.value
+        await running?.value
         running = nil
         do {
             _ = try await TestClient.connect(path)
@@ -107,7 +107,7 @@ extension SocketServerTests {
     }
 
     /// A client that asked for replies and never reads them (a stopped process, say) does not hold shutdown up
-    /// beyond ``AcceptLoop/drainLimit``: its connection is closed then, and `run()` returns.
+    /// beyond ``AcceptLoop/drainLimit``: its connection is closed then, and `serve()` returns.
     func testShutdownDoesNotWaitForeverForAClientThatNeverReads() async throws {
         let server = try await start()
         let stuck = try await TestClient.connect(path)
@@ -118,12 +118,12 @@ extension SocketServerTests {
         server.loop.post(.shutdown)
         let (ended, end) = AsyncStream.makeStream(of: Void.self)
         let serving = running
-        Task { _ = try? await serving?.value; end.yield() }
+        Task { await serving?.value; end.yield() }
         // A guard against hanging the suite, not a measurement: the limit is a few seconds.
         Task { try? await Task.sleep(for: .seconds(60)); end.finish() }
         var events = ended.makeAsyncIterator()
         let returned = await events.next() != nil
-        XCTAssertTrue(returned, "run() still waits for a client that never reads")
+        XCTAssertTrue(returned, "serve() still waits for a client that never reads")
         running = nil
         stuck.shutdownWrite()
         _ = await sending.value

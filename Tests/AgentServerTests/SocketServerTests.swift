@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+@testable import AgentService
 import AuthTestSupport
 import Glibc
 #endif
@@ -16,7 +17,7 @@ import XCTest
 final class SocketServerTests: XCTestCase {
     var directory: String!
     var server: SocketServer?
-    var running: Task<Void, any Error>?
+    var running: Task<Void, Never>?
 
     override func setUpWithError() throws {
         var template = Array("/tmp/aa-sock-XXXXXX".utf8CString)
@@ -25,7 +26,7 @@ final class SocketServerTests: XCTestCase {
 
     override func tearDown() async throws {
         running?.cancel()
-        _ = try? await running?.value
+        await running?.value
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -45,7 +46,7 @@ final class SocketServerTests: XCTestCase {
         let server = try await SocketServer.listen(.path(path), dispatcher: dispatcher, logger: Logger(label: "test"),
                                                    activity: nil, whenIdle: whenIdle, connectionLimit: connectionLimit)
         self.server = server
-        running = Task { try await server.run() }
+        running = Task { await server.serve() }
         return server
     }
 

@@ -1,3 +1,4 @@
+import AgentAccess
 import AgentIPC
 import AuthCore
 import FoundationEssentials

@@ -1,3 +1,4 @@
+import AgentAccess
 import FoundationEssentials
 
 /// Facts about the running agent that `status` reports.

@@ -1,3 +1,4 @@
+@testable import AgentService
 import AgentIPC
 @testable import AgentAccess
 import AuthCore
