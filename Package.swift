@@ -7,14 +7,16 @@ import PackageDescription
 //   KeyringStore   SecretStore over libsecret (CLibsecret shim).
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
-//   AgentConfig    config.toml -> AuthCore.AccountConfig, with file/line errors.
-//   AgentAccess   what both front ends share: AgentOperations, the access gate, consent, audit, caller identity.
-//   AgentServer    the socket front end: the accept loop, connection lifecycle, dispatch; and the agent's services.
+//   AgentConfig    the agent's configuration: config.toml -> AuthCore.AccountConfig with file/line errors, and the
+//                  reload that puts a new file in force (ConfigurationGate, ConfigFileSource).
+//   AgentAccess    who asks and what they may have: caller identity, the access gate, consent, audit, forwards.
+//   AgentService   the one service both front ends call (AgentOperations).  AgentRuntime: the agent's threads.
+//   AgentServer    the socket front end: the accept loop, connection lifecycle, dispatch.
 //   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
 //   SessionEnvironment  what agent and authctl must read the same way from the session: the browser command,
-//                  SSH/headless.  TOMLConfig: where config.toml is and how its table headers read.  TimeText: times
+//                  SSH/headless.  ConfigFile: where config.toml is and how its table headers read.  TimeText: times
 //                  as people read and write them (days left, "15m", the local clock). All three without Foundation,
 //                  so authctl stays light.
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
@@ -82,9 +84,9 @@ let package = Package(
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC", swiftSettings: directMetadata),
         .target(name: "SessionEnvironment", swiftSettings: directMetadata),
-        .target(name: "TOMLConfig", swiftSettings: directMetadata),
+        .target(name: "ConfigFile", swiftSettings: directMetadata),
         .target(name: "TimeText", swiftSettings: directMetadata),
-        .target(name: "AuthCLI", dependencies: ["AgentIPC", "TOMLConfig"], swiftSettings: directMetadata),
+        .target(name: "AuthCLI", dependencies: ["AgentIPC", "ConfigFile"], swiftSettings: directMetadata),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
         // A loop thread's eventfd wake-up and monotonic clock: the accept loop's and the D-Bus bus loop's.
@@ -92,7 +94,8 @@ let package = Package(
         .target(name: "CProcFS"),
         .target(
             name: "AgentConfig",
-            dependencies: ["AuthCore", "TOMLConfig", "TimeText", .product(name: "TOMLKit", package: "TOMLKit")]
+            dependencies: ["AuthCore", "AgentAccess", "AgentIPC", "ConfigFile", "TimeText", "CProcFS",
+                           .product(name: "TOMLKit", package: "TOMLKit"), .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "AgentAccess",
@@ -104,7 +107,7 @@ let package = Package(
         // The agent's own threads and the count of work in flight its idle exit reads.
         .target(name: "AgentRuntime", dependencies: ["CAgentProcess"]),
         // The one service every front end calls (AgentOperations), over the broker and the access gate.
-        .target(name: "AgentService", dependencies: ["AgentAccess", "AuthCore", "AgentIPC", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "AgentService", dependencies: ["AgentConfig", "AgentAccess", "AuthCore", "AgentIPC", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "AgentServer",
             dependencies: [
@@ -161,7 +164,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "TOMLConfig", "TimeText", "CAgentProcess",
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "ConfigFile", "TimeText", "CAgentProcess",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: directMetadata,
             // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared
@@ -199,7 +202,7 @@ let package = Package(
             name: "authctlTests",
             dependencies: ["authctl", "AuthCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI"]),
+        .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI", "AgentIPC"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
         .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
@@ -236,8 +239,9 @@ let package = Package(
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
-                                     "SessionEnvironment", "TOMLConfig", "TimeText", "AuthCLI", "AgentConfig",
-                                     "AgentAccess", "AgentServer", "AgentLifecycle", "AgentDBus", "authctl"]
+                                     "SessionEnvironment", "ConfigFile", "TimeText", "AuthCLI", "AgentConfig",
+                                     "AgentAccess", "AgentService", "AgentRuntime", "AgentServer", "AgentLifecycle",
+                                     "AgentDBus", "authctl"]
     .contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -1,5 +1,5 @@
 import AuthCore
-import TOMLConfig
+import ConfigFile
 
 /// Everything read from config.toml, validated. Resolved once at start-up and passed down by value.
 public struct AgentConfiguration: Sendable, Equatable {

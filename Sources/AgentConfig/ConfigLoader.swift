@@ -1,6 +1,6 @@
 import AuthCore
 import FoundationEssentials
-import TOMLConfig
+import ConfigFile
 import TOMLKit
 import TimeText
 import Glibc

@@ -1,4 +1,5 @@
 import AgentAccess
+import AgentConfig
 import AgentIPC
 import AuthCore
 import FoundationEssentials

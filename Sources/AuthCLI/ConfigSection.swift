@@ -1,4 +1,4 @@
-import TOMLConfig
+import ConfigFile
 
 /// Writes and removes `[accounts.NAME]` sections of config.toml as text, keeping everything else (other sections,
 /// comments, blank lines) exactly as it was. Whether the result is a valid configuration is decided by the agent's

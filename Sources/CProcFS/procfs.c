@@ -37,12 +37,16 @@ static int proc_path(char path[32], int32_t pid, const char *name) {
 int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info) {
     struct statx attributes;
     int flags = AT_STATX_DONT_SYNC | (empty_path ? AT_EMPTY_PATH : 0);
-    if (statx(dir_fd, path, flags, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID, &attributes) != 0) return -1;
+    if (statx(dir_fd, path, flags, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MNT_ID | STATX_MTIME | STATX_CTIME,
+              &attributes) != 0)
+        return -1;
     info->device = ((uint64_t)attributes.stx_dev_major << 32) | attributes.stx_dev_minor;
     info->inode = attributes.stx_ino;
     info->size = attributes.stx_size;
     info->mode = attributes.stx_mode;
     info->mount_id = (attributes.stx_mask & STATX_MNT_ID) ? attributes.stx_mnt_id : 0;
+    info->modified_ns = attributes.stx_mtime.tv_sec * 1000000000LL + attributes.stx_mtime.tv_nsec;
+    info->changed_ns = attributes.stx_ctime.tv_sec * 1000000000LL + attributes.stx_ctime.tv_nsec;
     return 0;
 }
 

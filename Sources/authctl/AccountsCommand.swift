@@ -1,7 +1,7 @@
 import AgentIPC
 import ArgumentParser
 import AuthCLI
-import TOMLConfig
+import ConfigFile
 import FoundationEssentials
 import Glibc
 

@@ -2,7 +2,7 @@ import AgentIPC
 import ArgumentParser
 import AuthCLI
 import SessionEnvironment
-import TOMLConfig
+import ConfigFile
 import FoundationEssentials
 import Glibc
 

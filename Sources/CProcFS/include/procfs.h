@@ -9,7 +9,8 @@
 /* A file's attributes as the kernel has them cached (statx with AT_STATX_DONT_SYNC): never a round trip to a
  * filesystem's server, so a FUSE daemon of the caller cannot stall the agent here. `empty_path`: `dir_fd` itself is
  * the file (AT_EMPTY_PATH; it may be an O_PATH descriptor). `mount_id` is 0 when the kernel does not report it. */
-struct aa_file_info { uint64_t device; uint64_t inode; uint64_t size; uint64_t mount_id; uint32_t mode; };
+/* modified_ns, changed_ns: mtime and ctime in nanoseconds since the epoch. */
+struct aa_file_info { uint64_t device; uint64_t inode; uint64_t size; uint64_t mount_id; uint32_t mode; int64_t modified_ns; int64_t changed_ns; };
 int aa_file_info_at(int dir_fd, const char *path, int empty_path, struct aa_file_info *info);
 /* aa_file_info_at of "/proc/PID/exe", following the link: the file process `pid` runs now. */
 int aa_proc_exe_info(int32_t pid, struct aa_file_info *info);

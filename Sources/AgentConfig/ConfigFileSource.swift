@@ -1,9 +1,7 @@
-import AgentService
-import AgentConfig
 import AgentIPC
-import AgentServer
 import AgentAccess
 import AuthCore
+import CProcFS
 import FoundationEssentials
 import Logging
 import Glibc
@@ -11,7 +9,7 @@ import Glibc
 /// The configuration file as the agent reads it again after start-up (`authctl reload`, SIGHUP, and each request
 /// while the file is broken): parses it with ``ConfigLoader`` and puts its accounts and access policies in force.
 /// The `[agent]` settings are read once, at start-up; a reload names those that changed as needing a restart.
-actor ConfigFileSource: ConfigurationSource {
+public actor ConfigFileSource: ConfigurationSource {
     let path: String
     let explicit: Bool
     /// The `[agent]` settings this process runs with (the defaults if the file was broken at start-up).
@@ -23,7 +21,7 @@ actor ConfigFileSource: ConfigurationSource {
     private var lastOutcome: Result<ReloadResult, WireError>?
 
     /// `initial` is what start-up read: the configuration, or its error.
-    init(path: String, explicit: Bool, initial: Result<AgentConfiguration, ConfigError>, broker: TokenBroker,
+    public init(path: String, explicit: Bool, initial: Result<AgentConfiguration, ConfigError>, broker: TokenBroker,
          access: AccessGate, logger: Logger) {
         self.path = path
         self.explicit = explicit
@@ -41,7 +39,7 @@ actor ConfigFileSource: ConfigurationSource {
         }
     }
 
-    func reload(ifChanged: Bool) async throws(WireError) -> ReloadResult {
+    public func reload(ifChanged: Bool) async throws(WireError) -> ReloadResult {
         let stamp = FileStamp(path: path)
         if ifChanged, stamp == lastStamp, let lastOutcome { return try lastOutcome.get() }
         lastStamp = stamp
@@ -63,7 +61,7 @@ actor ConfigFileSource: ConfigurationSource {
         return result
     }
 
-    static func wireError(_ error: ConfigError) -> WireError {
+    public static func wireError(_ error: ConfigError) -> WireError {
         WireError(.configError, "\(error.description) (fix the file; the agent reads it again on the next request, or run `authctl reload`)")
     }
 }
@@ -84,32 +82,18 @@ extension AgentConfiguration {
 
 /// What tells a file's versions apart without reading it: its identity, size and times (nil: it does not exist).
 struct FileStamp: Equatable {
-    var device: UInt64
-    var inode: UInt64
-    var size: Int64
-    var modified: timespec
-    var changed: timespec
+    let device: UInt64, inode: UInt64, size: UInt64, modified: Int64, changed: Int64
 
     init?(path: String) {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modified = info.st_mtim
-        changed = info.st_ctim
-    }
-
-    static func == (a: FileStamp, b: FileStamp) -> Bool {
-        a.device == b.device && a.inode == b.inode && a.size == b.size
-            && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
-            && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+        var info = aa_file_info()
+        guard aa_file_info_at(AT_FDCWD, path, 0, &info) == 0 else { return nil }
+        (device, inode, size, modified, changed) = (info.device, info.inode, info.size, info.modified_ns, info.changed_ns)
     }
 }
 
 extension Result {
     /// The error, if this is a failure.
-    var failure: Failure? {
+    public var failure: Failure? {
         if case .failure(let error) = self { return error }
         return nil
     }

@@ -1,6 +1,5 @@
-@testable import AgentService
+@testable import AgentConfig
 import AgentIPC
-@testable import AgentAccess
 import Synchronization
 import XCTest
 
