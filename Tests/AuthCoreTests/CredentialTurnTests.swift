@@ -183,6 +183,12 @@ final class CredentialTurnTests: XCTestCase {
         await store.setState(.error)  // read already: the rotated token's write is what fails
         gate.open()
         await assertThrows(.keyringError) { _ = try await self.value(of: refresh) }
+        // Held where status and the idle exit see it: stopping now would lose the only token the server accepts.
+        let holds = await broker.holdsSignInsInMemory
+        XCTAssertTrue(holds)
+        let held = await broker.status().accounts.first
+        XCTAssertEqual(held?.keptInMemory, true)
+        XCTAssertEqual(held?.keyringMoveError, "test store failure")
         await store.setState(.available)
         _ = await broker.reconfigure([Fixtures.account(scopes: ["openid"])])
         let token = try await broker.accessToken(account: "work")
