@@ -89,6 +89,8 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     /// The program that owns `org.freedesktop.secrets` (its executable's path, or its process name); absent when
     /// none does or the agent cannot tell.
     public var keyringService: String?
+    /// What to do about the keyring, in the words of the Secret Service that answers; absent when it is available.
+    public var keyringAdvice: String?
     /// `[agent] store` (auto, secret-service, memory); absent from older agents.
     public var store: String?
     /// The accounts whose sign-in lives in the agent's memory only; absent when none.
@@ -96,12 +98,13 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     public var browser: Browser
     public var accounts: [Account]
 
-    public init(agentVersion: String, keyring: String, keyringService: String? = nil, store: String? = nil,
-                keptInMemory: [String]? = nil, browser: Browser, accounts: [Account]) {
+    public init(agentVersion: String, keyring: String, keyringService: String? = nil, keyringAdvice: String? = nil,
+                store: String? = nil, keptInMemory: [String]? = nil, browser: Browser, accounts: [Account]) {
         self.agentVersion = agentVersion
         self.protocolVersion = WireProtocol.version
         self.keyring = keyring
         self.keyringService = keyringService
+        self.keyringAdvice = keyringAdvice
         self.store = store
         self.keptInMemory = keptInMemory
         self.browser = browser
@@ -110,6 +113,6 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case agentVersion = "agent_version", protocolVersion = "protocol", keyring, keyringService = "keyring_service",
-             store, keptInMemory = "kept_in_memory", browser, accounts
+             keyringAdvice = "keyring_advice", store, keptInMemory = "kept_in_memory", browser, accounts
     }
 }

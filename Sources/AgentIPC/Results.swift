@@ -231,11 +231,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// The program that answers as the Secret Service (its executable's path, or its process name); absent when
         /// none does or the agent cannot tell.
         public var keyringService: String?
+        /// What to do about the keyring, in the words of the Secret Service that answers; absent when it is available.
+        public var keyringAdvice: String?
         /// Where sign-ins are kept (`[agent] store`): auto, secret-service or memory. Absent from older agents.
         public var store: String?
 
         public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String,
-                    keyringService: String? = nil, store: String? = nil) {
+                    keyringService: String? = nil, keyringAdvice: String? = nil, store: String? = nil) {
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
@@ -243,12 +245,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
             self.socket = socket
             self.keyring = keyring
             self.keyringService = keyringService
+            self.keyringAdvice = keyringAdvice
             self.store = store
         }
 
         enum CodingKeys: String, CodingKey {
             case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
-                 keyringService = "keyring_service", store
+                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store
         }
     }
 

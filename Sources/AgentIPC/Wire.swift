@@ -199,19 +199,24 @@ public struct WireError: Codable, Sendable, Equatable, Error {
     public var message: String
     public var retryAfter: Int?
     /// With the keyring codes: the program that answers as the Secret Service (its executable's path, or its process
-    /// name), when the agent could tell, so that advice names the right one (KeePassXC, the GNOME keyring).
+    /// name), when the agent could tell, and what to do, in its words.
     public var keyringService: String?
+    public var keyringAdvice: String?
 
-    public init(_ code: ErrorCode, _ message: String, retryAfter: Int? = nil, keyringService: String? = nil) {
+    public init(_ code: ErrorCode, _ message: String, retryAfter: Int? = nil, keyringService: String? = nil,
+                keyringAdvice: String? = nil) {
         self.code = code.rawValue
         self.message = message
         self.retryAfter = retryAfter
         self.keyringService = keyringService
+        self.keyringAdvice = keyringAdvice
     }
 
     public var knownCode: ErrorCode? { ErrorCode(rawValue: code) }
 
-    enum CodingKeys: String, CodingKey { case code, message, retryAfter = "retry_after", keyringService = "keyring_service" }
+    enum CodingKeys: String, CodingKey {
+        case code, message, retryAfter = "retry_after", keyringService = "keyring_service", keyringAdvice = "keyring_advice"
+    }
 }
 
 /// A progress line sent before the final reply (today only by `login` and interactive `token`).

@@ -20,6 +20,7 @@ extension AgentOperations {
         }
         return DiagnoseResult(
             agentVersion: version, keyring: diagnosis.keyring.rawValue, keyringService: diagnosis.keyringService?.program,
+            keyringAdvice: diagnosis.keyring.advice(store: diagnosis.store, service: diagnosis.keyringService),
             store: diagnosis.store.rawValue, keptInMemory: diagnosis.inMemory.isEmpty ? nil : diagnosis.inMemory,
             browser: .init(program: diagnosis.browser.program, source: diagnosis.browser.source, problem: diagnosis.browser.problem,
                            display: diagnosis.browser.display, waylandDisplay: diagnosis.browser.waylandDisplay,

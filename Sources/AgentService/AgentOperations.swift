@@ -208,7 +208,9 @@ public struct AgentOperations: Sendable {
         return StatusResult(
             agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
                          socket: info.socketPath, keyring: status.keyring.rawValue,
-                         keyringService: status.keyringService?.program, store: status.store.rawValue),
+                         keyringService: status.keyringService?.program,
+                         keyringAdvice: status.keyring.advice(store: status.store, service: status.keyringService),
+                         store: status.store.rawValue),
             accounts: status.accounts.filter { !confined || serves(caller, account: $0.name) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
@@ -245,7 +247,7 @@ public struct AgentOperations: Sendable {
             return try await body()
         } catch {
             throw WireError(AgentOperations.wireCode(error.code), error.message, retryAfter: error.retryAfter,
-                            keyringService: error.keyringService)
+                            keyringService: error.keyringService, keyringAdvice: error.keyringAdvice)
         }
     }
 

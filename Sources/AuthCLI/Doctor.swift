@@ -74,7 +74,7 @@ public enum Doctor {
     }
 
     /// The keyring's state, and a warning for each sign-in that lives in the agent's memory only (`store`).
-    public static func keyring(_ state: String, service: String? = nil, store: String?,
+    public static func keyring(_ state: String, service: String? = nil, advice: String? = nil, store: String?,
                                keptInMemory: [String]) -> [DoctorCheck] {
         let memory = keptInMemory.map { account in
             DoctorCheck("store", account: account, .warn,
@@ -86,29 +86,28 @@ public enum Doctor {
         switch (state, store) {
         case ("unused", _):
             return [DoctorCheck("keyring", .warn, "not used: store = \"memory\" keeps every sign-in in memory until the agent stops",
-                                hint: KeyringAdvice.hint(state: state, service: service, store: store))] + memory
+                                hint: advice)] + memory
         case ("absent", "auto"?):
             return [DoctorCheck("keyring", .warn, "no Secret Service is running on the agent's session bus: sign-ins are kept in memory until the agent stops",
-                                hint: KeyringAdvice.hint(state: state, service: service, store: store))] + memory
+                                hint: advice)] + memory
         default:
-            return [keyring(state, service: service)] + memory
+            return [keyring(state, service: service, advice: advice)] + memory
         }
     }
 
     /// `service`: the program that owns `org.freedesktop.secrets` on the agent's bus, as the agent saw it (named in
-    /// the message: which program answers is up to the bus, see docs/KEEPASSXC.md).
-    public static func keyring(_ state: String, service: String? = nil) -> DoctorCheck {
+    /// the message: which program answers is up to the bus, see docs/KEEPASSXC.md); `advice`: the agent's, in its words.
+    public static func keyring(_ state: String, service: String? = nil, advice: String? = nil) -> DoctorCheck {
         let owner = service.map { " (org.freedesktop.secrets: \($0))" } ?? ""
-        let hint = KeyringAdvice.hint(state: state, service: service)
         switch state {
         case "available": return DoctorCheck("keyring", .ok, "the Secret Service is available and unlocked" + owner)
         case "locked":
-            let what = KeyringAdvice.isKeePassXC(service) ? "KeePassXC's database is locked or not open" : "the login keyring is locked"
-            return DoctorCheck("keyring", .fail, what + owner, hint: hint.map { "\($0); tokens cannot be read or saved meanwhile" })
+            return DoctorCheck("keyring", .fail, "the Secret Service is locked, or has no collection open" + owner,
+                               hint: advice.map { "\($0); tokens cannot be read or saved meanwhile" })
         case "absent":
-            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus", hint: hint)
+            return DoctorCheck("keyring", .fail, "no Secret Service is running on the agent's session bus", hint: advice)
         default:
-            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))" + owner, hint: hint)
+            return DoctorCheck("keyring", .warn, "the keyring did not answer in time (state: \(state))" + owner, hint: advice)
         }
     }
 

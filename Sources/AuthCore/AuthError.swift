@@ -46,14 +46,17 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Seconds the server asked us to wait (`Retry-After`), when it said so.
     public let retryAfter: Int?
     /// For the keyring codes: the program that answers as the Secret Service (``KeyringService/program``), when
-    /// known, so that the CLI's advice names the right one (KeePassXC's database, or the GNOME login keyring).
+    /// known, and what to do, in its words (``KeyringState/advice(store:service:)``).
     public let keyringService: String?
+    public let keyringAdvice: String?
 
-    public init(_ code: Code, _ message: String, retryAfter: Int? = nil, keyringService: String? = nil) {
+    public init(_ code: Code, _ message: String, retryAfter: Int? = nil, keyringService: String? = nil,
+                keyringAdvice: String? = nil) {
         self.code = code
         self.message = message
         self.retryAfter = retryAfter
         self.keyringService = keyringService
+        self.keyringAdvice = keyringAdvice
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
@@ -64,24 +67,15 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func loginRequired(_ account: String) -> AuthError {
         AuthError(.loginRequired, "account '\(account)' needs to sign in: run `authctl login \(account)`")
     }
-    /// The store is locked, in the words of the Secret Service that answers: KeePassXC's database is locked, or
-    /// (`noDatabase`) KeePassXC has no database open for the Secret Service, which hides the items just as a lock
-    /// does (SECURITY.md 19); otherwise the GNOME login keyring's words.
-    public static func keyringLocked(_ service: KeyringService? = nil, noDatabase: Bool = false) -> AuthError {
-        let message: String
-        switch (service?.isKeePassXC ?? false, noDatabase) {
-        case (true, true):
-            message = "KeePassXC answers as the Secret Service but has no database open for it: open your database in "
-                + "KeePassXC (one with a group exposed under Database Settings > Secret Service Integration) and try again"
-        case (true, false):
-            message = "the KeePassXC database is locked: unlock the database in KeePassXC and try again"
-        case (false, _):
-            message = "the keyring is locked: unlock it (e.g. log in to the desktop session) and try again"
-        }
-        return AuthError(.keyringLocked, message, keyringService: service?.program)
+    /// The store is locked: `message` in the words of the Secret Service that answers (its adapter's).
+    public static func keyringLocked(_ service: KeyringService? = nil,
+                                     _ message: String = "the keyring is locked: unlock it (e.g. log in to the desktop session) and try again") -> AuthError {
+        AuthError(.keyringLocked, message, keyringService: service?.program,
+                  keyringAdvice: KeyringState.locked.advice(store: .secretService, service: service))
     }
     public static func keyringUnavailable(_ detail: String) -> AuthError {
-        AuthError(.keyringUnavailable, "no Secret Service (GNOME keyring) is reachable on the session bus: \(detail)")
+        AuthError(.keyringUnavailable, "no Secret Service (GNOME keyring) is reachable on the session bus: \(detail)",
+                  keyringAdvice: KeyringState.absent.advice(store: .secretService, service: nil))
     }
     public static func internalError(_ detail: String) -> AuthError { AuthError(.internalError, detail) }
 }

@@ -1,17 +1,35 @@
 /// The program that answers as the Secret Service: the owner of `org.freedesktop.secrets` on the session bus, which
 /// the bus decides (on Debian, the first call starts the D-Bus-activatable gnome-keyring unless another service
-/// owns the name already). Named by `doctor` and `status`, and it picks the words of a "locked" error.
+/// owns the name already), and what to tell the person about it in its own words. Which product it is (KeePassXC,
+/// the GNOME keyring) is the keyring adapter's knowledge: it fills the words in; the domain and authctl pass them on.
 public struct KeyringService: Sendable, Equatable {
     /// The path of its executable, or its process name when that cannot be read.
     public var program: String
+    /// How to lift a lock that hides the sign-ins.
+    public var unlock: String
+    /// Where to look when it does not answer in time.
+    public var noAnswer: String
 
-    public init(program: String) { self.program = program }
+    public init(program: String, unlock: String, noAnswer: String) {
+        (self.program, self.unlock, self.noAnswer) = (program, unlock, noAnswer)
+    }
+}
 
-    /// KeePassXC: the secrets are in the group of its open database that is exposed to the Secret Service; a locked
-    /// database hides them, and with no database open there is no collection at all (no `default` alias), where
-    /// the GNOME keyring would create its login collection on the first write.
-    public var isKeePassXC: Bool {
-        let name = program.split(separator: "/").last.map(String.init) ?? program
-        return name.lowercased().hasPrefix("keepassxc")
+extension KeyringState {
+    /// What to do about the keyring in this state (nil when it is available), in the words of the Secret Service that
+    /// answers for a lock or a silence, and of the `[agent] store` setting for a missing or unused one.
+    public func advice(store: StoreChoice, service: KeyringService?) -> String? {
+        switch (self, store) {
+        case (.available, _): return nil
+        case (.locked, _): return service?.unlock ?? "unlock the keyring that holds the sign-ins; no restart needed"
+        case (.error, _):
+            return service?.noAnswer ?? "the keyring failed or did not answer in time (an unlock prompt may be waiting); see the agent's log"
+        case (.unused, _), (_, .memory):
+            return "store = \"memory\": sign-ins are kept in memory until the agent stops; set `store = \"auto\"` in [agent] to keep them in a Secret Service"
+        case (.absent, .auto):
+            return "no Secret Service on the session bus: sign-ins are kept in memory until the agent stops; start one (gnome-keyring-daemon, KeePassXC) and they move into it"
+        case (.absent, .secretService):
+            return "start gnome-keyring-daemon (or another Secret Service, such as KeePassXC) in your session, or set `store = \"auto\"` in [agent] to keep sign-ins in memory meanwhile"
+        }
     }
 }

@@ -103,10 +103,9 @@ public final class LibsecretStore: SecretStore {
             // would otherwise wait on KeePassXC's unlock dialog or new-database wizard. (The GNOME keyring with no
             // login collection yet creates one, which is what a first write there should do.)
             let found = LibsecretStore.inspect(cancellable, error)
-            switch found.raw {
-            case AA_KEYRING_LOCKED: return .refused(found)
-            case AA_KEYRING_NO_DEFAULT_COLLECTION where found.service?.isKeePassXC == true: return .refused(found)
-            case AA_KEYRING_AVAILABLE, AA_KEYRING_NO_DEFAULT_COLLECTION: break
+            switch found.state {
+            case .locked: return .refused(found)
+            case .available: break
             default: return .done(false)  // no service, or no answer: *error says which
             }
             let stored = LibsecretStore.withAttributes(key) { account, issuer, clientID in
@@ -241,7 +240,7 @@ public final class LibsecretStore: SecretStore {
         var state: KeyringState {
             switch raw {
             case AA_KEYRING_AVAILABLE: return .available
-            case AA_KEYRING_NO_DEFAULT_COLLECTION: return service?.isKeePassXC == true ? .locked : .available
+            case AA_KEYRING_NO_DEFAULT_COLLECTION: return service.map(LibsecretStore.isKeePassXC) == true ? .locked : .available
             case AA_KEYRING_LOCKED: return .locked
             case AA_KEYRING_ABSENT: return .absent
             default: return .error
@@ -251,9 +250,36 @@ public final class LibsecretStore: SecretStore {
         /// Our items cannot be seen or written until the user acts.
         var hidesItems: Bool { state == .locked }
 
+        /// In KeePassXC's words when it answers: its database is locked, or (no default collection) it has no
+        /// database open for the Secret Service, which hides the items just as a lock does (SECURITY.md 19).
         var lockedError: AuthError {
-            AuthError.keyringLocked(service, noDatabase: raw == AA_KEYRING_NO_DEFAULT_COLLECTION)
+            guard let service, LibsecretStore.isKeePassXC(service) else { return AuthError.keyringLocked(service) }
+            return AuthError.keyringLocked(service, raw == AA_KEYRING_NO_DEFAULT_COLLECTION
+                ? "KeePassXC answers as the Secret Service but has no database open for it: open your database in "
+                    + "KeePassXC (one with a group exposed under Database Settings > Secret Service Integration) and try again"
+                : "the KeePassXC database is locked: unlock the database in KeePassXC and try again")
         }
+    }
+
+    /// KeePassXC: the secrets are in the group of its open database that is exposed to the Secret Service; a locked
+    /// database hides them, and with no database open there is no collection at all (no `default` alias), where
+    /// the GNOME keyring would create its login collection on the first write. Known by its executable, or its
+    /// process name, starting with "keepassxc".
+    static func isKeePassXC(_ service: KeyringService) -> Bool {
+        let name = service.program.split(separator: "/").last.map(String.init) ?? service.program
+        return name.lowercased().hasPrefix("keepassxc")
+    }
+
+    /// The Secret Service that runs `program`, with what to tell the person in its words: KeePassXC's, or the GNOME
+    /// keyring's (also for any other program).
+    static func secretService(program: String) -> KeyringService {
+        let gnome = KeyringService(
+            program: program, unlock: "unlock the login keyring (log in again, or Seahorse); no restart needed",
+            noAnswer: "the keyring failed or did not answer in time (an unlock prompt may be waiting); see the agent's log")
+        guard isKeePassXC(gnome) else { return gnome }
+        return KeyringService(program: program,
+                              unlock: "unlock the database in KeePassXC, or open it if none is open; no restart needed",
+                              noAnswer: "KeePassXC did not answer in time: a dialog of its may be waiting; see the agent's log")
     }
 
     /// Runs on the libsecret queue: the state, and the program when the state needs it. `error` is set only by the
@@ -271,7 +297,7 @@ public final class LibsecretStore: SecretStore {
         defer { aa_secret_error_free(failure) }
         guard let program = aa_secret_service_program(cancellable, &failure) else { return nil }
         defer { aa_secret_string_free(program) }
-        return KeyringService(program: String(cString: program))
+        return secretService(program: String(cString: program))
     }
 
     private func authError(_ failure: LibsecretFailure) -> AuthError {

@@ -64,16 +64,14 @@ struct CLIFailure: Error {
         case .protocolViolation(let text):
             self.init(message: text, hint: "authctl and auth-agent may be different versions", exit: ExitStatus.protocolError)
         case .agent(let wire):
-            self.init(message: wire.message, hint: CLIFailure.hint(for: wire.knownCode, keyringService: wire.keyringService),
+            self.init(message: wire.message, hint: wire.keyringAdvice ?? CLIFailure.hint(for: wire.knownCode),
                       exit: ExitStatus.forCode(wire.knownCode))
         }
     }
 
-    /// `keyringService`: the program the agent saw answering as the Secret Service (the keyring codes only).
-    static func hint(for code: ErrorCode?, keyringService: String? = nil) -> String? {
+    /// The keyring codes' hints are the agent's (`keyring_advice`: the words of the Secret Service that answers).
+    static func hint(for code: ErrorCode?) -> String? {
         switch code {
-        case .keyringLocked?: return KeyringAdvice.hint(state: "locked", service: keyringService)
-        case .keyringUnavailable?: return KeyringAdvice.hint(state: "absent", service: keyringService, store: "secret-service")
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
         case .invalidScope?: return "ask only for scopes the account is configured with (see `authctl accounts`)"
         case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"

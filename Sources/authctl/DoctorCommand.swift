@@ -65,7 +65,8 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         if let diagnosis {
-            checks += Doctor.keyring(diagnosis.keyring, service: diagnosis.keyringService, store: diagnosis.store,
+            checks += Doctor.keyring(diagnosis.keyring, service: diagnosis.keyringService, advice: diagnosis.keyringAdvice,
+                                     store: diagnosis.store,
                                      keptInMemory: diagnosis.keptInMemory ?? [])
             checks.append(Doctor.browser(program: diagnosis.browser.program, source: diagnosis.browser.source,
                                                  problem: diagnosis.browser.problem, fromAgent: true))

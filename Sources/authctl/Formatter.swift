@@ -52,8 +52,7 @@ enum Formatter {
             "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
             "socket:  \(agent.socket)",
             "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, agent.keyring == "unused" ? "33" : "31"))"
-                + (agent.keyringService.map { ", \(KeyringAdvice.describe($0))" } ?? "")
-                + (KeyringAdvice.hint(state: agent.keyring, service: agent.keyringService, store: agent.store).map { " (\($0))" } ?? ""),
+                + (agent.keyringService.map { ", \($0)" } ?? "") + (agent.keyringAdvice.map { " (\($0))" } ?? ""),
         ]
         if status.accounts.isEmpty {
             lines.append("")

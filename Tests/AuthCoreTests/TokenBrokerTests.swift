@@ -118,6 +118,7 @@ final class TokenBrokerTests: XCTestCase {
                 XCTAssertEqual(error.code, .keyringLocked)
                 XCTAssertEqual(error.message, "the KeePassXC database is locked: unlock the database in KeePassXC and try again")
                 XCTAssertEqual(error.keyringService, "/usr/bin/keepassxc")
+                XCTAssertEqual(error.keyringAdvice, "unlock the database in KeePassXC", "the store's advice goes with it")
             }
         }
         XCTAssertTrue(browser.opened.isEmpty, "the browser was started")
@@ -334,9 +335,13 @@ extension TokenBrokerTests {
 private actor LockedKeePassXCStore: SecretStore {
     func loadItem(_ key: SecretKey) throws(AuthError) -> KeyringItem? { nil }
     func storedKeys() throws(AuthError) -> Set<SecretKey> { [] }
-    func store(_ item: KeyringItem, for key: SecretKey) throws(AuthError) { throw AuthError.keyringLocked(service()) }
-    func delete(_ key: SecretKey) throws(AuthError) -> Bool { throw AuthError.keyringLocked(service()) }
+    func store(_ item: KeyringItem, for key: SecretKey) throws(AuthError) { throw lockedError() }
+    func delete(_ key: SecretKey) throws(AuthError) -> Bool { throw lockedError() }
     func state() -> KeyringState { .locked }
-    func service() -> KeyringService? { KeyringService(program: "/usr/bin/keepassxc") }
-    func lockedError() -> AuthError { AuthError.keyringLocked(service()) }
+    func service() -> KeyringService? {
+        KeyringService(program: "/usr/bin/keepassxc", unlock: "unlock the database in KeePassXC", noAnswer: "see KeePassXC")
+    }
+    func lockedError() -> AuthError {
+        AuthError.keyringLocked(service(), "the KeePassXC database is locked: unlock the database in KeePassXC and try again")
+    }
 }

@@ -1,6 +1,7 @@
 import AuthCore
 import Foundation
-import KeyringStore
+import CLibsecret
+@testable import KeyringStore
 import XCTest
 
 /// ``LibsecretStore`` against a real gnome-keyring-daemon (see ``KeyringTest``). Each test uses its own key and
@@ -118,7 +119,28 @@ final class LibsecretStoreTests: XCTestCase {
     func testServiceNamesTheProgramThatOwnsTheBusName() async throws {
         let service = await LibsecretStore().service()
         XCTAssertTrue(service?.program.hasSuffix("/gnome-keyring-daemon") ?? false, "\(String(describing: service))")
-        XCTAssertEqual(service?.isKeePassXC, false)
+        XCTAssertTrue(service?.unlock.contains("Seahorse") ?? false, "the GNOME keyring's words")
+    }
+
+    /// Which product answers is this adapter's knowledge: KeePassXC by its program (or process name), in its words,
+    /// and any other program in the GNOME keyring's.
+    func testEachSecretServiceIsAdvisedInItsOwnWords() {
+        for program in ["/usr/bin/keepassxc", "/tmp/.mount_KeePaX/usr/bin/keepassxc", "keepassxc"] {
+            let service = LibsecretStore.secretService(program: program)
+            XCTAssertTrue(service.unlock.hasPrefix("unlock the database in KeePassXC"), program)
+            XCTAssertTrue(service.noAnswer.contains("KeePassXC"), program)
+            XCTAssertFalse(service.unlock.contains("Seahorse"), program)
+            XCTAssertTrue(LibsecretStore.Inspection(raw: Int(AA_KEYRING_NO_DEFAULT_COLLECTION), service: service).state == .locked,
+                          "KeePassXC with no database open hides the items: locked")
+        }
+        let gnome = LibsecretStore.secretService(program: "/usr/bin/gnome-keyring-daemon")
+        XCTAssertEqual(gnome.unlock, "unlock the login keyring (log in again, or Seahorse); no restart needed")
+        XCTAssertEqual(LibsecretStore.Inspection(raw: Int(AA_KEYRING_NO_DEFAULT_COLLECTION), service: gnome).state, .available,
+                       "the GNOME keyring makes its login collection on the first write")
+        let locked = LibsecretStore.Inspection(raw: Int(AA_KEYRING_NO_DEFAULT_COLLECTION),
+                                               service: LibsecretStore.secretService(program: "/usr/bin/keepassxc")).lockedError
+        XCTAssertTrue(locked.message.hasPrefix("KeePassXC answers as the Secret Service but has no database open"), locked.message)
+        XCTAssertEqual(locked.keyringService, "/usr/bin/keepassxc")
     }
 
     func testLoadAndDeleteOfAMissingItem() async throws {

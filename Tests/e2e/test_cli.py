@@ -243,7 +243,7 @@ def test_doctor_reports_a_locked_keyring(agent, keyring):
         keyring.unlock()
     keyring_check = checks_of(report)[(None, "keyring")]
     assert rc == 1 and keyring_check["status"] == "fail", report
-    assert keyring_check["message"].startswith("the login keyring is locked") and "unlock" in keyring_check["hint"]
+    assert keyring_check["message"].startswith("the Secret Service is locked") and "unlock the login keyring" in keyring_check["hint"]
     assert "gnome-keyring-daemon" in keyring_check["message"], "doctor names the owner of org.freedesktop.secrets"
 
 

@@ -151,7 +151,7 @@ def test_locked_database_is_reported_at_once_and_a_sign_in_is_refused_before_the
     assert agent.browser_runs() == browsers, "the browser was started for a sign-in that could not be stored"
 
     code, check = doctor_keyring(agent)
-    assert code == 1 and check["status"] == "fail" and "KeePassXC" in check["message"], check
+    assert code == 1 and check["status"] == "fail" and "unlock the database in KeePassXC" in check["hint"], check
     assert keepassxc.state() == "locked", "the agent unlocked or closed the database (a dialog was answered?)"
 
     keepassxc.unlock()
