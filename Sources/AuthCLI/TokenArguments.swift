@@ -43,12 +43,14 @@ public struct TokenArguments: Equatable, Sendable {
     /// The request line's content. Options left at their defaults are left out (not sent as `false`): the agent
     /// reads an absent option as its default, and the common line stays short.
     public func wireRequest(method: LoginMethodName?) -> WireRequest {
-        WireRequest(op: .token, account: account, minValid: minValid,
-                    forceRefresh: refresh ? true : nil, interactive: interactive ? true : nil,
-                    idToken: idToken ? true : nil, method: method,
-                    scopes: scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                    resource: resource, dpopMethod: url == nil ? nil : (self.method ?? "GET"), dpopURL: url,
-                    dpopNonce: url == nil ? nil : dpopNonce)
+        WireRequest(op: .token) { request in
+            request.account = account; request.minValid = minValid; request.method = method?.rawValue
+            request.forceRefresh = refresh ? true : nil; request.interactive = interactive ? true : nil
+            request.idToken = idToken ? true : nil; request.resource = resource
+            request.scopes = scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) }
+            request.dpopMethod = url == nil ? nil : (self.method ?? "GET"); request.dpopURL = url
+            request.dpopNonce = url == nil ? nil : dpopNonce
+        }
     }
 
     /// Why these options do not go together, if they do not (ArgumentParser's `validate()` and the fast path share

@@ -4,7 +4,7 @@ import XCTest
 
 final class WireTests: XCTestCase {
     func testRequestEncodingUsesSnakeCaseAndVersion() throws {
-        let data = try JSONEncoder().encode(WireRequest(op: .token, id: 3, account: "work", minValid: 60, forceRefresh: true))
+        let data = try JSONEncoder().encode(WireRequest(op: .token, id: 3) { $0.account = "work"; $0.minValid = 60; $0.forceRefresh = true })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
         XCTAssertEqual(object["v"] as? Int, 1)
         XCTAssertEqual(object["op"] as? String, "token")
@@ -59,7 +59,7 @@ final class WireTests: XCTestCase {
 
 final class AccessWireTests: XCTestCase {
     func testAccessRequestsAndResultsUseTheDocumentedNames() throws {
-        let approve = try JSONEncoder().encode(WireRequest(op: .approve, request: 3))
+        let approve = try JSONEncoder().encode(WireRequest(op: .approve) { $0.request = 3 })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: approve) as? [String: Any])
         XCTAssertEqual(object["op"] as? String, "approve")
         XCTAssertEqual(object["request"] as? Int, 3)
@@ -74,7 +74,7 @@ final class AccessWireTests: XCTestCase {
     }
 
     func testAuditPagesUseTheDocumentedNamesAndJoinOldestFirst() throws {
-        let request = try JSONEncoder().encode(WireRequest(op: .audit, since: 5, before: 1200))
+        let request = try JSONEncoder().encode(WireRequest(op: .audit) { $0.since = 5; $0.before = 1200 })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: request) as? [String: Any])
         XCTAssertEqual(object["before"] as? Int, 1200)
         let caller = WireCaller(pid: 1, via: "socket", exe: "/usr/bin/git")
