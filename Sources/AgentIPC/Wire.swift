@@ -273,26 +273,10 @@ public struct WireEvent: Codable, Sendable, Equatable {
     /// A `token` request waits for the user's Allow/Deny: `request` is the id `authctl approve` takes.
     public static let consentRequired = "consent_required"
 
-    public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
-                browserError: String? = nil, timeoutSeconds: Int? = nil, userCode: String? = nil,
-                verificationURI: String? = nil, verificationURIComplete: String? = nil, expiresIn: Int? = nil,
-                interval: Int? = nil, request: Int? = nil, client: String? = nil, session: String? = nil,
-                socket: String? = nil) {
-        self.session = session
-        self.socket = socket
+    /// An event of `type`, its members set by `members` (as ``WireRequest/init(op:id:_:)``).
+    public init(type: String, _ members: (inout WireEvent) -> Void = { _ in }) {
         self.type = type
-        self.url = url
-        self.redirectURI = redirectURI
-        self.browserOpened = browserOpened
-        self.browserError = browserError
-        self.timeoutSeconds = timeoutSeconds
-        self.userCode = userCode
-        self.verificationURI = verificationURI
-        self.verificationURIComplete = verificationURIComplete
-        self.expiresIn = expiresIn
-        self.interval = interval
-        self.request = request
-        self.client = client
+        members(&self)
     }
 
     enum CodingKeys: String, CodingKey {

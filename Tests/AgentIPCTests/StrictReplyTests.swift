@@ -77,7 +77,7 @@ final class StrictReplyTests: XCTestCase {
             #"{"v":1,"id":1,"event":{"type":"login_started","url":"https://x/a","browser_opened":true,"timeout_s":300}}"#,
             #" {"v":1,"id":1,"result":{"agent":\#(StrictReplyTests.agent),"accounts":[],"future":{"a":[1,true,null]}},"error":null} "#,
         ]) { events.append($0) }
-        XCTAssertEqual(events, [WireEvent(type: "login_started", url: "https://x/a", browserOpened: true, timeoutSeconds: 300)])
+        XCTAssertEqual(events, [WireEvent(type: "login_started") { $0.url = "https://x/a"; $0.browserOpened = true; $0.timeoutSeconds = 300 }])
         XCTAssertEqual(result, StatusResult(agent: .init(version: "1.2", pid: 7, uptimeSeconds: 5, socket: "/s", keyring: "available"),
                                             accounts: []))
         XCTAssertThrowsError(try status([#"{"v":1,"id":1,"error":{"code":"brand_new","message":"m","retry_after":30}}"#])) { error in
@@ -145,7 +145,7 @@ final class StrictReplyTests: XCTestCase {
         let token = try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "work" }, as: TokenResult.self) { events.append($0) }
         XCTAssertEqual(token, TokenResult(account: "work", accessToken: "T", tokenType: "Bearer", expiry: .after(seconds: 60, unixTime: 1800000060),
                                           scopes: nil, idToken: nil))
-        XCTAssertEqual(events, [WireEvent(type: "consent_required", request: 4, client: "/usr/bin/git")])
+        XCTAssertEqual(events, [WireEvent(type: "consent_required") { $0.request = 4; $0.client = "/usr/bin/git" }])
 
         for line in [#"{"v":1,"id":1,\#(result),"result":{}}"#, #"{"v":1,"id":1,\#(result),"x":0.5}"#,
                      #"{"v":1,"id":1,"error":{"code":"c","message":"m"},"result":{}}"#] {

@@ -69,7 +69,7 @@ final class AccessWireTests: XCTestCase {
         let entry = try XCTUnwrap(try JSONDecoder().decode(WireResponse<AuditResult>.self, from: Data(audit.utf8)).result?.entries.first)
         XCTAssertEqual(entry.caller, WireCaller(pid: 42, via: "dbus", exe: "/usr/bin/curl", exeDeleted: true, unit: "x.service",
                                                 flatpakApp: "org.example.App"))
-        let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: 60, request: 3, client: "/usr/bin/git"))
+        let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired) { $0.timeoutSeconds = 60; $0.request = 3; $0.client = "/usr/bin/git" })
         XCTAssertEqual(String(decoding: event, as: UTF8.self).contains(#""type":"consent_required""#), true)
     }
 
