@@ -44,12 +44,15 @@ public struct TokenArguments: Equatable, Sendable {
     /// reads an absent option as its default, and the common line stays short.
     public func wireRequest(method: LoginMethodName?) -> WireRequest {
         WireRequest(op: .token) { request in
+            // Each optional member from a non-optional value: copying a `String?` into the request had the runtime
+            // look up `String?`'s metadata by its mangled name, 8,000 instructions of every `authctl token`.
             request.account = account; request.minValid = minValid; request.method = method?.rawValue
-            request.forceRefresh = refresh ? true : nil; request.interactive = interactive ? true : nil
-            request.idToken = idToken ? true : nil; request.resource = resource
-            request.scopes = scopes.isEmpty ? nil : scopes.flatMap { $0.split(separator: " ").map(String.init) }
-            request.dpopMethod = url == nil ? nil : (self.method ?? "GET"); request.dpopURL = url
-            request.dpopNonce = url == nil ? nil : dpopNonce
+            if refresh { request.forceRefresh = true }
+            if interactive { request.interactive = true }
+            if idToken { request.idToken = true }
+            if let resource { request.resource = resource }
+            if !scopes.isEmpty { request.scopes = scopes.flatMap { $0.split(separator: " ").map(String.init) } }
+            if let url { request.dpopMethod = self.method ?? "GET"; request.dpopURL = url; request.dpopNonce = dpopNonce }
         }
     }
 
