@@ -20,22 +20,27 @@ import PackageDescription
 //                  as people read and write them (days left, "15m", the local clock). All three without Foundation,
 //                  so authctl stays light.
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
-// Both release binaries contain FoundationEssentials, never full Foundation, CoreFoundation,
-// FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's data: docs/BENCHMARKS.md, "Installed
-// size"). Nothing we ship needs them, but TOMLKit's `import struct Foundation.Data` puts -lFoundation on the agent's
+// Figure: installed size (docs/BENCHMARKS.md, "Installed size"). Both release binaries contain FoundationEssentials,
+// never full Foundation, CoreFoundation, FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's
+// data). Nothing we ship needs them, but TOMLKit's `import struct Foundation.Data` puts -lFoundation on the agent's
 // link line ahead of -lFoundationEssentials, and lld takes a generic specialization that both archives define from
 // the first, Foundation's, which pulls in the rest. lld's --remap-inputs gives it an empty linker script in place of
 // those archives, so FoundationEssentials' copies are used, and a real use of full Foundation fails to link instead
-// of growing the binary unseen.
+// of growing the binary unseen. Release only (the debug build links shared libraries, where nothing grows): the same
+// refusal is checked against the debug binaries by Tests/ReleaseLinkTests, so a debug build and `swift test` fail
+// where the release link would.
 let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationInternationalization.a", "lib_FoundationICU.a"]
     .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
-// authctl's own modules get generic types' metadata through the compiler's direct accessors, which pass the witness
-// tables they know, not by mangled name (the compiler's default, for size). From a mangled name the runtime proves
-// each generic requirement again (`TokenResult.CodingKeys: CodingKey` for the reply's `KeyedDecodingContainer`), and
-// its first proof of a type and protocol scans every conformance record of the static binary: over a third of what
-// `authctl token` ran, on every git, mail and kubectl use. Figures: docs/BENCHMARKS.md, "`authctl token`".
-let directMetadata: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])]
+// Figure: authctl whole-process time (docs/BENCHMARKS.md, "`authctl token`"), paid by the release authctl only, so
+// release only. authctl's own modules get generic types' metadata through the compiler's direct accessors, which
+// pass the witness tables they know, not by mangled name (the compiler's default, for size). From a mangled name the
+// runtime proves each generic requirement again (`TokenResult.CodingKeys: CodingKey` for the reply's
+// `KeyedDecodingContainer`), and its first proof of a type and protocol scans every conformance record of the static
+// binary: over a third of what `authctl token` ran, on every git, mail and kubectl use.
+let directMetadata: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release)),
+]
 
 let package = Package(
     name: "auth-agent",
@@ -145,8 +150,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            // Memory (docs/BENCHMARKS.md, "Why the code is shaped this way", "Memory"): idle RSS is mostly the file pages of touched code. Release
-            // only (the tests' debug build stays dynamic):
+            // Figure: agent memory (docs/BENCHMARKS.md, section 7 and "Memory"): idle RSS is mostly the file pages of
+            // touched code. Release only (the tests' debug build stays dynamic):
             // - the Swift runtime and FoundationEssentials linked in (-static-stdlib), so their code is not mapped from
             //   shared libraries; our modules were compiled against the shared runtime, whose module maps do not name
             //   FoundationEssentials' own static dependencies, hence the -l. libsecret, glib and libsystemd stay shared;
@@ -154,6 +159,7 @@ let package = Package(
             //   3 MB of RELA entries, all read at start-up, become 25 kB;
             // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
             //   --gc-sections may drop what nothing calls.
+            // essentialsOnly is for the installed size (above).
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-use-ld=lld",
                               "-Xlinker", "--gc-sections", "-Xlinker", "--no-export-dynamic",
@@ -167,14 +173,15 @@ let package = Package(
             dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "ConfigFile", "TimeText", "CAgentProcess",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: directMetadata,
-            // Start-up is most of `authctl token`: a fully static release binary has no dynamic loader, no shared
-            // libraries and no relocations to process (-static-stdlib alone still loads libstdc++ and relocates the
+            // Figure: authctl whole-process time (docs/BENCHMARKS.md, figure 3). Start-up is most of `authctl token`:
+            // a fully static release binary has no dynamic loader, no shared libraries and no relocations to process (-static-stdlib alone still loads libstdc++ and relocates the
             // PIE). authctl uses no NSS or dlopen. lld (in the Swift toolchain) rather than gold lays out the same
             // code in fewer pages; a profiled symbol order on top gained nothing, because most of what runs is in the
             // standard library's and FoundationEssentials' few large .text sections, which the linker cannot reorder
             // inside. Figures: docs/BENCHMARKS.md, "`authctl token`".
             // FoundationEssentials' static archive does not name its own dependencies, hence the three -l. Release
-            // only (the tests' debug build stays dynamic); the agent keeps its own flags.
+            // only (the tests' debug build stays dynamic); the agent keeps its own flags; essentialsOnly is for the
+            // installed size (above).
             linkerSettings: [
                 .unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--gc-sections",
                               "-l_FoundationCollections", "-l_FoundationCShims", "-lswiftSynchronization"] + essentialsOnly,
@@ -221,6 +228,8 @@ let package = Package(
         ),
         .testTarget(name: "AgentServiceTests", dependencies: ["AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(name: "AgentLifecycleTests", dependencies: ["AgentLifecycle", "AgentRuntime", "AuthCore"]),
+        // The release link's refusal of full Foundation (essentialsOnly), checked against the debug binaries.
+        .testTarget(name: "ReleaseLinkTests"),
         // Mutation fuzzing of the socket request decoder and the redirect request check (scripts/fuzz).
         .testTarget(
             name: "FuzzTests",
@@ -233,7 +242,8 @@ let package = Package(
     ]
 )
 
-// The shipped modules use FoundationEssentials only (essentialsOnly above). A dependency's `import struct
+// Figure: installed size, as essentialsOnly, and a check in every build (debug included), so it applies to every build
+// of the shipped modules. They use FoundationEssentials only (essentialsOnly above). A dependency's `import struct
 // Foundation.Data` would otherwise lend them Foundation's extensions (String's `contains`, `range(of:)`, ...), found
 // only when the release link refuses them: with MemberImportVisibility a module sees only the members of what it
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct

@@ -143,8 +143,9 @@ public final class AccessGate: @unchecked Sendable {
                 throw refuse(caller, account: account, reason: .unidentified, scopes: scopes, resource: resource)
             }
             let id = enqueue(caller, account: account, client: key)
-            await announce(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: Int(consentTimeout.components.seconds),
-                                     request: id, client: key))
+            await announce(WireEvent(type: WireEvent.consentRequired) {
+                $0.timeoutSeconds = Int(consentTimeout.components.seconds); $0.request = id; $0.client = key
+            })
             switch await wait(id, account: account, client: key) {
             case .allowed: return (.approved, caller)
             case .denied: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)

@@ -40,14 +40,15 @@ public enum AgentBusAPI {
             switch call {
             case .getAccessToken(let account, let minValid):
                 let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
-                    try await ops.token(account: account, caller: caller, minValid: Int(minValid))
+                    try await ops.token(account: account, WireRequest(op: .token) { $0.minValid = Int(minValid) }, caller: caller)
                 }
                 // `x expires_at` cannot be absent: 0 says the token does not expire (docs/DBUS.md).
                 return .values([.string(token.accessToken), .int64(Int64(token.expiresAt ?? 0))])
             case .getAccessTokenForRequest(let account, let minValid, let method, let url, let nonce):
                 let token = try await ops.perform(.token, account: account, caller: caller) { () async throws(WireError) in
-                    try await ops.token(account: account, caller: caller, minValid: Int(minValid),
-                                        dpop: (method: method, url: url, nonce: nonce))
+                    try await ops.token(account: account, WireRequest(op: .token) {
+                        $0.minValid = Int(minValid); $0.dpopMethod = method; $0.dpopURL = url; $0.dpopNonce = nonce
+                    }, caller: caller)
                 }
                 return .values([.string(token.tokenType), .string(token.accessToken), .string(token.dpopProof ?? ""),
                                 .int64(Int64(token.expiresAt ?? 0))])

@@ -90,46 +90,77 @@ public struct WireRequest: Codable, Sendable, Equatable {
     /// `approve`: allow for this run only (the caller's Flatpak instance or ssh session), in memory, not remembered.
     public var thisRun: Bool?
 
-    public init(op: Operation, id: Int? = nil, account: String? = nil, minValid: Int? = nil,
-                forceRefresh: Bool? = nil, interactive: Bool? = nil, idToken: Bool? = nil,
-                browser: Bool? = nil, url: String? = nil, method: LoginMethodName? = nil,
-                scopes: [String]? = nil, resource: String? = nil, since: Int? = nil, request: Int? = nil,
-                client: String? = nil, before: Int? = nil, dpopMethod: String? = nil, dpopURL: String? = nil,
-                dpopNonce: String? = nil, host: String? = nil, session: String? = nil, pid: Int? = nil,
-                fingerprint: String? = nil, program: String? = nil, thisRun: Bool? = nil) {
-        self.thisRun = thisRun
-        self.program = program
-        self.host = host
-        self.session = session
-        self.pid = pid
-        self.fingerprint = fingerprint
-        self.dpopMethod = dpopMethod
-        self.dpopURL = dpopURL
-        self.dpopNonce = dpopNonce
+    /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
+    public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
         self.v = WireProtocol.version
         self.id = id
         self.op = op.rawValue
-        self.account = account
-        self.minValid = minValid
-        self.forceRefresh = forceRefresh
-        self.interactive = interactive
-        self.idToken = idToken
-        self.browser = browser
-        self.url = url
-        self.method = method?.rawValue
-        self.scopes = scopes
-        self.resource = resource
-        self.since = since
-        self.request = request
-        self.client = client
-        self.before = before
+        members(&self)
     }
 
-    enum CodingKeys: String, CodingKey {
-        case v, id, op, account, minValid = "min_valid", forceRefresh = "force_refresh", interactive, idToken = "id_token",
-             browser, url, method, scopes, resource, since, request, client, before, dpopMethod = "dpop_method",
-             dpopURL = "dpop_url", dpopNonce = "dpop_nonce", host, session, pid, fingerprint, program,
-             thisRun = "this_run"
+    /// The request's one list of its members after `v`, `id` and `op`: each one's wire name and where it is kept, in
+    /// the order ``line`` writes them. The writer, the agent's reader (``decode(line:)``) and Codable all go through
+    /// it, so a new member is a property above and a line here. Closures rather than key paths: a key path is
+    /// instantiated from mangled type names at its first use, which would cost `authctl` more than its whole request.
+    static let members: [(name: String, kind: Member)] = [
+        ("account", .string { $1(&$0.account) }), ("min_valid", .int { $1(&$0.minValid) }),
+        ("force_refresh", .bool { $1(&$0.forceRefresh) }), ("interactive", .bool { $1(&$0.interactive) }),
+        ("id_token", .bool { $1(&$0.idToken) }), ("browser", .bool { $1(&$0.browser) }), ("url", .string { $1(&$0.url) }),
+        ("method", .string { $1(&$0.method) }), ("scopes", .strings { $1(&$0.scopes) }),
+        ("resource", .string { $1(&$0.resource) }), ("since", .int { $1(&$0.since) }), ("before", .int { $1(&$0.before) }),
+        ("request", .int { $1(&$0.request) }), ("client", .string { $1(&$0.client) }),
+        ("dpop_method", .string { $1(&$0.dpopMethod) }), ("dpop_url", .string { $1(&$0.dpopURL) }),
+        ("dpop_nonce", .string { $1(&$0.dpopNonce) }), ("host", .string { $1(&$0.host) }),
+        ("session", .string { $1(&$0.session) }), ("pid", .int { $1(&$0.pid) }),
+        ("fingerprint", .string { $1(&$0.fingerprint) }), ("program", .string { $1(&$0.program) }),
+        ("this_run", .bool { $1(&$0.thisRun) }),
+    ]
+
+    /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.
+    enum Member: Sendable {
+        typealias Slot<Value> = @Sendable (inout WireRequest, (inout Value?) -> Void) -> Void
+        case string(Slot<String>), int(Slot<Int>), bool(Slot<Bool>), strings(Slot<[String]>)
+    }
+
+    /// Codable reads and writes the same ``members``: the tests hold the strict reader and the writer to it.
+    private struct Key: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let json = try decoder.container(keyedBy: Key.self)
+        self.init(op: .ping, id: try json.decodeIfPresent(Int.self, forKey: Key(stringValue: "id")))
+        v = try json.decode(Int.self, forKey: Key(stringValue: "v"))
+        op = try json.decode(String.self, forKey: Key(stringValue: "op"))
+        for (name, kind) in WireRequest.members {
+            let key = Key(stringValue: name)
+            switch kind {
+            case .string(let slot): let value = try json.decodeIfPresent(String.self, forKey: key); slot(&self) { $0 = value }
+            case .int(let slot): let value = try json.decodeIfPresent(Int.self, forKey: key); slot(&self) { $0 = value }
+            case .bool(let slot): let value = try json.decodeIfPresent(Bool.self, forKey: key); slot(&self) { $0 = value }
+            case .strings(let slot): let value = try json.decodeIfPresent([String].self, forKey: key); slot(&self) { $0 = value }
+            }
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var json = encoder.container(keyedBy: Key.self)
+        try json.encode(v, forKey: Key(stringValue: "v"))
+        try json.encodeIfPresent(id, forKey: Key(stringValue: "id"))
+        try json.encode(op, forKey: Key(stringValue: "op"))
+        var request = self
+        for (name, kind) in WireRequest.members {
+            let key = Key(stringValue: name)
+            switch kind {
+            case .string(let slot): var value: String?; slot(&request) { value = $0 }; try json.encodeIfPresent(value, forKey: key)
+            case .int(let slot): var value: Int?; slot(&request) { value = $0 }; try json.encodeIfPresent(value, forKey: key)
+            case .bool(let slot): var value: Bool?; slot(&request) { value = $0 }; try json.encodeIfPresent(value, forKey: key)
+            case .strings(let slot): var value: [String]?; slot(&request) { value = $0 }; try json.encodeIfPresent(value, forKey: key)
+            }
+        }
     }
 }
 
@@ -247,26 +278,10 @@ public struct WireEvent: Codable, Sendable, Equatable {
     /// A `token` request waits for the user's Allow/Deny: `request` is the id `authctl approve` takes.
     public static let consentRequired = "consent_required"
 
-    public init(type: String, url: String? = nil, redirectURI: String? = nil, browserOpened: Bool? = nil,
-                browserError: String? = nil, timeoutSeconds: Int? = nil, userCode: String? = nil,
-                verificationURI: String? = nil, verificationURIComplete: String? = nil, expiresIn: Int? = nil,
-                interval: Int? = nil, request: Int? = nil, client: String? = nil, session: String? = nil,
-                socket: String? = nil) {
-        self.session = session
-        self.socket = socket
+    /// An event of `type`, its members set by `members` (as ``WireRequest/init(op:id:_:)``).
+    public init(type: String, _ members: (inout WireEvent) -> Void = { _ in }) {
         self.type = type
-        self.url = url
-        self.redirectURI = redirectURI
-        self.browserOpened = browserOpened
-        self.browserError = browserError
-        self.timeoutSeconds = timeoutSeconds
-        self.userCode = userCode
-        self.verificationURI = verificationURI
-        self.verificationURIComplete = verificationURIComplete
-        self.expiresIn = expiresIn
-        self.interval = interval
-        self.request = request
-        self.client = client
+        members(&self)
     }
 
     enum CodingKeys: String, CodingKey {

@@ -38,25 +38,17 @@ extension WireRequest {
     /// ``decode(line:)`` for bytes in someone else's buffer.
     public static func decode(bytes: UnsafeRawBufferPointer) -> Decoded { decode(line: Array(bytes)) }
 
-    /// The request's optional members from `json`; nil when one has the wrong type.
+    /// The request's optional members (``members``) from `json`; nil when one has the wrong type. `method` is kept as
+    /// sent: an unknown method is the operation's error to report, with the list of known ones.
     private init?(_ operation: Operation, id: Int?, members json: MiniJSON) {
-        guard let account = json.string("account"), let minValid = json.int("min_valid"),
-              let forceRefresh = json.bool("force_refresh"), let interactive = json.bool("interactive"),
-              let idToken = json.bool("id_token"), let browser = json.bool("browser"), let url = json.string("url"),
-              let method = json.string("method"), let scopes = json.strings("scopes"),
-              let resource = json.string("resource"), let since = json.int("since"), let before = json.int("before"),
-              let request = json.int("request"), let client = json.string("client"),
-              let dpopMethod = json.string("dpop_method"), let dpopURL = json.string("dpop_url"),
-              let dpopNonce = json.string("dpop_nonce"), let host = json.string("host"),
-              let session = json.string("session"), let pid = json.int("pid"),
-              let fingerprint = json.string("fingerprint"), let program = json.string("program"),
-              let thisRun = json.bool("this_run") else { return nil }
-        self.init(op: operation, id: id, account: account, minValid: minValid, forceRefresh: forceRefresh,
-                  interactive: interactive, idToken: idToken, browser: browser, url: url, scopes: scopes,
-                  resource: resource, since: since, request: request, client: client, before: before,
-                  dpopMethod: dpopMethod, dpopURL: dpopURL, dpopNonce: dpopNonce, host: host, session: session,
-                  pid: pid, fingerprint: fingerprint, program: program, thisRun: thisRun)
-        // Kept as sent: an unknown method is the operation's error to report, with the list of known ones.
-        self.method = method
+        self.init(op: operation, id: id)
+        for (name, kind) in WireRequest.members {
+            switch kind {
+            case .string(let slot): guard let value = json.string(name) else { return nil }; slot(&self) { $0 = value }
+            case .int(let slot): guard let value = json.int(name) else { return nil }; slot(&self) { $0 = value }
+            case .bool(let slot): guard let value = json.bool(name) else { return nil }; slot(&self) { $0 = value }
+            case .strings(let slot): guard let value = json.strings(name) else { return nil }; slot(&self) { $0 = value }
+            }
+        }
     }
 }

@@ -1,7 +1,6 @@
 import AgentService
 import AgentIPC
 import AgentAccess
-import AuthCore
 import FoundationEssentials
 import Logging
 
@@ -38,56 +37,33 @@ public struct RequestDispatcher: Sendable {
         let ops = operations
         let caller = AgentOperations.withSaidProgram(request.program, caller)
         let id = request.id
-        let loginStarted: @Sendable (WireEvent) async -> Void = {
+        let event: @Sendable (WireEvent) async -> Void = {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))
         }
         do throws(WireError) {
+            // Each operation reads the members it takes from the request itself.
             return try await ops.perform(op, account: request.account, caller: caller) { () async throws(WireError) -> [UInt8] in
                 switch op {
-                case .ping:
-                    return encode(id, ops.ping())
-                case .status:
-                    return encode(id, await ops.status(caller: caller))
-                case .accounts:
-                    return encode(id, await ops.accounts(caller: caller))
+                case .ping: return encode(id, ops.ping())
+                case .status: return encode(id, await ops.status(caller: caller))
+                case .accounts: return encode(id, await ops.accounts(caller: caller))
                 case .token:
-                    return encode(id, try await ops.token(
-                        account: try requireAccount(request), caller: caller, minValid: request.minValid ?? 0,
-                        forceRefresh: request.forceRefresh ?? false, interactive: request.interactive ?? false,
-                        includeIDToken: request.idToken ?? false, method: try loginMethod(request),
-                        scopes: request.scopes, resource: request.resource, dpop: try proofTarget(request),
-                        loginStarted: loginStarted))
+                    return encode(id, try await ops.token(account: try requireAccount(request), request, caller: caller,
+                                                          loginStarted: event))
                 case .login:
-                    return encode(id, try await ops.login(account: try requireAccount(request), browser: request.browser ?? true,
-                                                          method: try loginMethod(request), loginStarted: loginStarted))
-                case .loginCallback:
-                    return encode(id, try await ops.loginCallback(account: request.account, url: request.url))
-                case .logout:
-                    return encode(id, try await ops.logout(account: try requireAccount(request)))
-                case .diagnose:
-                    return encode(id, try await ops.diagnose(account: request.account))
-                case .audit:
-                    return encode(id, ops.audit(account: request.account, since: request.since, before: request.before))
-                case .pending:
-                    return encode(id, ops.pending())
-                case .approve, .deny:
-                    return encode(id, try ops.answer(request: request.request, allow: op == .approve,
-                                                     thisRun: request.thisRun ?? false, caller: caller))
-                case .forget:
-                    return encode(id, try ops.forget(account: request.account, client: request.client, caller: caller))
-                case .reload:
-                    return encode(id, try await ops.reload())
-                case .forward:
-                    return encode(id, try await ops.forward(host: request.host, caller: caller) { event in
-                        await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: event)))
-                    })
-                case .forwardSSH:
-                    return encode(id, try ops.bindForward(session: request.session, pid: request.pid, caller: caller))
-                case .forwardHostKey:
-                    return encode(id, try ops.forwardHostKey(session: request.session, fingerprint: request.fingerprint,
-                                                             caller: caller))
-                case .forwardStop:
-                    return encode(id, try ops.stopForward(host: request.host))
+                    return encode(id, try await ops.login(account: try requireAccount(request), request, loginStarted: event))
+                case .loginCallback: return encode(id, try await ops.loginCallback(request))
+                case .logout: return encode(id, try await ops.logout(account: try requireAccount(request)))
+                case .diagnose: return encode(id, try await ops.diagnose(account: request.account))
+                case .audit: return encode(id, ops.audit(request))
+                case .pending: return encode(id, ops.pending())
+                case .approve, .deny: return encode(id, try ops.answer(request, allow: op == .approve, caller: caller))
+                case .forget: return encode(id, try ops.forget(request, caller: caller))
+                case .reload: return encode(id, try await ops.reload())
+                case .forward: return encode(id, try await ops.forward(request, caller: caller, opened: event))
+                case .forwardSSH: return encode(id, try ops.bindForward(request, caller: caller))
+                case .forwardHostKey: return encode(id, try ops.forwardHostKey(request, caller: caller))
+                case .forwardStop: return encode(id, try ops.stopForward(request))
                 }
             }
         } catch {
@@ -95,28 +71,12 @@ public struct RequestDispatcher: Sendable {
         }
     }
 
+    /// The socket protocol's `token`, `login` and `logout` name their account; D-Bus's take it as an argument.
     private func requireAccount(_ request: WireRequest) throws(WireError) -> String {
         guard let account = request.account, !account.isEmpty else {
             throw WireError(.badRequest, "the '\(request.op)' request needs an 'account'")
         }
         return account
-    }
-
-    private func loginMethod(_ request: WireRequest) throws(WireError) -> LoginMethod {
-        guard let text = request.method else { return .redirect }
-        guard let name = LoginMethodName(rawValue: text), let method = LoginMethod(rawValue: name.rawValue) else {
-            throw WireError(.badRequest, "unknown sign-in method '\(String(text.prefix(32)))'; known: \(LoginMethodName.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        return method
-    }
-
-    /// `dpop_method` and `dpop_url` go together; `dpop_nonce` only with them.
-    private func proofTarget(_ request: WireRequest) throws(WireError) -> (method: String, url: String, nonce: String?)? {
-        switch (request.dpopMethod, request.dpopURL) {
-        case (let method?, let url?): return (method, url, request.dpopNonce)
-        case (nil, nil) where request.dpopNonce == nil: return nil
-        default: throw WireError(.badRequest, "a DPoP proof needs both 'dpop_method' and 'dpop_url' ('dpop_nonce' only with them)")
-        }
     }
 
     // MARK: Encoding

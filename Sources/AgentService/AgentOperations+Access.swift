@@ -11,8 +11,8 @@ extension AgentOperations {
     }
 
     /// `audit`: one page of the in-memory records, oldest first (``AuditLog/page(account:since:before:)``).
-    public func audit(account: String?, since: Int?, before: Int? = nil) -> AuditResult {
-        access.audit.page(account: account, since: since, before: before)
+    public func audit(_ request: WireRequest) -> AuditResult {
+        access.audit.page(account: request.account, since: request.since, before: request.before)
     }
 
     /// `pending`: the requests waiting for the user's answer.
@@ -20,15 +20,16 @@ extension AgentOperations {
         PendingResult(requests: access.pendingRequests())
     }
 
-    /// `approve` / `deny`: answers a pending request; remembered for its (account, client).
-    public func answer(request: Int?, allow: Bool, thisRun: Bool = false, caller: Caller) throws(WireError) -> ConsentResult {
-        guard let request else { throw WireError(.badRequest, "the request needs the pending request's id in 'request'") }
-        return try access.answer(request, allow: allow, thisRun: thisRun, approver: caller)
+    /// `approve` / `deny`: answers the pending request `request` names; remembered for its (account, client), or with
+    /// `this_run` kept for this run only.
+    public func answer(_ request: WireRequest, allow: Bool, caller: Caller) throws(WireError) -> ConsentResult {
+        guard let pending = request.request else { throw WireError(.badRequest, "the request needs the pending request's id in 'request'") }
+        return try access.answer(pending, allow: allow, thisRun: request.thisRun ?? false, approver: caller)
     }
 
     /// `forget`: drops remembered decisions, so those programs are asked again.
-    public func forget(account: String?, client: String?, caller: Caller) throws(WireError) -> ForgetResult {
-        let removed = try access.forget(account: account, client: client, by: caller)
+    public func forget(_ request: WireRequest, caller: Caller) throws(WireError) -> ForgetResult {
+        let removed = try access.forget(account: request.account, client: request.client, by: caller)
         return ForgetResult(forgotten: removed.map { .init(account: $0.account, client: $0.client, allowed: $0.allowed) })
     }
 }

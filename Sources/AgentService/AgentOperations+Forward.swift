@@ -21,9 +21,9 @@ extension AgentOperations {
     /// `forward`: opens a session for `host` (``ForwardSessions/open(host:owner:directory:)``), says where its socket
     /// is through `opened`, and holds it until the request is cancelled (its client went away) or the session is
     /// stopped; then closes it.
-    public func forward(host: String?, caller: Caller,
+    public func forward(_ request: WireRequest, caller: Caller,
                         opened: @Sendable (WireEvent) async -> Void) async throws(WireError) -> ForwardResult {
-        guard let host, !host.isEmpty else { throw WireError(.badRequest, "the 'forward' request needs a 'host'") }
+        guard let host = request.host, !host.isEmpty else { throw WireError(.badRequest, "the 'forward' request needs a 'host'") }
         let directory = String(info.socketPath[..<(info.socketPath.lastIndex(of: "/") ?? info.socketPath.startIndex)])
         let (session, stopped) = try forwards.open(host: host, owner: caller, directory: directory)
         logger.notice("forward opened", metadata: ["host": "\(host)", "peer_pid": "\(caller.pid)"])
@@ -32,21 +32,21 @@ extension AgentOperations {
             access.endRun(session.id)
             logger.notice("forward closed", metadata: ["host": "\(host)"])
         }
-        await opened(WireEvent(type: WireEvent.forwardOpen, session: session.id, socket: session.socketPath))
+        await opened(WireEvent(type: WireEvent.forwardOpen) { $0.session = session.id; $0.socket = session.socketPath })
         for await _ in stopped {}
         return ForwardResult(host: host, ended: Task.isCancelled ? "closed" : "stopped")
     }
 
     /// `forward_ssh`: the ssh a session serves.
-    public func bindForward(session: String?, pid: Int?, caller: Caller) throws(WireError) -> ForwardChangeResult {
-        guard let session, let pid else { throw WireError(.badRequest, "'forward_ssh' needs 'session' and 'pid'") }
+    public func bindForward(_ request: WireRequest, caller: Caller) throws(WireError) -> ForwardChangeResult {
+        guard let session = request.session, let pid = request.pid else { throw WireError(.badRequest, "'forward_ssh' needs 'session' and 'pid'") }
         try forwards.bindSSH(session, pid: pid, by: caller)
         return ForwardChangeResult()
     }
 
     /// `forward_host_key`: the host key ssh was shown, from ssh's `KnownHostsCommand`.
-    public func forwardHostKey(session: String?, fingerprint: String?, caller: Caller) throws(WireError) -> ForwardChangeResult {
-        guard let session, let fingerprint else {
+    public func forwardHostKey(_ request: WireRequest, caller: Caller) throws(WireError) -> ForwardChangeResult {
+        guard let session = request.session, let fingerprint = request.fingerprint else {
             throw WireError(.badRequest, "'forward_host_key' needs 'session' and 'fingerprint'")
         }
         try forwards.recordHostKey(session, fingerprint: fingerprint, by: caller)
@@ -54,8 +54,8 @@ extension AgentOperations {
     }
 
     /// `forward_stop`: ends the sessions for `host` now. Tokens already handed out stay valid until they expire.
-    public func stopForward(host: String?) throws(WireError) -> ForwardChangeResult {
-        guard let host, !host.isEmpty else { throw WireError(.badRequest, "'forward_stop' needs a 'host'") }
+    public func stopForward(_ request: WireRequest) throws(WireError) -> ForwardChangeResult {
+        guard let host = request.host, !host.isEmpty else { throw WireError(.badRequest, "'forward_stop' needs a 'host'") }
         let stopped = forwards.stop(host: host)
         if !stopped.isEmpty { logger.notice("forward stopped", metadata: ["host": "\(host)", "sessions": "\(stopped.count)"]) }
         return ForwardChangeResult(stopped: stopped.map(\.host))

@@ -109,15 +109,16 @@ public struct AgentOperations: Sendable {
         })
     }
 
-    /// An access token valid for `minValid` seconds, for `caller` if the account's access policy serves it (asking
-    /// the user first if it says so; the grant or refusal is audited). With `interactive`, a missing sign-in is
-    /// started (or joined) and announced through `loginStarted` before the wait.
-    /// `dpop`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
-    public func token(account: String, caller: Caller, minValid: Int, forceRefresh: Bool = false, interactive: Bool = false,
-                      includeIDToken: Bool = false, method: LoginMethod = .redirect,
-                      scopes: [String]? = nil, resource: String? = nil,
-                      dpop: (method: String, url: String, nonce: String?)? = nil,
+    /// An access token valid for the request's `min_valid` seconds, for `caller` if the account's access policy serves
+    /// it (asking the user first if it says so; the grant or refusal is audited). With `interactive`, a missing
+    /// sign-in is started (or joined) and announced through `loginStarted` before the wait. `dpop_method` and
+    /// `dpop_url`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
+    /// `account` is the request's, as the front end requires it.
+    public func token(account: String, _ request: WireRequest, caller: Caller,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
+        let method = try AgentOperations.loginMethod(request), dpop = try AgentOperations.proofTarget(request)
+        let minValid = request.minValid ?? 0, forceRefresh = request.forceRefresh ?? false
+        let scopes = request.scopes, resource = request.resource
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
         }
@@ -131,7 +132,7 @@ public struct AgentOperations: Sendable {
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
-        let interactive = interactive && !judged.identity.isConfined
+        let interactive = request.interactive == true && !judged.identity.isConfined
         let grant = try await signInElsewhere(account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
           try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
@@ -153,7 +154,7 @@ public struct AgentOperations: Sendable {
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
-        return AgentOperations.tokenResult(grant, includeIDToken: includeIDToken)
+        return AgentOperations.tokenResult(grant, includeIDToken: request.idToken ?? false)
     }
 
     /// A grant as the versioned result.
@@ -167,9 +168,11 @@ public struct AgentOperations: Sendable {
             dpopProof: grant.dpopProof?.reveal())
     }
 
-    /// Starts (or joins) the account's sign-in, announces it through `loginStarted`, and waits for it.
-    public func login(account: String, browser: Bool = true, method: LoginMethod = .redirect,
+    /// Starts (or joins) the account's sign-in, announces it through `loginStarted`, and waits for it. The request's
+    /// `browser` (default true) and `method` (default `redirect`) say how.
+    public func login(account: String, _ request: WireRequest = WireRequest(op: .login),
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> LoginResult {
+        let method = try AgentOperations.loginMethod(request), browser = request.browser ?? true
         let outcome = try await translate { () async throws(AuthError) -> LoginOutcome in
             let ticket = try await broker.beginLogin(account: account, openBrowser: browser, method: method)
             await loginStarted(AgentOperations.event(ticket))
@@ -184,10 +187,10 @@ public struct AgentOperations: Sendable {
 
     /// Manual paste or a private-use scheme handler: hands the final redirect URL to the account's pending sign-in.
     /// Without an account (`authctl callback`, run by the desktop), the private-use redirect URI names it.
-    public func loginCallback(account: String?, url: String?) async throws(WireError) -> LoginCallbackResult {
-        guard let url, !url.isEmpty else { throw WireError(.badRequest, "the 'login_callback' request needs a 'url'") }
+    public func loginCallback(_ request: WireRequest) async throws(WireError) -> LoginCallbackResult {
+        guard let url = request.url, !url.isEmpty else { throw WireError(.badRequest, "the 'login_callback' request needs a 'url'") }
         let account = try await translate { () async throws(AuthError) -> String in
-            if let account, !account.isEmpty { return account }
+            if let account = request.account, !account.isEmpty { return account }
             return try await broker.account(forCallback: url)
         }
         try await translate { () async throws(AuthError) in try await broker.submitRedirect(account: account, url: url) }
@@ -238,6 +241,24 @@ public struct AgentOperations: Sendable {
             forwards: confined ? nil : forwardSummaries())
     }
 
+    /// The request's `method`: `redirect` when absent.
+    static func loginMethod(_ request: WireRequest) throws(WireError) -> LoginMethod {
+        guard let text = request.method else { return .redirect }
+        guard let name = LoginMethodName(rawValue: text), let method = LoginMethod(rawValue: name.rawValue) else {
+            throw WireError(.badRequest, "unknown sign-in method '\(String(text.prefix(32)))'; known: \(LoginMethodName.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return method
+    }
+
+    /// `dpop_method` and `dpop_url` go together; `dpop_nonce` only with them.
+    static func proofTarget(_ request: WireRequest) throws(WireError) -> (method: String, url: String, nonce: String?)? {
+        switch (request.dpopMethod, request.dpopURL) {
+        case (let method?, let url?): return (method, url, request.dpopNonce)
+        case (nil, nil) where request.dpopNonce == nil: return nil
+        default: throw WireError(.badRequest, "a DPoP proof needs both 'dpop_method' and 'dpop_url' ('dpop_nonce' only with them)")
+        }
+    }
+
     // MARK: Errors
 
     /// Runs a broker call and turns its ``AuthError`` into the front ends' ``WireError`` (same code, message and
@@ -257,16 +278,18 @@ public struct AgentOperations: Sendable {
     }
 
     static func event(_ ticket: LoginTicket) -> WireEvent {
-        if let device = ticket.device {
-            return WireEvent(
-                type: WireEvent.deviceCode, url: ticket.authorizationURL.absoluteString, browserOpened: false,
-                timeoutSeconds: device.expiresIn, userCode: device.userCode,
-                verificationURI: device.verificationURI.absoluteString,
-                verificationURIComplete: device.verificationURIComplete?.absoluteString,
-                expiresIn: device.expiresIn, interval: device.interval)
+        guard let device = ticket.device else {
+            return WireEvent(type: WireEvent.loginStarted) {
+                $0.url = ticket.authorizationURL.absoluteString; $0.redirectURI = ticket.redirectURI
+                $0.browserOpened = ticket.browserOpened; $0.browserError = ticket.browserError
+                $0.timeoutSeconds = Int(ticket.timeout.components.seconds)
+            }
         }
-        return WireEvent(type: WireEvent.loginStarted, url: ticket.authorizationURL.absoluteString, redirectURI: ticket.redirectURI,
-                  browserOpened: ticket.browserOpened, browserError: ticket.browserError,
-                  timeoutSeconds: Int(ticket.timeout.components.seconds))
+        return WireEvent(type: WireEvent.deviceCode) {
+            $0.url = ticket.authorizationURL.absoluteString; $0.browserOpened = false; $0.timeoutSeconds = device.expiresIn
+            $0.userCode = device.userCode; $0.verificationURI = device.verificationURI.absoluteString
+            $0.verificationURIComplete = device.verificationURIComplete?.absoluteString
+            $0.expiresIn = device.expiresIn; $0.interval = device.interval
+        }
     }
 }

@@ -33,7 +33,7 @@ struct Audit: ParsableCommand {
             var pages: [AuditResult] = []
             var cursor: Int?
             while true {
-                let page = try client.call(WireRequest(op: .audit, account: account, since: from, before: cursor),
+                let page = try client.call(WireRequest(op: .audit) { $0.account = account; $0.since = from; $0.before = cursor },
                                            as: AuditResult.self)
                 pages.append(page)
                 guard let next = page.next else { return AuditResult.joined(pages) }
@@ -101,7 +101,7 @@ struct Deny: ParsableCommand {
 private func answer(global: GlobalOptions, id: Int, allow: Bool, thisRun: Bool = false, json: Bool) throws {
     let client = try global.connect()
     let result = try CLIFailure.wrap { () throws(ClientError) in
-        try client.call(WireRequest(op: allow ? .approve : .deny, request: id, thisRun: thisRun ? true : nil),
+        try client.call(WireRequest(op: allow ? .approve : .deny) { $0.request = id; $0.thisRun = thisRun ? true : nil },
                         as: ConsentResult.self)
     }
     if json { return printJSON(result) }
@@ -124,7 +124,7 @@ struct Forget: ParsableCommand {
     func run() throws {
         let agent = try global.connect()
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try agent.call(WireRequest(op: .forget, account: account, client: client), as: ForgetResult.self)
+            try agent.call(WireRequest(op: .forget) { $0.account = account; $0.client = client }, as: ForgetResult.self)
         }
         if json { return printJSON(result) }
         guard !result.forgotten.isEmpty else { return print("No remembered decisions matched.") }

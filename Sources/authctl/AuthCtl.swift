@@ -115,7 +115,9 @@ struct Login: ParsableCommand {
         let account = self.account
         let noBrowser = self.noBrowser
         let choice = SignInChoice.choose(device: device, noBrowser: noBrowser, environment: ProcessInfo.processInfo.environment)
-        let request = WireRequest(op: .login, account: account, browser: noBrowser ? false : nil, method: choice.wireMethod)
+        let request = WireRequest(op: .login) {
+            $0.account = account; $0.browser = noBrowser ? false : nil; $0.method = choice.wireMethod?.rawValue
+        }
         var reader: PasteReader?
         var countdown: Countdown?
         let result: LoginResult
@@ -168,7 +170,7 @@ struct Logout: ParsableCommand {
     func run() throws {
         let client = try global.connect(.network)
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .logout, account: account), as: LogoutResult.self)
+            try client.call(WireRequest(op: .logout) { $0.account = account }, as: LogoutResult.self)
         }
         if json { return printJSON(result) }
         guard result.hadRefreshToken else { return print("'\(account)' was not signed in; cached access tokens were dropped.") }

@@ -58,7 +58,7 @@ struct DoctorCommand: ParsableCommand {
             checks += Doctor.agent(ping, socket: socket, authctlVersion: authctlVersion)
             if let forwards = DoctorCommand.forwards(client) { checks.append(forwards) }
             do throws(ClientError) {
-                diagnosis = try client.call(WireRequest(op: .diagnose, account: account), as: DiagnoseResult.self)
+                diagnosis = try client.call(WireRequest(op: .diagnose) { $0.account = account }, as: DiagnoseResult.self)
             } catch {
                 if case .agent(let wire) = error, wire.knownCode == .unknownAccount { throw CLIFailure(error) }
                 checks.append(DoctorCommand.unchecked(error))
@@ -112,7 +112,7 @@ struct DoctorCommand: ParsableCommand {
     /// does not answer them: a host or an app asking is not shown the audit).
     static func forwards(_ client: AgentClient) -> DoctorCheck? {
         let since = Int(Date().timeIntervalSince1970) - 86400
-        guard let audit = try? client.call(WireRequest(op: .audit, since: since), as: AuditResult.self),
+        guard let audit = try? client.call(WireRequest(op: .audit) { $0.since = since }, as: AuditResult.self),
               let status = try? client.call(WireRequest(op: .status), as: StatusResult.self) else { return nil }
         let unknown = audit.entries.filter { $0.reason == "unknown_forward" }.count
         return Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map(\.host))

@@ -60,7 +60,7 @@ struct ForwardCommand: ParsableCommand {
     private func stopForwards(_ host: String) throws {
         let client = try global.connect()
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .forwardStop, host: host), as: ForwardChangeResult.self)
+            try client.call(WireRequest(op: .forwardStop) { $0.host = host }, as: ForwardChangeResult.self)
         }
         let count = result.stopped?.count ?? 0
         guard count > 0 else {
@@ -75,7 +75,7 @@ struct ForwardCommand: ParsableCommand {
         guard let fingerprint = arguments.first, fingerprint.hasPrefix("SHA256:"), arguments.count == 1 else { return }
         do {
             let client = try global.connect()
-            _ = try client.call(WireRequest(op: .forwardHostKey, session: session, fingerprint: fingerprint),
+            _ = try client.call(WireRequest(op: .forwardHostKey) { $0.session = session; $0.fingerprint = fingerprint },
                                 as: ForwardChangeResult.self)
         } catch {
             writeStderr("authctl forward: could not tell the agent the host key: \(error)\n")
@@ -92,7 +92,7 @@ struct ForwardCommand: ParsableCommand {
         let client = try global.connect(.person)
         var opened: WireEvent?
         let id = try CLIFailure.wrap { () throws(ClientError) in
-            try client.start(WireRequest(op: .forward, host: config.name)) { event in
+            try client.start(WireRequest(op: .forward) { $0.host = config.name }) { event in
                 guard event.type == WireEvent.forwardOpen else { return false }
                 opened = event
                 return true
@@ -112,7 +112,7 @@ struct ForwardCommand: ParsableCommand {
         do {
             let naming = try global.connect()
             _ = try CLIFailure.wrap { () throws(ClientError) in
-                try naming.call(WireRequest(op: .forwardSSH, session: session, pid: Int(pid)), as: ForwardChangeResult.self)
+                try naming.call(WireRequest(op: .forwardSSH) { $0.session = session; $0.pid = Int(pid) }, as: ForwardChangeResult.self)
             }
         } catch {
             close(release)

@@ -82,7 +82,7 @@ struct GitCredentialCommand: ParsableCommand {
         if let named = options.account { account = named } else { account = try accountForHost(request, client: client) }
         // A first-use question (confirm = "first-use") is said on stderr, which git shows: what to run to answer it.
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .token, account: account, minValid: options.minValid), as: TokenResult.self) {
+            try client.call(WireRequest(op: .token) { $0.account = account; $0.minValid = options.minValid }, as: TokenResult.self) {
                 Terminal.announce($0, account: account)
             }
         }

@@ -75,8 +75,9 @@ struct KubeCredentialCommand: ParsableCommand {
 
     private static func ask(_ client: AgentClient, _ options: KubeCredentialArguments, kind: KubeCredential.Kind,
                             forceRefresh: Bool) throws(CLIFailure) -> KubeCredential.Outcome {
-        let request = WireRequest(op: .token, account: options.account, minValid: options.minValid,
-                                  forceRefresh: forceRefresh, idToken: kind == .idToken)
+        let request = WireRequest(op: .token) {
+            $0.account = options.account; $0.minValid = options.minValid; $0.forceRefresh = forceRefresh; $0.idToken = kind == .idToken
+        }
         // A first-use question (confirm = "first-use") is said on stderr, which kubectl shows: what to run to answer it.
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.call(request, as: TokenResult.self) { Terminal.announce($0, account: options.account) }

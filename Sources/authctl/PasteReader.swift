@@ -50,7 +50,7 @@ final class PasteReader: @unchecked Sendable {
             }
             do throws(ClientError) {
                 let client = try AgentClient(path: socketPath)
-                _ = try client.call(WireRequest(op: .loginCallback, account: account, url: text), as: LoginCallbackResult.self)
+                _ = try client.call(WireRequest(op: .loginCallback) { $0.account = account; $0.url = text }, as: LoginCallbackResult.self)
                 writeStderr("Received the redirect; finishing the sign-in...\n")
                 return
             } catch {

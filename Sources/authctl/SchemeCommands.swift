@@ -23,7 +23,7 @@ struct Callback: ParsableCommand {
         let client = try global.connect()
         let uri = self.uri
         let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .loginCallback, url: uri), as: LoginCallbackResult.self)
+            try client.call(WireRequest(op: .loginCallback) { $0.url = uri }, as: LoginCallbackResult.self)
         }
         print("Handed the sign-in response for '\(result.account)' to auth-agent.")
     }

@@ -64,11 +64,15 @@ final class MiniJSONDecoderTests: XCTestCase {
     }
 
     func testEventsAndErrorsRoundTrip() throws {
-        for event in [WireEvent(type: WireEvent.loginStarted, url: "https://i/a?x=1", redirectURI: "http://127.0.0.1:5/cb", browserOpened: false,
-                                browserError: "no display", timeoutSeconds: 300),
-                      WireEvent(type: WireEvent.deviceCode, url: nil, userCode: "ABCD-EFGH", verificationURI: "https://i/d",
-                                verificationURIComplete: "https://i/d?c=1", expiresIn: 600, interval: 5),
-                      WireEvent(type: WireEvent.consentRequired, timeoutSeconds: 60, request: 3, client: "/usr/bin/git")] {
+        for event in [WireEvent(type: WireEvent.loginStarted) {
+                          $0.url = "https://i/a?x=1"; $0.redirectURI = "http://127.0.0.1:5/cb"; $0.browserOpened = false
+                          $0.browserError = "no display"; $0.timeoutSeconds = 300
+                      },
+                      WireEvent(type: WireEvent.deviceCode) {
+                          $0.url = nil; $0.userCode = "ABCD-EFGH"; $0.verificationURI = "https://i/d"
+                          $0.verificationURIComplete = "https://i/d?c=1"; $0.expiresIn = 600; $0.interval = 5
+                      },
+                      WireEvent(type: WireEvent.consentRequired) { $0.timeoutSeconds = 60; $0.request = 3; $0.client = "/usr/bin/git" }] {
             var seen: [WireEvent] = []
             let line = Array(try JSONEncoder().encode(WireResponse<NoResult>(id: 1, event: event)))
             XCTAssertNil(try ReplyReader.read(line, as: PingResult.self, request: 1) { seen.append($0) })

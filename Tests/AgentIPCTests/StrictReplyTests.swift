@@ -77,7 +77,7 @@ final class StrictReplyTests: XCTestCase {
             #"{"v":1,"id":1,"event":{"type":"login_started","url":"https://x/a","browser_opened":true,"timeout_s":300}}"#,
             #" {"v":1,"id":1,"result":{"agent":\#(StrictReplyTests.agent),"accounts":[],"future":{"a":[1,true,null]}},"error":null} "#,
         ]) { events.append($0) }
-        XCTAssertEqual(events, [WireEvent(type: "login_started", url: "https://x/a", browserOpened: true, timeoutSeconds: 300)])
+        XCTAssertEqual(events, [WireEvent(type: "login_started") { $0.url = "https://x/a"; $0.browserOpened = true; $0.timeoutSeconds = 300 }])
         XCTAssertEqual(result, StatusResult(agent: .init(version: "1.2", pid: 7, uptimeSeconds: 5, socket: "/s", keyring: "available"),
                                             accounts: []))
         XCTAssertThrowsError(try status([#"{"v":1,"id":1,"error":{"code":"brand_new","message":"m","retry_after":30}}"#])) { error in
@@ -142,15 +142,15 @@ final class StrictReplyTests: XCTestCase {
         var events: [WireEvent] = []
         let agent = try CannedAgent([#"{"v":1,"id":1,"event":{"type":"consent_required","request":4,"client":"/usr/bin/git"}}"#,
                                      #"{"v":1,"id":1,\#(result)}"#])
-        let token = try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self) { events.append($0) }
+        let token = try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "work" }, as: TokenResult.self) { events.append($0) }
         XCTAssertEqual(token, TokenResult(account: "work", accessToken: "T", tokenType: "Bearer", expiry: .after(seconds: 60, unixTime: 1800000060),
                                           scopes: nil, idToken: nil))
-        XCTAssertEqual(events, [WireEvent(type: "consent_required", request: 4, client: "/usr/bin/git")])
+        XCTAssertEqual(events, [WireEvent(type: "consent_required") { $0.request = 4; $0.client = "/usr/bin/git" }])
 
         for line in [#"{"v":1,"id":1,\#(result),"result":{}}"#, #"{"v":1,"id":1,\#(result),"x":0.5}"#,
                      #"{"v":1,"id":1,"error":{"code":"c","message":"m"},"result":{}}"#] {
             let agent = try CannedAgent([line])
-            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self), line) { error in
+            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "work" }, as: TokenResult.self), line) { error in
                 guard case ClientError.protocolViolation = error else { return XCTFail("\(line): \(error)") }
             }
         }
@@ -164,12 +164,12 @@ final class StrictReplyTests: XCTestCase {
                              ([#"{"v":1,"id":2,"error":{"code":"login_required","message":"m"}}"#], "an error for another request"),
                              ([#"{"v":1,"id":2,"event":{"type":"consent_required","request":4}}"#, result], "an event for another request")] {
             let agent = try CannedAgent(lines)
-            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self), why) { error in
+            XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "work" }, as: TokenResult.self), why) { error in
                 guard case ClientError.protocolViolation = error else { return XCTFail("\(why): \(error)") }
             }
         }
         let agent = try CannedAgent([#"{"v":1,"error":{"code":"message_too_large","message":"m"}}"#])
-        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "work"), as: TokenResult.self)) { error in
+        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "work" }, as: TokenResult.self)) { error in
             XCTAssertEqual(error as? ClientError, .agent(WireError(.messageTooLarge, "m")))
         }
     }
@@ -177,7 +177,7 @@ final class StrictReplyTests: XCTestCase {
     func testARefusedReplyDoesNotRepeatTheToken() throws {
         let canary = "CANARY-\(UUID().uuidString)"
         let agent = try CannedAgent([#"{"v":1,"id":1,"result":{"account":"w","access_token":"\#(canary)","token_type":"Bearer","expires_in":"soon","expires_at":1}}"#])
-        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token, account: "w"), as: TokenResult.self)) { error in
+        XCTAssertThrowsError(try AgentClient(path: agent.path).call(WireRequest(op: .token) { $0.account = "w" }, as: TokenResult.self)) { error in
             guard case ClientError.protocolViolation(let message) = error else { return XCTFail("\(error)") }
             XCTAssertFalse("\(error) \(message)".contains(canary))
         }

@@ -4,7 +4,7 @@ import XCTest
 
 final class WireTests: XCTestCase {
     func testRequestEncodingUsesSnakeCaseAndVersion() throws {
-        let data = try JSONEncoder().encode(WireRequest(op: .token, id: 3, account: "work", minValid: 60, forceRefresh: true))
+        let data = try JSONEncoder().encode(WireRequest(op: .token, id: 3) { $0.account = "work"; $0.minValid = 60; $0.forceRefresh = true })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
         XCTAssertEqual(object["v"] as? Int, 1)
         XCTAssertEqual(object["op"] as? String, "token")
@@ -59,7 +59,7 @@ final class WireTests: XCTestCase {
 
 final class AccessWireTests: XCTestCase {
     func testAccessRequestsAndResultsUseTheDocumentedNames() throws {
-        let approve = try JSONEncoder().encode(WireRequest(op: .approve, request: 3))
+        let approve = try JSONEncoder().encode(WireRequest(op: .approve) { $0.request = 3 })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: approve) as? [String: Any])
         XCTAssertEqual(object["op"] as? String, "approve")
         XCTAssertEqual(object["request"] as? Int, 3)
@@ -69,12 +69,12 @@ final class AccessWireTests: XCTestCase {
         let entry = try XCTUnwrap(try JSONDecoder().decode(WireResponse<AuditResult>.self, from: Data(audit.utf8)).result?.entries.first)
         XCTAssertEqual(entry.caller, WireCaller(pid: 42, via: "dbus", exe: "/usr/bin/curl", exeDeleted: true, unit: "x.service",
                                                 flatpakApp: "org.example.App"))
-        let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired, timeoutSeconds: 60, request: 3, client: "/usr/bin/git"))
+        let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired) { $0.timeoutSeconds = 60; $0.request = 3; $0.client = "/usr/bin/git" })
         XCTAssertEqual(String(decoding: event, as: UTF8.self).contains(#""type":"consent_required""#), true)
     }
 
     func testAuditPagesUseTheDocumentedNamesAndJoinOldestFirst() throws {
-        let request = try JSONEncoder().encode(WireRequest(op: .audit, since: 5, before: 1200))
+        let request = try JSONEncoder().encode(WireRequest(op: .audit) { $0.since = 5; $0.before = 1200 })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: request) as? [String: Any])
         XCTAssertEqual(object["before"] as? Int, 1200)
         let caller = WireCaller(pid: 1, via: "socket", exe: "/usr/bin/git")

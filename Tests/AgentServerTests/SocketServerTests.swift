@@ -234,7 +234,7 @@ final class SocketServerTests: XCTestCase {
         let expected = await dispatcher.execute(request, caller: me) { _ in }
         XCTAssertEqual(reply, String(decoding: expected, as: UTF8.self))
         XCTAssertTrue(reply?.contains(#""code":"access_denied""#) == true)
-        let audit = dispatcher.operations.audit(account: "work", since: nil).entries
+        let audit = dispatcher.operations.audit(WireRequest(op: .audit) { $0.account = "work" }).entries
         XCTAssertEqual(audit.map(\.outcome), [AuditEntry.denied, AuditEntry.denied], "the socket's refusal and ours")
         XCTAssertEqual(audit.first?.caller.exe, me.identity.exe)
     }
@@ -246,7 +246,7 @@ final class SocketServerTests: XCTestCase {
         try await client.send(SocketServerTests.fast(8) + "\n")
         let token = try await client.readReply().result?.accessToken
         XCTAssertEqual(token, "at-1")
-        let audit = server.loop.dispatcher.operations.audit(account: "work", since: nil).entries
+        let audit = server.loop.dispatcher.operations.audit(WireRequest(op: .audit) { $0.account = "work" }).entries
         XCTAssertEqual(audit.map(\.outcome), [AuditEntry.granted])
         XCTAssertEqual(audit.first?.caller.exe, me, "the grant names the kernel-read executable")
         XCTAssertEqual(audit.first?.caller.pid, getpid())

@@ -53,8 +53,8 @@ final class AgentOperationsTests: XCTestCase {
         let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
                                                                          socketPath: "/run/x.sock"),
                                          logger: Logger(label: "test"))
-        let result = try await operations.token(account: "gh", caller: Caller(pid: 1, uid: 1000, via: "socket"), minValid: 0,
-                                                dpop: (method: "GET", url: "https://api.example/resource", nonce: nil))
+        let request = WireRequest(op: .token) { $0.dpopMethod = "GET"; $0.dpopURL = "https://api.example/resource" }
+        let result = try await operations.token(account: "gh", request, caller: Caller(pid: 1, uid: 1000, via: "socket"))
         XCTAssertNil(result.dpopProof, "a Bearer token has no proof")
         let entries = operations.access.audit.entries(account: "gh")
         XCTAssertEqual(entries.count, 1)
