@@ -13,17 +13,23 @@ final class SignInCoordinatorTests: XCTestCase {
     let b = UUID()
     let c = UUID()
 
-    /// `begin` with a flow named after the step, counting the flows made.
+    enum Begun {
+        case start(Machine.Pending)
+        case join(Machine.Pending)
+        case refuse(failures: Int, retryAfter: Duration)
+    }
+
+    /// `begin`, and on `.start` what the broker does: make a flow named after the step (counting the flows made) and
+    /// hand it over with `started`.
     private func begin(_ machine: inout Machine, _ id: UUID, _ method: LoginMethod = .redirect,
-                       made: inout [String]) -> Machine.BeginAction {
-        let name = "flow-\(made.count + 1)"
-        var madeHere: [String] = []
-        let action = machine.begin(id: id, method: method, now: clock.now()) {
-            madeHere.append(name)
-            return name
+                       made: inout [String]) -> Begun {
+        switch machine.begin(now: clock.now()) {
+        case .start:
+            made.append("flow-\(made.count + 1)")
+            return .start(machine.started(id: id, method: method, now: clock.now(), flow: made.last!))
+        case .join(let pending): return .join(pending)
+        case .refuse(let failures, let wait): return .refuse(failures: failures, retryAfter: wait)
         }
-        made += madeHere
-        return action
     }
 
     func testTheFirstCallerStartsAndLaterCallersJoinWhateverMethodTheyAsk() throws {
