@@ -54,6 +54,17 @@ final class SignInCoordinatorTests: XCTestCase {
         XCTAssertTrue(machine.isPending)
     }
 
+    func testBeginOnlyDecidesAndStartedLeavesAPendingSignInAsItIs() {
+        var machine = Machine()
+        guard case .start = machine.begin(now: clock.now()) else { return XCTFail("did not say start") }
+        XCTAssertFalse(machine.isPending, "begin decided; the sign-in is pending only once its flow is handed over")
+        _ = machine.started(id: a, method: .redirect, now: clock.now(), flow: "flow-1")
+        let kept = machine.started(id: b, method: .device, now: clock.now(), flow: "stray")
+        XCTAssertEqual(kept.id, a)
+        XCTAssertEqual(kept.flow, "flow-1")
+        XCTAssertEqual(machine.pending?.waiters, 1)
+    }
+
     func testTheLastWaiterLeavingCancelsOnce() {
         var machine = Machine()
         var made: [String] = []
