@@ -3,7 +3,8 @@ import PackageDescription
 
 // Module boundaries (see docs/ARCHITECTURE.md):
 //   AuthCore       pure domain + ports; no NIO, no C (ID token signatures via jwt-kit over swift-crypto).
-//   AuthTransport  HTTP (AsyncHTTPClient) and the loopback redirect listener (NIOHTTP1).
+//   AuthTransport  HTTP (AsyncHTTPClient), the loopback redirect listener (NIOHTTP1) and the browser launchers
+//                  (exec; the xdg-desktop-portal over CAgentBus's sd-bus calls).
 //   KeyringStore   SecretStore over libsecret (CLibsecret shim).
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
@@ -12,7 +13,8 @@ import PackageDescription
 //   AgentAccess    who asks and what they may have: caller identity, the access gate, consent, audit, forwards.
 //   AgentService   the one service both front ends call (AgentOperations).  AgentRuntime: the agent's threads.
 //   AgentServer    the socket front end: the accept loop, connection lifecycle, dispatch.
-//   CAgentBus      the D-Bus vtable and sd-bus's variadic calls, in C.  AgentDBus: the D-Bus front end.
+//   CAgentBus      the D-Bus vtable and sd-bus's variadic calls (the portal's too), in C.  AgentDBus: the D-Bus
+//                  front end.
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
 //   SessionEnvironment  what agent and authctl must read the same way from the session: the browser command,
@@ -74,7 +76,7 @@ let package = Package(
         .target(
             name: "AuthTransport",
             dependencies: [
-                "AuthCore", "SessionEnvironment", "CAgentProcess",
+                "AuthCore", "SessionEnvironment", "CAgentProcess", "CAgentBus",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -2,8 +2,8 @@ import CAgentProcess
 import Glibc
 
 /// A detached thread of its own, for work that must never block the broker's executor or an event loop: the accept
-/// loops, the D-Bus loops and the portal's blocking calls. A plain pthread: Foundation's `Thread` is in full
-/// Foundation, which the agent does not link (docs/BENCHMARKS.md, "Installed size").
+/// loops and the D-Bus loops. A plain pthread: Foundation's `Thread` is in full Foundation, which the agent does not
+/// link (docs/BENCHMARKS.md, "Installed size").
 public enum DetachedThread {
     /// Starts `body` on a new thread named `name` (what `ps -L` and `top -H` show; the kernel keeps 15 bytes).
     /// `stackSize` nil keeps the default (RLIMIT_STACK). Not being able to start a thread (out of memory or

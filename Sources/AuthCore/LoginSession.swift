@@ -1,60 +1,67 @@
 import FoundationEssentials
 
-/// One pending authorization request: the secrets it was sent with and the rules its response must meet.
-/// Building the URL and judging a redirect are pure, so every rule is tested without a network.
+/// One pending authorization request: the secrets it is sent with and the rules its response must meet. It is made
+/// before the way back is opened (the loopback listener judges against it from its first request), so the redirect
+/// URI, which the listener knows only once it is bound, is an argument of what needs it. Building the request and
+/// judging a redirect are pure, so every rule is tested without a network.
 public struct LoginSession: Sendable {
-    public let account: String
     public let issuer: URL
-    public let clientID: String
-    public let redirectURI: String
-    public let redirectPath: String
     public let state: Secret
     public let nonce: Secret?
     public let pkce: PKCE
     public let requiresIss: Bool
     /// The sign-in's DPoP key (RFC 9449): its thumbprint goes out as `dpop_jkt`, binding the code to it (§10).
     public let proofKey: DPoPKey?
-    /// The authorization request with every parameter in its query (what the browser gets without PAR).
-    public let authorizationURL: URL
-    /// The authorization request's parameters, in order: what a pushed request (RFC 9126) sends in its body.
-    public let parameters: [(String, String)]
+    private let authorizationEndpoint: URL
+    private let config: AccountConfig
 
-    public init(account: AccountConfig, metadata: ProviderMetadata, redirectURI: String,
-                pkce: PKCE = PKCE(), state: String = Randomness.token(bytes: 32),
-                nonce: String = Randomness.token(bytes: 32), proofKey: DPoPKey? = nil) {
+    public init(account: AccountConfig, metadata: ProviderMetadata, pkce: PKCE = PKCE(),
+                state: String = Randomness.token(bytes: 32), nonce: String = Randomness.token(bytes: 32),
+                proofKey: DPoPKey? = nil) {
         self.proofKey = proofKey
-        self.account = account.name
         self.issuer = metadata.issuer
-        self.clientID = account.clientID
-        self.redirectURI = redirectURI
-        self.redirectPath = account.redirectPath
         self.state = Secret(state)
         self.nonce = account.wantsOpenID ? Secret(nonce) : nil
         self.pkce = pkce
         self.requiresIss = metadata.requiresIssInResponse
+        self.authorizationEndpoint = metadata.authorizationEndpoint
+        self.config = account
+    }
 
-        var components = URLComponents(url: metadata.authorizationEndpoint, resolvingAgainstBaseURL: false)!
-        var items = components.queryItems ?? []
+    /// The authorization request's parameters for `redirectURI`, in order: what a pushed request (RFC 9126) sends in
+    /// its body.
+    public func parameters(redirectURI: String) -> [(String, String)] {
+        queryItems(redirectURI: redirectURI).map { ($0.name, $0.value ?? "") }
+    }
+
+    /// The authorization request for `redirectURI` with every parameter in its query (what the browser gets without
+    /// PAR).
+    public func authorizationURL(redirectURI: String) -> URL {
+        var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false)!
+        components.percentEncodedQueryItems = queryItems(redirectURI: redirectURI).map {
+            URLQueryItem(name: $0.name, value: $0.value.map(LoginSession.formEncode))
+        }
+        return components.url!
+    }
+
+    private func queryItems(redirectURI: String) -> [URLQueryItem] {
+        var items = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false)!.queryItems ?? []
         items += [
             URLQueryItem(name: "response_type", value: "code"),
-            URLQueryItem(name: "client_id", value: account.clientID),
+            URLQueryItem(name: "client_id", value: config.clientID),
             URLQueryItem(name: "redirect_uri", value: redirectURI),
-            URLQueryItem(name: "scope", value: account.scopes.joined(separator: " ")),
-            URLQueryItem(name: "state", value: state),
+            URLQueryItem(name: "scope", value: config.scopes.joined(separator: " ")),
+            URLQueryItem(name: "state", value: state.reveal()),
             URLQueryItem(name: "code_challenge", value: pkce.challenge),
             URLQueryItem(name: "code_challenge_method", value: PKCE.method),
         ]
-        if account.wantsOpenID { items.append(URLQueryItem(name: "nonce", value: nonce)) }
+        if let nonce { items.append(URLQueryItem(name: "nonce", value: nonce.reveal())) }
         if let proofKey { items.append(URLQueryItem(name: "dpop_jkt", value: proofKey.thumbprint)) }
-        for key in account.extraAuthParams.keys.sorted() where !AccountConfig.reservedAuthParams.contains(key) {
-            items.append(URLQueryItem(name: key, value: account.extraAuthParams[key]))
+        for key in config.extraAuthParams.keys.sorted() where !AccountConfig.reservedAuthParams.contains(key) {
+            items.append(URLQueryItem(name: key, value: config.extraAuthParams[key]))
         }
-        if account.scopes.isEmpty { items.removeAll { $0.name == "scope" } }
-        self.parameters = items.map { ($0.name, $0.value ?? "") }
-        components.percentEncodedQueryItems = items.map {
-            URLQueryItem(name: $0.name, value: $0.value.map(LoginSession.formEncode))
-        }
-        self.authorizationURL = components.url!
+        if config.scopes.isEmpty { items.removeAll { $0.name == "scope" } }
+        return items
     }
 
     /// The browser's URL for a pushed request (RFC 9126 §4): the authorization endpoint with `client_id` and
@@ -110,7 +117,7 @@ public struct LoginSession: Sendable {
     /// scheme, `authctl callback`): it must be this request's redirect URI exactly (scheme, host literal, port, path;
     /// for a private-use scheme no authority at all; no user info, no fragment), and then its query is judged like a
     /// response that reached the loopback listener (SECURITY.md 3, 7, 8, 9). Reasons never contain the URL.
-    public func judge(pastedURL text: String) -> Verdict {
+    public func judge(pastedURL text: String, redirectURI: String) -> Verdict {
         let trimmed = text.trimmingWhitespace
         guard !trimmed.isEmpty else { return .rejected(reason: "the pasted URL is empty") }
         guard trimmed.utf8.count <= LoginSession.maxPastedURLBytes else {

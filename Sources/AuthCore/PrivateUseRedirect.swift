@@ -49,7 +49,7 @@ public struct PrivateUseRedirect: Sendable, Equatable {
     }
 
     /// Whether `url` is addressed to this redirect: same scheme and path, no authority. Used to find the account
-    /// a handed-over URI belongs to; the full judgement is ``LoginSession/judge(pastedURL:)``.
+    /// a handed-over URI belongs to; the full judgement is ``LoginSession/judge(pastedURL:redirectURI:)``.
     public func addresses(_ url: String) -> Bool {
         let prefix = uri
         guard url.hasPrefix(prefix) else { return false }

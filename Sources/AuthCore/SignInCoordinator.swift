@@ -3,14 +3,15 @@ import FoundationEssentials
 /// One account's sign-in lifecycle as a pure state machine: whether a caller starts a sign-in, joins the pending one
 /// or is refused by the rate limit (``LoginRateLimit``); when the last caller leaving cancels it; which sign-in a late
 /// caller's ticket belongs to. It does no I/O, starts nothing and keeps no clock: each step takes the moment it
-/// happens and returns the action its owner executes. ``TokenBroker`` (TokenBroker+SignIn.swift) is that owner; the
-/// tests drive the machine step by step (SignInCoordinatorTests).
+/// happens and returns the action its owner executes; it never calls its owner. ``TokenBroker``
+/// (TokenBroker+SignIn.swift) is that owner; the tests drive the machine step by step (SignInCoordinatorTests).
 ///
-/// `Flow` is the owner's handle of one running sign-in (the broker's start and completion tasks). The machine only
-/// keeps it and hands it back in its actions, so it needs nothing from it, and tests use any value.
+/// `Flow` is the owner's handle of one running sign-in (the broker's start and completion tasks), made by the owner
+/// when ``begin(now:)`` says `.start` and handed over with ``started(id:method:now:flow:)``. The machine only keeps it
+/// and hands it back in its actions, so it needs nothing from it, and tests use any value.
 ///
 /// ```
-///          begin: .start                      end (signed in, failed, cancelled)
+///    begin: .start, started                   end (signed in, failed, cancelled)
 ///   idle ───────────────▶ pending(waiters ≥ 1) ──────────────────────────────────▶ ended
 ///                          │ ▲  begin: .join (waiters + 1)                          │
 ///                          │ └── leave (waiters - 1; at 0: .cancel, ends shortly)   │ begin: .start
@@ -82,8 +83,9 @@ struct SignInCoordinator<Flow> {
     // MARK: Steps
 
     enum BeginAction {
-        /// Start `pending.flow` (just made by `makeFlow`) and announce the sign-in; the caller is its first waiter.
-        case start(Pending)
+        /// No sign-in is pending and the rate limit lets one start: make its flow, hand it to
+        /// ``started(id:method:now:flow:)`` and announce the sign-in; the caller is its first waiter.
+        case start
         /// A sign-in is pending: the caller is one more waiter of it.
         case join(Pending)
         /// Too many recent failures: `failures` is how many are remembered, `retryAfter` how long until one may start.
@@ -91,26 +93,28 @@ struct SignInCoordinator<Flow> {
     }
 
     /// A caller wants a sign-in. It joins the pending one whatever method it asked for; otherwise the rate limit
-    /// decides, and `makeFlow` is called (only) when a new sign-in with `id` starts.
-    mutating func begin(id: UUID, method: LoginMethod, now: ContinuousClock.Instant,
-                        makeFlow: () -> Flow) -> BeginAction {
-        let previous: Ended?
-        switch state {
-        case .pending(var pending, let previous):
+    /// decides whether a new one starts.
+    mutating func begin(now: ContinuousClock.Instant) -> BeginAction {
+        if case .pending(var pending, let previous) = state {
             pending.waiters += 1
             state = .pending(pending, previous: previous)
             return .join(pending)
-        case .idle:
-            previous = nil
-        case .ended(let ended):
-            previous = ended
         }
         if let wait = limit.wait(failures: failures, now: now) {
             return .refuse(failures: failures.count, retryAfter: wait)
         }
-        let pending = Pending(id: id, method: method, startedAt: now, waiters: 1, cancelled: false, flow: makeFlow())
-        state = .pending(pending, previous: previous)
-        return .start(pending)
+        return .start
+    }
+
+    /// The owner started sign-in `id` with `flow`, as ``begin(now:)`` said: it is pending, with its caller waiting.
+    /// A sign-in already pending is left as it is (the owner never starts two).
+    mutating func started(id: UUID, method: LoginMethod, now: ContinuousClock.Instant, flow: Flow) -> Pending {
+        if let pending { return pending }
+        var previous: Ended?
+        if case .ended(let ended) = state { previous = ended }
+        let started = Pending(id: id, method: method, startedAt: now, waiters: 1, cancelled: false, flow: flow)
+        state = .pending(started, previous: previous)
+        return started
     }
 
     enum WaitAction {

@@ -47,16 +47,16 @@ extension TokenBroker {
         }
     }
 
-    /// The browser's URL for `session`: pushed when the account and server say so. With `par = "auto"` and a server
+    /// The browser's URL for `session` and `redirectURI`: pushed when the account and server say so. With `par = "auto"` and a server
     /// that does not require it, a push refused as not allowed for this client falls back to the plain request (said
     /// in the journal); every other failure is the sign-in's error, reported like a token-endpoint error.
-    func authorizationURL(for session: LoginSession, _ config: AccountConfig,
+    func authorizationURL(for session: LoginSession, redirectURI: String, _ config: AccountConfig,
                           _ metadata: ProviderMetadata) async throws(AuthError) -> (url: URL, pushed: PushedRequest?) {
         guard try wantsPushedAuthorization(config, metadata), let endpoint = metadata.pushedAuthorizationEndpoint else {
-            return (session.authorizationURL, nil)
+            return (session.authorizationURL(redirectURI: redirectURI), nil)
         }
         do throws(AuthError) {
-            let pushed = try await push(session, config, metadata, to: endpoint)
+            let pushed = try await push(session.parameters(redirectURI: redirectURI), config, metadata, to: endpoint)
             logger.debug("pushed the authorization request", metadata: [
                 "account": "\(config.name)", "expires_in_s": "\(pushed.expiresIn)"])
             return (LoginSession.pushedAuthorizationURL(metadata.authorizationEndpoint, clientID: config.clientID,
@@ -65,7 +65,7 @@ extension TokenBroker {
                                 && (error.code == .invalidClient || error.code == .loginRequired) {
             logger.notice("the authorization server refused a pushed request for this client; using a plain one",
                           metadata: ["account": "\(config.name)", "error_code": "\(error.code.rawValue)"])
-            return (session.authorizationURL, nil)
+            return (session.authorizationURL(redirectURI: redirectURI), nil)
         }
     }
 
@@ -77,7 +77,8 @@ extension TokenBroker {
         var ticket = start.ticket
         var push = current.value
         if let pushed = push.pushed, pushed.expired(at: time.now()) {
-            push = try await authorizationURL(for: redirect.session, config, redirect.metadata)
+            push = try await authorizationURL(for: redirect.session, redirectURI: redirect.listener.redirectURI, config,
+                                             redirect.metadata)
             current.value = push
             logger.info("the pushed authorization request expired; pushed it again for a caller that joined the sign-in",
                         metadata: ["account": "\(config.name)"])
@@ -87,12 +88,12 @@ extension TokenBroker {
     }
 
     /// RFC 9126 §2: one POST of the request's parameters; the answer is 201 with `request_uri` and `expires_in`.
-    private func push(_ session: LoginSession, _ config: AccountConfig, _ metadata: ProviderMetadata,
+    private func push(_ parameters: [(String, String)], _ config: AccountConfig, _ metadata: ProviderMetadata,
                       to endpoint: URL) async throws(AuthError) -> PushedRequest {
         var authentication: [(String, String)] = []
         let basic = clientAuthentication(config, metadata, into: &authentication)
         // `client_id` is among the request's parameters already; a secret sent in the body is added once.
-        let fields = session.parameters + authentication.filter { $0.0 != "client_id" }
+        let fields = parameters + authentication.filter { $0.0 != "client_id" }
         let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
         guard (200..<300).contains(reply.status) else {
             throw TokenResponseParser.error(from: reply, endpoint: "pushed authorization request endpoint")

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Logging
-import Synchronization
 
 /// The redirect sign-in (loopback listener, manual paste, private-use scheme): opening the way back, judging what
 /// arrives, and exchanging the code. Every response, whichever way it came, goes through one single-use wait.
@@ -10,56 +9,35 @@ extension TokenBroker {
         let listener: any RedirectListener
         let session: LoginSession
         let metadata: ProviderMetadata
-        let verdicts: AsyncStream<LoginSession.Verdict>
-        /// Feeds responses that did not come through the listener (a pasted redirect URL) into the same wait.
-        let continuation: AsyncStream<LoginSession.Verdict>.Continuation
-        /// Lets exactly one response, from the listener or pasted, complete the sign-in.
-        let box: SessionBox
+        /// Every response, from the listener or pasted, goes through it; exactly one completes the sign-in.
+        let responses: RedirectResponses
         /// The pushed request (RFC 9126) callers are sent to now, if the request was pushed.
         let pushed: CurrentPush?
     }
 
+    /// Makes the session, then opens the way back judging against it (the loopback listener, or for a private-use
+    /// scheme none: the response arrives through `login_callback`), builds the request for the redirect URI that
+    /// way has and starts the browser.
     func startLogin(_ config: AccountConfig, metadata: ProviderMetadata, id: UUID,
                     openBrowser: Bool) async throws -> RedirectStart {
-        let (verdicts, continuation) = AsyncStream<LoginSession.Verdict>.makeStream()
-        let box = SessionBox()
-        let judge: @Sendable (String?) -> RedirectPage = { query in
-            guard let session = box.session else { return .invalid }
-            let verdict = session.judge(query: query)
-            switch verdict {
-            case .code:
-                guard box.claim() else { return .invalid }
-                continuation.yield(verdict)
-                return .success
-            case .denied:
-                guard box.claim() else { return .invalid }
-                continuation.yield(verdict)
-                return .denied
-            case .rejected:
-                continuation.yield(verdict)
-                return .invalid
-            }
-        }
-        // A private-use scheme redirect opens no listener: the response arrives through `login_callback`.
+        let session = LoginSession(account: config, metadata: metadata, proofKey: try proofKeyForSignIn(config, metadata))
+        let responses = RedirectResponses(session: session)
         let listener: any RedirectListener
         if let privateUse = config.privateUseRedirect {
             listener = PrivateUseReceiver(redirectURI: privateUse.uri)
         } else {
             listener = try await redirects.listen(host: config.redirectHost, port: config.redirectPort,
-                                                  path: config.redirectPath, judge: judge)
+                                                  path: config.redirectPath, judge: responses.page(query:))
         }
-        let session: LoginSession
         let authorizationURL: URL
         let pushed: PushedRequest?
         do {
-            session = LoginSession(account: config, metadata: metadata, redirectURI: listener.redirectURI,
-                                   proofKey: try proofKeyForSignIn(config, metadata))
-            (authorizationURL, pushed) = try await self.authorizationURL(for: session, config, metadata)
+            (authorizationURL, pushed) = try await self.authorizationURL(for: session, redirectURI: listener.redirectURI,
+                                                                         config, metadata)
         } catch {
             await listener.close()
             throw error
         }
-        box.session = session
         // The ID token will need the provider's keys: fetch them while the person signs in, not after.
         if config.wantsOpenID, let jwks = metadata.jwksURI { providers.prefetchSigningKeys(account: config.name, from: jwks) }
         var ticket = LoginTicket(account: config.name, authorizationURL: authorizationURL,
@@ -79,13 +57,12 @@ extension TokenBroker {
         }
         logger.info("sign-in started", metadata: ["account": "\(config.name)", "redirect_uri": "\(listener.redirectURI)",
                                                   "browser": "\(openBrowser)"])
-        return RedirectStart(ticket: ticket, listener: listener, session: session, metadata: metadata, verdicts: verdicts,
-                             continuation: continuation, box: box,
-                             pushed: pushed.map { CurrentPush(url: authorizationURL, pushed: $0) })
+        return RedirectStart(ticket: ticket, listener: listener, session: session, metadata: metadata,
+                             responses: responses, pushed: pushed.map { CurrentPush(url: authorizationURL, pushed: $0) })
     }
 
     /// Manual paste: a final redirect URL that the user copied from a browser (maybe on another machine). It is
-    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:)``), and the first
+    /// judged exactly like a response on the loopback listener (``LoginSession/judge(pastedURL:redirectURI:)``), and the first
     /// genuine response, pasted or received, wins. A rejected URL is an error for this call only: the sign-in keeps
     /// waiting. The URL is never logged (it carries the code).
     public func submitRedirect(account name: String, url: String) async throws(AuthError) {
@@ -100,18 +77,14 @@ extension TokenBroker {
             }
             begun = redirect
         } catch { throw TokenBroker.authError(error) }
-        let verdict = begun.session.judge(pastedURL: url)
-        switch verdict {
-        case .code, .denied:
-            guard begun.box.claim() else {
-                throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
-            }
-            logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
-            begun.continuation.yield(verdict)
-        case .rejected(let reason):
-            begun.continuation.yield(verdict)
+        let verdict = begun.session.judge(pastedURL: url, redirectURI: begun.listener.redirectURI)
+        guard begun.responses.accept(verdict) else {
+            throw AuthError(.loginFailed, "this sign-in has already received its response; the pasted URL was not used")
+        }
+        if case .rejected(let reason) = verdict {
             throw AuthError(.loginFailed, "the pasted URL is not a response to this sign-in (\(reason)); the sign-in is still waiting")
         }
+        logger.info("received a pasted redirect", metadata: ["account": "\(name)"])
     }
 
     /// The first genuine response wins; rejected ones are logged and the wait goes on, up to the timeout.
@@ -122,7 +95,7 @@ extension TokenBroker {
         let time = self.time
         return try await withThrowingTaskGroup(of: Secret.self) { group in
             group.addTask {
-                for await verdict in begun.verdicts {
+                for await verdict in begun.responses.verdicts {
                     switch verdict {
                     case .code(let code): return code
                     case .denied(let error, let description):
@@ -152,7 +125,7 @@ extension TokenBroker {
         let config = try state(name).config
         var fields = [
             ("grant_type", "authorization_code"), ("code", code.reveal()),
-            ("redirect_uri", begun.session.redirectURI), ("code_verifier", begun.session.pkce.verifier.reveal()),
+            ("redirect_uri", begun.listener.redirectURI), ("code_verifier", begun.session.pkce.verifier.reveal()),
         ]
         let basic = clientAuthentication(config, begun.metadata, into: &fields)
         let sentAt = time.now()

@@ -37,16 +37,16 @@ extension TokenBroker {
         // Before anyone is sent to the browser or given a device code: the refresh token a sign-in ends with must
         // have somewhere to go, and a locked store says so now rather than after the user signed in.
         try await keyring.requireUnlocked()
-        let id = UUID()
-        let action = accounts[name]?.signIn.begin(id: id, method: method, now: time.now()) {
-            let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }
-            return SignInFlow(start: start, completion: Task { try await self.runSignIn(name, id: id, start: start) })
-        }
+        let now = time.now()
+        let action = accounts[name]?.signIn.begin(now: now)
         let pending: SignInCoordinator<SignInFlow>.Pending
         switch action {
-        case .start(let started)?:
+        case .start?:
+            let id = UUID()
+            let start = Task { try await self.startSignIn(config, id: id, openBrowser: openBrowser, method: method) }
+            let flow = SignInFlow(start: start, completion: Task { try await self.runSignIn(name, id: id, start: start) })
+            pending = accounts[name]!.signIn.started(id: id, method: method, now: now, flow: flow)
             publish(.signInStarted(name))
-            pending = started
         case .join(let joined)?:
             pending = joined
         case .refuse(let failures, let wait)?:

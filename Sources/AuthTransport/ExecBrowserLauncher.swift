@@ -37,10 +37,7 @@ public struct ExecBrowserLauncher: BrowserLauncher {
     }
 
     public func open(_ url: URL) async throws(AuthError) {
-        let text = url.absoluteString
-        guard case .success = EndpointPolicy.validate(text) else {
-            throw AuthError(.loginFailed, "refusing to open a URL that is not https (or loopback http)")
-        }
+        let text = try ExecBrowserLauncher.openable(url)
         let program = try resolveProgram()
         if let systemdRun = transientUnitRunner() {
             let arguments = transientUnitArguments(program: program, url: text)
@@ -55,6 +52,15 @@ public struct ExecBrowserLauncher: BrowserLauncher {
         guard started > 0 else {
             throw AuthError(.loginFailed, "cannot start the browser \(program): \(String(cString: strerror(-started)))")
         }
+    }
+
+    /// `url` as the one argument a browser gets, if it may be opened at all (SECURITY.md 10): https, or http on a
+    /// loopback literal (local test servers). The portal launcher applies the same rule.
+    static func openable(_ url: URL) throws(AuthError) -> String {
+        guard case .success = EndpointPolicy.validate(url.absoluteString) else {
+            throw AuthError(.loginFailed, "refusing to open a URL that is not https (or loopback http)")
+        }
+        return url.absoluteString
     }
 
     /// `systemd-run`'s path when the agent runs as a systemd service and it is installed; nil otherwise.

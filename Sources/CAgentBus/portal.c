@@ -108,7 +108,7 @@ int aa_portal_open_uri(const char *uri, uint64_t timeout_usec, aa_portal_request
         copy_out(request->portal, sizeof request->portal, sd_bus_message_get_sender(reply));
         const char *handle = NULL;
         /* A portal older than handle_token (before 0.9) picks its own path: listen there too (a Response sent
-         * before this match is in place is missed, and then only the fallback on a dismissed chooser is lost). */
+         * before this match is in place is missed, and then only its log line is lost). */
         if (sd_bus_message_read(reply, "o", &handle) > 0 && strcmp(handle, path) != 0)
             (void)sd_bus_match_signal(request->bus, &request->slots[1], NULL, handle, AA_PORTAL_REQUEST, "Response",
                                       on_response, request);

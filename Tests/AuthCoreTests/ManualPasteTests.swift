@@ -11,7 +11,7 @@ final class ManualPasteTests: XCTestCase {
     func session(requiresIss: Bool = false) -> LoginSession {
         let metadata = ProviderMetadata(issuer: Fixtures.issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
                                         tokenEndpoint: URL(string: "https://issuer.example/token")!, requiresIssInResponse: requiresIss)
-        return LoginSession(account: Fixtures.account(), metadata: metadata, redirectURI: base, state: "the-state", nonce: "n")
+        return LoginSession(account: Fixtures.account(), metadata: metadata, state: "the-state", nonce: "n")
     }
 
     func rejected(_ verdict: LoginSession.Verdict, file: StaticString = #filePath, line: UInt = #line) {
@@ -19,47 +19,47 @@ final class ManualPasteTests: XCTestCase {
     }
 
     func testExactRedirectURIWithValidStateGivesTheCode() {
-        XCTAssertEqual(session().judge(pastedURL: "\(base)?code=abc&state=the-state"), .code(Secret("abc")))
-        XCTAssertEqual(session().judge(pastedURL: "  \(base)?state=the-state&code=abc\r\n"), .code(Secret("abc")),
+        XCTAssertEqual(session().judge(pastedURL: "\(base)?code=abc&state=the-state", redirectURI: base), .code(Secret("abc")))
+        XCTAssertEqual(session().judge(pastedURL: "  \(base)?state=the-state&code=abc\r\n", redirectURI: base), .code(Secret("abc")),
                        "surrounding whitespace from the terminal is ignored")
-        XCTAssertEqual(session().judge(pastedURL: "HTTP://127.0.0.1:4000/oauth2/callback/work?code=abc&state=the-state"),
+        XCTAssertEqual(session().judge(pastedURL: "HTTP://127.0.0.1:4000/oauth2/callback/work?code=abc&state=the-state", redirectURI: base),
                        .code(Secret("abc")), "the scheme is case-insensitive")
     }
 
     func testWrongPlaceIsRejected() {
         let s = session()
         let q = "?code=abc&state=the-state"
-        rejected(s.judge(pastedURL: "http://127.0.0.2:4000/oauth2/callback/work\(q)"))        // wrong host
-        rejected(s.judge(pastedURL: "http://localhost:4000/oauth2/callback/work\(q)"))        // never localhost
-        rejected(s.judge(pastedURL: "http://[::1]:4000/oauth2/callback/work\(q)"))            // other literal
-        rejected(s.judge(pastedURL: "http://127.0.0.1:4001/oauth2/callback/work\(q)"))        // wrong port
-        rejected(s.judge(pastedURL: "http://127.0.0.1/oauth2/callback/work\(q)"))             // no port
-        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/personal\(q)"))    // wrong path
-        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/work/extra\(q)"))  // extra path
-        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/work/\(q)"))       // trailing slash
-        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/%77ork\(q)"))      // encoded path
-        rejected(s.judge(pastedURL: "https://127.0.0.1:4000/oauth2/callback/work\(q)"))       // wrong scheme
-        rejected(s.judge(pastedURL: "http://user@127.0.0.1:4000/oauth2/callback/work\(q)"))   // user info
-        rejected(s.judge(pastedURL: "\(base)\(q)#frag"))                                       // fragment
-        rejected(s.judge(pastedURL: "\(base)?code=abc&state=the-state x"))                    // spaces inside
-        rejected(s.judge(pastedURL: "code=abc&state=the-state"))                              // only the query
-        rejected(s.judge(pastedURL: ""))
-        rejected(s.judge(pastedURL: "\(base)?code=\(String(repeating: "a", count: 9000))&state=the-state"))
+        rejected(s.judge(pastedURL: "http://127.0.0.2:4000/oauth2/callback/work\(q)", redirectURI: base))        // wrong host
+        rejected(s.judge(pastedURL: "http://localhost:4000/oauth2/callback/work\(q)", redirectURI: base))        // never localhost
+        rejected(s.judge(pastedURL: "http://[::1]:4000/oauth2/callback/work\(q)", redirectURI: base))            // other literal
+        rejected(s.judge(pastedURL: "http://127.0.0.1:4001/oauth2/callback/work\(q)", redirectURI: base))        // wrong port
+        rejected(s.judge(pastedURL: "http://127.0.0.1/oauth2/callback/work\(q)", redirectURI: base))             // no port
+        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/personal\(q)", redirectURI: base))    // wrong path
+        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/work/extra\(q)", redirectURI: base))  // extra path
+        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/work/\(q)", redirectURI: base))       // trailing slash
+        rejected(s.judge(pastedURL: "http://127.0.0.1:4000/oauth2/callback/%77ork\(q)", redirectURI: base))      // encoded path
+        rejected(s.judge(pastedURL: "https://127.0.0.1:4000/oauth2/callback/work\(q)", redirectURI: base))       // wrong scheme
+        rejected(s.judge(pastedURL: "http://user@127.0.0.1:4000/oauth2/callback/work\(q)", redirectURI: base))   // user info
+        rejected(s.judge(pastedURL: "\(base)\(q)#frag", redirectURI: base))                                       // fragment
+        rejected(s.judge(pastedURL: "\(base)?code=abc&state=the-state x", redirectURI: base))                    // spaces inside
+        rejected(s.judge(pastedURL: "code=abc&state=the-state", redirectURI: base))                              // only the query
+        rejected(s.judge(pastedURL: "", redirectURI: base))
+        rejected(s.judge(pastedURL: "\(base)?code=\(String(repeating: "a", count: 9000))&state=the-state", redirectURI: base))
     }
 
     func testQueryRulesAreTheListenersRules() {
         let s = session()
-        rejected(s.judge(pastedURL: "\(base)?code=abc"))                                 // missing state
-        rejected(s.judge(pastedURL: "\(base)?code=abc&state=other"))                     // wrong state
-        rejected(s.judge(pastedURL: "\(base)?code=abc&state=the-state&state=the-state")) // repeated state
-        rejected(s.judge(pastedURL: "\(base)?error=access_denied"))                      // error without state
-        XCTAssertEqual(s.judge(pastedURL: "\(base)?error=access_denied&state=the-state"),
+        rejected(s.judge(pastedURL: "\(base)?code=abc", redirectURI: base))                                 // missing state
+        rejected(s.judge(pastedURL: "\(base)?code=abc&state=other", redirectURI: base))                     // wrong state
+        rejected(s.judge(pastedURL: "\(base)?code=abc&state=the-state&state=the-state", redirectURI: base)) // repeated state
+        rejected(s.judge(pastedURL: "\(base)?error=access_denied", redirectURI: base))                      // error without state
+        XCTAssertEqual(s.judge(pastedURL: "\(base)?error=access_denied&state=the-state", redirectURI: base),
                        .denied(error: "access_denied", description: nil))
-        rejected(session(requiresIss: true).judge(pastedURL: "\(base)?code=abc&state=the-state"))  // RFC 9207
-        XCTAssertEqual(session(requiresIss: true).judge(pastedURL: "\(base)?code=abc&state=the-state&iss=\(Fixtures.issuer.absoluteString)"),
+        rejected(session(requiresIss: true).judge(pastedURL: "\(base)?code=abc&state=the-state", redirectURI: base))  // RFC 9207
+        XCTAssertEqual(session(requiresIss: true).judge(pastedURL: "\(base)?code=abc&state=the-state&iss=\(Fixtures.issuer.absoluteString)", redirectURI: base),
                        .code(Secret("abc")))
-        for verdict in [s.judge(pastedURL: "http://localhost:4000/x?code=SECRETCODE&state=the-state"),
-                        s.judge(pastedURL: "\(base)?code=SECRETCODE&state=nope")] {
+        for verdict in [s.judge(pastedURL: "http://localhost:4000/x?code=SECRETCODE&state=the-state", redirectURI: base),
+                        s.judge(pastedURL: "\(base)?code=SECRETCODE&state=nope", redirectURI: base)] {
             guard case .rejected(let reason) = verdict else { return XCTFail() }
             XCTAssertFalse(reason.contains("SECRETCODE"), "reasons never repeat the pasted URL")
         }

@@ -27,13 +27,13 @@ final class PKCEAndSessionTests: XCTestCase {
                                         tokenEndpoint: URL(string: "https://issuer.example/token")!, requiresIssInResponse: requiresIss)
         var account = Fixtures.account(scopes: scopes)
         account.extraAuthParams = ["prompt": "consent", "access_type": "offline"]
-        return LoginSession(account: account, metadata: metadata, redirectURI: "http://127.0.0.1:4000/oauth2/callback/work",
-                            state: "the-state", nonce: "the-nonce")
+        return LoginSession(account: account, metadata: metadata, state: "the-state", nonce: "the-nonce")
     }
 
     func testAuthorizationURLCarriesPKCEStateNonceAndExtras() throws {
         let s = session()
-        let components = try XCTUnwrap(URLComponents(url: s.authorizationURL, resolvingAgainstBaseURL: false))
+        let url = s.authorizationURL(redirectURI: "http://127.0.0.1:4000/oauth2/callback/work")
+        let components = try XCTUnwrap(URLComponents(url: url, resolvingAgainstBaseURL: false))
         let items = Dictionary(uniqueKeysWithValues: (components.queryItems ?? []).map { ($0.name, $0.value ?? "") })
         XCTAssertEqual(items["response_type"], "code")
         XCTAssertEqual(items["client_id"], "client-1")
@@ -45,19 +45,19 @@ final class PKCEAndSessionTests: XCTestCase {
         XCTAssertEqual(items["tenant"], "x", "query items already in the endpoint are kept")
         XCTAssertEqual(items["prompt"], "consent")
         XCTAssertNil(items["code_verifier"], "the verifier never goes to the browser")
-        XCTAssertFalse(s.authorizationURL.absoluteString.contains(s.pkce.verifier.reveal()))
+        XCTAssertFalse(url.absoluteString.contains(s.pkce.verifier.reveal()))
     }
 
     func testNoNonceWithoutOpenID() throws {
         let s = session(scopes: ["read"])
         XCTAssertNil(s.nonce)
-        XCTAssertFalse(s.authorizationURL.absoluteString.contains("nonce="))
+        XCTAssertFalse(s.authorizationURL(redirectURI: "http://127.0.0.1:4000/x").absoluteString.contains("nonce="))
     }
 
     func testFreshStateIs256BitsAndUnique() {
         let metadata = ProviderMetadata(issuer: Fixtures.issuer, authorizationEndpoint: Fixtures.issuer, tokenEndpoint: Fixtures.issuer)
-        let a = LoginSession(account: Fixtures.account(), metadata: metadata, redirectURI: "http://127.0.0.1:1/x")
-        let b = LoginSession(account: Fixtures.account(), metadata: metadata, redirectURI: "http://127.0.0.1:1/x")
+        let a = LoginSession(account: Fixtures.account(), metadata: metadata)
+        let b = LoginSession(account: Fixtures.account(), metadata: metadata)
         XCTAssertEqual(a.state.reveal().count, 43)
         XCTAssertNotEqual(a.state.reveal(), b.state.reveal())
         XCTAssertNotEqual(a.nonce?.reveal(), b.nonce?.reveal())
@@ -94,8 +94,8 @@ final class PKCEAndSessionTests: XCTestCase {
         slashed.issuer = URL(string: "https://issuer.example/")!
         let metadata = ProviderMetadata(issuer: slashed.issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
                                         tokenEndpoint: URL(string: "https://issuer.example/token")!, requiresIssInResponse: true)
-        let configuredWithSlash = LoginSession(account: slashed, metadata: metadata, redirectURI: "http://127.0.0.1:4000/oauth2/callback/work",
-                                               state: "the-state", nonce: "the-nonce")
+        let configuredWithSlash = LoginSession(account: slashed, metadata: metadata, state: "the-state",
+                                               nonce: "the-nonce")
         XCTAssertEqual(configuredWithSlash.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fissuer.example"), .code(Secret("abc")))
         XCTAssertEqual(configuredWithSlash.judge(query: "code=abc&state=the-state&iss=https%3A%2F%2Fissuer.example.evil"),
                        .rejected(reason: "iss does not match the issuer (RFC 9207)"))

@@ -43,13 +43,13 @@ final class PrivateUseRedirectTests: XCTestCase {
     func session() -> LoginSession {
         let metadata = ProviderMetadata(issuer: Fixtures.issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
                                         tokenEndpoint: URL(string: "https://issuer.example/token")!)
-        return LoginSession(account: Fixtures.account(), metadata: metadata, redirectURI: uri, state: "the-state", nonce: "n")
+        return LoginSession(account: Fixtures.account(), metadata: metadata, state: "the-state", nonce: "n")
     }
 
     func testHandedOverURIIsJudgedLikeAnyResponse() {
         let s = session()
-        XCTAssertEqual(s.judge(pastedURL: "\(uri)?code=abc&state=the-state"), .code(Secret("abc")))
-        XCTAssertEqual(s.judge(pastedURL: "\(uri)?error=access_denied&state=the-state"),
+        XCTAssertEqual(s.judge(pastedURL: "\(uri)?code=abc&state=the-state", redirectURI: uri), .code(Secret("abc")))
+        XCTAssertEqual(s.judge(pastedURL: "\(uri)?error=access_denied&state=the-state", redirectURI: uri),
                        .denied(error: "access_denied", description: nil))
         let rejected = [
             "\(uri)?code=abc&state=forged",                                    // state
@@ -62,7 +62,7 @@ final class PrivateUseRedirectTests: XCTestCase {
             "\(uri)?code=abc&state=the-state#frag",                            // fragment
         ]
         for text in rejected {
-            guard case .rejected = s.judge(pastedURL: text) else { return XCTFail("accepted \(text)") }
+            guard case .rejected = s.judge(pastedURL: text, redirectURI: uri) else { return XCTFail("accepted \(text)") }
         }
     }
 

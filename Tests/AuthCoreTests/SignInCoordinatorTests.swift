@@ -13,17 +13,23 @@ final class SignInCoordinatorTests: XCTestCase {
     let b = UUID()
     let c = UUID()
 
-    /// `begin` with a flow named after the step, counting the flows made.
+    enum Begun {
+        case start(Machine.Pending)
+        case join(Machine.Pending)
+        case refuse(failures: Int, retryAfter: Duration)
+    }
+
+    /// `begin`, and on `.start` what the broker does: make a flow named after the step (counting the flows made) and
+    /// hand it over with `started`.
     private func begin(_ machine: inout Machine, _ id: UUID, _ method: LoginMethod = .redirect,
-                       made: inout [String]) -> Machine.BeginAction {
-        let name = "flow-\(made.count + 1)"
-        var madeHere: [String] = []
-        let action = machine.begin(id: id, method: method, now: clock.now()) {
-            madeHere.append(name)
-            return name
+                       made: inout [String]) -> Begun {
+        switch machine.begin(now: clock.now()) {
+        case .start:
+            made.append("flow-\(made.count + 1)")
+            return .start(machine.started(id: id, method: method, now: clock.now(), flow: made.last!))
+        case .join(let pending): return .join(pending)
+        case .refuse(let failures, let wait): return .refuse(failures: failures, retryAfter: wait)
         }
-        made += madeHere
-        return action
     }
 
     func testTheFirstCallerStartsAndLaterCallersJoinWhateverMethodTheyAsk() throws {
@@ -46,6 +52,17 @@ final class SignInCoordinatorTests: XCTestCase {
         XCTAssertEqual(made, ["flow-1"], "joining starts nothing")
         XCTAssertEqual(machine.pending?.waiters, 2)
         XCTAssertTrue(machine.isPending)
+    }
+
+    func testBeginOnlyDecidesAndStartedLeavesAPendingSignInAsItIs() {
+        var machine = Machine()
+        guard case .start = machine.begin(now: clock.now()) else { return XCTFail("did not say start") }
+        XCTAssertFalse(machine.isPending, "begin decided; the sign-in is pending only once its flow is handed over")
+        _ = machine.started(id: a, method: .redirect, now: clock.now(), flow: "flow-1")
+        let kept = machine.started(id: b, method: .device, now: clock.now(), flow: "stray")
+        XCTAssertEqual(kept.id, a)
+        XCTAssertEqual(kept.flow, "flow-1")
+        XCTAssertEqual(machine.pending?.waiters, 1)
     }
 
     func testTheLastWaiterLeavingCancelsOnce() {

@@ -7,7 +7,7 @@ import XCTest
 
 /// The redirect listener's request check under mutation fuzzing: raw bytes into the listener's real pipeline
 /// (size limiter, NIO's HTTP/1 decoder, `RedirectRequestHandler`) with a real `LoginSession.judge(query:)`, and
-/// pasted URLs into `LoginSession.judge(pastedURL:)`.
+/// pasted URLs into `LoginSession.judge(pastedURL:redirectURI:)`.
 ///
 /// Properties: the sign-in is completed (`.code`) only by a GET on the exact path, with `Host: 127.0.0.1:PORT`,
 /// carrying the genuine state exactly once and a code; an `error=` is acted on only with the genuine state; the
@@ -23,8 +23,7 @@ final class RedirectRequestFuzzTests: XCTestCase {
         let metadata = ProviderMetadata(issuer: issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
                                         tokenEndpoint: URL(string: "https://issuer.example/token")!)
         let account = AccountConfig(name: "work", issuer: issuer, clientID: "client", scopes: ["openid"])
-        return LoginSession(account: account, metadata: metadata, redirectURI: "http://127.0.0.1:\(port)\(path)",
-                            state: state, nonce: "nonce")
+        return LoginSession(account: account, metadata: metadata, state: state, nonce: "nonce")
     }()
 
     static let pages = [RedirectPages.success, RedirectPages.denied, RedirectPages.invalid, RedirectPages.notFound]
@@ -47,7 +46,7 @@ final class RedirectRequestFuzzTests: XCTestCase {
         ], maxLength: 2048)
         let report = engine.run { input in
             let text = String(decoding: input, as: UTF8.self)
-            let verdict = RedirectRequestFuzzTests.session.judge(pastedURL: text)
+            let verdict = RedirectRequestFuzzTests.session.judge(pastedURL: text, redirectURI: "http://127.0.0.1:\(Self.port)\(Self.path)")
             if case .rejected = verdict { return nil }
             // The scheme is case-insensitive (RFC 3986 §3.1) and a port may carry leading zeros (the same port);
             // everything else must be the redirect URI exactly.

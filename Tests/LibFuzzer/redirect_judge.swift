@@ -1,5 +1,5 @@
 // libFuzzer target: the redirect judging of a pending sign-in (`LoginSession.judge(query:)`, the rule every
-// loopback redirect meets after the listener's method/path/Host check, and `judge(pastedURL:)`, the rule for a
+// loopback redirect meets after the listener's method/path/Host check, and `judge(pastedURL:redirectURI:)`, the rule for a
 // pasted or scheme-handed URL), compiled with the AuthCore sources it needs (no NIO). The first input byte picks
 // the entry point (even: a query, odd: a pasted URL); the rest is the text. Built and run by
 // `scripts/fuzz --libfuzzer`; seeds in Tests/Fuzz/corpus/redirect_judge. The listener's HTTP pipeline (NIO) stays
@@ -22,8 +22,7 @@ let session: LoginSession = {
     let metadata = ProviderMetadata(issuer: issuer, authorizationEndpoint: URL(string: "https://issuer.example/authorize")!,
                                     tokenEndpoint: URL(string: "https://issuer.example/token")!)
     let account = AccountConfig(name: "work", issuer: issuer, clientID: "client", scopes: ["openid"])
-    return LoginSession(account: account, metadata: metadata, redirectURI: "http://127.0.0.1:\(port)\(path)",
-                        state: genuineState, nonce: "nonce")
+    return LoginSession(account: account, metadata: metadata, state: genuineState, nonce: "nonce")
 }()
 
 /// The oracle's own reading of a query (independent of `LoginSession.parseQuery`): `+` is a space, `%XX` a byte,
@@ -70,7 +69,7 @@ func checkQuery(_ query: String) {
 }
 
 func checkPasted(_ text: String) {
-    let verdict = session.judge(pastedURL: text)
+    let verdict = session.judge(pastedURL: text, redirectURI: "http://127.0.0.1:\(port)\(path)")
     if case .rejected = verdict { return }
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     let afterHost = trimmed.dropFirst(7).drop(while: { $0 != ":" }).dropFirst().drop(while: { $0 == "0" })

@@ -1,15 +1,16 @@
 """Opening the sign-in page through the xdg-desktop-portal (issue 3; SECURITY.md 10): the agent calls
 org.freedesktop.portal.OpenURI.OpenURI on the session bus and only falls back to $BROWSER / xdg-open when the
-portal is absent or fails. The portal is a small fake (Tests/Fixtures/portal) on the agent's private session bus
+portal is absent or fails at the call; once the portal has accepted, nothing more is started. The portal is a small fake (Tests/Fixtures/portal) on the agent's private session bus
 that records the call and then starts the fixture's scripted browser as the desktop would (a process of its own,
 with its own log); the agent, keyring and authorization server are the real ones."""
 import json
 import subprocess
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from conftest import FAKE_BROWSER, REPO, SYSTEM_PATH, VENV_PYTHON, read_until, wait_for
+from conftest import FAKE_BROWSER, REPO, SYSTEM_PATH, VENV_PYTHON, read_until, stop_popen, wait_for
 from test_cli import checks_of, doctor_json
 
 FAKE = REPO / "Tests" / "Fixtures" / "portal" / "fake_portal.py"
@@ -108,22 +109,25 @@ def test_a_portal_that_fails_falls_back_to_the_browser_variable(make_agent, keyr
     agent.remember(rt)
 
 
-def test_a_dismissed_chooser_falls_back_to_the_browser_variable(make_agent, keyring, auth_server, dismissing_portal):
+def test_a_dismissed_chooser_starts_no_browser_later(make_agent, keyring, auth_server, dismissing_portal):
     """The portal accepts the request, then its Response says the person closed the application chooser (code 1):
-    the agent starts $BROWSER after all, and the sign-in completes through it."""
+    the agent logs it and starts nothing more once the launch has returned (authctl shows the URL to open)."""
     agent = make_agent()
-    result = agent.login("work")  # completes only if some browser opened the page
-    [call] = calls(dismissing_portal)
-    assert call["uri"] == shown_url(result.stderr) and call["options"] == ["handle_token"]
-    assert sum(line.startswith("START ") for line in dismissing_portal.browser_log.read_text().splitlines()) == 0
-    assert agent.browser_runs() == 1, "the agent did not fall back to $BROWSER after the chooser was dismissed"
-    log = agent.log()
-    assert "opened the sign-in page through the xdg-desktop-portal" in log
-    assert "the xdg-desktop-portal did not open the sign-in page; starting the browser directly" in log
-    assert "response=dismissed" in log
-    rt = keyring.secret_tool_lookup("work", auth_server.issuer)
-    assert rt
-    agent.remember(rt)
+    login = agent.authctl_popen("login", "work")
+    try:
+        wait_for(lambda: "response=dismissed" in agent.log(), 20, "the portal's Response in the agent's log")
+        time.sleep(1)  # a late fallback would start $BROWSER right after the Response
+        [call] = calls(dismissing_portal)
+        assert call["options"] == ["handle_token"]
+        assert sum(line.startswith("START ") for line in dismissing_portal.browser_log.read_text().splitlines()) == 0
+        assert agent.browser_runs() == 0, "the agent started $BROWSER after the portal had accepted the request"
+        log = agent.log()
+        assert "opened the sign-in page through the xdg-desktop-portal" in log
+        assert "the xdg-desktop-portal did not open the sign-in page" in log
+        assert "starting the browser directly" not in log
+        assert login.poll() is None, "the sign-in ended although nobody opened its page"
+    finally:
+        stop_popen(login)
 
 
 def test_without_a_portal_the_browser_variable_is_used_as_before(make_agent, keyring, auth_server):

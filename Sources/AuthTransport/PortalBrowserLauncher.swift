@@ -1,7 +1,6 @@
-import AgentRuntime
-import AgentAccess
 import AuthCore
 import CAgentBus
+import Dispatch
 import FoundationEssentials
 import Logging
 import Glibc
@@ -14,11 +13,9 @@ import Glibc
 ///
 /// When the portal is absent (`ServiceUnknown`: no such name on the bus, nothing to activate) the fallback is used
 /// silently; when it is present but fails (an error reply, a timeout, a broken bus) the fallback is used too, and
-/// the failure is logged as a warning, since the user expected the portal to work. `open` returns once the portal
-/// has accepted the request (it may then show an application chooser for as long as the person likes, and authctl
-/// shows the URL meanwhile); a thread of its own then waits (up to ``responseTimeout``) for the request's
-/// `Response` signal, and a non-zero one (the person dismissed the chooser, or the portal could not open the URI)
-/// starts the fallback after all, with a warning.
+/// the failure is logged as a warning, since the user expected the portal to work. Once the portal has accepted the
+/// request, `open` returns and nothing more is started (a chooser may stay up for minutes; authctl shows the URL): a
+/// non-zero `Response` (chooser dismissed, URI not opened), awaited by the call's thread, is only logged.
 public struct PortalBrowserLauncher: BrowserLauncher {
     /// The portal's bus name, as `authctl doctor` names it.
     public static let busName = "org.freedesktop.portal.Desktop"
@@ -27,7 +24,7 @@ public struct PortalBrowserLauncher: BrowserLauncher {
     /// A portal that has not answered by then is treated as failed (it replies at once: the chooser comes later).
     public static let callTimeout: Duration = .seconds(5)
     /// How long an accepted request's `Response` is waited for: the default sign-in time limit (`login_timeout`),
-    /// after which a browser would be of no use.
+    /// after which it would say nothing of use.
     public static let responseTimeout: Duration = .seconds(300)
 
     /// What one OpenURI call amounted to.
@@ -47,7 +44,7 @@ public struct PortalBrowserLauncher: BrowserLauncher {
         case dismissed
         /// 2 (or anything else): the portal ended the request otherwise.
         case failed(UInt32)
-        /// No `Response` within ``responseTimeout``, or the connection failed: nothing is known, nothing is done.
+        /// No `Response` within ``responseTimeout``, or the connection failed: nothing is known.
         case unknown(String)
 
         init(code: Int32) {
@@ -81,37 +78,29 @@ public struct PortalBrowserLauncher: BrowserLauncher {
     }
 
     public func open(_ url: URL) async throws(AuthError) {
-        let text = url.absoluteString
-        // The same rule as the exec launcher (SECURITY.md 10): the portal hands the URL to whatever handles it.
-        guard case .success = EndpointPolicy.validate(text) else {
-            throw AuthError(.loginFailed, "refusing to open a URL that is not https (or loopback http)")
-        }
-        let call = self.call
-        // The call blocks (up to callTimeout): never on the broker's executor or an event loop.
+        // The exec launcher's rule (SECURITY.md 10): the portal hands the URL to whatever handles it.
+        let text = try ExecBrowserLauncher.openable(url)
+        let (call, logger) = (self.call, self.logger)
+        // The call blocks (up to callTimeout), and an accepted request's Response is awaited after it (minutes, if the
+        // chooser stays up): never on the broker's executor or an event loop, on a thread of the launch's own.
         let outcome = await withCheckedContinuation { continuation in
-            DetachedThread.start(name: "auth-portal") { continuation.resume(returning: call(text)) }
-        }
-        switch outcome {
-        case .opened(let response):
-            logger.info("opened the sign-in page through the xdg-desktop-portal")
-            let (fallback, logger) = (self.fallback, self.logger)
-            // The chooser may stay up for minutes: its answer is awaited off the caller, who has what it needs.
-            DetachedThread.start(name: "auth-portal") {
+            DispatchQueue(label: "auth-portal").async {
+                let outcome = call(text)
+                guard case .opened(let response) = outcome else { return continuation.resume(returning: outcome) }
+                logger.info("opened the sign-in page through the xdg-desktop-portal")
+                continuation.resume(returning: outcome)
                 switch response() {
                 case .opened: return
                 case .unknown(let why):
                     logger.debug("no answer from the xdg-desktop-portal about the sign-in page", metadata: ["reason": "\(why)"])
                 case let ended:
-                    logger.warning("the xdg-desktop-portal did not open the sign-in page; starting the browser directly",
+                    logger.warning("the xdg-desktop-portal did not open the sign-in page",
                                    metadata: ["response": "\(ended == .dismissed ? "dismissed" : "\(ended)")"])
-                    Task {
-                        do throws(AuthError) { try await fallback.open(url) } catch {
-                            logger.warning("cannot start the browser after the portal", metadata: ["error": "\(error.message)"])
-                        }
-                    }
                 }
             }
-            return
+        }
+        switch outcome {
+        case .opened: return
         case .absent(let why):
             logger.debug("no xdg-desktop-portal; starting the browser directly", metadata: ["reason": "\(why)"])
         case .failed(let why):
