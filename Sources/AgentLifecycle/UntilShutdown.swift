@@ -8,8 +8,7 @@ public struct UntilShutdown: Service {
     let onShutdown: (@Sendable () -> Void)?
 
     public init(_ work: @escaping @Sendable () async -> Void, onShutdown: (@Sendable () -> Void)? = nil) {
-        self.work = work
-        self.onShutdown = onShutdown
+        (self.work, self.onShutdown) = (work, onShutdown)
     }
 
     public func run() async throws {

@@ -71,13 +71,8 @@ actor CredentialStore {
     /// The item stored under `key`, or nil when there truly is none; a locked keyring throws, and so does an absent
     /// one unless sign-ins may live in memory.
     func load(_ key: SecretKey) async throws(AuthError) -> KeyringItem? {
-        if let item = held[key] { return item }
+        if let found = try await item(key) { return found }
         guard choice != .memory else { return nil }
-        do throws(AuthError) {
-            if let found = try await store.loadItem(key) { return found }
-        } catch where keptInMemoryWhen(error) {
-            return nil
-        }
         switch await store.state() {
         case .locked: throw await store.lockedError()
         case .absent where choice == .auto: return nil
@@ -195,18 +190,14 @@ actor CredentialStore {
     var holdsItems: Bool { !held.isEmpty }
     var heldKeys: Set<SecretKey> { Set(held.keys) }
 
-    /// A Secret Service appeared on the session bus, or one said its collections changed (unlocked): moves every
-    /// item held in memory into it. One the keyring refuses stays in memory, and `status` shows why; the moves are
-    /// then tried again every ``moveRetryInterval``.
-    func secretServiceChanged() async {
-        guard !held.isEmpty else { return }
-        if await !moveAndSay(warnOfRefusals: true) { retryMovesLater() }
-    }
-
-    /// Moves held items at each change of the Secret Service, as its adapter hears it, until cancelled.
+    /// Moves the held items at each change of the Secret Service, as its adapter hears it (it appeared, changed
+    /// owner, or said a collection changed: an unlock), until cancelled. One the keyring refuses stays in memory,
+    /// and `status` shows why; the moves are then tried again every ``moveRetryInterval``.
     func followChanges() async {
         guard choice != .memory else { return }
-        for await _ in store.changes() { await secretServiceChanged() }
+        for await _ in store.changes() where !held.isEmpty {
+            if await !moveAndSay(warnOfRefusals: true) { retryMovesLater() }
+        }
     }
 
     /// One attempt to move every held item; each that moved is said in the journal and to the front ends

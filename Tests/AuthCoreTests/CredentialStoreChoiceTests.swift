@@ -184,6 +184,26 @@ final class CredentialStoreChoiceTests: XCTestCase {
         XCTAssertEqual(next, .keyring)
     }
 
+    /// A change the keyring adapter hears (a Secret Service appeared) moves the held items at once, and says so.
+    func testAChangeTheAdapterHearsMovesTheHeldItemsAtOnce() async throws {
+        let store = MemorySecretStore()
+        await store.setState(.absent)
+        let events = BrokerEventHub()
+        let credentials = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2), events: events)
+        try await credentials.write(item("rt-1"), for: key)
+        var heard = events.subscribe().makeAsyncIterator()
+        let following = Task { await credentials.followChanges() }
+        defer { following.cancel() }
+        await store.setState(.available)
+        store.announceChange()
+        let event = await heard.next()
+        XCTAssertEqual(event, .accountChanged(key.account))
+        let entries = await store.entries
+        XCTAssertEqual(entries[key]?.secret.reveal(), "rt-1")
+        let holds = await credentials.holdsItems
+        XCTAssertFalse(holds)
+    }
+
     func testARotationDuringTheMoveIsTheItemThatLands() async throws {
         let store = MoveGatedStore()
         let gateway = CredentialStore(store: store, choice: .auto, time: clock, probeLimit: .seconds(2))

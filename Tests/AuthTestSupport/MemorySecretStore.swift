@@ -18,6 +18,11 @@ public actor MemorySecretStore: SecretStore {
 
     public func setState(_ state: KeyringState) { forcedState = state }
 
+    private nonisolated let changed = AsyncStream<Void>.makeStream()
+    public nonisolated func changes() -> AsyncStream<Void> { changed.stream }
+    /// The Secret Service appeared or changed (an unlock), as the keyring adapter would hear it.
+    public nonisolated func announceChange() { changed.continuation.yield() }
+
     /// Like libsecret: a locked collection hides its items, so a lookup returns nothing rather than failing.
     public func loadItem(_ key: SecretKey) throws(AuthError) -> KeyringItem? {
         loads += 1
