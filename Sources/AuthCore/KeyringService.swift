@@ -15,7 +15,11 @@ public struct KeyringService: Sendable, Equatable {
     }
 }
 
-extension KeyringState {
+public enum KeyringState: String, Sendable, Equatable {
+    case available, locked, absent, error
+    /// `[agent] store = "memory"`: the Secret Service is never asked.
+    case unused
+
     /// What to do about the keyring in this state (nil when it is available), in the words of the Secret Service that
     /// answers for a lock or a silence, and of the `[agent] store` setting for a missing or unused one.
     public func advice(store: StoreChoice, service: KeyringService?) -> String? {

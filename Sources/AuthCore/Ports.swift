@@ -56,12 +56,6 @@ public struct SecretKey: Sendable, Hashable {
     }
 }
 
-public enum KeyringState: String, Sendable, Equatable {
-    case available, locked, absent, error
-    /// `[agent] store = "memory"`: the Secret Service is never asked.
-    case unused
-}
-
 /// HTTP to the authorization server. Adapters throw `serverUnreachable` for network failures and time-outs and
 /// return every HTTP reply (any status) as an ``HTTPReply``.
 public protocol HTTPTransport: Sendable {
