@@ -113,17 +113,18 @@ def main():
           "`loadgen --processes`):")
         w("")
         socket_table("floor-processes", "agent-processes", (8, 64))
-    # Guards, not targets (issue 33): the real-client shape, 64 processes with a new connection each.
+    # Guards, not targets (issue 33, restated by issue 48 once every connection stays read in full): the real-client
+    # shape, 64 processes with a new connection each.
     f, a = load.get(("floor-processes", 64, "new")), load.get(("agent-processes", 64, "new"))
     if f and a:
         r = ratio(a["ops_per_s"], f["ops_per_s"])
-        targets.append(("64 client processes, new connection each: >= 0.3 x the floor's requests/s",
-                        f"{fmt(a['ops_per_s'])} vs {fmt(f['ops_per_s'])} = {fmt(r, ' x')}", r >= 0.3 and a["errors"] == 0))
+        targets.append(("64 client processes, new connection each: >= 0.15 x the floor's requests/s",
+                        f"{fmt(a['ops_per_s'])} vs {fmt(f['ops_per_s'])} = {fmt(r, ' x')}", r >= 0.15 and a["errors"] == 0))
         r = ratio(a["p99_us"], f["p99_us"])
-        targets.append(("... p99 <= 3 x the floor's p99",
-                        f"{fmt(a['p99_us'], ' µs')} vs {fmt(f['p99_us'], ' µs')} = {fmt(r, ' x')}", r <= 3))
-        targets.append(("... agent CPU per request <= 100 µs", fmt(a["server_cpu_us_per_req"], " µs"),
-                        a["server_cpu_us_per_req"] <= 100))
+        targets.append(("... p99 <= 5 x the floor's p99",
+                        f"{fmt(a['p99_us'], ' µs')} vs {fmt(f['p99_us'], ' µs')} = {fmt(r, ' x')}", r <= 5))
+        targets.append(("... agent CPU per request <= 150 µs", fmt(a["server_cpu_us_per_req"], " µs"),
+                        a["server_cpu_us_per_req"] <= 150))
 
     # 2b: D-Bus
     dbus = {r["data"].get("mode"): r["data"] for r in by("dbus") if r["target"] == "agent"}
@@ -348,13 +349,13 @@ def main():
         w(f"VmHWM is reset right before the load phases: after the single flight it covers the cached-token load, the "
           f"refreshes and the 1,000 waiting callers (issue 33's peak guard); at the end also the 5,000 idle connections "
           f"of the flood. The lifetime peak, including the sign-ins before them, was {fmt(lifetime, ' MB', 1)}.")
-    # Issue 33's guard is the peak after the 1,000 callers of an expired token; the issue-7 flood that follows
-    # (5,000 idle connections) is reported in the table, not held to it.
+    # The peak after the 1,000 callers of an expired token is reported, no longer a target (issue 48: it is mostly
+    # file-backed code pages, which the idle hook hands back).
     if "after-singleflight" in mem:
         v = mem["after-singleflight"]["hwm_kb"] / 1024
-        what = ("peak RSS after the 1,000 callers of an expired token (VmHWM since the load phases began) <= 30 MB"
-                if reset else "peak RSS after the 1,000 callers of an expired token (lifetime VmHWM) <= 30 MB")
-        targets.append((what, fmt(v, " MB", 1), v <= 30))
+        w("")
+        w(f"Peak after the 1,000 callers of an expired token ({'VmHWM since the load phases began' if reset else 'lifetime VmHWM'}): "
+          f"{fmt(v, ' MB', 1)} (reported, not a target).")
     w("")
 
     # 8: flood latency (issue 7), Benchmarks/flood.py
@@ -374,7 +375,7 @@ def main():
                         f["flood"]["max_ms"] - f["baseline"]["median_ms"] <= 200))
         w("")
 
-    w("### Guards and targets (issue 33; refresh, login and flood from issue 8)")
+    w("### Guards and targets (issues 33 and 48; refresh, login and flood from issue 8)")
     w("")
     w("| target | measured | |")
     w("|---|---|---|")
