@@ -1,6 +1,7 @@
 import AgentAccess
 import AgentIPC
 import AuthCore
+import Logging
 
 /// The access-policy operations: the audit trail and answering consent questions.
 extension AgentOperations {
@@ -39,5 +40,53 @@ extension AccountAccess {
     init(_ policy: AccessPolicy) {
         self.init(open: policy.isOpen, allowedClients: policy.allowedClients?.map(\.description),
                   confirm: policy.confirm.rawValue, summary: policy.summary)
+    }
+}
+
+/// What a confined caller (a forwarded host, a sandboxed app) may ask at all, and how its identity is shown.
+extension AgentOperations {
+    /// What a confined caller (``ClientIdentity/isConfined``) may ask: tokens (with DPoP proofs) and the accounts it
+    /// may use. Sign-ins, consent answers, configuration and forwards are for programs on this computer.
+    static let confinedOperations: Set<AgentIPC.Operation> = [.ping, .token, .status, .accounts]
+
+    /// Refuses what a confined caller may not ask.
+    func admitConfined(_ op: AgentIPC.Operation, caller: Caller) throws(WireError) {
+        guard caller.identity.isConfined, !AgentOperations.confinedOperations.contains(op) else { return }
+        throw WireError(.permissionDenied,
+            "\(caller.identity.summary) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
+    }
+
+    /// A forwarded caller with the program its host says asks (`program`, not verified: shown as said by the host,
+    /// never judged); any other caller unchanged.
+    public static func withSaidProgram(_ program: String?, _ caller: Caller) -> Caller {
+        guard let program, !program.isEmpty, case .host(let name, let fingerprint, _)? = caller.identity.forward else {
+            return caller
+        }
+        var said = caller
+        let printable = String(String.UnicodeScalarView(program.unicodeScalars.prefix(256).filter { $0.value >= 0x20 && $0.value != 0x7F }))
+        said.identity.forward = .host(name: name, fingerprint: fingerprint, program: printable)
+        return said
+    }
+
+    /// Whether `caller` may use `account` now without anyone being asked: what a confined caller is shown.
+    func serves(_ caller: Caller, account: String) -> Bool {
+        if case .grant = access.verdict(caller, account: account) { return true }
+        return false
+    }
+
+    /// Runs `body` for `caller`; a sign-in it needs, for a confined caller, is refused with where to sign in: never
+    /// on the other host or in the sandbox, only on the desktop, by its user.
+    func signInElsewhere<T>(_ account: String, for caller: Caller,
+                            _ body: () async throws(WireError) -> T) async throws(WireError) -> T {
+        do {
+            return try await body()
+        } catch where error.code == ErrorCode.loginRequired.rawValue && caller.identity.isConfined {
+            logger.notice("a sign-in is needed for a confined caller", metadata: [
+                "account": "\(account)", "via": "\(caller.via)"])
+            broker.announceSignInWanted(account, by: caller.identity.summary)
+            throw WireError(.loginRequired,
+                "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there",
+                retryAfter: error.retryAfter)
+        }
     }
 }
