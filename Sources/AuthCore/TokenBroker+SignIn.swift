@@ -65,7 +65,7 @@ extension TokenBroker {
             return try await freshTicket(start, config)
         } catch {
             leaveSignIn(name, id: pending.id)
-            throw TokenBroker.authError(error)
+            throw TokenBroker.authError(error, cancelled: pending.flow.start.isCancelled)
         }
     }
 
@@ -110,7 +110,7 @@ extension TokenBroker {
             await storeUnsavedWarning(name)
             return outcome
         } catch {
-            let failure = TokenBroker.authError(error)
+            let failure = TokenBroker.authError(error, cancelled: Task.isCancelled)
             accounts[name]?.refresh.recordError(failure, at: time.wallClock())
             logger.notice("sign-in failed", metadata: ["account": "\(name)", "error_code": "\(failure.code.rawValue)"])
             endSignIn(name, id: id, .init(failure.code))

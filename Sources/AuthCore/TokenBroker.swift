@@ -343,9 +343,10 @@ public actor TokenBroker {
         return now.addingTimeInterval(Double(parts.seconds) + Double(parts.attoseconds) / 1e18)
     }
 
-    static func authError(_ error: any Error) -> AuthError {
+    /// A sign-in `cancelled` (logout, its last caller gone, a reload) fails as such, whatever its step said.
+    static func authError(_ error: any Error, cancelled: Bool = false) -> AuthError {
+        if cancelled || error is CancellationError { return AuthError(.loginCancelled, "the sign-in was cancelled") }
         if let error = error as? AuthError { return error }
-        if error is CancellationError { return AuthError(.loginCancelled, "the sign-in was cancelled") }
         return AuthError.internalError("unexpected error: \(type(of: error))")
     }
 }

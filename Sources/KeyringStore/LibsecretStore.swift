@@ -212,9 +212,8 @@ public final class LibsecretStore: SecretStore {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         // Kept for the life of the process: the shim may tell it of a change at any time, on GDBus's thread.
         let sink = ChangeSink(continuation)
-        let caller = self.caller
         Task {
-            _ = await caller.call { cancellable, error in
+            _ = await self.caller.call { cancellable, error in
                 aa_secret_watch(LibsecretStore.changed, Unmanaged.passRetained(sink).toOpaque(), cancellable, error)
             }
         }

@@ -199,6 +199,22 @@ final class CredentialTurnTests: XCTestCase {
         XCTAssertEqual(kept?.reveal(), "rt-3")
     }
 
+    /// A logout while the sign-in still fetches the provider's metadata cancels it as cancelled, not as the
+    /// unreachable server the HTTP client reports for its cut-short fetch (seen as a flaky D-Bus Logout test).
+    func testASignInCancelledDuringItsDiscoveryFailsAsCancelled() async throws {
+        let http = FakeHTTP()
+        let gate = TokenGate()
+        http.getGate = gate
+        let broker = Fixtures.broker(store: MemorySecretStore(), http: http, browser: FakeBrowser())
+        let begin = Task { try await broker.beginLogin(account: "work") }
+        await gate.arrived(1)
+        _ = try await broker.logout(account: "work")
+        gate.open()
+        await assertThrows(.loginCancelled) { _ = try await self.value(of: begin) }
+        let pending = await broker.status().accounts.first?.loginPending
+        XCTAssertEqual(pending, false)
+    }
+
     func testAReloadCancelsASignInAskedForUnderTheOldSettings() async throws {
         let store = MemorySecretStore()
         let http = FakeHTTP()

@@ -29,6 +29,8 @@ final class FakeHTTP: HTTPTransport, @unchecked Sendable {
 
     func get(_ url: URL) async throws(AuthError) -> HTTPReply {
         if let gate = lock.withLock({ getGate }) { await gate.pass() }
+        // As the real client reports a fetch its task's cancellation cut short.
+        if Task.isCancelled { throw AuthError(.serverUnreachable, "cannot reach \(url): CancellationError()") }
         return lock.withLock {
             gets.append(url)
             return discovery[url.absoluteString]
