@@ -7,12 +7,8 @@ public struct KeyringService: Sendable, Equatable {
     public var program: String
     /// How to lift a lock that hides the sign-ins.
     public var unlock: String
-    /// Where to look when it does not answer in time.
-    public var noAnswer: String
 
-    public init(program: String, unlock: String, noAnswer: String) {
-        (self.program, self.unlock, self.noAnswer) = (program, unlock, noAnswer)
-    }
+    public init(program: String, unlock: String) { (self.program, self.unlock) = (program, unlock) }
 }
 
 public enum KeyringState: String, Sendable, Equatable {
@@ -21,13 +17,14 @@ public enum KeyringState: String, Sendable, Equatable {
     case unused
 
     /// What to do about the keyring in this state (nil when it is available), in the words of the Secret Service that
-    /// answers for a lock or a silence, and of the `[agent] store` setting for a missing or unused one.
+    /// answers for a lock (a silent one is not asked who it is), and of the `[agent] store` setting for a missing or
+    /// unused one.
     public func advice(store: StoreChoice, service: KeyringService?) -> String? {
         switch (self, store) {
         case (.available, _): return nil
         case (.locked, _): return service?.unlock ?? "unlock the keyring that holds the sign-ins; no restart needed"
         case (.error, _):
-            return service?.noAnswer ?? "the keyring failed or did not answer in time (an unlock prompt may be waiting); see the agent's log"
+            return "the keyring failed or did not answer in time (an unlock prompt may be waiting); see the agent's log"
         case (.unused, _), (_, .memory):
             return "store = \"memory\": sign-ins are kept in memory until the agent stops; set `store = \"auto\"` in [agent] to keep them in a Secret Service"
         case (.absent, .auto):

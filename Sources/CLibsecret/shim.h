@@ -384,13 +384,14 @@ enum {
  * the collection's items among them: a cost that grows with the user's whole login keyring (docs/BENCHMARKS.md). */
 /* The Secret Service's changes, heard here and only here, on the session bus connection libsecret uses: its name
  * taking a new owner (a Secret Service that starts, KeePassXC quit and started again, a gnome-keyring-daemon restart)
- * and its objects' PropertiesChanged (a collection's `Locked`: an unlock). Each is told to the function `aa_secret_watch` was given (the
- * store's Swift side: sign-ins held in memory move into the keyring). A new owner also drops libsecret's cached
- * service: libsecret keeps one SecretService proxy for the process and sends to the owner it knew when the proxy was
- * made (it would learn of another only from signals dispatched by a GLib main loop, which this program does not run),
- * so every search would go to the old owner, and an item still there read as "no sign-in". A filter sees the bus's
- * messages in order on GDBus's own thread, so the change is noted before any reply that came after it; the proxy is
- * dropped by the next state check, on the store's serial queue, where libsecret's calls run one at a time. */
+ * and its objects' PropertiesChanged (a collection's `Locked`: an unlock). Each is told to the function
+ * `aa_secret_watch` was given (the store's Swift side: sign-ins held in memory move into the keyring). A new owner
+ * also drops libsecret's cached service: libsecret keeps one SecretService proxy for the process and sends to the
+ * owner it knew when the proxy was made (it would learn of another only from signals dispatched by a GLib main loop,
+ * which this program does not run), so every search would go to the old owner, and an item still there read as "no
+ * sign-in". A filter sees the bus's messages in order on GDBus's own thread, so the change is noted before any reply
+ * that came after it; the proxy is dropped by the next state check, on the store's serial queue, where libsecret's
+ * calls run one at a time. */
 typedef void (*aa_secret_changed_fn)(void *context);
 typedef struct {
     aa_secret_changed_fn changed;

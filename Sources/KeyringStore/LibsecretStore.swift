@@ -269,16 +269,12 @@ public final class LibsecretStore: SecretStore {
         return name.lowercased().hasPrefix("keepassxc")
     }
 
-    /// The Secret Service that runs `program`, with what to tell the person in its words: KeePassXC's, or the GNOME
-    /// keyring's (also for any other program).
+    /// The Secret Service that runs `program`, with how to unlock it in its words: KeePassXC's, or the GNOME keyring's
+    /// (also for any other program).
     static func secretService(program: String) -> KeyringService {
-        let gnome = KeyringService(
-            program: program, unlock: "unlock the login keyring (log in again, or Seahorse); no restart needed",
-            noAnswer: "the keyring failed or did not answer in time (an unlock prompt may be waiting); see the agent's log")
+        let gnome = KeyringService(program: program, unlock: "unlock the login keyring (log in again, or Seahorse); no restart needed")
         guard isKeePassXC(gnome) else { return gnome }
-        return KeyringService(program: program,
-                              unlock: "unlock the database in KeePassXC, or open it if none is open; no restart needed",
-                              noAnswer: "KeePassXC did not answer in time: a dialog of its may be waiting; see the agent's log")
+        return KeyringService(program: program, unlock: "unlock the database in KeePassXC, or open it if none is open; no restart needed")
     }
 
     /// Runs on the libsecret queue: the state, and the program when the state needs it. `error` is set only by the

@@ -339,7 +339,7 @@ private actor LockedKeePassXCStore: SecretStore {
     func delete(_ key: SecretKey) throws(AuthError) -> Bool { throw lockedError() }
     func state() -> KeyringState { .locked }
     func service() -> KeyringService? {
-        KeyringService(program: "/usr/bin/keepassxc", unlock: "unlock the database in KeePassXC", noAnswer: "see KeePassXC")
+        KeyringService(program: "/usr/bin/keepassxc", unlock: "unlock the database in KeePassXC")
     }
     func lockedError() -> AuthError {
         AuthError.keyringLocked(service(), "the KeePassXC database is locked: unlock the database in KeePassXC and try again")
