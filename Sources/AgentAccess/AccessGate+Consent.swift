@@ -27,7 +27,7 @@ extension AccessGate {
             let request = PendingConsent(id: id, account: account, client: client, caller: caller.wire,
                                          since: now(), expiresIn: Int(consentTimeout.components.seconds),
                                          run: caller.identity.runDescription,
-                                         appName: caller.identity.policyFlatpakApp.flatMap { FlatpakDisplayName.lookup($0) })
+                                         appName: caller.identity.flatpakAppID.flatMap { FlatpakDisplayName.lookup($0) })
             let (timeout, sleep) = (consentTimeout, self.sleep)
             // Started under the lock, so whoever sees the question can also stop its timer.
             let timer = Task { [weak self] in

@@ -152,8 +152,8 @@ public final class AccessGate: @unchecked Sendable {
             case .timedOut: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
             case .withdrawn:
                 record(caller, account: account, outcome: AuditEntry.withdrawn, reason: .cancelled, scopes: scopes, resource: resource)
-                throw WireError(.accessDenied, AccessGate.refusalMessage(caller.identity, pid: caller.pid, account: account,
-                                                                         reason: .cancelled, timeout: consentTimeout))
+                throw WireError(.accessDenied, AccessGate.refusalMessage(caller, account: account, reason: .cancelled,
+                                                                         timeout: consentTimeout))
             }
         }
     }
@@ -161,8 +161,8 @@ public final class AccessGate: @unchecked Sendable {
     /// Audits a refusal and returns the `access_denied` error naming the identity and how to allow it.
     func refuse(_ caller: Caller, account: String, reason: AccessPolicy.Reason, scopes: [String]?, resource: String?) -> WireError {
         record(caller, account: account, granted: false, reason: reason, scopes: scopes, resource: resource)
-        return WireError(.accessDenied, AccessGate.refusalMessage(caller.identity, pid: caller.pid, account: account,
-                                                                   reason: reason, timeout: consentTimeout))
+        return WireError(.accessDenied, AccessGate.refusalMessage(caller, account: account, reason: reason,
+                                                                   timeout: consentTimeout))
     }
 
     /// Appends an audit record for `caller`.
@@ -178,38 +178,44 @@ public final class AccessGate: @unchecked Sendable {
                      resource: resource, proofFor: proofFor, caller: caller.audited)
     }
 
-    /// Why a caller was refused, and what the user can do about it.
-    static func refusalMessage(_ identity: ClientIdentity, pid: Int32, account: String, reason: AccessPolicy.Reason,
-                               timeout: Duration) -> String {
-        let who = "\(identity.summary) (pid \(pid))"
+    /// Why a caller was refused, and what the user can do about it. A confined caller is not told host pids.
+    static func refusalMessage(_ caller: Caller, account: String, reason: AccessPolicy.Reason, timeout: Duration) -> String {
+        let identity = caller.identity
+        let who = caller.described(withPID: !identity.isConfined)
+        let account = WireCaller.shown(account)
         switch reason {
         case .notListed:
-            let entry: String
-            if case .host(let name, _, _)? = identity.forward { entry = "ssh:\(name)" }
-            else { entry = identity.flatpakApp.map { "flatpak:\($0)" } ?? identity.exe ?? "PATH" }
-            return "account '\(account)' does not serve \(who): it is not in allowed_clients; to allow it, add \"\(entry)\" (or a unit:NAME entry) to allowed_clients in [accounts.\(account)] of config.toml"
+            let unit = identity.kind == .desktop ? " (or a unit:NAME entry)" : ""
+            let advice = identity.entry.map { "to allow it, add \"\(WireCaller.shown($0, limit: 4096))\"\(unit) to allowed_clients" }
+                ?? "no allowed_clients entry can name it"
+            return "account '\(account)' does not serve \(who): it is not in allowed_clients; \(advice) in [accounts.\(account)] of config.toml"
         case .deniedByUser:
-            return "account '\(account)' does not serve \(who): you denied it; run `authctl forget --account \(account) --client \(identity.consentKey ?? "")` to be asked again"
+            return "account '\(account)' does not serve \(who): you denied it; run `authctl forget --account \(account) --client \(WireCaller.shown(identity.consentKey ?? ""))` to be asked again"
         case .consentTimeout:
             return "account '\(account)' did not serve \(who): nobody allowed it within \(timeout.components.seconds) s; answer with `authctl approve ID` (see `authctl pending`) while it waits"
-        case .unidentified where identity.relay != nil && identity.exe == nil:
-            return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
-        case .unidentified where identity.instanceMismatch != nil:
-            return "account '\(account)' does not serve \(who): its /.flatpak-info names Flatpak instance \(identity.flatpakInstance ?? "?"), whose namespaces (its bwrapinfo.json) are not the caller's, so the app it names is not believed; run the app with `flatpak run`"
-        case .unidentified where identity.unnamedSandbox:
-            return "account '\(account)' does not serve \(who): it runs in a sandbox or container of its own whose /.flatpak-info cannot be read, so no path entry or decision can name it (the paths it shows are the sandbox's own); run it outside the sandbox, as a Flatpak app allowed by a flatpak:APP-ID entry, or name it by a unit:NAME entry"
-        case .unidentified where identity.ownPIDNamespace && identity.flatpakApp == nil:
-            return "account '\(account)' does not serve \(who): it runs in a pid namespace of its own (a rootless container or `unshare -Urp`), where another process may write requests in its name, so no path entry or decision can name it; run it outside that namespace, or name it by a unit:NAME entry"
         case .unidentified:
-            return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
+            switch identity.kind {
+            case .desktop where identity.relay != nil && identity.exe == nil:
+                return "account '\(account)' does not serve \(who): the program that ran authctl cannot be identified (it runs as another user, changed while it was read, or is more than \(RelayChain.maxShells) shells away), so no allowed_clients entry or decision can name it; run authctl from the program itself, or list authctl's own path"
+            case .desktop:
+                return "account '\(account)' does not serve \(who): its executable is unknown, deleted or replaced since it started, so no allowed_clients entry or decision can name it; restart the program"
+            case .hostContainer:
+                return "account '\(account)' does not serve \(who): it runs in a root directory of its own, whose paths are its own, so no path entry or decision can name it; name it by a unit:NAME entry, or run it outside that root"
+            case .container:
+                return "account '\(account)' does not serve \(who): it runs in a pid namespace of its own (a container), where another process may write in its name, and no unit names it; run it outside, or give it a unit (a scope of its own)"
+            case .unidentified(_, let claimed?):
+                return "account '\(account)' does not serve \(who): the app it names (\(WireCaller.shown(claimed))) is not believed, so nothing can name it; run the app with `flatpak run`"
+            default:
+                return "account '\(account)' does not serve \(who): the agent cannot read who it is, so nothing can name it"
+            }
         case .unknownForward:
             return "account '\(account)' does not serve \(who): a forward of the agent's socket made without `authctl forward` does not say which host it comes from; use `authctl forward HOST` instead of `ssh -R`, or allow any host explicitly with an \"ssh:unknown-host\" entry in allowed_clients"
         case .cancelled:
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
         case .processExited:
-            return "account '\(account)' does not serve pid \(pid): the process that opened this connection has exited, so whoever holds the connection now cannot be identified"
+            return "account '\(account)' does not serve this connection: the process that opened it has exited, so whoever holds it now cannot be identified"
         case .otherSender:
-            return "account '\(account)' does not serve pid \(pid)'s connection: another process wrote the request"
+            return "account '\(account)' does not serve this connection: another process wrote the request"
         case .open, .listed, .approved:
             return "account '\(account)' serves \(who)"
         }
@@ -220,19 +226,11 @@ extension Caller {
     /// The identity as the wire carries it (audit records, pending requests).
     public var wire: WireCaller { audited.value }
 
+    /// The caller in words (``WireCaller/described(withPID:)``), for messages and notifications.
+    public func described(withPID: Bool = false) -> String { wire.described(withPID: withPID) }
+
     static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
-        var wire = WireCaller(pid: pid, via: via, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
-                              unit: identity.unit, flatpakApp: identity.flatpakApp,
-                              unnamedSandbox: identity.unnamedSandbox ? true : nil,
-                              ownPIDNamespace: identity.ownPIDNamespace ? true : nil, relayedBy: identity.relay?.executables,
-                              flatpakInstance: identity.flatpakInstance,
-                              notContained: identity.isNotContained ? identity.sandboxHoles : nil,
-                              instanceMismatch: identity.instanceMismatch)
-        if case .host(_, let fingerprint, let program)? = identity.forward {
-            wire.hostKey = fingerprint
-            wire.remoteProgram = program
-        }
-        return wire
+        WireCaller(pid: pid, via: via, identity: identity)
     }
 }
 

@@ -70,23 +70,26 @@ public final class AuditLog: @unchecked Sendable {
         let granted = outcome == AuditEntry.granted
         guard logger.logLevel <= (granted ? .info : .notice) else { return }
         let who = caller.value
+        // Every name a caller chose is logged as shown to people (WireCaller.shown): no line breaks or bidi controls
+        // that would forge rows in a plain-text log.
+        func shown(_ text: String) -> Logger.MetadataValue { "\(WireCaller.shown(text))" }
         var meta: Logger.Metadata = [
-            "audit": "\(outcome)", "account": "\(account)", "reason": "\(reason)",
-            "peer_pid": "\(who.pid)", "via": "\(who.via)",
+            "audit": "\(outcome)", "account": shown(account), "reason": "\(reason)",
+            "peer_pid": "\(who.pid)", "via": shown(who.via), "peer_kind": shown(who.kind),
         ]
-        if let exe = who.exe { meta["peer_exe"] = "\(exe)" }
+        if let exe = who.exe { meta["peer_exe"] = shown(exe) }
         if who.exeDeleted == true { meta["peer_exe_deleted"] = "true" }
-        if who.unnamedSandbox == true { meta["peer_unnamed_sandbox"] = "true" }
-        if who.ownPIDNamespace == true { meta["peer_own_pid_namespace"] = "true" }
         // The relay's executables, nearest to the program first (PEER_RELAYED_BY in the journal).
-        if let relays = who.relayedBy { meta["peer_relayed_by"] = "\(relays.joined(separator: " "))" }
-        if let unit = who.unit { meta["peer_unit"] = "\(unit)" }
-        if let app = who.flatpakApp { meta["peer_flatpak_app"] = "\(app)" }
-        if let instance = who.flatpakInstance { meta["peer_flatpak_instance"] = "\(instance)" }
-        if let holes = who.notContained { meta["peer_not_contained"] = "\(holes.joined(separator: " "))" }
-        if let why = who.instanceMismatch { meta["peer_instance_mismatch"] = "\(why)" }
-        if let scopes { meta["scopes"] = "\(scopes.joined(separator: " "))" }
-        if let resource { meta["resource"] = "\(resource)" }
+        if let relays = who.relayedBy { meta["peer_relayed_by"] = shown(relays.joined(separator: " ")) }
+        if let unit = who.unit { meta["peer_unit"] = shown(unit) }
+        if let app = who.flatpakApp { meta["peer_flatpak_app"] = shown(app) }
+        if let instance = who.flatpakInstance { meta["peer_flatpak_instance"] = shown(instance) }
+        if let holes = who.notContained { meta["peer_not_contained"] = shown(holes.joined(separator: " ")) }
+        if let why = who.unidentified { meta["peer_unidentified"] = shown(why) }
+        if let key = who.hostKey { meta["peer_host_key"] = shown(key) }
+        if let program = who.remoteProgram { meta["peer_remote_program"] = shown(program) }
+        if let scopes { meta["scopes"] = shown(scopes.joined(separator: " ")) }
+        if let resource { meta["resource"] = shown(resource) }
         if let proofFor { meta["dpop_proof_for"] = "\(proofFor)" }
         if granted {
             logger.info("token granted", metadata: meta)

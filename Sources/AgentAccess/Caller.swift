@@ -86,12 +86,12 @@ public struct Caller: Sendable {
         }
         // An ssh client connecting to the agent does it for another host (`ssh -R` or `-L` of the agent's socket):
         // a forward, never a local program. `authctl forward`'s own sessions name the host (ForwardSessions.admit).
-        if let exe = facts.exe, exe.split(separator: "/").last == "ssh" {
-            caller.identity.forward = .unknown
-            caller.via = ClientIdentity.Forward.unknown.via
+        if case .desktop = facts.kind, let exe = facts.exe, exe.split(separator: "/").last == "ssh" {
+            caller.identity.kind = .unknownForward
+            caller.via = "ssh:\(ClientRule.unknownHost)"
         }
         if !stillTheSameProcess {
-            caller.identity = ClientIdentity(exe: nil)
+            caller.identity = ClientIdentity(.unidentified(why: "the process that connected exited while it was read"), exe: nil)
             caller.exe = nil
             // Not pinned either: the start time read may be a later owner's of the pid (process_exited).
             caller.process = nil

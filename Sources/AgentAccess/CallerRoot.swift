@@ -11,22 +11,31 @@ import CProcFS
 /// - Otherwise the file is read only if the root and the file are on tmpfs mounts (what Flatpak's `bwrap` makes;
 ///   tmpfs has no server that can stall), judged by the mount ids `statx` reports against `/proc/PID/mountinfo`,
 ///   which the kernel writes without asking any file system. A mount made after that read has an id not in it.
-/// - The file is read by ``SmallFile``: named with `O_PATH | O_NOFOLLOW`, a regular file of at most ``maxBytes`` by
-///   its cached attributes, opened `O_NONBLOCK | O_NOCTTY` and read up to that size.
+/// - The file is read by ``SmallFile``: named with `O_PATH | O_NOFOLLOW`, a regular file by its cached attributes,
+///   opened `O_NONBLOCK | O_NOCTTY` and read up to ``FlatpakInfo/prefixBytes`` (a larger one is read as far as that).
 ///
-/// Anything else is "no file": a caller in a root of its own is then a sandbox that names no app (so nothing names
-/// it: its paths are the sandbox's own), and so is one whose root cannot be read at all (not dumpable).
+/// A marker the agent cannot read this way is not "no marker": the caller is then confined and unidentified
+/// (``ProcessFacts``). A root that is not tmpfs is not looked into at all (a FUSE or overlay root could stall the
+/// look-up): its caller is judged by its pid namespace, as a container or as host code that made its own root.
 enum CallerRoot {
-    static let maxBytes = 65536
-
     /// What a caller's root directory says about it.
     enum Found: Equatable {
         /// The agent's own root: not in a sandbox.
         case agentsRoot
-        /// A root of its own, with the text of its `/.flatpak-info` when that could be read safely.
-        case ownRoot(flatpakInfo: String?)
+        /// A root of its own, and what its `/.flatpak-info` is.
+        case ownRoot(Marker)
         /// A root the agent may not read (the process is not dumpable, or holds privileges the agent lacks).
         case unreadable
+    }
+
+    /// A sandbox's `/.flatpak-info`, as far as the agent could read it.
+    enum Marker: Equatable {
+        /// None there, or a root the agent does not look into (not tmpfs).
+        case none
+        /// Its text, or its first ``FlatpakInfo/prefixBytes`` (`complete` false).
+        case text(String, complete: Bool)
+        /// Something is there that cannot be read safely: why.
+        case refused(String)
     }
 
     /// The agent's own root directory (device and inode), read once.
@@ -37,17 +46,19 @@ enum CallerRoot {
         var root = aa_file_info()
         guard aa_file_info_at(AT_FDCWD, "/proc/\(pid)/root", 0, &root) == 0 else { return .unreadable }
         if let ownRoot, ownRoot.device == root.device, ownRoot.inode == root.inode { return .agentsRoot }
-        return .ownRoot(flatpakInfo: flatpakInfo(pid: pid, root: root))
+        return .ownRoot(marker(pid: pid, root: root))
     }
 
-    /// The text of `/.flatpak-info` in process `pid`'s root `root` (not the agent's), or nil (none, or not safely
-    /// readable).
-    private static func flatpakInfo(pid: Int32, root: aa_file_info) -> String? {
+    /// The `/.flatpak-info` in process `pid`'s root `root` (not the agent's).
+    private static func marker(pid: Int32, root: aa_file_info) -> Marker {
         guard root.mount_id != 0, let mountinfo = Caller.readText("/proc/\(pid)/mountinfo", limit: 1 << 20),
               let filesystems = ProcFS.filesystemTypes(mountinfo: mountinfo),
-              filesystems[root.mount_id] == "tmpfs" else { return nil }
-        let found = SmallFile.read("/proc/\(pid)/root/.flatpak-info", limit: maxBytes) { filesystems[$0.mount_id] == "tmpfs" }
-        guard case .text(let text) = found else { return nil }
-        return text
+              filesystems[root.mount_id] == "tmpfs" else { return .none }
+        switch SmallFile.read("/proc/\(pid)/root/.flatpak-info", limit: FlatpakInfo.prefixBytes, prefix: true, accept: { filesystems[$0.mount_id] == "tmpfs" }) {
+        case .missing: return .none
+        case .refused: return .refused("its /.flatpak-info is not a readable regular file on the sandbox's own tmpfs")
+        case .text(let text): return .text(text, complete: true)
+        case .prefix(let text): return .text(text, complete: false)
+        }
     }
 }

@@ -41,7 +41,7 @@ enum FlatpakInstance {
         let path = "\(runtimeDirectory)/.flatpak/\(instance)/bwrapinfo.json"
         switch SmallFile.read(path, limit: maxBytes) {
         case .missing: return .unchecked
-        case .refused: return .mismatch("instance \(instance)'s bwrapinfo.json is not a regular file of at most \(maxBytes) bytes")
+        case .refused, .prefix: return .mismatch("instance \(instance)'s bwrapinfo.json is not a regular file of at most \(maxBytes) bytes")
         case .text(let text):
             if text.allSatisfy(\.isWhitespace) { return .unchecked }
             guard let record = ProcFS.bwrapNamespaces(json: text) else {

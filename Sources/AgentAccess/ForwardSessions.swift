@@ -13,7 +13,7 @@ public protocol ForwardListeners: Sendable {
 /// The `authctl forward` sessions: one per ssh session that forwards the agent to another host. Each has a socket of
 /// its own in the agent's runtime directory, made for it and removed with it, that serves only the ssh process the
 /// session was made for, and only once ssh said which host key it was shown; its callers are that host
-/// (``ClientIdentity/Forward/host(name:fingerprint:program:)``), never local programs.
+/// (``ClientIdentity/Kind/forwarded(_:)``), never local programs.
 ///
 /// A session lives as long as the `forward` request that opened it (authctl's connection: authctl waits for ssh) or
 /// until `forward_stop`. Its steps, each checked against the kernel's process tree, not against anything sent:
@@ -64,7 +64,7 @@ public final class ForwardSessions: Sendable {
         guard ClientRule.isHostName(host) else {
             throw WireError(.badRequest, "'\(String(host.prefix(64)))' is not a host name as ssh names hosts")
         }
-        guard !owner.identity.isConfined, let pin = owner.process else {
+        guard case .desktop = owner.identity.kind, let pin = owner.process else {
             throw WireError(.permissionDenied, "forwards are opened by programs on this computer only")
         }
         guard let listeners = listeners.withLock({ $0 }) else {
@@ -121,7 +121,7 @@ public final class ForwardSessions: Sendable {
             throw WireError(.badRequest, "process \(pid) is not running")
         }
         try update(id) { session throws(WireError) in
-            guard caller.process == session.owner else {
+            guard case .desktop = caller.identity.kind, caller.process == session.owner else {
                 throw WireError(.permissionDenied, "only the authctl that opened this forward may name its ssh")
             }
             guard session.ssh == nil else { throw WireError(.badRequest, "this forward's ssh is named already") }
@@ -141,7 +141,8 @@ public final class ForwardSessions: Sendable {
         }
         let parent = Caller.readText("/proc/\(caller.pid)/stat").flatMap(ProcFS.parent(stat:))
         try update(id) { session throws(WireError) in
-            guard let ssh = session.ssh, parent == ssh.pid, ssh.isAlive, caller.isStillConnectedProcess else {
+            guard case .desktop = caller.identity.kind, let ssh = session.ssh, parent == ssh.pid, ssh.isAlive,
+                  caller.isStillConnectedProcess else {
                 throw WireError(.permissionDenied, "only the ssh this forward serves may report its host key")
             }
             if let known = session.fingerprint, !ClientRule.sameBytes(known, fingerprint) { session.conflicting = true }
@@ -155,9 +156,10 @@ public final class ForwardSessions: Sendable {
         guard let session = entries.withLock({ $0[id]?.session }) else {
             return .failure(WireError(.permissionDenied, "this forward has ended"))
         }
+        // Not the pids: the caller may be in a sandbox that should not learn host pids.
         guard let ssh = session.ssh, caller.process == ssh else {
             return .failure(WireError(.permissionDenied,
-                "this socket serves the ssh session to \(session.host) only (pid \(session.ssh.map { String($0.pid) } ?? "not named yet")), not pid \(caller.pid)"))
+                "this socket serves the ssh session to \(session.host) only\(session.ssh == nil ? " (its ssh is not named yet)" : ""), not this caller"))
         }
         guard let fingerprint = session.fingerprint, !session.conflicting else {
             return .failure(WireError(.permissionDenied, session.conflicting
@@ -165,9 +167,8 @@ public final class ForwardSessions: Sendable {
                 : "ssh has not reported the host key of \(session.host) (its KnownHostsCommand did not run)"))
         }
         var forwarded = caller
-        forwarded.identity.forward = .host(name: session.host, fingerprint: fingerprint)
-        forwarded.identity.forwardSession = session.id
-        forwarded.via = forwarded.identity.forward?.via ?? forwarded.via
+        forwarded.identity.kind = .forwarded(.init(name: session.host, fingerprint: fingerprint, session: session.id))
+        forwarded.via = "ssh:\(session.host)"
         return .success(forwarded)
     }
 

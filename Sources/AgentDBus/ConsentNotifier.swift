@@ -31,39 +31,42 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         self.logger = logger
     }
 
-    /// The notification's text: the account, the program and the command, never a token.
-    /// A request relayed by authctl names the chain (`/usr/bin/msmtp via dash via authctl`): the program is asked
-    /// about, and the pid is authctl's.
-    /// A sandboxed app is said to be one ("sandboxed", or "not contained" with the holes that make it as able as a
-    /// program of yours), with a warning that its id is its own choice.
+    /// The notification's text: the account and the caller as the agent describes it (``WireCaller/described(withPID:)``),
+    /// never a token; what the caller's kind means for the answer (an app chooses its own id; root on a host can use
+    /// what it gets). Notification servers render a subset of markup in the body, so the whole text is escaped.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
-        let who = request.caller.relayedBy.map { "\(request.client) \(ClientIdentity.via($0))" } ?? request.client
+        let caller = request.caller
         // How to answer, for every caller: "this run" is its Flatpak instance or its ssh session (`run` says which).
         let answer = "Allow it, or run: authctl approve \(request.id) (authctl deny \(request.id) refuses)."
             + (request.run.map { " \"Allow this run\" (authctl approve --this-run \(request.id)) allows \($0) only." } ?? "")
-        // A forwarded host: its name and key, and what it says runs there (not verified); the pid is the local ssh's.
-        if request.caller.via.hasPrefix("ssh:"), let key = request.caller.hostKey {
-            let host = request.caller.via.dropFirst(4)
-            return ("Allow the host \(host) to use \(request.account)?",
-                    "The host \(host), reached by your ssh (host key \(key))"
-                        + (request.caller.remoteProgram.map { ", running \($0) (said by the host, not verified)," } ?? "")
-                        + " asks for tokens of the account '\(request.account)'. Whoever is root there can use them while the session lasts. "
-                        + answer)
+        let installed = request.appName.map { " (\"\(WireCaller.shown($0))\" as installed here)" } ?? ""
+        let warning = switch WireCaller.Kind(rawValue: caller.kind) {
+        case .flatpak?: caller.notContained == nil
+            ? " An app chooses its own id, so another app can use the same name."
+            : " Its sandbox has holes that let it do what any program of yours can. An app chooses its own id, so another app can use the same name."
+        case .sshHost?: " Whoever is root there can use them while the session lasts."
+        default: ""
         }
-        var sandbox = ""
-        if request.caller.flatpakApp != nil {
-            let instance = request.caller.flatpakInstance.map { ", instance \($0)" } ?? ""
-            if let holes = request.caller.notContained {
-                sandbox = " (not contained\(instance): its sandbox allows \(holes.joined(separator: ", ")), so it can do what any program of yours can)"
-            } else {
-                sandbox = " (sandboxed\(instance))"
+        let account = WireCaller.shown(request.account)
+        let isHost = caller.kind == WireCaller.Kind.sshHost.rawValue
+        let client = isHost ? "the host \(WireCaller.shown(caller.host ?? "?"))" : WireCaller.shown(request.client)
+        // The summary is plain text to notification servers; the body may hold markup. A host's pid is the local ssh's.
+        return ("Allow \(client) to use \(account)?",
+                escaped("\(caller.described(withPID: !isHost))\(installed) asks for tokens of the account '\(account)'.\(warning) \(answer)"))
+    }
+
+    /// `text` with the markup characters notification servers interpret escaped.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.append(character)
             }
         }
-        let installed = request.appName.map { " (\"\($0)\" as installed here)" } ?? ""
-        let named = request.caller.flatpakApp == nil ? "" : " An app chooses its own id, so another app can use the same name."
-        return ("Allow \(request.client) to use \(request.account)?",
-                "\(who)\(installed)\(sandbox) (pid \(request.caller.pid)) asks for tokens of the account '\(request.account)'.\(named) "
-                    + answer)
+        return out
     }
 
     func ask(_ request: PendingConsent) {

@@ -45,8 +45,9 @@ public struct SignInNotificationPolicy: Sendable, Equatable {
             return ("Sign in to \(account)",
                     "The account '\(account)' needs you to sign in again. Run: authctl login \(account)")
         }
+        // `by` is a caller described by the agent (names it chose, shown safely); the body may hold markup.
         return ("Sign in to \(account)",
-                "\(by) asks for tokens of the account '\(account)', which needs you to sign in here (not there). "
+                "\(ConsentNotifier.escaped(by)) asks for tokens of the account '\(account)', which needs you to sign in here (not there). "
                     + "Run: authctl login \(account)")
     }
 

@@ -1,64 +1,5 @@
 import FoundationEssentials
 
-/// Who asked, in audit records and pending consent requests: what the agent read from the kernel about the caller.
-public struct WireCaller: Codable, Sendable, Equatable {
-    public var pid: Int32
-    /// `socket`, `dbus`, or `ssh:HOST` for a request forwarded from another host (`ssh:unknown-host`: a forward
-    /// the agent made no session for).
-    public var via: String
-    public var exe: String?
-    /// The executable was deleted or replaced after the process started.
-    public var exeDeleted: Bool?
-    public var unit: String?
-    public var flatpakApp: String?
-    /// The Flatpak instance (one run of the app) its `/.flatpak-info` names.
-    public var flatpakInstance: String?
-    /// The holes in the app's sandbox that let it act as any program of the user, as `flatpak override` spells them
-    /// (`socket=session-bus`, `filesystem=home`, `talk-name=org.freedesktop.secrets`): the app is "not contained".
-    public var notContained: [String]?
-    /// Why the instance its `/.flatpak-info` names does not match its namespaces (that instance's `bwrapinfo.json`):
-    /// the app named is not believed (docs/SECURITY.md).
-    public var instanceMismatch: String?
-    /// The caller runs in a root directory of its own (a sandbox or container) that names no app: no path names it
-    /// (docs/SECURITY.md).
-    public var unnamedSandbox: Bool?
-    /// The caller runs in a pid namespace of its own, made in a user namespace of its own: its path does not name
-    /// it for `allowed_clients` or remembered consent (docs/SECURITY.md).
-    public var ownPIDNamespace: Bool?
-    /// Set when the process that connected (`pid`) is the agent's authctl, acting for the program the other fields
-    /// describe: the executables between that program and the agent, nearest to the program first (shells such as
-    /// `/usr/bin/dash`, then authctl's own path).
-    public var relayedBy: [String]?
-    /// A request forwarded by `authctl forward` (`via` is `ssh:HOST`): the fingerprint of the host key ssh was shown.
-    public var hostKey: String?
-    /// A forwarded request: the program the remote side said asks, not verified.
-    public var remoteProgram: String?
-
-    public init(pid: Int32, via: String, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil, flatpakApp: String? = nil,
-                unnamedSandbox: Bool? = nil, ownPIDNamespace: Bool? = nil, relayedBy: [String]? = nil,
-                flatpakInstance: String? = nil, notContained: [String]? = nil, instanceMismatch: String? = nil) {
-        self.pid = pid
-        self.via = via
-        self.exe = exe
-        self.exeDeleted = exeDeleted
-        self.unit = unit
-        self.flatpakApp = flatpakApp
-        self.unnamedSandbox = unnamedSandbox
-        self.ownPIDNamespace = ownPIDNamespace
-        self.relayedBy = relayedBy
-        self.flatpakInstance = flatpakInstance
-        self.notContained = notContained
-        self.instanceMismatch = instanceMismatch
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case pid, via, exe, exeDeleted = "exe_deleted", unit, flatpakApp = "flatpak_app",
-             unnamedSandbox = "unnamed_sandbox", ownPIDNamespace = "own_pid_namespace", relayedBy = "relayed_by",
-             flatpakInstance = "flatpak_instance", notContained = "not_contained", instanceMismatch = "instance_mismatch",
-             hostKey = "host_key", remoteProgram = "remote_program"
-    }
-}
-
 /// One audit record: a token handed out or a request refused (never the token itself).
 public struct AuditEntry: Codable, Sendable, Equatable {
     /// Unix time of the decision.
@@ -121,9 +62,9 @@ public struct AuditResult: Codable, Sendable, Equatable {
     /// ``WireProtocol/maxMessageBytes`` for the reply's envelope.
     public static let pageBytes = 48 * 1024
     /// A record longer than ``pageBytes`` on its own is sent ``clipped(_:)``: each string cut to this many UTF-8
-    /// bytes, at most ``clippedListCount`` scopes and relays. Escaped as `\u001f` at worst (6 bytes a byte), its 8
-    /// strings and 2 × 8 list items take at most 24 × (128 × 6 + 2) bytes plus its keys, under 20 KiB, so every page
-    /// holds at least one record.
+    /// bytes, at most ``clippedListCount`` scopes, relays and sandbox holes. Escaped as `\u001f` at worst (6 bytes a
+    /// byte), its 15 strings and 3 × 8 list items take at most 39 × (128 × 6 + 2) bytes plus its keys, under 32 KiB,
+    /// so every page holds at least one record.
     public static let clippedStringBytes = 128
     public static let clippedListCount = 8
 
@@ -145,8 +86,15 @@ public struct AuditResult: Codable, Sendable, Equatable {
         caller.via = cut(caller.via)
         caller.exe = caller.exe.map(cut)
         caller.unit = caller.unit.map(cut)
+        caller.kind = cut(caller.kind)
         caller.flatpakApp = caller.flatpakApp.map(cut)
+        caller.flatpakInstance = caller.flatpakInstance.map(cut)
+        caller.unidentified = caller.unidentified.map(cut)
+        caller.host = caller.host.map(cut)
+        caller.hostKey = caller.hostKey.map(cut)
+        caller.remoteProgram = caller.remoteProgram.map(cut)
         caller.relayedBy = cut(caller.relayedBy)
+        caller.notContained = cut(caller.notContained)
         return AuditEntry(time: entry.time, account: cut(entry.account), outcome: cut(entry.outcome),
                           reason: cut(entry.reason), scopes: cut(entry.scopes), resource: entry.resource.map(cut),
                           proofFor: entry.proofFor.map(cut), caller: caller, clipped: true)

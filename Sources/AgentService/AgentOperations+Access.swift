@@ -49,22 +49,28 @@ extension AgentOperations {
     /// may use. Sign-ins, consent answers, configuration and forwards are for programs on this computer.
     static let confinedOperations: Set<AgentIPC.Operation> = [.ping, .token, .status, .accounts]
 
-    /// Refuses what a confined caller may not ask.
+    /// The forward operations: for programs of the desktop only (not a container that made its own root either).
+    static let forwardOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop]
+
+    /// Refuses what a confined caller may not ask, and forwards to anyone but a program of the desktop.
     func admitConfined(_ op: AgentIPC.Operation, caller: Caller) throws(WireError) {
-        guard caller.identity.isConfined, !AgentOperations.confinedOperations.contains(op) else { return }
-        throw WireError(.permissionDenied,
-            "\(caller.identity.summary) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
+        if caller.identity.isConfined, !AgentOperations.confinedOperations.contains(op) {
+            throw WireError(.permissionDenied,
+                "\(caller.described()) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
+        }
+        if AgentOperations.forwardOperations.contains(op), caller.identity.kind != .desktop {
+            throw WireError(.permissionDenied, "forwards are opened and managed by programs of the desktop only, not by \(caller.described())")
+        }
     }
 
     /// A forwarded caller with the program its host says asks (`program`, not verified: shown as said by the host,
     /// never judged); any other caller unchanged.
     public static func withSaidProgram(_ program: String?, _ caller: Caller) -> Caller {
-        guard let program, !program.isEmpty, case .host(let name, let fingerprint, _)? = caller.identity.forward else {
-            return caller
-        }
+        guard let program, !program.isEmpty, case .forwarded(var host) = caller.identity.kind else { return caller }
         var said = caller
-        let printable = String(String.UnicodeScalarView(program.unicodeScalars.prefix(256).filter { $0.value >= 0x20 && $0.value != 0x7F }))
-        said.identity.forward = .host(name: name, fingerprint: fingerprint, program: printable)
+        // Kept as said (the describer shows it escaped); bounded here, as anything a caller sends.
+        host.program = String(String.UnicodeScalarView(program.unicodeScalars.prefix(256)))
+        said.identity.kind = .forwarded(host)
         return said
     }
 
@@ -83,7 +89,7 @@ extension AgentOperations {
         } catch where error.code == ErrorCode.loginRequired.rawValue && caller.identity.isConfined {
             logger.notice("a sign-in is needed for a confined caller", metadata: [
                 "account": "\(account)", "via": "\(caller.via)"])
-            broker.announceSignInWanted(account, by: caller.identity.summary)
+            broker.announceSignInWanted(account, by: caller.described())
             throw WireError(.loginRequired,
                 "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there",
                 retryAfter: error.retryAfter)

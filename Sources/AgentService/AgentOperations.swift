@@ -71,8 +71,10 @@ public struct AgentOperations: Sendable {
             access.record(caller, account: account, granted: false, reason: .otherSender, scopes: request?.scopes,
                           resource: request?.resource)
         }
+        // A confined caller is not told host pids; the journal line above has them.
+        let pids = caller.identity.isConfined ? "" : " (opened by pid \(caller.pid), written by pid \(sender))"
         return WireError(.permissionDenied,
-            "this connection was opened by pid \(caller.pid), but pid \(sender) wrote to it: requests are taken only from the process that connected")
+            "another process wrote to this connection than the one that opened it\(pids): requests are taken only from the process that connected")
     }
 
     static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {

@@ -81,7 +81,7 @@ public struct AccessPolicy: Sendable, Equatable {
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
         if isOpen, !identity.isConfined { return .grant(.open) }
         if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }
-        if identity.forward == .unknown { return .deny(.unknownForward) }
+        if identity.kind == .unknownForward { return .deny(.unknownForward) }
         guard identity.consentKey != nil else { return .deny(.unidentified) }
         guard mayAsk(identity) else { return .deny(.notListed) }
         switch remembered {
@@ -94,7 +94,7 @@ public struct AccessPolicy: Sendable, Equatable {
     /// How `authctl status` describes the policy.
     public var summary: String {
         switch (allowedClients, confirm) {
-        case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts"
+        case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps, containers and forwarded hosts are asked"
         case (nil, .firstUse): return "asks on first use by each program"
         case (let list?, .never): return list.isEmpty ? "nobody (allowed_clients is empty)" : "only \(list.map(\.description).joined(separator: ", "))"
         case (let list?, .firstUse):

@@ -1,11 +1,11 @@
 /// One `allowed_clients` entry of an account. Matching is exact byte equality on what the kernel reported; there
 /// are no globs or prefixes, so an entry can never match more than the one program, unit or app it names.
 ///
-/// - `/usr/bin/git`: an absolute, normalised path; matches a caller whose executable is that path, unless the
-///   binary was deleted or replaced after the process started, and never a sandboxed caller (its paths are the
-///   sandbox's own, ``ClientIdentity/isSandboxed``) or one in a pid namespace of its own
-///   (``ClientIdentity/ownPIDNamespace``).
-/// - `unit:mbsync.service`: matches a caller whose systemd unit (service or scope, from its cgroup) is exactly that.
+/// - `/usr/bin/git`: an absolute, normalised path; matches a program of the desktop whose executable is that path,
+///   unless the binary was deleted or replaced after the process started; never a caller in a root or pid
+///   namespace of its own (its paths are its own).
+/// - `unit:mbsync.service`: matches a program of the desktop, a toolbox-like container or a container whose systemd
+///   unit (service or scope, from its cgroup: the host gave it) is exactly that; never an app or a forwarded host.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
 /// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward` (the name ssh checks the host
 ///   key under: its `HostKeyAlias`, else its `HostName` with `:PORT` when not 22), whatever key ssh accepted for it
@@ -75,21 +75,25 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         return .failure(Rejection(reason: "'\(text)' is neither an absolute path, unit:NAME, flatpak:APP-ID nor ssh:HOST"))
     }
 
-    /// Whether this entry names `identity` (see the type's documentation for the rules).
-    /// Byte for byte (``sameBytes(_:_:)``), never as Unicode text.
+    /// Whether this entry names `identity`: each kind of caller is named by its own kind of entry only (see the
+    /// type's documentation), byte for byte (``sameBytes(_:_:)``), never as Unicode text. A forwarded host is never
+    /// named by the path or unit of the local ssh that carries it; a caller the agent cannot read, by nothing.
     public func matches(_ identity: ClientIdentity) -> Bool {
-        switch self {
-        case .path(let path):
+        switch (self, identity.kind) {
+        case (.path(let path), .desktop):
             return ClientRule.sameBytes(identity.policyExe, path) || ClientRule.sameBytes(identity.relay?.exe, path)
-        case .unit(let unit):
+        case (.unit(let unit), .desktop):
             return ClientRule.sameBytes(identity.unit, unit) || ClientRule.sameBytes(identity.relay?.unit, unit)
-        case .flatpak(let app):
-            return ClientRule.sameBytes(identity.policyFlatpakApp, app)
-        case .ssh(nil, _):
-            return identity.forward == .unknown
-        case .ssh(let host?, let pinned):
-            guard case .host(let name, let fingerprint, _)? = identity.forward else { return false }
-            return ClientRule.sameBytes(name, host) && (pinned.map { ClientRule.sameBytes(fingerprint, $0) } ?? true)
+        case (.unit(let unit), .hostContainer), (.unit(let unit), .container):
+            return ClientRule.sameBytes(identity.unit, unit)
+        case (.flatpak(let app), .flatpak(let caller)):
+            return ClientRule.sameBytes(caller.id, app)
+        case (.ssh(nil, _), .unknownForward):
+            return true
+        case (.ssh(let host?, let pinned), .forwarded(let caller)):
+            return ClientRule.sameBytes(caller.name, host) && (pinned.map { ClientRule.sameBytes(caller.fingerprint, $0) } ?? true)
+        default:
+            return false
         }
     }
 

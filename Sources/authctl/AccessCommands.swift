@@ -61,7 +61,7 @@ struct Pending: ParsableCommand {
         if json { return printJSON(result) }
         guard !result.requests.isEmpty else { return print("No requests are waiting for your permission.") }
         print(TerminalText.safe(Formatter.table([["ID", "ACCOUNT", "CALLER", "EXPIRES"]] + result.requests.map {
-            [String($0.id), $0.account, AuditFormat.who($0.caller) + ($0.appName.map { " (\"\($0)\" as installed)" } ?? ""),
+            [String($0.id), $0.account, AuditFormat.who($0.caller) + ($0.appName.map { " (\"\(WireCaller.shown($0))\" as installed)" } ?? ""),
              "in \(Formatter.duration($0.expiresIn))"]
         })))
         print("\nAnswer with `authctl approve ID` or `authctl deny ID`; the answer is remembered until `authctl forget`.")

@@ -34,7 +34,7 @@ final class AccessGateTests: ChildProcessTestCase {
         let (_, caller) = try spawnCaller()
         XCTAssertEqual(caller.identity.exe, "/usr/bin/sleep")
         XCTAssertFalse(caller.identity.exeDeleted)
-        XCTAssertNil(caller.identity.flatpakApp)
+        XCTAssertNil(caller.identity.flatpakAppID)
         XCTAssertTrue(caller.isStillConnectedProcess)
         XCTAssertEqual(caller.identity.consentKey, "/usr/bin/sleep")
     }
@@ -172,10 +172,10 @@ final class AccessGateTests: ChildProcessTestCase {
     func testAllowThisRunServesThatRunOnlyAndIsNotRemembered() async throws {
         let (_, local) = try spawnCaller()
         var host = local
-        host.identity.forward = .host(name: "build-box", fingerprint: "SHA256:" + String(repeating: "A", count: 43))
-        host.identity.forwardSession = "session-1"
+        let key = "SHA256:" + String(repeating: "A", count: 43)
+        host.identity.kind = .forwarded(.init(name: "build-box", fingerprint: key, session: "session-1"))
         var nextSession = host
-        nextSession.identity.forwardSession = "session-2"
+        nextSession.identity.kind = .forwarded(.init(name: "build-box", fingerprint: key, session: "session-2"))
         let asking = gate(AccessPolicy(confirm: .firstUse))
 
         // A program of this computer has no run: "this run" is refused, and the question stays open.

@@ -24,7 +24,7 @@ final class CallerTests: ChildProcessTestCase {
         let plain = try spawn("/usr/bin/sleep", ["60"])
         waitForExecutable(plain.processIdentifier, "/usr/bin/sleep")
         let mine = Caller.identify(peer: peer(plain), via: "socket").identity
-        XCTAssertFalse(mine.ownPIDNamespace)
+        XCTAssertEqual(mine.kind, .desktop)
         XCTAssertTrue(sleep.matches(mine))
 
         let unshare = try spawn("/usr/bin/unshare", ["-Urpf", "--kill-child", "/usr/bin/sleep", "60"])
@@ -42,11 +42,11 @@ final class CallerTests: ChildProcessTestCase {
         let pid = try XCTUnwrap(inside, "unshare never ran sleep in its namespaces")
         let theirs = Caller.identify(peer: PeerCredentials(pid: pid, uid: getuid(), gid: getgid()), via: "socket").identity
         XCTAssertEqual(theirs.exe, "/usr/bin/sleep", "the path is read and shown")
-        XCTAssertTrue(theirs.ownPIDNamespace)
+        XCTAssertEqual(theirs.kind, .container)
+        XCTAssertTrue(theirs.isConfined, "issue 53: never served by \"any program of yours\"")
         XCTAssertNil(theirs.policyExe)
-        XCTAssertNil(theirs.consentKey, "nothing can be remembered for it")
+        XCTAssertEqual(theirs.consentKey, theirs.unit.map { "unit:\($0)" }, "only the unit the host gave it names it")
         XCTAssertFalse(sleep.matches(theirs))
-        XCTAssertTrue(theirs.summary.contains("(own pid namespace)"), theirs.summary)
     }
 
     /// Issue 21's defect 5, on the one route: a process in a mount namespace of its own bind-mounts another binary over
@@ -76,25 +76,42 @@ final class CallerTests: ChildProcessTestCase {
         XCTAssertFalse(try XCTUnwrap(ClientRule.parse(shell).get()).matches(after.identity))
     }
 
-    /// Run by `unshare -Urm` (own user and mount namespace, the agent's pid namespace): a tmpfs at argv[1], with a
-    /// `/.flatpak-info` naming an app when argv[2] is "named", as the new root; then sleeps.
+    /// Run by `unshare -Urm` (own user and mount namespace, the agent's pid namespace): a tmpfs at argv[1] as the new
+    /// root, with a `/.flatpak-info` of the kind argv[2] names: none, `named` (an app), `oversized` (an app whose
+    /// `[Environment]` makes the file 70,990 bytes, as `flatpak run --env` can), `cut` (permissions past the prefix the
+    /// agent reads), `fifo`, `symlink`, `noname`; then sleeps.
     static let ownRoot = """
     import ctypes, os, sys, time
     root, kind = sys.argv[1], sys.argv[2]
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(b"tmpfs", root.encode(), b"tmpfs", 0, b"mode=0755") != 0:
         raise OSError(ctypes.get_errno(), "mount tmpfs")
+    info = os.path.join(root, ".flatpak-info")
+    head = "[Application]\\nname=org.example.Named\\n\\n[Instance]\\ninstance-id=7\\n\\n[Context]\\nsockets=wayland;\\n"
     if kind == "named":
-        with open(os.path.join(root, ".flatpak-info"), "w") as f:
-            f.write("[Application]\\nname=org.example.Named\\n")
+        open(info, "w").write(head)
+    elif kind == "oversized":
+        text = head + "\\n[Environment]\\n"
+        text += "".join(f"X{i}={'v' * 60}\\n" for i in range(1100))
+        open(info, "w").write(text[:70990].ljust(70990, "v"))
+    elif kind == "cut":
+        open(info, "w").write(head.replace("sockets=wayland;", "filesystems=" + "xdg-download/a;" * 6000 + "home;"))
+    elif kind == "fifo":
+        os.mkfifo(info)
+    elif kind == "symlink":
+        os.symlink("/etc/hostname", info)
+    elif kind == "noname":
+        open(info, "w").write("[Application]\\nruntime=x\\n")
     os.chroot(root)
     time.sleep(60)
     """
 
     /// Issue 46: a process in a root of its own (a sandbox, not the agent's `/`) that has no `/.flatpak-info` shows
     /// the host's path (its own binary is the host's file), yet that path is the sandbox's to choose: it is named by
-    /// nothing, refused by an account that lists the path and by one without a policy. With a `/.flatpak-info` it is
-    /// the app it names, asked about by an account without a policy.
+    /// nothing but its unit, refused by an account that lists the path. In the agent's pid namespace it is host code
+    /// (toolbox): served by an account without a policy. With a `/.flatpak-info` it is the app it names, asked about
+    /// by an account without a policy. Issue 53: a marker the agent cannot read or parse makes the caller confined and
+    /// unidentified, never a program of the desktop; a large one is read from its first 64 KiB.
     func testAProcessInARootOfItsOwnIsNamedOnlyByItsFlatpakInfo() throws {
         let host = try spawn("/usr/bin/python3", ["-c", "import time; time.sleep(60)"])
         let python = try XCTUnwrap(Caller.executable(of: host.processIdentifier))
@@ -113,28 +130,40 @@ final class CallerTests: ChildProcessTestCase {
             AccessGate(policies: ["work": policy], logger: Logger(label: "test"))
         }
         let plain = Caller.identify(peer: peer(host), via: "socket")
-        XCTAssertFalse(plain.identity.isSandboxed)
+        XCTAssertEqual(plain.identity.kind, .desktop)
         XCTAssertEqual(gate(listed).verdict(plain, account: "work"), .grant(.listed))
 
         let unnamed = try inRootOfItsOwn("unnamed")
         XCTAssertEqual(unnamed.identity.exe, python, "the premise: the path it shows is a host path a rule lists")
-        XCTAssertFalse(unnamed.identity.ownPIDNamespace, "the premise: only the root tells it from the host")
-        XCTAssertTrue(unnamed.identity.unnamedSandbox)
+        XCTAssertEqual(unnamed.identity.kind, .hostContainer, "the agent's pid namespace, a root of its own, no marker")
         XCTAssertNil(unnamed.identity.policyExe)
         XCTAssertNil(unnamed.identity.consentKey)
         XCTAssertEqual(gate(listed).verdict(unnamed, account: "work"), .deny(.unidentified))
-        XCTAssertFalse(unnamed.identity.rootUnreadable)
         XCTAssertEqual(gate(.open).verdict(unnamed, account: "work"), .grant(.open),
-                       "a root the agent can read is a host program's doing: served where any process of yours is")
-        XCTAssertEqual(unnamed.wire.unnamedSandbox, true)
+                       "a root of its own in the agent's pid namespace is host code: served where any process of yours is")
+        XCTAssertEqual(unnamed.wire.kind, "host_container")
 
         let named = try inRootOfItsOwn("named")
-        XCTAssertEqual(named.identity.flatpakApp, "org.example.Named")
-        XCTAssertFalse(named.identity.unnamedSandbox)
+        XCTAssertEqual(named.identity.kind, .flatpak(.init(id: "org.example.Named", instance: "7")))
         XCTAssertEqual(named.identity.consentKey, "flatpak:org.example.Named")
         XCTAssertEqual(gate(listed).verdict(named, account: "work"), .deny(.notListed))
         XCTAssertEqual(gate(.open).verdict(named, account: "work"), .ask)
         XCTAssertEqual(gate(AccessPolicy(allowedClients: [.flatpak("org.example.Named")])).verdict(named, account: "work"),
                        .grant(.listed))
+
+        // Hole 1: a marker larger than the agent reads is read from its prefix: still that app, still confined.
+        let oversized = try inRootOfItsOwn("oversized")
+        XCTAssertEqual(oversized.identity.kind, .flatpak(.init(id: "org.example.Named", instance: "7")))
+        XCTAssertEqual(gate(.open).verdict(oversized, account: "work"), .ask)
+        // Permissions cut off by the prefix: the app may have any hole, so it is shown as not contained.
+        let cut = try inRootOfItsOwn("cut")
+        XCTAssertEqual(cut.identity.kind, .flatpak(.init(id: "org.example.Named", instance: "7", holes: [FlatpakInfo.unreadPermissions])))
+        for kind in ["fifo", "symlink", "noname"] {
+            let unreadable = try inRootOfItsOwn(kind)
+            guard case .unidentified = unreadable.identity.kind else { return XCTFail("\(kind): \(unreadable.identity.kind)") }
+            XCTAssertTrue(unreadable.identity.isConfined, kind)
+            XCTAssertEqual(gate(.open).verdict(unreadable, account: "work"), .deny(.unidentified), kind)
+            XCTAssertEqual(gate(listed).verdict(unreadable, account: "work"), .deny(.unidentified), kind)
+        }
     }
 }

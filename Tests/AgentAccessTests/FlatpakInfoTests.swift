@@ -67,6 +67,36 @@ final class FlatpakInfoTests: XCTestCase {
         XCTAssertEqual(home.holes, ["filesystem=home:create", "filesystem=host:rw", "own-name=org.freedesktop.systemd1"])
     }
 
+    /// Issue 53, hole 9: what a filesystem permission reaches decides, not how it is spelt.
+    func testAWritablePlaceHostProgramsRunFromIsAHoleHoweverItIsSpelt() {
+        let home = "/home/alice"
+        for hole in ["home", "~", "~/", "/home/alice", "/home/alice:rw", "/home", "/", "host", "xdg-config", "xdg-config/autostart",
+                     "xdg-data/applications", "xdg-data:create", "~/.bashrc", "~/.config/systemd/user", "/home/alice/.profile",
+                     "/home/alice/.local/bin", "~/bin", "~/.ssh", "xdg-run/bus", "xdg-run/bus:ro", "xdg-run/systemd", "xdg-run",
+                     "~/Documents/../.bashrc"] {
+            XCTAssertTrue(FlatpakInfo.reachesHostCode(hole, home: home), hole)
+        }
+        for contained in ["home:ro", "~/.bashrc:ro", "host:ro", "host-os", "host-etc", "xdg-download", "xdg-documents/x",
+                          "~/Documents", "/home/alice/Music", "/home/bob", "/srv/data", "xdg-run/auth-agent:ro", "xdg-run/gvfsd",
+                          "~/.thunderbird:create", "xdg-cache"] {
+            XCTAssertFalse(FlatpakInfo.reachesHostCode(contained, home: home), contained)
+        }
+        XCTAssertTrue(FlatpakInfo.reachesHostCode("/home/alice/x", home: nil), "no home to compare with: fail closed")
+        let info = FlatpakInfo(parsing: Self.info(context: "filesystems=/home/alice;xdg-config/autostart:create;~/Music;"), home: home)
+        XCTAssertEqual(info.holes, ["filesystem=/home/alice", "filesystem=xdg-config/autostart:create"])
+    }
+
+    /// Issue 53, hole 1: a prefix of a larger marker names the app; permissions it cut off count as a hole.
+    func testAPrefixNamesTheAppAndPermissionsItCutOffAreAHole() {
+        let complete = FlatpakInfo(parsing: Self.info(context: "filesystems=xdg-download;"), complete: false)
+        XCTAssertEqual(complete.app, "org.example.App")
+        XCTAssertEqual(complete.holes, [], "[Environment] came: every permission was read")
+        let cut = FlatpakInfo(parsing: "[Application]\nname=org.example.App\n[Context]\nfilesystems=xdg-download;ho", complete: false)
+        XCTAssertEqual(cut.app, "org.example.App")
+        XCTAssertEqual(cut.holes, [FlatpakInfo.unreadPermissions])
+        XCTAssertNil(FlatpakInfo(parsing: "[Application]\nname=org.example.Ap", complete: false).app, "a cut name names nothing")
+    }
+
     func testBusNamePrefixesCoverTheNamesBelowThem() {
         let wide = FlatpakInfo(parsing: Self.info(context: "", sessionBus: "org.freedesktop.*=talk"))
         XCTAssertEqual(wide.holes, ["talk-name=org.freedesktop.*"])
@@ -78,7 +108,7 @@ final class FlatpakInfoTests: XCTestCase {
 
     func testListsSplitOnlyAtUnescapedSemicolons() {
         // A path holding `;` is written `\;` by GKeyFile: `/srv/a;host` is one path, not the host file system.
-        let escaped = FlatpakInfo(parsing: Self.info(context: "filesystems=/srv/a\\;host;"))
+        let escaped = FlatpakInfo(parsing: Self.info(context: "filesystems=/srv/a\\;host;"), home: "/home/alice")
         XCTAssertEqual(escaped.holes, [])
         XCTAssertEqual(FlatpakInfo.list("a\\;b;c;;"), ["a\\;b", "c"])
         XCTAssertEqual(FlatpakInfo.list("host"), ["host"], "a list without the final ';'")

@@ -36,8 +36,14 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         let listeners = Listeners()
         sessions.attach(listeners)
         var confined = owner
-        confined.identity.forward = .unknown
+        confined.identity.kind = .unknownForward
         XCTAssertThrowsError(try sessions.open(host: "build-box", owner: confined, directory: "/run/x"))
+        // Issue 53: only a program of the desktop opens forwards, not even a container that made its own root.
+        for kind: ClientIdentity.Kind in [.hostContainer, .container, .unidentified(why: "test"), .flatpak(.init(id: "org.example.App"))] {
+            var other = owner
+            other.identity.kind = kind
+            XCTAssertThrowsError(try sessions.open(host: "build-box", owner: other, directory: "/run/x"), "\(kind)")
+        }
         XCTAssertThrowsError(try sessions.open(host: "-oProxyCommand=x", owner: owner, directory: "/run/x"))
 
         let (session, stopped) = try sessions.open(host: "build-box", owner: owner, directory: "/run/x")
@@ -84,14 +90,18 @@ final class ForwardSessionsTests: ChildProcessTestCase {
 
     func testTheProgramAHostSaysIsKeptForItAloneShortAndPrintable() throws {
         let local = Caller(pid: 1, uid: 1, via: "socket", exe: "/usr/bin/git")
-        XCTAssertNil(AgentOperations.withSaidProgram("/usr/bin/evil", local).identity.forward, "a local caller says nothing")
+        XCTAssertEqual(AgentOperations.withSaidProgram("/usr/bin/evil", local).identity, local.identity, "a local caller says nothing")
         var host = local
         let key = "SHA256:" + String(repeating: "A", count: 43)
-        host.identity.forward = .host(name: "build-box", fingerprint: key)
-        let said = AgentOperations.withSaidProgram("/usr/bin/git\u{1B}[2J" + String(repeating: "x", count: 300), host)
-        guard case .host(let name, let fingerprint, let program?)? = said.identity.forward else { return XCTFail("no program") }
-        XCTAssertEqual([name, fingerprint], ["build-box", key])
-        XCTAssertTrue(program.hasPrefix("/usr/bin/git[2J") && program.count <= 256, program)
+        host.identity.kind = .forwarded(.init(name: "build-box", fingerprint: key, session: "s1"))
+        let said = AgentOperations.withSaidProgram("/usr/bin/git\u{1B}[2J\u{202E}<b>" + String(repeating: "x", count: 300), host)
+        guard case .forwarded(let forwarded) = said.identity.kind, let program = forwarded.program else { return XCTFail("no program") }
+        XCTAssertEqual([forwarded.name, forwarded.fingerprint], ["build-box", key])
+        XCTAssertTrue(program.hasPrefix("/usr/bin/git\u{1B}[2J") && program.unicodeScalars.count <= 256, program)
+        // Kept as said; shown to people with no control, format or bidi character (issue 53, hole 6).
+        let words = said.described()
+        XCTAssertTrue(words.contains("running /usr/bin/git\u{FFFD}[2J\u{FFFD}<b>"), words)
+        XCTAssertFalse(words.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x202E }, words)
         XCTAssertEqual(said.identity.consentKey, host.identity.consentKey, "what the host says never names it")
         XCTAssertEqual(said.audited.value.remoteProgram, program)
     }
@@ -118,7 +128,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         guard case .success(let served) = sessions.admit(try pinned(ssh), session: session.id) else {
             return XCTFail("one reported key: the session serves its ssh")
         }
-        XCTAssertEqual(served.identity.forward, .host(name: "build-box", fingerprint: keyA))
+        XCTAssertEqual(served.identity.kind, .forwarded(.init(name: "build-box", fingerprint: keyA, session: session.id)))
         XCTAssertEqual(served.via, "ssh:build-box")
         try sessions.recordHostKey(session.id, fingerprint: keyA, by: knownHostsCommand)
         guard case .success = sessions.admit(try pinned(ssh), session: session.id) else {

@@ -24,7 +24,7 @@ final class RelayChainTests: XCTestCase {
         func process(_ pid: Int32, parent: Int32, _ exe: String, unit: String? = nil, deleted: Bool = false,
                      app: String? = nil) {
             parents[pid] = parent
-            identities[pid] = ClientIdentity(exe: exe, exeDeleted: deleted, unit: unit, flatpakApp: app)
+            identities[pid] = ClientIdentity(app.map { .flatpak(.init(id: $0)) } ?? .desktop, exe: exe, exeDeleted: deleted, unit: unit)
         }
     }
 
@@ -42,13 +42,16 @@ final class RelayChainTests: XCTestCase {
         RelayChain.behind(Self.authctlPID, relay: Self.authctl, in: table)
     }
 
+    /// How people read `identity` (the one describer).
+    func words(_ identity: ClientIdentity) -> String { Caller(pid: 1, uid: 0, via: "socket", identity: identity).described() }
+
     func testTheParentIsTheProgram() {
         let identity = behind(table { $0.process(60, parent: 1, "/usr/bin/kubectl", unit: "session-2.scope") })
         XCTAssertEqual(identity.exe, "/usr/bin/kubectl")
         XCTAssertEqual(identity.unit, "session-2.scope")
         XCTAssertEqual(identity.relay, ClientIdentity.Relay(exe: "/usr/bin/authctl", unit: "mbsync.service", shells: []))
         XCTAssertEqual(identity.consentKey, "/usr/bin/kubectl", "the user is asked about the program, not authctl")
-        XCTAssertEqual(identity.summary, "/usr/bin/kubectl via authctl unit:session-2.scope")
+        XCTAssertEqual(words(identity), "/usr/bin/kubectl via authctl unit:session-2.scope")
     }
 
     func testShellsAreWalkedThroughNearestToTheProgramFirst() {
@@ -61,7 +64,7 @@ final class RelayChainTests: XCTestCase {
         XCTAssertEqual(identity.exe, "/usr/lib/git-core/git-remote-https")
         XCTAssertEqual(identity.relay?.shells, ["/usr/bin/dash", "/usr/bin/bash"])
         XCTAssertEqual(identity.relay?.executables, ["/usr/bin/dash", "/usr/bin/bash", "/usr/bin/authctl"])
-        XCTAssertEqual(identity.summary, "/usr/lib/git-core/git-remote-https via dash via bash via authctl")
+        XCTAssertEqual(words(identity), "/usr/lib/git-core/git-remote-https via dash via bash via authctl")
     }
 
     func testAtMostMaxShellsAreWalked() {
@@ -80,7 +83,7 @@ final class RelayChainTests: XCTestCase {
         XCTAssertNil(deep.exe, "a deeper chain is not identified")
         XCTAssertNil(deep.consentKey)
         XCTAssertEqual(deep.relay?.exe, "/usr/bin/authctl")
-        XCTAssertEqual(deep.summary, "unknown executable via authctl")
+        XCTAssertEqual(words(deep), "an unknown executable via authctl")
     }
 
     func testOnlyKnownShellsUnchangedAndOutsideASandboxAreWalkedThrough() {
@@ -102,7 +105,7 @@ final class RelayChainTests: XCTestCase {
             $0.process(60, parent: 50, "/usr/bin/dash", app: "org.example.App")
             $0.process(50, parent: 1, "/usr/bin/msmtp")
         })
-        XCTAssertEqual(sandboxed.flatpakApp, "org.example.App")
+        XCTAssertEqual(sandboxed.flatpakAppID, "org.example.App")
         XCTAssertEqual(sandboxed.relay?.shells, [])
     }
 

@@ -48,8 +48,10 @@ final class MiniJSONDecoderTests: XCTestCase {
                   signingKeysError: nil, serverTime: 1, agentTime: 2),
             .init(name: "v", issuer: "https://j", endpointsConfigured: true),
         ]))
-        let caller = WireCaller(pid: Int32.max, via: "socket", exe: "/usr/bin/git", exeDeleted: true, unit: "u.service",
-                                flatpakApp: "org.x.App", ownPIDNamespace: true, relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
+        var caller = WireCaller(pid: Int32.max, via: "socket", kind: .unidentified, exe: "/usr/bin/git", exeDeleted: true,
+                                unit: "u.service", relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
+        (caller.flatpakApp, caller.flatpakInstance, caller.notContained) = ("org.x.App", "7", ["socket=session-bus"])
+        (caller.unidentified, caller.host, caller.hostKey, caller.remoteProgram) = ("why", "h", "SHA256:k", "/usr/bin/git")
         try assertRoundTrip(AuditResult(entries: [
             AuditEntry(time: 1, account: "w", outcome: AuditEntry.granted, reason: "open", scopes: ["a"], resource: "https://r",
                        caller: caller, clipped: true),

@@ -65,10 +65,11 @@ final class AccessWireTests: XCTestCase {
         XCTAssertEqual(object["request"] as? Int, 3)
         let forget = try JSONDecoder().decode(WireRequest.self, from: Data(#"{"v":1,"op":"forget","account":"work","client":"/usr/bin/git"}"#.utf8))
         XCTAssertEqual(forget.client, "/usr/bin/git")
-        let audit = #"{"v":1,"id":1,"result":{"capacity":1000,"entries":[{"time":1800000000,"account":"work","outcome":"denied","reason":"not_listed","caller":{"pid":42,"via":"dbus","exe":"/usr/bin/curl","exe_deleted":true,"unit":"x.service","flatpak_app":"org.example.App"}}]}}"#
+        let audit = #"{"v":1,"id":1,"result":{"capacity":1000,"entries":[{"time":1800000000,"account":"work","outcome":"denied","reason":"not_listed","caller":{"pid":42,"via":"dbus","kind":"flatpak","exe":"/usr/bin/curl","exe_deleted":true,"unit":"x.service","flatpak_app":"org.example.App"}}]}}"#
         let entry = try XCTUnwrap(try JSONDecoder().decode(WireResponse<AuditResult>.self, from: Data(audit.utf8)).result?.entries.first)
-        XCTAssertEqual(entry.caller, WireCaller(pid: 42, via: "dbus", exe: "/usr/bin/curl", exeDeleted: true, unit: "x.service",
-                                                flatpakApp: "org.example.App"))
+        var expected = WireCaller(pid: 42, via: "dbus", kind: .flatpak, exe: "/usr/bin/curl", exeDeleted: true, unit: "x.service")
+        expected.flatpakApp = "org.example.App"
+        XCTAssertEqual(entry.caller, expected)
         let event = try JSONEncoder().encode(WireEvent(type: WireEvent.consentRequired) { $0.timeoutSeconds = 60; $0.request = 3; $0.client = "/usr/bin/git" })
         XCTAssertEqual(String(decoding: event, as: UTF8.self).contains(#""type":"consent_required""#), true)
     }

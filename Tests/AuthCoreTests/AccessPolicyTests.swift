@@ -30,10 +30,11 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/gi")))
         XCTAssertFalse(git.matches(ClientIdentity(exe: "/tmp/usr/bin/git")))
         XCTAssertFalse(git.matches(ClientIdentity(exe: nil)))
-        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", flatpakApp: "org.evil.App")),
+        XCTAssertFalse(git.matches(ClientIdentity(.flatpak(.init(id: "org.evil.App")), exe: "/usr/bin/git")),
                        "a path inside a sandbox is the sandbox's own")
-        XCTAssertFalse(git.matches(ClientIdentity(exe: "/usr/bin/git", ownPIDNamespace: true)),
+        XCTAssertFalse(git.matches(ClientIdentity(.container, exe: "/usr/bin/git")),
                        "in a pid namespace of its own another process may have written the request")
+        XCTAssertFalse(git.matches(ClientIdentity(.hostContainer, exe: "/usr/bin/git")), "a root of its own has its own paths")
     }
 
     func testUnitAndFlatpakRulesMatchExactly() throws {
@@ -42,8 +43,8 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertFalse(unit.matches(ClientIdentity(exe: "/usr/bin/mbsync", unit: "mbsync2.service")))
         XCTAssertFalse(unit.matches(ClientIdentity(exe: "/usr/bin/mbsync")))
         let app = try rule("flatpak:org.gnome.Evolution")
-        XCTAssertTrue(app.matches(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution")))
-        XCTAssertFalse(app.matches(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution.Devel")))
+        XCTAssertTrue(app.matches(ClientIdentity(.flatpak(.init(id: "org.gnome.Evolution")), exe: "/app/bin/evolution")))
+        XCTAssertFalse(app.matches(ClientIdentity(.flatpak(.init(id: "org.gnome.Evolution.Devel")), exe: "/app/bin/evolution")))
         XCTAssertFalse(app.matches(ClientIdentity(exe: "/usr/bin/evolution")))
     }
 
@@ -70,8 +71,8 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(ask.decide(curl, remembered: true), .grant(.approved))
         XCTAssertEqual(ask.decide(curl, remembered: false), .deny(.deniedByUser))
         XCTAssertEqual(ask.decide(deleted, remembered: nil), .deny(.unidentified), "an unnameable caller is not even asked about")
-        let namespaced = ClientIdentity(exe: "/usr/bin/git", ownPIDNamespace: true)
-        XCTAssertNil(namespaced.consentKey)
+        let namespaced = ClientIdentity(.container, exe: "/usr/bin/git")
+        XCTAssertNil(namespaced.consentKey, "a container without a unit cannot be named")
         XCTAssertEqual(listed.decide(namespaced, remembered: nil), .deny(.unidentified))
         XCTAssertEqual(ask.decide(namespaced, remembered: nil), .deny(.unidentified))
 
@@ -83,7 +84,7 @@ final class AccessPolicyTests: XCTestCase {
     /// Issue 46: a sandboxed caller is never served by an account's default "any program of yours"; it gets an
     /// account through a `flatpak:` entry or the user's consent. Host programs: nothing changes.
     func testASandboxedCallerIsAskedNotServedByAnAccountWithoutAPolicy() throws {
-        let app = ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail")
+        let app = ClientIdentity(.flatpak(.init(id: "org.example.Mail")), exe: "/app/bin/mail")
         let host = ClientIdentity(exe: "/usr/bin/git")
         XCTAssertEqual(AccessPolicy.open.decide(host, remembered: nil), .grant(.open))
         XCTAssertEqual(AccessPolicy.open.decide(app, remembered: nil), .ask)
@@ -101,74 +102,78 @@ final class AccessPolicyTests: XCTestCase {
         XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(app, remembered: nil), .ask)
     }
 
-    /// Issue 46: a caller in a root of its own that names no app (no readable `/.flatpak-info`) shows paths that are
-    /// the sandbox's own and may imitate the host's: no path or decision names it, and every account
-    /// refuses it unless a `unit:` entry names it (a service systemd runs in a root of its own).
-    /// A root of its own that names no app (a container, a bwrap a host program made) is named by no path or decision;
-    /// the agent serves it only where it serves any process of yours. A root it cannot read at all may be a sandbox
-    /// (a setuid bwrap's): never served by "any process of yours" either.
-    func testASandboxThatNamesNoAppIsUnidentifiedEverywhere() throws {
-        let container = ClientIdentity(exe: "/usr/bin/git", unnamedSandbox: true)
-        XCTAssertFalse(container.isSandboxed)
+    /// Issue 53: a caller is one kind, and what it may do is its kind's. A root of its own in the agent's pid
+    /// namespace (toolbox) is host code: served where any process of yours is, named by its unit only. A pid
+    /// namespace of its own (podman, docker) is confined: asked by an open account, named by the unit the host gave
+    /// it, refused when it has none. A caller the agent cannot read is confined and named by nothing.
+    func testEachKindIsNamedAndServedByItsOwnRule() throws {
+        let toolbox = ClientIdentity(.hostContainer, exe: "/usr/bin/git", unit: "toolbox-1.scope")
+        XCTAssertFalse(toolbox.isConfined)
+        XCTAssertNil(toolbox.policyExe)
+        XCTAssertNil(toolbox.consentKey)
+        XCTAssertFalse(try rule("/usr/bin/git").matches(toolbox), "a contained /usr/bin/git imitates the host's")
+        XCTAssertTrue(try rule("unit:toolbox-1.scope").matches(toolbox))
+        XCTAssertEqual(AccessPolicy.open.decide(toolbox, remembered: nil), .grant(.open))
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(toolbox, remembered: nil), .deny(.unidentified))
+
+        let container = ClientIdentity(.container, exe: "/usr/bin/git", unit: "libpod-0123.scope")
+        XCTAssertTrue(container.isConfined)
         XCTAssertNil(container.policyExe)
-        XCTAssertNil(container.consentKey)
-        XCTAssertFalse(try rule("/usr/bin/git").matches(container), "a contained /usr/bin/git imitates the host's")
-        XCTAssertEqual(AccessPolicy.open.decide(container, remembered: nil), .grant(.open),
-                       "a readable root is a host process's doing, trusted like any process of yours")
-        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(container, remembered: nil),
-                       .deny(.unidentified))
-        let unnamed = ClientIdentity(exe: "/usr/bin/git", rootUnreadable: true)
-        XCTAssertTrue(unnamed.isSandboxed)
-        XCTAssertTrue(unnamed.unnamedSandbox)
-        XCTAssertNil(unnamed.policyExe)
-        XCTAssertNil(unnamed.consentKey)
-        XCTAssertTrue(unnamed.summary.contains("(sandbox naming no app)"), unnamed.summary)
-        XCTAssertFalse(try rule("/usr/bin/git").matches(unnamed), "a sandboxed /usr/bin/git imitates the host's")
-        XCTAssertEqual(AccessPolicy.open.decide(unnamed, remembered: nil), .deny(.unidentified))
-        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")]).decide(unnamed, remembered: nil),
-                       .deny(.unidentified))
-        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unnamed, remembered: true), .deny(.unidentified))
-        XCTAssertFalse(ClientIdentity(exe: "/usr/bin/git").isSandboxed)
-        let service = ClientIdentity(exe: "/usr/bin/backup", unit: "backup.service", unnamedSandbox: true)
-        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("unit:backup.service")]).decide(service, remembered: nil),
-                       .grant(.listed), "its unit is the host's fact, not the sandbox's")
+        XCTAssertEqual(container.consentKey, "unit:libpod-0123.scope")
+        XCTAssertFalse(try rule("/usr/bin/git").matches(container))
+        XCTAssertEqual(AccessPolicy.open.decide(container, remembered: nil), .ask, "never served by \"any program of yours\"")
+        XCTAssertEqual(AccessPolicy.open.decide(container, remembered: true), .grant(.approved))
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("unit:libpod-0123.scope")]).decide(container, remembered: nil), .grant(.listed))
+        let nameless = ClientIdentity(.container, exe: "/usr/bin/git")
+        XCTAssertEqual(AccessPolicy.open.decide(nameless, remembered: nil), .deny(.unidentified))
+
+        let unreadable = ClientIdentity(.unidentified(why: "its /.flatpak-info is not a regular file"), exe: "/usr/bin/git", unit: "x.scope")
+        XCTAssertTrue(unreadable.isConfined)
+        XCTAssertNil(unreadable.policyExe)
+        XCTAssertNil(unreadable.consentKey)
+        XCTAssertNil(unreadable.entry)
+        for entry in ["/usr/bin/git", "unit:x.scope", "flatpak:org.example.App", "ssh:unknown-host"] {
+            XCTAssertFalse(try rule(entry).matches(unreadable), entry)
+        }
+        XCTAssertEqual(AccessPolicy.open.decide(unreadable, remembered: nil), .deny(.unidentified))
+        XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unreadable, remembered: true), .deny(.unidentified))
+
+        let app = ClientIdentity(.flatpak(.init(id: "org.example.App", instance: "7")), exe: "/app/bin/app", unit: "app.scope")
+        XCTAssertFalse(try rule("unit:app.scope").matches(app), "an app is named by its flatpak: entry only")
+        XCTAssertEqual(app.runKey, "flatpak:org.example.App#7")
     }
 
     /// Issue 46: an app whose `/.flatpak-info` names an instance whose namespaces are not its own is not believed: no
     /// `flatpak:` entry, decision or open account serves it. A "not contained" app is judged like any other app (the
     /// holes are shown, not a policy of their own).
     func testAnAppNotInTheInstanceItNamesIsUnidentifiedEverywhere() throws {
-        let faked = ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail", flatpakInstance: "42",
-                                   instanceMismatch: "its pid namespace 5 is not instance 42's (6)")
-        XCTAssertTrue(faked.isSandboxed)
+        let faked = ClientIdentity(.unidentified(why: "its pid namespace 5 is not instance 42's (6)", claimedApp: "org.example.Mail"),
+                                   exe: "/app/bin/mail")
+        XCTAssertTrue(faked.isConfined)
         XCTAssertNil(faked.consentKey)
-        XCTAssertNil(faked.policyFlatpakApp)
+        XCTAssertNil(faked.flatpakAppID)
         XCTAssertFalse(try rule("flatpak:org.example.Mail").matches(faked))
         XCTAssertEqual(AccessPolicy.open.decide(faked, remembered: nil), .deny(.unidentified))
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("flatpak:org.example.Mail")]).decide(faked, remembered: nil),
                        .deny(.unidentified))
         XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(faked, remembered: true), .deny(.unidentified))
-        XCTAssertEqual(faked.summary, "flatpak:org.example.Mail (instance 42) (not that instance: its pid namespace 5 is not instance 42's (6)) /app/bin/mail")
 
-        let open = ClientIdentity(exe: "/app/bin/ide", flatpakApp: "org.example.IDE", flatpakInstance: "7",
-                                  sandboxHoles: ["socket=session-bus", "filesystem=host"])
-        XCTAssertTrue(open.isNotContained)
-        XCTAssertEqual(open.summary, "flatpak:org.example.IDE (instance 7) (not contained: socket=session-bus, filesystem=host) /app/bin/ide")
+        let open = ClientIdentity(.flatpak(.init(id: "org.example.IDE", instance: "7", holes: ["socket=session-bus", "filesystem=host"])),
+                                  exe: "/app/bin/ide")
         XCTAssertEqual(open.consentKey, "flatpak:org.example.IDE")
         XCTAssertEqual(AccessPolicy.open.decide(open, remembered: nil), .ask)
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("flatpak:org.example.IDE")]).decide(open, remembered: nil), .grant(.listed))
-        XCTAssertFalse(ClientIdentity(exe: "/app/bin/mail", flatpakApp: "org.example.Mail").isNotContained)
     }
 
     func testConsentKeyNamesTheAppOrTheExecutable() {
         XCTAssertEqual(ClientIdentity(exe: "/usr/bin/git", unit: "x.service").consentKey, "/usr/bin/git")
-        XCTAssertEqual(ClientIdentity(exe: "/app/bin/evolution", flatpakApp: "org.gnome.Evolution").consentKey, "flatpak:org.gnome.Evolution")
+        XCTAssertEqual(ClientIdentity(.flatpak(.init(id: "org.gnome.Evolution")), exe: "/app/bin/evolution").consentKey, "flatpak:org.gnome.Evolution")
         XCTAssertNil(ClientIdentity(exe: "/usr/bin/git", exeDeleted: true).consentKey)
         XCTAssertNil(ClientIdentity(exe: nil).consentKey)
     }
 
     func testSummaryForStatus() throws {
-        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts")
+        XCTAssertEqual(AccessPolicy.open.summary, "any process of yours (no allowed_clients); sandboxed apps, containers and forwarded hosts are asked")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git"), try rule("unit:mbsync.service")]).summary,
                        "only /usr/bin/git, unit:mbsync.service")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,

@@ -10,7 +10,7 @@ final class ForwardedHostPolicyTests: XCTestCase {
     func rule(_ text: String) throws -> ClientRule { try ClientRule.parse(text).get() }
 
     func host(_ name: String, _ key: String) -> ClientIdentity {
-        ClientIdentity(exe: "/usr/bin/ssh", forward: .host(name: name, fingerprint: key))
+        ClientIdentity(.forwarded(.init(name: name, fingerprint: key, session: "s1")), exe: "/usr/bin/ssh")
     }
 
     func testSSHEntriesNameAHostPinnedOrNotAndTheUnknownHost() throws {
@@ -34,11 +34,11 @@ final class ForwardedHostPolicyTests: XCTestCase {
         XCTAssertTrue(pinned.matches(host("build-box", keyA)))
         XCTAssertFalse(pinned.matches(host("build-box", keyB)), "pinned: another key is another host")
         XCTAssertFalse(byName.matches(host("build-box2", keyA)))
-        XCTAssertFalse(byName.matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
-        XCTAssertTrue(try rule("ssh:unknown-host").matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
+        XCTAssertFalse(byName.matches(ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")))
+        XCTAssertTrue(try rule("ssh:unknown-host").matches(ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")))
         XCTAssertFalse(try rule("ssh:unknown-host").matches(host("build-box", keyA)))
         XCTAssertFalse(try rule("/usr/bin/ssh").matches(host("build-box", keyA)), "a host is never its local ssh")
-        XCTAssertFalse(try rule("/usr/bin/ssh").matches(ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)))
+        XCTAssertFalse(try rule("/usr/bin/ssh").matches(ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")))
     }
 
     func testAHostIsAskedAboutByAnAccountWithoutAPolicyAndRememberedWithItsKey() throws {
@@ -56,7 +56,7 @@ final class ForwardedHostPolicyTests: XCTestCase {
     }
 
     func testAnUnknownForwardIsRefusedUnlessAllowedExplicitly() throws {
-        let unknown = ClientIdentity(exe: "/usr/bin/ssh", forward: .unknown)
+        let unknown = ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")
         XCTAssertNil(unknown.consentKey)
         XCTAssertEqual(AccessPolicy.open.decide(unknown, remembered: nil), .deny(.unknownForward))
         XCTAssertEqual(AccessPolicy(confirm: .firstUse).decide(unknown, remembered: nil), .deny(.unknownForward))
@@ -64,7 +64,21 @@ final class ForwardedHostPolicyTests: XCTestCase {
                        .deny(.unknownForward), "naming ssh's path does not admit every host")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("ssh:unknown-host")]).decide(unknown, remembered: nil),
                        .grant(.listed))
-        XCTAssertEqual(unknown.forward?.via, "ssh:unknown-host")
-        XCTAssertEqual(host("build-box", keyA).forward?.via, "ssh:build-box")
+        XCTAssertEqual(unknown.entry, "ssh:unknown-host")
+        XCTAssertEqual(host("build-box", keyA).entry, "ssh:build-box", "a refusal advises the ssh: spelling only")
+    }
+
+    /// Issue 53, hole 2: a forwarded caller keeps the local ssh's unit and path, which must never name it.
+    func testAForwardedCallerIsNamedBySSHEntriesOnly() throws {
+        var forwarded = host("build-box", keyA)
+        forwarded.unit = "deploy.service"
+        var unknown = ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")
+        unknown.unit = "deploy.service"
+        for caller in [forwarded, unknown] {
+            XCTAssertFalse(try rule("unit:deploy.service").matches(caller))
+            XCTAssertFalse(try rule("/usr/bin/ssh").matches(caller))
+            XCTAssertNotEqual(AccessPolicy(allowedClients: [try rule("unit:deploy.service")]).decide(caller, remembered: nil), .grant(.listed))
+        }
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("unit:deploy.service")]).decide(unknown, remembered: nil), .deny(.unknownForward))
     }
 }

@@ -122,8 +122,8 @@ def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_ch
             assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
             assert pending["caller"]["via"] == "ssh:hosta" and pending["caller"]["remote_program"] == "/usr/bin/timeout"
             shown = agent.authctl("pending").stdout
-            assert f"ssh:hosta (host key {hosts['hosta'].fingerprint}), running /usr/bin/timeout (said by the host)" \
-                in shown, shown
+            assert f"host hosta over ssh (host key {hosts['hosta'].fingerprint}) running /usr/bin/timeout (said by the host, " \
+                "not verified) local ssh pid" in shown, shown
 
         # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
         waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")

@@ -108,14 +108,14 @@ def test_a_chrooted_client_with_a_fifo_for_flatpak_info_stalls_nobody(make_agent
                 s.sendall(b'{"v":1,"id":9,"op":"ping"}\n')
                 assert b'"protocol"' in s.recv(65536)
             assert time.monotonic() - started < 5
-        # The hostile clients themselves are answered too, not left hanging: refused, as a root of their own
-        # whose /.flatpak-info cannot be read is named by no path (issue 46).
+        # The hostile clients themselves are answered too, not left hanging: refused, as a sandbox whose
+        # /.flatpak-info cannot be read is confined and named by nothing (issues 46, 53).
         for proc in hostile:
             # Read through the same buffered reader as "connected" (communicate() would skip what it holds).
             reply = json.loads(proc.stdout.readline())
             assert "result" not in reply, "a hostile client whose root names no app was served"
             assert reply["error"]["code"] == "access_denied", reply["error"]
-            assert "/.flatpak-info cannot be read" in reply["error"]["message"], reply["error"]
+            assert "/.flatpak-info is not a readable regular file" in reply["error"]["message"], reply["error"]
             proc.wait(timeout=10)
         assert [e["reason"] for e in audit(agent)].count("unidentified") == len(hostile)
     finally:
@@ -310,7 +310,7 @@ def test_a_helper_that_claims_its_parents_pid_from_a_pid_namespace_of_its_own_is
                                   prefix=("unshare", "-Urpf", "--kill-child"), says="pid namespace of its own")
     [entry] = audit(agent)
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
-    assert entry["caller"].get("exe") == str(allowed) and entry["caller"].get("own_pid_namespace") is True, entry
+    assert entry["caller"].get("exe") == str(allowed) and entry["caller"]["kind"] == "container", entry
 
 
 def spawn_at_pid(pid: int, argv: list[str], attempts: int = 200) -> subprocess.Popen | None:

@@ -426,7 +426,7 @@ def test_a_refusal_for_another_writer_never_lands_inside_a_reply(signed_in_agent
                         f"{'the refusal' if b'permission_denied' in line else 'another line'} landed inside a reply")
     refusal = replies.pop()
     assert refusal.get("id") == 7 and refusal.get("error", {}).get("code") == "permission_denied", refusal
-    assert "wrote to it" in refusal["error"]["message"], refusal
+    assert "wrote to this connection" in refusal["error"]["message"], refusal
     assert sorted(r["id"] for r in replies) == [100_000 + i for i in range(2, client.sent + 1)], \
         "a reply owed is missing or repeated"
     assert all(r.get("result", {}).get("access_token") == token for r in replies), "a reply is not the token"

@@ -636,8 +636,8 @@ def test_without_allowed_clients_anyone_is_served_and_status_says_so(signed_in_a
     agent = signed_in_agent
     assert agent.token("work")
     assert agent.account_status("work")["access"] == {
-        "open": True, "confirm": "never", "summary": "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts"}
-    assert "any process of yours (no allowed_clients); sandboxed apps are asked, and so are forwarded hosts" in agent.authctl("status").stdout
+        "open": True, "confirm": "never", "summary": "any process of yours (no allowed_clients); sandboxed apps, containers and forwarded hosts are asked"}
+    assert "any process of yours (no allowed_clients); sandboxed apps, containers and forwarded hosts are asked" in agent.authctl("status").stdout
     [entry] = audit(agent)
     assert (entry["outcome"], entry["reason"]) == ("granted", "open")
     assert_no_token_in(agent, json.dumps(audit(agent)), agent.authctl("audit").stdout)

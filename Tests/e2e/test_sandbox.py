@@ -88,9 +88,10 @@ def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool =
              "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
     fds = ()
     if flatpak_info:
-        read, write = os.pipe()
-        os.write(write, info.encode())  # far below a pipe's buffer
-        os.close(write)
+        # A memfd, not a pipe: a marker may be larger than a pipe's buffer (nobody reads it before bwrap starts).
+        read = os.memfd_create("flatpak-info")
+        os.write(read, info.encode())
+        os.lseek(read, 0, os.SEEK_SET)
         argv += ["--ro-bind-data", str(read), "/.flatpak-info"]
         fds = (read,)
     if bwrapinfo is not None:
@@ -154,7 +155,7 @@ def test_a_sandboxed_app_is_named_and_served_only_by_its_flatpak_entry(sandbox_a
 def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_agent):
     agent = sandbox_agent
     status = agent.account_status("work")["access"]
-    assert status["open"] is True and "sandboxed apps are asked" in status["summary"], status
+    assert status["open"] is True and "sandboxed apps, containers and forwarded hosts are asked" in status["summary"], status
     assert agent.token("work"), "a host program is served as before"
 
     # The app is installed here (for this user): its exported desktop file names it.
@@ -191,28 +192,121 @@ def test_an_account_without_allowed_clients_asks_about_a_sandboxed_app(sandbox_a
 def test_a_sandbox_without_flatpak_info_is_named_by_no_path(sandbox_agent, auth_server, own_pid_namespace):
     """Its executable is the host's authctl at the host's path, and authctl is listed; from the host that path is
     served (a listed authctl serves whatever runs it). From the sandbox no path names it: refused by the list as
-    `unidentified`. A root the agent can read is a host program's doing (a container, a bwrap it made), trusted like
-    any process of yours: an account without a policy serves it, and the audit says what it was."""
+    `unidentified`. Issue 53: in the agent's pid namespace a root of its own is host code (toolbox, a bwrap a host
+    program made): an account without a policy serves it, and the audit says what it was (`host_container`). In a
+    pid namespace of its own it is a container (docker/podman shape): never served by "any program of yours"; it is
+    asked about when the unit the host gave it names it, and refused as unidentified when nothing does (here)."""
     agent = sandbox_agent
+    kind = "container" if own_pid_namespace else "host_container"
     set_allowed_clients(agent, auth_server, [authctl_path(agent)])
     assert agent.token("work"), "the premise: the listed path is served from the host"
     refused = run_sandboxed(agent, "token", "work", flatpak_info=False, own_pid_namespace=own_pid_namespace)
     assert refused.stdout == "", "served by the path it shows"  # (never print what it got)
     assert refused.returncode == 7, refused.stderr
-    assert "/.flatpak-info cannot be read" in refused.stderr, refused.stderr
+    assert ("pid namespace of its own" if own_pid_namespace else "root directory of its own") in refused.stderr, refused.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
-    assert entry["caller"]["exe"] == authctl_path(agent) and entry["caller"].get("unnamed_sandbox") is True, entry
+    assert entry["caller"]["exe"] == authctl_path(agent) and entry["caller"]["kind"] == kind, entry
     assert "flatpak_app" not in entry["caller"]
     assert json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], "nothing is asked about it"
 
     set_allowed_clients(agent, auth_server, None)
-    served = run_sandboxed(agent, "token", "work", flatpak_info=False, own_pid_namespace=own_pid_namespace)
-    agent.remember(served.stdout.strip())
-    assert served.returncode == 0, served.stderr
+    outcome = run_sandboxed(agent, "token", "work", flatpak_info=False, own_pid_namespace=own_pid_namespace)
     entry = audit(agent)[-1]
-    assert (entry["outcome"], entry["reason"]) == ("granted", "open"), entry
-    assert entry["caller"].get("unnamed_sandbox") is True, entry
+    assert entry["caller"]["kind"] == kind, entry
+    if own_pid_namespace:
+        assert outcome.returncode == 7 and outcome.stdout == "", outcome.stderr
+        assert "unit" not in entry["caller"], "the premise: no unit names the test's container"
+        assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+        # Confined: tokens only, whatever it asks.
+        for verb in (["logout", "work"], ["reload"], ["pending"], ["audit"], ["forward", "--stop", "h"]):
+            refused = run_sandboxed(agent, *verb, flatpak_info=False)
+            assert refused.returncode == 9, (verb, refused.stderr)
+        assert agent.account_status("work")["signed_in"] is True
+    else:
+        agent.remember(outcome.stdout.strip())
+        assert outcome.returncode == 0, outcome.stderr
+        assert (entry["outcome"], entry["reason"]) == ("granted", "open"), entry
+
+
+def oversized_info(size: int = 70_990, context: str = "") -> str:
+    """A `/.flatpak-info` as `flatpak run` writes it for an app whose metadata (or `flatpak run --env=...`) sets many
+    environment variables: `[Environment]` after the permissions makes it `size` bytes."""
+    text = app_info(context=context) + "\n[System Bus Policy]\n\n[Environment]\n"
+    line = 0
+    while len(text) < size:
+        text += f"VAR{line}={'x' * 80}\n"
+        line += 1
+    return text[:size - 1] + "\n"
+
+
+def test_an_app_with_a_marker_larger_than_the_agent_reads_is_still_that_app_and_confined(sandbox_agent, auth_server):
+    """Issue 53, hole 1: a 70,990-byte `/.flatpak-info` (the size a real `flatpak build-finish --env` and `flatpak
+    run` produced) used to be refused, and its app served as a program of the desktop: `token` granted `open`,
+    `logout` revoked the sign-in. The agent reads the groups it needs from the first 64 KiB: it is that app,
+    confined, asked about by an account without a policy, and refused everything but tokens."""
+    agent = sandbox_agent
+    info = oversized_info()
+    assert len(info.encode()) == 70_990
+    for verb in (["logout", "work"], ["reload"], ["pending"], ["audit"], ["forward", "--stop", "h"]):
+        refused = run_sandboxed(agent, *verb, info=info)
+        assert refused.returncode == 9, (verb, refused.stderr)
+    assert agent.account_status("work")["signed_in"] is True, "the refused logout changed nothing"
+    waiting = sandboxed(agent, "token", "work", info=info)
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [request] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert request["client"] == f"flatpak:{APP}" and request["caller"]["kind"] == "flatpak", request
+        assert "not_contained" not in request["caller"], "[Environment] was reached: every permission was read"
+    finally:
+        waiting.kill()
+        waiting.wait(timeout=10)
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    served = run_sandboxed(agent, "token", "work", info=info)
+    assert served.returncode == 0, served.stderr
+    assert audit(agent)[-1]["caller"]["flatpak_app"] == APP
+
+
+@pytest.mark.parametrize("marker", ["no-name", "cut-name"])
+def test_a_marker_the_agent_cannot_read_makes_the_caller_confined_and_unidentified(sandbox_agent, marker):
+    """Issue 53, hole 1: every way of failing to read a sandbox's marker fails closed: a marker that names no app (or
+    whose name lies past what the agent reads) is an unidentified sandbox, refused even by an account without a
+    policy, and refused everything but tokens; never a program of the desktop."""
+    agent = sandbox_agent
+    info = ("[Application]\nruntime=runtime/org.example.Platform/x86_64/1\n" if marker == "no-name"
+            else "[Application]\n" + "# " + "x" * 70_000 + "\nname=org.example.App\n")
+    refused = run_sandboxed(agent, "token", "work", info=info)
+    assert refused.returncode == 7 and refused.stdout == "", refused.stderr
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"], entry["caller"]["kind"]) == ("denied", "unidentified", "unidentified"), entry
+    assert "application id" in entry["caller"]["unidentified"], entry
+    logout = run_sandboxed(agent, "logout", "work", info=info)
+    assert logout.returncode == 9, logout.stderr
+    assert agent.account_status("work")["signed_in"] is True
+
+
+def test_a_writable_place_host_programs_run_from_is_shown_as_a_hole_however_it_is_spelt(sandbox_agent):
+    """Issue 53, hole 9: a writable home by its absolute path, `~`, or `xdg-config` (autostart, user units, shell
+    start-up) makes an app not contained, like `home`; a writable `~/Documents` does not."""
+    agent = sandbox_agent
+    for spelling in (agent.env["HOME"], "~", "xdg-config/autostart:create"):
+        waiting = sandboxed(agent, "token", "work", info=app_info(context=f"filesystems=xdg-run/auth-agent:ro;{spelling};"))
+        try:
+            read_until(waiting.stderr, "in a terminal", 30)
+            [request] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+            assert request["caller"].get("not_contained") == [f"filesystem={spelling}"], (spelling, request)
+        finally:
+            waiting.kill()
+            waiting.wait(timeout=10)
+        wait_for(lambda: json.loads(agent.authctl("pending", "--json").stdout)["requests"] == [], 30, "the question withdrawn")
+    waiting = sandboxed(agent, "token", "work", info=app_info(context="filesystems=xdg-run/auth-agent:ro;~/Documents;"))
+    try:
+        read_until(waiting.stderr, "in a terminal", 30)
+        [request] = json.loads(agent.authctl("pending", "--json").stdout)["requests"]
+        assert "not_contained" not in request["caller"], request
+    finally:
+        waiting.kill()
+        waiting.wait(timeout=10)
 
 
 def test_a_sandboxed_app_that_goes_away_while_asked_withdraws_the_question(sandbox_agent):
@@ -292,17 +386,18 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
     assert {"pid-namespace", "mnt-namespace"} <= recorded.keys(), recorded  # the premise: what is compared
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
-    assert entry["caller"]["flatpak_instance"] == INSTANCE and "instance_mismatch" not in entry["caller"], entry
+    assert entry["caller"]["flatpak_instance"] == INSTANCE and entry["caller"]["kind"] == "flatpak", entry
 
     refused = run_sandboxed(agent, "token", "work")  # the same instance id; the record is the first run's
     assert refused.stdout == "", "served in namespaces its instance record does not name"  # (never print what it got)
     assert refused.returncode == 7, refused.stderr
-    assert f"(not that instance: its pid namespace" in refused.stderr, refused.stderr
-    assert f"names Flatpak instance {INSTANCE}, whose namespaces (its bwrapinfo.json) are not the caller's" in refused.stderr
+    assert "an unidentified sandbox (its pid namespace" in refused.stderr, refused.stderr
+    assert f"the app it names ({APP}) is not believed" in refused.stderr, refused.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
-    assert entry["caller"]["instance_mismatch"].startswith("its pid namespace "), entry
-    assert f"(not that instance: its pid namespace" in agent.authctl("audit").stdout
+    assert entry["caller"]["unidentified"].startswith("its pid namespace "), entry
+    assert entry["caller"]["kind"] == "unidentified" and entry["caller"]["flatpak_app"] == APP, entry
+    assert f"an unidentified sandbox (its pid namespace" in agent.authctl("audit").stdout
 
     record.unlink()
     os.mkfifo(record)
@@ -310,7 +405,7 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
     assert fifo.returncode == 7, fifo.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
-    assert "not a regular file" in entry["caller"]["instance_mismatch"], entry
+    assert "not a regular file" in entry["caller"]["unidentified"], entry
 
 
 def test_git_in_a_flatpak_ide_gets_its_credential_through_the_documented_helper(sandbox_agent, auth_server):
@@ -413,7 +508,7 @@ def test_a_caller_whose_root_the_agent_cannot_read_is_unidentified_even_by_an_op
     refused = subprocess.run([str(plain_authctl), "token", "work"], env=agent.env, capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)
     assert refused.returncode == 7 and refused.stdout == "", refused.stderr
-    assert "sandbox" in refused.stderr, refused.stderr
+    assert "cannot read who it is" in refused.stderr, refused.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
-    assert entry["caller"].get("unnamed_sandbox") is True, entry
+    assert entry["caller"]["kind"] == "unidentified" and "root directory cannot be read" in entry["caller"]["unidentified"], entry
