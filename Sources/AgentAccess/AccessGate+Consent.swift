@@ -11,16 +11,50 @@ enum ConsentAnswer: Sendable, Equatable {
     case withdrawn
 }
 
+/// Why a request that would ask was refused without a question (``AccessGate/enqueue(_:account:client:)``): the
+/// bounds on what one program may make the user see.
+struct HeldQuestion: Error {
+    /// The audit record's reason: `tooManyQuestions` or `askedRecently`.
+    var reason: AccessPolicy.Reason
+    var error: WireError
+}
+
 /// First-use consent: pending questions, their answers and time limit, and the remembered decisions.
 extension AccessGate {
-    /// The pending question for (account, client), joined if one is already open (several requests of one program
-    /// share one question), else a new one with its time limit running and the prompter told. The caller must then
-    /// ``wait(_:account:client:)`` for it (which counts it out again if it is cancelled).
-    func enqueue(_ caller: Caller, account: String, client: String) -> Int {
-        let (id, isNew, prompter) = lock.withLock { _ -> (Int, Bool, (any ConsentPrompter)?) in
-            if let open = pending.values.first(where: { $0.request.account == account && ClientRule.sameBytes($0.request.client, client) }) {
+    /// At most this many questions of one client (``ClientIdentity/consentKey``: one app, host or program, whatever
+    /// its instances, sessions or processes, since an app can start more of those) are open at once; a request
+    /// that would open another is refused at once, not queued.
+    public static let maxOpenQuestions = 3
+    /// After a question about (account, client) was denied or timed out, that pair is not asked about again for
+    /// this long: its requests are refused at once, saying when it may ask again.
+    public static let askAgainAfter: Duration = .seconds(60)
+
+    /// The pending question for (account, client) of the caller's run (``ClientIdentity/runKey``), joined if one is
+    /// already open (several requests of one program share one question; two instances of an app or two ssh
+    /// sessions of a host get one each, so that "allow this run" allows the run it names), else a new one with its
+    /// time limit running and the prompter told. A new question is refused (``HeldQuestion``) while the client has
+    /// ``maxOpenQuestions`` open, or within ``askAgainAfter`` of its last unanswered or denied one for the account.
+    /// The caller must then ``wait(_:account:client:run:)`` for it (which counts it out again if it is cancelled).
+    func enqueue(_ caller: Caller, account: String, client: String) -> Result<Int, HeldQuestion> {
+        let runKey = caller.identity.runKey
+        let (outcome, prompter) = lock.withLock { _ -> (Result<(id: Int, isNew: Bool), HeldQuestion>, (any ConsentPrompter)?) in
+            if let open = pending.values.first(where: {
+                $0.request.account == account && ClientRule.sameBytes($0.request.client, client) && AccessGate.sameRun($0.runKey, runKey)
+            }) {
                 pending[open.request.id]!.members += 1
-                return (open.request.id, false, nil)
+                return (.success((open.request.id, false)), nil)
+            }
+            let at = clock()
+            let key = DecisionKey(account: account, client: client)
+            if let until = quietUntil[key] {
+                if until > at {
+                    return (.failure(asksAgainLater(caller, account: account, in: until - at)), nil)
+                }
+                quietUntil[key] = nil
+            }
+            let open = pending.values.filter { ClientRule.sameBytes($0.request.client, client) }.count
+            guard open < AccessGate.maxOpenQuestions else {
+                return (.failure(tooManyQuestions(caller, account: account, client: client)), nil)
             }
             nextPendingID += 1
             let id = nextPendingID
@@ -34,23 +68,50 @@ extension AccessGate {
                 await sleep(timeout)
                 self?.settle(id, allow: nil)
             }
-            pending[id] = Pending(request: request, runKey: caller.identity.runKey, requesterPID: caller.pid,
-                                  deadline: ContinuousClock.now + consentTimeout, timer: timer)
-            return (id, true, self.prompter)
+            pending[id] = Pending(request: request, runKey: runKey, requesterPID: caller.pid,
+                                  deadline: at + consentTimeout, timer: timer)
+            return (.success((id, true)), self.prompter)
+        }
+        let id: Int, isNew: Bool
+        switch outcome {
+        case .success(let asked): (id, isNew) = asked
+        case .failure(let held):
+            logger.notice("refused a request without asking the user", metadata: [
+                "account": "\(account)", "peer_client": "\(client)", "reason": "\(held.reason.rawValue)"])
+            return .failure(held)
         }
         if isNew {
             logger.notice("asking the user whether a program may get tokens",
                           metadata: ["account": "\(account)", "peer_client": "\(client)", "request": "\(id)"])
             if let prompter, let request = lock.withLock({ _ in pending[id]?.request }) { prompter.ask(request) }
         }
-        return id
+        return .success(id)
+    }
+
+    /// Two run keys name the same run (both none, or the same bytes).
+    static func sameRun(_ a: String?, _ b: String?) -> Bool {
+        guard let b else { return a == nil }
+        return ClientRule.sameBytes(a, b)
+    }
+
+    private func tooManyQuestions(_ caller: Caller, account: String, client: String) -> HeldQuestion {
+        HeldQuestion(reason: .tooManyQuestions, error: WireError(.accessDenied,
+            "account '\(account)' did not ask about \(caller.described(withPID: !caller.identity.isConfined)): \(client) already has \(AccessGate.maxOpenQuestions) questions waiting for an answer, the most one program may have at once; answer them (`authctl pending`), or ask again once they end"))
+    }
+
+    private func asksAgainLater(_ caller: Caller, account: String, in wait: Duration) -> HeldQuestion {
+        // Rounded up: asking again after this many seconds finds the pair free.
+        let seconds = max(1, Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0))
+        return HeldQuestion(reason: .askedRecently, error: WireError(.accessDenied,
+            "account '\(account)' does not serve \(caller.described(withPID: !caller.identity.isConfined)) now: its last question about this account was denied or not answered, so it may ask again in \(seconds) s",
+            retryAfter: seconds))
     }
 
     /// Waits for the answer to question `id`. Cancelling the waiting task (its client hung up or left the bus)
     /// ends the wait at once with `.withdrawn`; when no other request waits for the question, the question itself
     /// is withdrawn: taken off `pending` and the prompter, its timer stopped, and a later approve or deny of it is
     /// refused as unknown, so nothing is remembered for a question nobody waits for.
-    func wait(_ id: Int, account: String, client: String) async -> ConsentAnswer {
+    func wait(_ id: Int, account: String, client: String, run: String?) async -> ConsentAnswer {
         let waiter = lock.withLock { _ -> Int in
             nextWaiterID += 1
             return nextWaiterID
@@ -59,8 +120,10 @@ extension AccessGate {
             await withCheckedContinuation { continuation in
                 let (settled, withdrawn) = lock.withLock { _ -> (ConsentAnswer?, Pending?) in
                     guard pending[id] != nil else {
-                        // Answered before we got here: the remembered decision is the answer; none means it timed out.
+                        // Answered before we got here: the remembered decision is the answer, or this run's
+                        // approval; none means it timed out.
                         let remembered = decisions[DecisionKey(account: account, client: client)]?.allowed
+                            ?? run.flatMap { runsAllowed.contains(DecisionKey(account: account, client: $0)) ? true : nil }
                         return (remembered.map { $0 ? .allowed : .denied } ?? .timedOut, nil)
                     }
                     // Cancelled before it could wait (the handler below found no waiter to take out).
@@ -138,30 +201,41 @@ extension AccessGate {
                              thisRun: thisRun ? true : nil)
     }
 
-    /// Ends question `id`: a decision is remembered (and saved) before the waiters hear it; a timeout (`allow`
-    /// nil) remembers nothing, nor does an answer given as `answer` (allowed for this run, kept by the caller).
-    /// A second settle of the same id does nothing.
+    /// Ends question `id`: a decision is remembered (and saved) before the waiters hear it, and ends the client's
+    /// questions for the account in its other runs too (it holds for every run); a timeout (`allow` nil)
+    /// remembers nothing, nor does an answer given as `answer` (allowed for this run, kept by the caller). A denial
+    /// or a timeout holds the (account, client) for ``askAgainAfter``. A second settle of the same id does nothing.
     func settle(_ id: Int, allow: Bool?, answer given: ConsentAnswer? = nil) {
-        let (ended, snapshot, prompter) = lock.withLock { _ -> (Pending?, [ConsentStore.Decision]?, (any ConsentPrompter)?) in
-            guard let open = pending.removeValue(forKey: id) else { return (nil, nil, nil) }
-            guard let allow else { return (open, nil, self.prompter) }
+        let (ended, snapshot, prompter) = lock.withLock { _ -> ([Pending], [ConsentStore.Decision]?, (any ConsentPrompter)?) in
+            guard let open = pending.removeValue(forKey: id) else { return ([], nil, nil) }
             let key = DecisionKey(account: open.request.account, client: open.request.client)
+            if given == nil, allow != true {
+                let at = clock()
+                quietUntil = quietUntil.filter { $0.value > at }
+                quietUntil[key] = at + AccessGate.askAgainAfter
+            }
+            guard let allow else { return ([open], nil, self.prompter) }
             decisions[key] = ConsentStore.Decision(account: key.account, client: key.client, allowed: allow, time: now())
-            return (open, sortedDecisions(), self.prompter)
+            let others = pending.values.filter {
+                $0.request.account == key.account && ClientRule.sameBytes($0.request.client, key.client)
+            }.map(\.request.id)
+            return ([open] + others.compactMap { pending.removeValue(forKey: $0) }, sortedDecisions(), self.prompter)
         }
-        guard let ended else { return }
+        guard !ended.isEmpty else { return }
         if let snapshot, let problem = store.save(snapshot) {
             logger.warning("cannot save the consent decision; it holds until the agent stops", metadata: ["error": "\(problem)"])
         }
-        ended.timer?.cancel()
-        prompter?.withdraw(id)
         let answer: ConsentAnswer = given ?? allow.map { $0 ? .allowed : .denied } ?? .timedOut
-        for waiter in ended.waiters.values { waiter.resume(returning: answer) }
+        for question in ended {
+            question.timer?.cancel()
+            prompter?.withdraw(question.request.id)
+            for waiter in question.waiters.values { waiter.resume(returning: answer) }
+        }
     }
 
     /// The questions waiting for an answer, oldest first, with the seconds each has left.
     public func pendingRequests() -> [PendingConsent] {
-        let at = ContinuousClock.now
+        let at = clock()
         return lock.withLock { _ in
             pending.values.sorted { $0.request.id < $1.request.id }.map { open in
                 var request = open.request
@@ -182,6 +256,10 @@ extension AccessGate {
                 (account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true)
             }
             for key in matching.keys { decisions[key] = nil }
+            // So is a pair held after a denial or timeout (``askAgainAfter``).
+            quietUntil = quietUntil.filter { key, _ in
+                !((account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true))
+            }
             // "This run" answers of the same (account, client) go too: forget means ask again.
             runsAllowed = runsAllowed.filter { key in
                 !((account == nil || key.account == account)

@@ -27,12 +27,16 @@ public final class AccessGate: @unchecked Sendable {
     let now: @Sendable () -> Int
     /// Waits for a consent question's time limit; production passes `ContinuousClock` sleeping.
     let sleep: @Sendable (Duration) async -> Void
+    /// The monotonic clock of questions' deadlines and the cool-down after an unanswered one (``askAgainAfter``).
+    let clock: @Sendable () -> ContinuousClock.Instant
 
     let lock = Mutex(())
     var decisions: [DecisionKey: ConsentStore.Decision] = [:]
     /// "Allow this run" answers, by (account, ``ClientIdentity/runKey``): in memory only, never saved.
     var runsAllowed: Set<DecisionKey> = []
     var pending: [Int: Pending] = [:]
+    /// (account, client) whose last question was refused or timed out, and when it may be asked again.
+    var quietUntil: [DecisionKey: ContinuousClock.Instant] = [:]
     var nextPendingID = 0
     var nextWaiterID = 0
     var prompter: (any ConsentPrompter)?
@@ -72,13 +76,15 @@ public final class AccessGate: @unchecked Sendable {
     public init(policies: [String: AccessPolicy] = [:], consentTimeout: Duration = .seconds(60),
                 store: ConsentStore = ConsentStore(path: nil), auditCapacity: Int = 1000, logger: Logger,
                 now: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) },
-                sleep: @escaping @Sendable (Duration) async -> Void = { try? await ContinuousClock().sleep(for: $0) }) {
+                sleep: @escaping @Sendable (Duration) async -> Void = { try? await ContinuousClock().sleep(for: $0) },
+                clock: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
         self.policies = Mutex(policies)
         self.consentTimeout = consentTimeout
         self.store = store
         self.logger = logger
         self.now = now
         self.sleep = sleep
+        self.clock = clock
         self.audit = AuditLog(capacity: auditCapacity, logger: logger)
         do {
             for decision in try store.load() {
@@ -142,11 +148,17 @@ public final class AccessGate: @unchecked Sendable {
             guard let key = caller.identity.consentKey else {
                 throw refuse(caller, account: account, reason: .unidentified, scopes: scopes, resource: resource)
             }
-            let id = enqueue(caller, account: account, client: key)
+            let id: Int
+            switch enqueue(caller, account: account, client: key) {
+            case .success(let asked): id = asked
+            case .failure(let held):
+                record(caller, account: account, granted: false, reason: held.reason, scopes: scopes, resource: resource)
+                throw held.error
+            }
             await announce(WireEvent(type: WireEvent.consentRequired) {
                 $0.timeoutSeconds = Int(consentTimeout.components.seconds); $0.request = id; $0.client = key
             })
-            switch await wait(id, account: account, client: key) {
+            switch await wait(id, account: account, client: key, run: caller.identity.runKey) {
             case .allowed: return (.approved, caller)
             case .denied: throw refuse(caller, account: account, reason: .deniedByUser, scopes: scopes, resource: resource)
             case .timedOut: throw refuse(caller, account: account, reason: .consentTimeout, scopes: scopes, resource: resource)
@@ -216,6 +228,10 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' does not serve this connection: the process that opened it has exited, so whoever holds it now cannot be identified"
         case .otherSender:
             return "account '\(account)' does not serve this connection: another process wrote the request"
+        case .tooManyQuestions:
+            return "account '\(account)' did not ask about \(who): it has too many questions waiting for an answer"
+        case .askedRecently:
+            return "account '\(account)' does not serve \(who) now: its last question about this account was denied or not answered"
         case .open, .listed, .approved:
             return "account '\(account)' serves \(who)"
         }

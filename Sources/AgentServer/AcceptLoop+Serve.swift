@@ -202,7 +202,8 @@ extension AcceptLoop {
     }
 
     func closeConnection(_ fd: Int32) {
-        guard connections.removeValue(forKey: fd) != nil else { return }
+        guard let connection = connections.removeValue(forKey: fd) else { return }
+        if connection.confined { confinedConnections -= 1 }
         Glibc.close(fd)
         openConnections.subtract(1, ordering: .relaxed)
         activity?.end()

@@ -37,6 +37,9 @@ final class AcceptLoop: @unchecked Sendable {
     /// close (a client that never reads, a stopped process, must not hold the agent's exit up). Also how long a
     /// refused connection has to take its refusal (``refuseOtherSender(_:_:sender:_:)``). Nanoseconds.
     static let drainLimit: UInt64 = 3_000_000_000
+    /// Confined callers (``ClientIdentity/isConfined``: sandboxed apps, forwarded hosts) share one part in this many
+    /// of the connection cap (a quarter), so that they cannot fill it and lock out the desktop's own programs.
+    static let confinedShare = 4
 
     static let readable = UInt32(AA_SOCKET_READABLE)
     static let writable = UInt32(AA_SOCKET_WRITABLE)
@@ -65,6 +68,8 @@ final class AcceptLoop: @unchecked Sendable {
         let caller: Caller
         /// The forward session whose socket it came through; nil for the agent's own socket.
         let session: String?
+        /// Its caller is confined (``ClientIdentity/isConfined``): counted in ``AcceptLoop/confinedQuota``.
+        let confined: Bool
         var machine = ConnectionStateMachine(maxLine: WireProtocol.maxMessageBytes,
                                              maxInFlight: SocketServer.maxInFlightPerConnection,
                                              outputLimit: AcceptLoop.outputLimit)
@@ -84,6 +89,7 @@ final class AcceptLoop: @unchecked Sendable {
             self.registration = registration
             self.caller = caller
             self.session = session
+            self.confined = caller.identity.isConfined
             self.lastActive = registration
         }
     }
@@ -92,8 +98,10 @@ final class AcceptLoop: @unchecked Sendable {
     let epollFD: Int32
     let wakeFD: Int32
     /// At most this many connections; at the cap the one idle longest is closed, and when all are busy the new one
-    /// is refused with `agent_busy` (SECURITY.md 22).
+    /// is refused with `agent_busy` (SECURITY.md 22). Confined callers have ``confinedQuota`` of them.
     let connectionLimit: Int
+    /// How many connections confined callers may hold together (``confinedShare``).
+    var confinedQuota: Int { max(1, connectionLimit / AcceptLoop.confinedShare) }
     let dispatcher: RequestDispatcher
     let logger: Logger
     /// Told about every served connection, for the idle exit.
@@ -112,6 +120,8 @@ final class AcceptLoop: @unchecked Sendable {
 
     // Touched by the loop's thread only.
     var connections: [Int32: Connection] = [:]
+    /// How many of them are confined callers'.
+    var confinedConnections = 0
     /// Forward sessions' listening sockets: descriptor -> session and path.
     var forwardListeners: [Int32: (session: String, path: String)] = [:]
     var accepting = true
@@ -378,7 +388,7 @@ final class AcceptLoop: @unchecked Sendable {
         }
     }
 
-    /// A new connection: the peer check, room under the cap, the caller's identity, then its lines.
+    /// A new connection: the peer check, the caller's identity, room under the cap, then its lines.
     func admit(_ fd: Int32, session: String? = nil) {
         var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
         guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
@@ -392,15 +402,8 @@ final class AcceptLoop: @unchecked Sendable {
             sendLine(fd, dispatcher.encodeError(nil, WireError(.permissionDenied, "this agent serves uid \(myUID) only")))
             return release(fd)
         }
-        guard makeRoom() else {
-            logger.warning("too many connections, all busy: refusing a new one", metadata: ["peer_pid": "\(peer.pid)"])
-            sendLine(fd, dispatcher.encodeError(nil, WireError(.agentBusy,
-                "auth-agent has \(connectionLimit) connections open, each with a request in flight; try again shortly",
-                retryAfter: 1)))
-            return release(fd)
-        }
         // The pidfd names the process that connected while it is identified, and is closed right after: a
-        // connection costs one descriptor, not two.
+        // connection costs one descriptor, not two. Identified before the cap is applied, which depends on who it is.
         var caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), connection: fd)
         if let session {
             switch dispatcher.operations.forwards.admit(caller, session: session) {
@@ -412,9 +415,16 @@ final class AcceptLoop: @unchecked Sendable {
                 return release(fd)
             }
         }
+        if let busy = makeRoom(confined: caller.identity.isConfined) {
+            logger.warning("too many connections: refusing a new one", metadata: [
+                "peer_pid": "\(peer.pid)", "confined": "\(caller.identity.isConfined)", "reason": "\(busy.message)"])
+            sendLine(fd, dispatcher.encodeError(nil, busy))
+            return release(fd)
+        }
         order += 1
         let connection = Connection(registration: order, caller: caller, session: session)
         connections[fd] = connection
+        if connection.confined { confinedConnections += 1 }
         // Not idle: the idle hook's second starts again when the last connection is gone (the work done so far
         // still counts then).
         idleAt = nil
@@ -429,14 +439,29 @@ final class AcceptLoop: @unchecked Sendable {
         ready(fd, connection, AcceptLoop.readable)
     }
 
-    /// Under the cap, or made so by closing the connection idle longest (no request in flight); false when every
-    /// connection is busy. Idle clients, however many, cannot keep a real client from being served.
-    func makeRoom() -> Bool {
-        guard connections.count >= connectionLimit else { return true }
-        guard let victim = connections.lazy.filter({ $0.value.machine.inFlight == 0 })
-            .min(by: { $0.value.lastActive < $1.value.lastActive }) else { return false }
+    /// Room for a new connection, or the `agent_busy` refusal it gets. A confined caller's (``confinedQuota``
+    /// reached) is refused at once. At the cap, a program of the desktop has the oldest confined connection closed
+    /// for it, busy or not (its request waiting for a person is withdrawn), so sandboxed apps and forwarded hosts
+    /// never keep it out; otherwise the connection idle longest (no request in flight) makes room. When every
+    /// connection is busy and none is confined's to take, the new one is refused. Idle clients, however many,
+    /// cannot keep a real client from being served.
+    func makeRoom(confined: Bool) -> WireError? {
+        if confined, confinedConnections >= confinedQuota {
+            return WireError(.agentBusy,
+                "auth-agent has \(confinedConnections) connections of sandboxed apps and forwarded hosts open, the most it takes from them at once (a quarter of its \(connectionLimit)); try again shortly",
+                retryAfter: 1)
+        }
+        guard connections.count >= connectionLimit else { return nil }
+        let oldestConfined = confined || confinedConnections == 0 ? nil
+            : connections.lazy.filter { $0.value.confined }.min(by: { $0.value.registration < $1.value.registration })
+        guard let victim = oldestConfined ?? connections.lazy.filter({ $0.value.machine.inFlight == 0 })
+            .min(by: { $0.value.lastActive < $1.value.lastActive }) else {
+            return WireError(.agentBusy,
+                "auth-agent has \(connectionLimit) connections open, each with a request in flight; try again shortly",
+                retryAfter: 1)
+        }
         gone(victim.key)
-        return true
+        return nil
     }
 
     /// The connection was active: it moves to the back of the eviction order.

@@ -115,9 +115,17 @@ public struct AgentOperations: Sendable {
     /// it (asking the user first if it says so; the grant or refusal is audited). With `interactive`, a missing
     /// sign-in is started (or joined) and announced through `loginStarted` before the wait. `dpop_method` and
     /// `dpop_url`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
-    /// `account` is the request's, as the front end requires it.
+    /// `account` is the request's, as the front end requires it: a name the configuration's grammar refuses is
+    /// `bad_request`, one no account has is `unknown_account`, both before anyone judges or asks about the caller
+    /// (a question about an account that does not exist would only let a caller raise questions at will).
     public func token(account: String, _ request: WireRequest, caller: Caller,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
+        guard AccountConfig.isValidName(account) else {
+            throw WireError(.badRequest, "'account' is no account name: names use letters, digits, '-', '_' and '.' (at most 64, not starting with '-' or '.')")
+        }
+        guard await broker.accountNames.contains(account) else {
+            throw WireError(.unknownAccount, AuthError.unknownAccount(account).message)
+        }
         let method = try AgentOperations.loginMethod(request), dpop = try AgentOperations.proofTarget(request)
         let minValid = request.minValid ?? 0, forceRefresh = request.forceRefresh ?? false
         let scopes = request.scopes, resource = request.resource

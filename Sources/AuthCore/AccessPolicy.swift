@@ -55,6 +55,10 @@ public struct AccessPolicy: Sendable, Equatable {
         /// The request was written by another process than the one that opened the connection (a helper that kept
         /// the socket): whoever wrote it is not the identity the connection was judged by.
         case otherSender = "other_sender"
+        /// The client already had as many consent questions open as one client may (AgentAccess's `AccessGate`).
+        case tooManyQuestions = "too_many_questions"
+        /// Its last question about the account was denied or not answered a short while ago: not asked again yet.
+        case askedRecently = "asked_recently"
         /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller
         /// left the bus, or the agent stopped): audited with the outcome `withdrawn`, nothing decided.
         case cancelled

@@ -215,6 +215,128 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertEqual(asking.verdict(host, account: "work"), .ask, "forget drops the run's answer too")
     }
 
+    /// Issue 53: two runs of one client (two ssh sessions of a host here; two instances of an Flatpak app the same
+    /// way) get a question each, and "allow this run" answers the run that was asked only: the other keeps waiting
+    /// for its own answer. An answer for always ends the client's questions for the account in every run. Before:
+    /// the second run joined the first one's question, and "this run" served both.
+    func testAllowThisRunServesOnlyTheRunThatWasAsked() async throws {
+        let (_, first) = try spawnCaller()
+        let (_, second) = try spawnCaller()
+        func host(_ caller: Caller, session: String) -> Caller {
+            var host = caller
+            host.identity.kind = .forwarded(.init(name: "build-box", fingerprint: "SHA256:" + String(repeating: "A", count: 43),
+                                                  session: session))
+            return host
+        }
+        let (one, two) = (host(first, session: "session-1"), host(second, session: "session-2"))
+        let asking = AccessGate(policies: ["work": AccessPolicy(confirm: .firstUse), "other": AccessPolicy(confirm: .firstUse)],
+                                consentTimeout: .seconds(7), logger: Logger(label: "test"), now: { 1_700_000_000 },
+                                sleep: { _ in try? await Task.sleep(for: .seconds(3600)) })
+        let a = Task { try await asking.authorize(one, account: "work", scopes: nil, resource: nil) { _ in } }
+        _ = try await waitForPending(asking)
+        let b = Task { try await asking.authorize(two, account: "work", scopes: nil, resource: nil) { _ in } }
+        let questions = try await waitForPending(asking, count: 2)
+        XCTAssertEqual(questions.map(\.caller.pid), [one.pid, two.pid], "each run is asked about by itself")
+        _ = try asking.answer(questions[0].id, allow: true, thisRun: true, approver: try approver())
+        let reason = try await a.value.reason
+        XCTAssertEqual(reason, .approved)
+        XCTAssertEqual(asking.pendingRequests().map(\.id), [questions[1].id], "the other run still waits for its answer")
+        XCTAssertEqual(asking.verdict(two, account: "work"), .ask)
+        _ = try asking.answer(questions[1].id, allow: false, approver: try approver())
+        await XCTAssertThrowsAsync(try await b.value)
+        XCTAssertEqual(asking.verdict(one, account: "work"), .deny(.deniedByUser), "a denial holds for every run")
+
+        // An answer for always is for the client: its question in another run ends with the same answer.
+        let c = Task { try await asking.authorize(one, account: "other", scopes: nil, resource: nil) { _ in } }
+        _ = try await waitForPending(asking)
+        let d = Task { try await asking.authorize(two, account: "other", scopes: nil, resource: nil) { _ in } }
+        let both = try await waitForPending(asking, count: 2)
+        _ = try asking.answer(both[1].id, allow: true, approver: try approver())
+        let reasons = [try await c.value.reason, try await d.value.reason]
+        XCTAssertEqual(reasons, [.approved, .approved])
+        XCTAssertEqual(asking.pendingRequests(), [])
+    }
+
+    /// Issue 53: one client (here /usr/bin/sleep) has at most ``AccessGate/maxOpenQuestions`` questions open; a
+    /// request that would open another is refused at once (audited `too_many_questions`), not queued. A request that
+    /// joins an open question, and another client, are not held. Before: every request opened a question of its own.
+    func testAClientHasAtMostThreeQuestionsOpen() async throws {
+        let (_, caller) = try spawnCaller()
+        let accounts = ["a", "b", "c", "d"]
+        let asking = AccessGate(policies: Dictionary(uniqueKeysWithValues: accounts.map { ($0, AccessPolicy(confirm: .firstUse)) }),
+                                consentTimeout: .seconds(7), logger: Logger(label: "test"), now: { 1_700_000_000 },
+                                sleep: { _ in try? await Task.sleep(for: .seconds(3600)) })
+        var waiting: [Task<(reason: AccessPolicy.Reason, caller: Caller), Error>] = []
+        for account in accounts.prefix(3) {
+            waiting.append(Task { try await asking.authorize(caller, account: account, scopes: nil, resource: nil) { _ in } })
+            _ = try await waitForPending(asking, count: waiting.count)
+        }
+        let done = TimerBox()
+        let fourth = Task { () -> WireError? in
+            defer { done.stopped() }
+            do { _ = try await asking.authorize(caller, account: "d", scopes: nil, resource: nil) { _ in } } catch let error as WireError {
+                return error
+            } catch {}
+            return nil
+        }
+        for _ in 0..<1000 where done.stops == 0 && asking.pendingRequests().count <= 3 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        XCTAssertEqual(asking.pendingRequests().map(\.account), ["a", "b", "c"], "a fourth question was opened")
+        fourth.cancel()
+        let refusal = await fourth.value
+        XCTAssertEqual(refusal?.knownCode, .accessDenied)
+        XCTAssertTrue(refusal?.message.contains("already has 3 questions waiting") == true, refusal?.message ?? "")
+        XCTAssertEqual(asking.audit.entries().map(\.reason), ["too_many_questions"])
+
+        // Joining an open question is no new question; another client has questions of its own.
+        let joined = Task { try await asking.authorize(caller, account: "a", scopes: nil, resource: nil) { _ in } }
+        var other = caller
+        other.identity = ClientIdentity(exe: "/usr/bin/other")
+        let another = Task { try await asking.authorize(other, account: "d", scopes: nil, resource: nil) { _ in } }
+        let open = try await waitForPending(asking, count: 4)
+        for _ in 0..<1000 where asking.lock.withLock({ _ in asking.pending[open[0].id]?.waiters.count ?? 0 }) < 2 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        XCTAssertEqual(open.map(\.client), ["/usr/bin/sleep", "/usr/bin/sleep", "/usr/bin/sleep", "/usr/bin/other"])
+        for question in open { _ = try asking.answer(question.id, allow: true, approver: try approver()) }
+        for task in waiting + [joined, another] { _ = try await task.value }
+    }
+
+    /// Issue 53: a question that timed out (or was denied) is not asked again at once: for
+    /// ``AccessGate/askAgainAfter`` the same (account, client) is refused without a question, saying when it may ask
+    /// (audited `asked_recently`); then it is asked again; `forget` ends the wait. Before: asked again at once, as
+    /// often as the program liked.
+    func testAnUnansweredQuestionIsNotAskedAgainForAMinute() async throws {
+        let (_, caller) = try spawnCaller()
+        let clock = ClockBox()
+        let impatient = AccessGate(policies: ["work": AccessPolicy(confirm: .firstUse)], consentTimeout: .seconds(7),
+                                   logger: Logger(label: "test"), now: { 1_700_000_000 }, sleep: { _ in },
+                                   clock: { clock.now })
+        func ask() async -> WireError? {
+            do { _ = try await impatient.authorize(caller, account: "work", scopes: nil, resource: nil) { _ in } } catch let error as WireError {
+                return error
+            } catch {}
+            return nil
+        }
+        let timedOut = await ask()
+        XCTAssertTrue(timedOut?.message.contains("nobody allowed it") == true, timedOut?.message ?? "served")
+        let held = await ask()
+        XCTAssertEqual(held?.knownCode, .accessDenied)
+        XCTAssertTrue(held?.message.contains("may ask again in 60 s") == true, held?.message ?? "served")
+        XCTAssertEqual(held?.retryAfter, 60)
+        clock.advance(.seconds(59))
+        let later = await ask()
+        XCTAssertTrue(later?.message.contains("may ask again in 1 s") == true, later?.message ?? "served")
+        clock.advance(.seconds(1))
+        let again = await ask()
+        XCTAssertTrue(again?.message.contains("nobody allowed it") == true, "asked again after the minute: \(again?.message ?? "served")")
+        XCTAssertEqual(impatient.audit.entries().map(\.reason), ["consent_timeout", "asked_recently", "asked_recently", "consent_timeout"])
+        _ = try impatient.forget(account: "work", client: nil, by: try approver())
+        let forgotten = await ask()
+        XCTAssertTrue(forgotten?.message.contains("nobody allowed it") == true, "forget means ask again: \(forgotten?.message ?? "served")")
+    }
+
     func testACancelledWaitWithdrawsTheQuestionAndRemembersNothing() async throws {
         let (_, caller) = try spawnCaller()
         let timers = TimerBox()
@@ -314,12 +436,18 @@ final class AccessGateTests: ChildProcessTestCase {
     }
 
     func waitForPending(_ gate: AccessGate) async throws -> PendingConsent {
+        try await waitForPending(gate, count: 1)[0]
+    }
+
+    /// The pending questions, oldest first, once there are at least `count`.
+    func waitForPending(_ gate: AccessGate, count: Int) async throws -> [PendingConsent] {
         for _ in 0..<1000 {
-            if let first = gate.pendingRequests().first { return first }
+            let open = gate.pendingRequests()
+            if open.count >= count { return open }
             try await Task.sleep(for: .milliseconds(5))
         }
         struct NoPendingRequest: Error {}
-        XCTFail("no pending request appeared")
+        XCTFail("fewer than \(count) pending requests appeared: \(gate.pendingRequests().map(\.id))")
         throw NoPendingRequest()
     }
 
@@ -346,6 +474,14 @@ final class TimerBox: @unchecked Sendable {
     private var count = 0
     func stopped() { lock.withLock { count += 1 } }
     var stops: Int { lock.withLock { count } }
+}
+
+/// A monotonic clock the test moves.
+final class ClockBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var instant = ContinuousClock.now
+    var now: ContinuousClock.Instant { lock.withLock { instant } }
+    func advance(_ by: Duration) { lock.withLock { instant += by } }
 }
 
 /// A ``ConsentPrompter`` that records what it was told.

@@ -61,4 +61,39 @@ final class AgentOperationsTests: XCTestCase {
         XCTAssertEqual(entries.first?.outcome, "granted")
         XCTAssertNil(entries.first?.proofFor, "no proof was made, so none is audited")
     }
+
+    /// Issue 53: a token request naming no configured account is `unknown_account`, and one naming no possible
+    /// account `bad_request`, before the caller is judged: a sandboxed app (here this process, named as one) is
+    /// asked about by no question and leaves no audit record. Before: a name that was no account was an open
+    /// account, and each new name raised a question about the app.
+    func testATokenRequestForNoAccountIsRefusedBeforeAnyoneIsAsked() async throws {
+        let account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client", scopes: ["read"])
+        let broker = TokenBroker(accounts: [account], store: MemorySecretStore(), http: NoHTTP(), redirects: NoRedirects(),
+                                 browser: NoBrowser(), logger: Logger(label: "test"))
+        // A time limit that passes at once: a question, if one were asked, would end as `consent_timeout`.
+        let gate = AccessGate(policies: ["work": .open], logger: Logger(label: "test"), sleep: { _ in })
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock"),
+                                         access: gate, logger: Logger(label: "test"))
+        var app = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
+        app.identity.kind = .flatpak(.init(id: "org.example.App"))
+        XCTAssertTrue(app.identity.isConfined, "the premise")
+        for (name, code) in [("nope", ErrorCode.unknownAccount), ("nope-2", .unknownAccount), ("../work", .badRequest),
+                             ("", .badRequest), (String(repeating: "a", count: 65), .badRequest)] {
+            do {
+                _ = try await operations.token(account: name, WireRequest(op: .token), caller: app)
+                XCTFail("served \(name)")
+            } catch {
+                XCTAssertEqual(error.knownCode, code, "\(name): \(error.message)")
+            }
+        }
+        XCTAssertEqual(gate.audit.entries().count, 0, "nobody was judged or asked")
+        do {
+            _ = try await operations.token(account: "work", WireRequest(op: .token), caller: app)
+            XCTFail("a sandboxed app was served without a question")
+        } catch {
+            XCTAssertEqual(error.knownCode, .accessDenied, "a configured account still asks: \(error.message)")
+        }
+        XCTAssertEqual(gate.audit.entries().map(\.reason), ["consent_timeout"])
+    }
 }

@@ -388,7 +388,13 @@ def test_first_use_times_out_as_access_denied(confirming_agent):
     assert json.loads(agent.authctl("pending", "--json").stdout)["requests"] == []
     [entry] = audit(agent)
     assert (entry["outcome"], entry["reason"]) == ("denied", "consent_timeout")
-    # A timeout is not a decision: asked again next time.
+    # A timeout is not a decision, but the program is not asked again at once (issue 53): for a minute it is refused
+    # saying when it may ask; `forget` (with no decision to drop) ends that, and it is asked again.
+    held = agent.authctl("token", "work", timeout=30)
+    assert held.returncode == 7 and "may ask again in" in held.stderr, held.stderr
+    assert "Waiting for your permission" not in held.stderr, held.stderr
+    rc, output = run_in_terminal(agent, "forget", "--account", "work")
+    assert rc == 0, output
     assert "Waiting for your permission" in agent.authctl("token", "work", timeout=30).stderr
 
 
