@@ -20,6 +20,8 @@ public struct AgentOperations: Sendable {
     public let configuration: ConfigurationGate
     /// The `authctl forward` sessions open now.
     public let forwards: ForwardSessions
+    /// How often confined callers may force a refresh (``token(account:_:caller:loginStarted:)``).
+    let forcedRefreshes: ForcedRefreshLimit
     let logger: Logger
 
     public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
@@ -29,6 +31,7 @@ public struct AgentOperations: Sendable {
         self.access = access ?? AccessGate(logger: logger)
         self.configuration = configuration ?? ConfigurationGate(source: nil)
         self.forwards = ForwardSessions()
+        self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
         self.logger = logger
     }
 
@@ -113,11 +116,12 @@ public struct AgentOperations: Sendable {
     /// it (asking the user first if it says so; the grant or refusal is audited). With `interactive`, a missing
     /// sign-in is started (or joined) and announced through `loginStarted` before the wait. `dpop_method` and
     /// `dpop_url`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
-    /// `account` is the request's, as the front end requires it.
+    /// `account` is the request's, as the front end requires it. A confined caller's `force_refresh` is honoured once
+    /// per account per ``ForcedRefreshLimit/interval`` (for all of them together); beyond that it gets the cached token.
     public func token(account: String, _ request: WireRequest, caller: Caller,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         let method = try AgentOperations.loginMethod(request), dpop = try AgentOperations.proofTarget(request)
-        let minValid = request.minValid ?? 0, forceRefresh = request.forceRefresh ?? false
+        let minValid = request.minValid ?? 0
         let scopes = request.scopes, resource = request.resource
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
@@ -133,6 +137,7 @@ public struct AgentOperations: Sendable {
                                                 announce: loginStarted)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
+        let forceRefresh = forcedRefresh(request, account: account, caller: judged)
         let grant = try await signInElsewhere(account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
           try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
@@ -155,6 +160,16 @@ public struct AgentOperations: Sendable {
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
         return AgentOperations.tokenResult(grant, includeIDToken: request.idToken ?? false)
+    }
+
+    /// Whether the request's `force_refresh` is honoured: always for a program of the desktop; for a confined caller
+    /// only within ``forcedRefreshes`` (counted after the access check, so a refused caller uses up nothing).
+    func forcedRefresh(_ request: WireRequest, account: String, caller: Caller) -> Bool {
+        guard request.forceRefresh == true else { return false }
+        guard caller.identity.isConfined, !forcedRefreshes.admit(account) else { return true }
+        logger.debug("a confined caller's forced refresh within the limit's interval is served from the cache", metadata: [
+            "account": "\(account)", "via": "\(caller.via)", "interval_seconds": "\(forcedRefreshes.interval.components.seconds)"])
+        return false
     }
 
     /// A grant as the versioned result.
