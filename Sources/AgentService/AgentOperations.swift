@@ -105,7 +105,7 @@ public struct AgentOperations: Sendable {
     /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use.
     public func accounts(caller: Caller) async -> AccountsResult {
         let status = await broker.status()
-        return AccountsResult(accounts: status.accounts.filter { !caller.identity.isConfined || serves(caller, account: $0.name) }.map {
+        return AccountsResult(accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map {
             AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
                            redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
                            gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
@@ -229,7 +229,7 @@ public struct AgentOperations: Sendable {
                          keyringService: status.keyringService?.program,
                          keyringAdvice: status.keyring.advice(store: status.store, service: status.keyringService),
                          store: status.store.rawValue),
-            accounts: status.accounts.filter { !confined || serves(caller, account: $0.name) }.map { account in
+            accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
                     redirectURI: account.registeredRedirectURI, scopes: account.scopes, signedIn: account.hasRefreshToken,
