@@ -12,6 +12,8 @@ public enum BusCall: Sendable, Equatable {
     case getStatus
     case login(account: String)
     case logout(account: String)
+    /// Asks for the interface's signals on this connection until it leaves the bus (``SignalSubscribers``).
+    case subscribe
 
     /// Calls that wait for a person: cancelled when their caller leaves the bus or the agent shuts down. A sign-in,
     /// and a token request that may wait for a consent answer (`confirm = "first-use"`, or a sandboxed caller).
@@ -69,6 +71,9 @@ public enum AgentBusAPI {
                     try await ops.logout(account: account)
                 }
                 return .values([.dict(BusValue.dictionary(encoding: result))])
+            case .subscribe:
+                // Recorded by the bus object, which knows the sender's unique name; nothing to answer.
+                return .values([])
             }
         } catch {
             return .error(name: DBusErrorName.forCode(error.code), message: error.message)

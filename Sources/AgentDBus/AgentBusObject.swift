@@ -27,6 +27,8 @@ final class AgentBusObject: @unchecked Sendable {
     /// priority-inheritance futex in the kernel: docs/BENCHMARKS.md, "What is left").
     private var personCalls: [UInt64: (task: Task<Void, Never>, sender: String?)] = [:]
     private var nextCall: UInt64 = 0
+    /// Who gets the signals (`Subscribe`), each only about the accounts it may learn of.
+    let subscribers = SignalSubscribers()
 
     init(operations: AgentOperations, loop: BusLoop, activity: ActivityTracker?, logger: Logger) {
         self.operations = operations
@@ -54,12 +56,13 @@ final class AgentBusObject: @unchecked Sendable {
         guard let call = BusMessage.readCall(message) else {
             return aa_bus_error_set(error, "org.freedesktop.DBus.Error.UnknownMethod", "no such method on dev.authagent.Agent1")
         }
-        _ = sd_bus_message_ref(message)
-        let reference = BusMessageRef(raw: message)
         // The bus daemon's credentials for the sender (GetConnectionCredentials), with the same /proc derivations as
         // a socket peer; pinned by start time (the bus gives no pidfd here).
         let caller = Caller.identify(peer: PeerCredentials(pid: pid, uid: uid, gid: 0), via: "dbus")
         let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
+        if call == .subscribe { return subscribe(message, sender: sender, caller: caller, error) }
+        _ = sd_bus_message_ref(message)
+        let reference = BusMessageRef(raw: message)
         let operations = self.operations
         activity?.begin()
         pending.add(1, ordering: .relaxed)
@@ -104,6 +107,23 @@ final class AgentBusObject: @unchecked Sendable {
         }
     }
 
+    /// `Subscribe`, answered at once on the bus thread: the sender gets the signals from now until it leaves the bus.
+    private func subscribe(_ message: OpaquePointer, sender: String?, caller: Caller,
+                           _ error: UnsafeMutablePointer<sd_bus_error>) -> Int32 {
+        guard let sender, sender.hasPrefix(":") else {
+            return aa_bus_error_set(error, "org.freedesktop.DBus.Error.Failed", "a subscriber must have a unique name on the bus")
+        }
+        guard subscribers.subscribe(sender, caller: caller) else {
+            logger.notice("refused a D-Bus signal subscription: too many subscribers",
+                          metadata: ["peer_pid": "\(caller.pid)", "via": "dbus"])
+            return aa_bus_error_set(error, "org.freedesktop.DBus.Error.LimitsExceeded",
+                                    "the agent has \(SignalSubscribers.capacity) subscribers already")
+        }
+        logger.debug("a D-Bus caller subscribed to signals", metadata: ["peer_pid": "\(caller.pid)", "via": "dbus"])
+        let r = BusMessage.send(.values([]), for: message)
+        return r < 0 ? r : 1
+    }
+
     /// The C handler for `NameOwnerChanged`: a unique name that lost its owner is a caller that left the bus.
     static let nameOwnerChanged: sd_bus_message_handler_t = { message, context, _ in
         guard let message, let context,
@@ -117,25 +137,44 @@ final class AgentBusObject: @unchecked Sendable {
     /// Cancels the calls of `sender` that wait for a person (its sign-in is cancelled if nobody else waits; its
     /// consent question is withdrawn if no other request waits for it).
     func callerLeft(_ sender: String) {
+        subscribers.remove(sender)
         let tasks = lock.withLock { _ in personCalls.values.filter { $0.sender == sender }.map(\.task) }
         guard !tasks.isEmpty else { return }
         logger.info("a D-Bus caller left; cancelling its wait for a person", metadata: ["via": "dbus"])
         tasks.forEach { $0.cancel() }
     }
 
-    /// Emits the signal for a broker event, if it has one (from any thread).
-    func emit(_ event: BrokerEvent) {
-        let member: String
+    /// The signal for a broker event, if it has one.
+    static func member(_ event: BrokerEvent) -> String? {
         switch event {
-        case .accountChanged: member = "AccountChanged"
-        case .signInRequired: member = "SignInRequired"
-        default: return
+        case .accountChanged: return "AccountChanged"
+        case .signInRequired: return "SignInRequired"
+        default: return nil
         }
+    }
+
+    /// The subscribers the event's signal goes to: those that may learn of its account (a program of the desktop
+    /// always; a confined caller only of an account that serves it now, as ``AgentOperations/accounts(caller:)``
+    /// lists them). Judged when the signal is sent, so a reload's new policy counts at once.
+    func recipients(of event: BrokerEvent) -> [String] {
+        guard AgentBusObject.member(event) != nil else { return [] }
+        let account = event.account, operations = self.operations
+        return subscribers.recipients { operations.mayLearnOf(account, caller: $0) }
+    }
+
+    /// Sends the signal for a broker event, if it has one, to each of its ``recipients(of:)`` by name (from any
+    /// thread). Never a broadcast: it would reach apps that were not given the account (docs/DBUS.md, "Signals").
+    func emit(_ event: BrokerEvent) {
+        guard let member = AgentBusObject.member(event) else { return }
+        let recipients = recipients(of: event)
+        guard !recipients.isEmpty else { return }
         let account = event.account
         let logger = self.logger
         loop.submit { bus in
-            let r = aa_bus_emit_account_signal(bus, member, account)
-            if r < 0 { logger.debug("cannot emit a D-Bus signal", metadata: ["signal": "\(member)", "errno": "\(-r)"]) }
+            for destination in recipients {
+                let r = aa_bus_emit_account_signal(bus, destination, member, account)
+                if r < 0 { logger.debug("cannot send a D-Bus signal", metadata: ["signal": "\(member)", "errno": "\(-r)"]) }
+            }
         }
     }
 }

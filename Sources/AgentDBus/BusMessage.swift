@@ -40,6 +40,7 @@ enum BusMessage {
         case "GetStatus": return .getStatus
         case "Login": return readString(m).map { .login(account: $0) }
         case "Logout": return readString(m).map { .logout(account: $0) }
+        case "Subscribe": return .subscribe
         default: return nil
         }
     }

@@ -74,6 +74,13 @@ extension AgentOperations {
         return said
     }
 
+    /// Whether `caller` may learn of `account` (see it listed, its status, its D-Bus signals): a program of the desktop
+    /// always; a confined caller only when the account serves it now without asking. An app learns nothing of the
+    /// accounts it was not given.
+    public func mayLearnOf(_ account: String, caller: Caller) -> Bool {
+        !caller.identity.isConfined || serves(caller, account: account)
+    }
+
     /// Whether `caller` may use `account` now without anyone being asked: what a confined caller is shown.
     func serves(_ caller: Caller, account: String) -> Bool {
         if case .grant = access.verdict(caller, account: account) { return true }

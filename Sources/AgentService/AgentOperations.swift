@@ -20,6 +20,8 @@ public struct AgentOperations: Sendable {
     public let configuration: ConfigurationGate
     /// The `authctl forward` sessions open now.
     public let forwards: ForwardSessions
+    /// How often confined callers may force a refresh (``token(account:_:caller:loginStarted:)``).
+    let forcedRefreshes: ForcedRefreshLimit
     let logger: Logger
 
     public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
@@ -29,6 +31,7 @@ public struct AgentOperations: Sendable {
         self.access = access ?? AccessGate(logger: logger)
         self.configuration = configuration ?? ConfigurationGate(source: nil)
         self.forwards = ForwardSessions()
+        self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
         self.logger = logger
     }
 
@@ -104,7 +107,7 @@ public struct AgentOperations: Sendable {
     /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use.
     public func accounts(caller: Caller) async -> AccountsResult {
         let status = await broker.status()
-        return AccountsResult(accounts: status.accounts.filter { !caller.identity.isConfined || serves(caller, account: $0.name) }.map {
+        return AccountsResult(accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map {
             AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
                            redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
                            gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
@@ -117,7 +120,9 @@ public struct AgentOperations: Sendable {
     /// `dpop_url`: the request a program wants a DPoP proof for; a DPoP-bound token then comes with its proof.
     /// `account` is the request's, as the front end requires it: a name the configuration's grammar refuses is
     /// `bad_request`, one no account has is `unknown_account`, both before anyone judges or asks about the caller
-    /// (a question about an account that does not exist would only let a caller raise questions at will).
+    /// (a question about an account that does not exist would only let a caller raise questions at will). A confined
+    /// caller's `force_refresh` is honoured once per account per ``ForcedRefreshLimit/interval`` (for all of them
+    /// together); beyond that it gets the cached token.
     public func token(account: String, _ request: WireRequest, caller: Caller,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
         guard AccountConfig.isValidName(account) else {
@@ -127,7 +132,7 @@ public struct AgentOperations: Sendable {
             throw WireError(.unknownAccount, AuthError.unknownAccount(account).message)
         }
         let method = try AgentOperations.loginMethod(request), dpop = try AgentOperations.proofTarget(request)
-        let minValid = request.minValid ?? 0, forceRefresh = request.forceRefresh ?? false
+        let minValid = request.minValid ?? 0
         let scopes = request.scopes, resource = request.resource
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
@@ -143,6 +148,7 @@ public struct AgentOperations: Sendable {
                                                 announce: loginStarted)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
+        let forceRefresh = forcedRefresh(request, account: account, caller: judged)
         let grant = try await signInElsewhere(account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
           try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
@@ -165,6 +171,16 @@ public struct AgentOperations: Sendable {
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
         return AgentOperations.tokenResult(grant, includeIDToken: request.idToken ?? false)
+    }
+
+    /// Whether the request's `force_refresh` is honoured: always for a program of the desktop; for a confined caller
+    /// only within ``forcedRefreshes`` (counted after the access check, so a refused caller uses up nothing).
+    func forcedRefresh(_ request: WireRequest, account: String, caller: Caller) -> Bool {
+        guard request.forceRefresh == true else { return false }
+        guard caller.identity.isConfined, !forcedRefreshes.admit(account) else { return true }
+        logger.debug("a confined caller's forced refresh within the limit's interval is served from the cache", metadata: [
+            "account": "\(account)", "via": "\(caller.via)", "interval_seconds": "\(forcedRefreshes.interval.components.seconds)"])
+        return false
     }
 
     /// A grant as the versioned result.
@@ -224,7 +240,7 @@ public struct AgentOperations: Sendable {
                          keyringService: status.keyringService?.program,
                          keyringAdvice: status.keyring.advice(store: status.store, service: status.keyringService),
                          store: status.store.rawValue),
-            accounts: status.accounts.filter { !confined || serves(caller, account: $0.name) }.map { account in
+            accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
                     redirectURI: account.registeredRedirectURI, scopes: account.scopes, signedIn: account.hasRefreshToken,

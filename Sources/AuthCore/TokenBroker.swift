@@ -60,6 +60,8 @@ public actor TokenBroker {
     let redirects: any RedirectListenerFactory
     let browser: any BrowserLauncher
     let time: any TimeSource
+    /// The broker's clock, for the front ends' own time rules (``ForcedRefreshLimit``), so they run on the same time.
+    public nonisolated var clock: any TimeSource { time }
     let policy: RefreshPolicy
     let random: @Sendable () -> Double
     let loginLimit: LoginRateLimit

@@ -33,6 +33,7 @@ static const sd_bus_vtable agent_vtable[] = {
                              SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_NAMES("Logout", "s", SD_BUS_PARAM(account), "a{sv}", SD_BUS_PARAM(result), on_method,
                              SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Subscribe", "", "", on_method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_NAMES("AccountChanged", "s", SD_BUS_PARAM(account), 0),
     SD_BUS_SIGNAL_WITH_NAMES("SignInRequired", "s", SD_BUS_PARAM(account), 0),
     SD_BUS_VTABLE_END
@@ -54,8 +55,15 @@ int aa_bus_add_agent_object(sd_bus *bus, sd_bus_slot **slot, aa_bus_method_handl
     return r;
 }
 
-int aa_bus_emit_account_signal(sd_bus *bus, const char *member, const char *account) {
-    return sd_bus_emit_signal(bus, AA_BUS_PATH, AA_BUS_INTERFACE, member, "s", account);
+int aa_bus_emit_account_signal(sd_bus *bus, const char *destination, const char *member, const char *account) {
+    sd_bus_message *m = NULL;
+    int r = sd_bus_message_new_signal(bus, &m, AA_BUS_PATH, AA_BUS_INTERFACE, member);
+    if (r < 0) return r;
+    r = sd_bus_message_set_destination(m, destination);
+    if (r >= 0) r = sd_bus_message_append(m, "s", account);
+    if (r >= 0) r = sd_bus_send(bus, m, NULL);
+    sd_bus_message_unref(m);
+    return r;
 }
 
 int aa_bus_sender_identity(sd_bus_message *m, uid_t *uid, pid_t *pid) {

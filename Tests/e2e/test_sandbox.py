@@ -454,6 +454,39 @@ def test_a_sandboxed_app_gets_tokens_and_nothing_else(sandbox_agent, auth_server
     assert agent.account_status("work")["signed_in"] is True, "the refused logout changed nothing"
 
 
+def test_a_sandboxed_apps_forced_refreshes_are_bounded(sandbox_agent, auth_server, keyring):
+    """Issue 53: an app given an account sent 100 `token --refresh` and caused 100 token requests, each rotating the
+    user's refresh token. A confined caller's forced refresh is honoured once per account per minute (for all of them
+    together); beyond that it gets the cached token, without an error. A program of the desktop is not bounded."""
+    agent = sandbox_agent
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    before = keyring.secret_tool_lookup("work", auth_server.issuer)
+    posts = auth_server.token_posts()
+    tokens = set()
+    for _ in range(10):
+        served = run_sandboxed(agent, "token", "work", "--refresh")
+        assert served.returncode == 0, served.stderr
+        tokens.add(served.stdout.strip())
+    assert auth_server.token_posts() - posts == 1, "one forced refresh honoured, nine served from the cache"
+    assert len(tokens) == 1, "all ten got the token that refresh minted"
+    token = tokens.pop()
+    assert auth_server.introspect(token)["active"] is True
+    rotated = keyring.secret_tool_lookup("work", auth_server.issuer)
+    agent.remember(rotated)
+    assert rotated and rotated != before, "the refresh token was rotated once"
+    granted = [e for e in audit(agent) if e["caller"].get("flatpak_app") == APP and e["outcome"] == "granted"]
+    assert len(granted) == 10, "every request was served and audited"
+
+    # A program of the desktop (here under an account without a policy): each forced refresh is honoured, as before.
+    set_allowed_clients(agent, auth_server, None)
+    posts = auth_server.token_posts()
+    first = agent.token("work", "--refresh")
+    second = agent.token("work", "--refresh")
+    assert len({token, first, second}) == 3
+    assert auth_server.token_posts() - posts == 2
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+
+
 def test_two_apps_get_decisions_of_their_own(sandbox_agent):
     """Allowing one app allows that app: another app (another id) is asked about by itself, and denying it leaves
     the first served."""

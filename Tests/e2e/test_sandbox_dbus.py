@@ -16,7 +16,8 @@ import subprocess
 
 import pytest
 
-from conftest import SYSTEM_PATH, wait_for
+import dbus_signals
+from conftest import SYSTEM_PATH, default_account, render_config, wait_for
 from test_identity import audit, notification_server  # noqa: F401 (fixture)
 from test_sandbox import APP, BWRAP, INSTANCE, app_info, host_tree, sandbox_agent, set_allowed_clients  # noqa: F401
 
@@ -78,14 +79,18 @@ def call_from_sandbox(agent, socket, info: str | None = None) -> subprocess.Comp
 
 
 def start_call_from_sandbox(socket, info: str | None = None) -> subprocess.Popen:
+    return start_in_sandbox(socket, ["gdbus", "call", "--session", "--dest", NAME, "--object-path", OBJECT, "--method",
+                                     f"{IFACE}.GetAccessToken", "--timeout", "60", "work", "0"], info)
+
+
+def start_in_sandbox(socket, command: list[str], info: str | None = None) -> subprocess.Popen:
+    """`command` in the app's sandbox, on the proxy's socket as its session bus."""
     info_read, info_write = os.pipe()
     os.write(info_write, (info or app_info()).encode())
     os.close(info_write)
     argv = [BWRAP, "--unshare-user", "--disable-userns", "--unshare-pid", "--die-with-parent", *host_tree(),
             "--proc", "/proc", "--dev", "/dev", "--bind", str(socket), "/run/flatpak/bus",
-            "--ro-bind-data", str(info_read), "/.flatpak-info",
-            "gdbus", "call", "--session", "--dest", NAME, "--object-path", OBJECT, "--method",
-            f"{IFACE}.GetAccessToken", "--timeout", "60", "work", "0"]
+            "--ro-bind-data", str(info_read), "/.flatpak-info", *command]
     env = {"PATH": SYSTEM_PATH, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/flatpak/bus", "LANG": "C.UTF-8"}
     try:
         return subprocess.Popen(argv, env=env, pass_fds=(info_read,), stdin=subprocess.DEVNULL,
@@ -116,6 +121,36 @@ def test_the_agent_names_the_app_behind_its_dbus_proxy(sandbox_agent, auth_serve
             assert "dev.authagent.Error.AccessDenied" in refused.stderr, refused.stderr
             entry = audit(agent)[-1]
             assert (entry["outcome"], entry["reason"], entry["caller"]["flatpak_app"]) == ("denied", "not_listed", APP)
+
+
+def test_an_app_gets_signals_only_of_the_accounts_it_was_given(make_agent, auth_server):
+    """Issue 53: signals were broadcast, and the proxy passes the agent's broadcasts on to an app that may talk to it,
+    so the app learned of accounts ListAccounts hides from it. Now each subscriber gets them by name: the app (given
+    `work` only) subscribes through its proxy and gets none about `home`, while a desktop program gets them all. The
+    signals from one sender to one receiver keep their order, so `work`'s, sent last, arriving means `home`'s never
+    will."""
+    agent = make_agent(accounts={"work": default_account(auth_server.issuer, allowed_clients=[f"flatpak:{APP}"]),
+                                 "home": default_account(auth_server.issuer)}, agent={"consent_timeout": 60})
+    env = {"PATH": SYSTEM_PATH, "DBUS_SESSION_BUS_ADDRESS": agent.env["DBUS_SESSION_BUS_ADDRESS"], "LANG": "C.UTF-8"}
+    desktop_proc = subprocess.Popen(dbus_signals.ARGV, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+    with dbus_signals.listening(desktop_proc) as desktop, dbus_proxy(agent, talk=True) as socket:
+        with dbus_signals.listening(start_in_sandbox(socket, dbus_signals.ARGV)) as app:
+            shown = subprocess.run(["gdbus", "call", "--session", "--dest", NAME, "--object-path", OBJECT, "--method",
+                                    f"{IFACE}.ListAccounts"], env=env, capture_output=True, text=True, timeout=30)
+            assert "'home'" in shown.stdout, "the premise: the desktop sees both accounts"
+            listed = start_in_sandbox(socket, ["gdbus", "call", "--session", "--dest", NAME, "--object-path", OBJECT,
+                                               "--method", f"{IFACE}.ListAccounts"])
+            out, err = listed.communicate(timeout=60)
+            assert listed.returncode == 0 and "'work'" in out and "'home'" not in out, (out, err)
+
+            assert agent.authctl("logout", "home").returncode == 0           # AccountChanged home
+            assert agent.authctl("token", "home").returncode == 4            # SignInRequired home
+            assert agent.authctl("logout", "work").returncode == 0           # AccountChanged work
+            assert desktop.wait_for("AccountChanged work") == [
+                "subscribed", "AccountChanged home", "SignInRequired home", "AccountChanged work"]
+            assert app.wait_for("AccountChanged work") == ["subscribed", "AccountChanged work"], \
+                "the app heard of an account it was not given"
 
 
 def test_without_the_talk_permission_the_proxy_refuses_the_call(sandbox_agent, auth_server):

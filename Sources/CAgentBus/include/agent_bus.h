@@ -21,8 +21,9 @@ typedef int (*aa_bus_method_handler)(sd_bus_message *m, void *context, sd_bus_er
 /* Registers the object at AA_BUS_PATH with the interface's vtable. The object lives until `*slot` is unreferenced. */
 int aa_bus_add_agent_object(sd_bus *bus, sd_bus_slot **slot, aa_bus_method_handler handler, void *context);
 
-/* Emits one of the interface's signals that carry an account name (AccountChanged, SignInRequired). */
-int aa_bus_emit_account_signal(sd_bus *bus, const char *member, const char *account);
+/* Sends one of the interface's signals that carry an account name (AccountChanged, SignInRequired) to one peer,
+ * `destination` (a unique name): a unicast signal, never a broadcast (docs/DBUS.md, "Signals"). */
+int aa_bus_emit_account_signal(sd_bus *bus, const char *destination, const char *member, const char *account);
 
 /* The sender's effective uid and pid, from the message or the bus daemon (GetConnectionCredentials). The pid is 0
  * when the bus does not know it. Negative errno on failure. */

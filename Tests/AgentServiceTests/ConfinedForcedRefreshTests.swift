@@ -1,0 +1,88 @@
+@testable import AgentService
+import AgentIPC
+@testable import AgentAccess
+import AuthCore
+import AuthTestSupport
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+import XCTest
+
+/// Issue 53: an app that may use an account sent 100 `token` requests with `force_refresh` and caused 100 token-endpoint
+/// calls (100 rotations of the refresh token). A confined caller's forced refreshes are bounded
+/// (``ForcedRefreshLimit``); beyond the bound it gets the cached token, without an error. Programs of the desktop are
+/// not bounded.
+final class ConfinedForcedRefreshTests: XCTestCase {
+    static let app = "org.example.App"
+
+    /// This test process as the socket identifies a peer, pinned; with `flatpakApp` it stands for a sandboxed app.
+    func me(flatpakApp: String? = nil) -> Caller {
+        var caller = Caller.identify(peer: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()), via: "socket")
+        if let flatpakApp { caller.identity.kind = .flatpak(.init(id: flatpakApp)) }
+        return caller
+    }
+
+    func testAConfinedCallersForcedRefreshesAreBoundedAndADesktopProgramsAreNot() async throws {
+        let desktop = me(), app = me(flatpakApp: Self.app)
+        XCTAssertTrue(app.identity.isConfined, "the premise")
+        let exe = try XCTUnwrap(desktop.identity.policyExe, "the premise: the test process is named by its path")
+        let account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
+                                    scopes: ["read"])
+        let http = RotatingTokenEndpoint()
+        let clock = ManualClock()
+        let broker = TokenBroker(accounts: [account], store: MemorySecretStore(items: [SecretKey(account): Secret("rt-0")]),
+                                 http: http, redirects: NoRedirects(), browser: NoBrowser(), time: clock,
+                                 logger: Logger(label: "test"))
+        let access = AccessGate(policies: ["work": AccessPolicy(allowedClients: [.flatpak(Self.app), .path(exe)])],
+                                logger: Logger(label: "test"))
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock"),
+                                         access: access, logger: Logger(label: "test"))
+        let forced = WireRequest(op: .token) { $0.forceRefresh = true }
+
+        var tokens: Set<String> = []
+        for _ in 0..<10 {
+            tokens.insert(try await operations.token(account: "work", forced, caller: app).accessToken)
+        }
+        XCTAssertEqual(http.refreshes, 1, "one forced refresh honoured, the other nine served from the cache")
+        XCTAssertEqual(tokens, ["at-1"])
+
+        clock.advance(ForcedRefreshLimit.defaultInterval)
+        let again = try await operations.token(account: "work", forced, caller: app).accessToken
+        XCTAssertEqual(again, "at-2", "honoured again once the interval has passed")
+        let cached = try await operations.token(account: "work", forced, caller: app).accessToken
+        XCTAssertEqual(cached, "at-2")
+
+        for n in 3...5 {
+            let token = try await operations.token(account: "work", forced, caller: desktop).accessToken
+            XCTAssertEqual(token, "at-\(n)", "a program of the desktop: every forced refresh honoured, as before")
+        }
+        XCTAssertEqual(http.refreshes, 5)
+        XCTAssertEqual(operations.access.audit.entries(account: "work").filter { $0.outcome == "granted" }.count, 15,
+                       "every request was served")
+    }
+}
+
+/// Discovery and a token endpoint that rotates: refresh N answers `at-N` and `rt-N`.
+final class RotatingTokenEndpoint: HTTPTransport {
+    private let count = Mutex(0)
+    var refreshes: Int { count.withLock { $0 } }
+
+    func get(_ url: URL) async throws(AuthError) -> HTTPReply {
+        guard url.absoluteString == "https://issuer.example/.well-known/openid-configuration" else {
+            return HTTPReply(status: 404, body: [])
+        }
+        return HTTPReply(status: 200, body: Array(#"""
+            {"issuer":"https://issuer.example","authorization_endpoint":"https://issuer.example/authorize",
+             "token_endpoint":"https://issuer.example/token","code_challenge_methods_supported":["S256"]}
+            """#.utf8))
+    }
+
+    func postForm(_ url: URL, fields: [(String, String)], basicAuth: (user: String, password: Secret)?,
+                  headers: [(String, String)]) async throws(AuthError) -> HTTPReply {
+        let n = count.withLock { $0 += 1; return $0 }
+        return HTTPReply(status: 200, body: Array(
+            #"{"access_token":"at-\#(n)","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-\#(n)"}"#.utf8))
+    }
+}
