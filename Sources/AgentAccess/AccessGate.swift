@@ -244,10 +244,6 @@ extension Caller {
 
     /// The caller in words (``WireCaller/described(withPID:)``), for messages and notifications.
     public func described(withPID: Bool = false) -> String { wire.described(withPID: withPID) }
-
-    static func wire(pid: Int32, via: String, identity: ClientIdentity) -> WireCaller {
-        WireCaller(pid: pid, via: via, identity: identity)
-    }
 }
 
 /// A caller's ``WireCaller``, made once per ``Caller`` and shared by every audit record of its requests (a record

@@ -1,4 +1,5 @@
 import Glibc
+import AgentIPC
 import AuthCore
 import CAgentSocket
 import CProcFS
@@ -40,7 +41,7 @@ public struct Caller: Sendable {
     }
 
     private static func audit(_ pid: Int32, _ via: String, _ identity: ClientIdentity) -> AuditedCaller {
-        AuditedCaller(Caller.wire(pid: pid, via: via, identity: identity))
+        AuditedCaller(WireCaller(pid: pid, via: via, identity: identity))
     }
 
     /// True while the process that opened the connection (or sent the D-Bus call) still runs. A pid that was

@@ -1,4 +1,5 @@
 @testable import AgentAccess
+import AgentIPC
 import AuthCore
 import XCTest
 
@@ -185,10 +186,10 @@ final class RelayChainTests: XCTestCase {
             $0.process(60, parent: 50, "/usr/bin/dash")
             $0.process(50, parent: 1, "/usr/bin/msmtp")
         })
-        let wire = Caller.wire(pid: 100, via: "socket", identity: identity)
+        let wire = WireCaller(pid: 100, via: "socket", identity: identity)
         XCTAssertEqual(wire.exe, "/usr/bin/msmtp")
         XCTAssertEqual(wire.relayedBy, ["/usr/bin/dash", "/usr/bin/authctl"])
-        XCTAssertNil(Caller.wire(pid: 100, via: "socket", identity: Self.authctl).relayedBy)
+        XCTAssertNil(WireCaller(pid: 100, via: "socket", identity: Self.authctl).relayedBy)
     }
 
     func testTheParentFieldOfStat() {

@@ -19,7 +19,7 @@ import pytest
 from conftest import default_account, read_until, render_config, short_tmpdir, wait_for
 from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
-from test_identity import audit, run_in_terminal
+from test_identity import UnitCgroup, audit, cgroup_mounts, run_in_terminal
 from test_integrations import CheckingServer, git_server, kubectl_with_v1_exec, self_signed_tls
 from test_sandbox import sandbox_agent, set_allowed_clients  # noqa: F401 (a fixture)
 from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
@@ -213,6 +213,48 @@ def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forw
     doctor = json.loads(agent.authctl("doctor", "--json", timeout=60).stdout)
     [check] = [c for c in doctor["checks"] if c["check"] == "forwards"]
     assert check["status"] == "warn" and "authctl forward HOST" in check["hint"], check
+
+
+def test_a_unit_entry_never_serves_a_host_reached_from_that_unit(forward_agent, hosts, auth_server):
+    """Issue 53, hole 2: a forward keeps the local ssh's unit. With `allowed_clients = ["unit:deploy.service"]`, a
+    host reached by `authctl forward` from that unit, and a bare `ssh -R` of the agent's socket from it, used to get
+    tokens. A forwarded caller is matched by `ssh:` entries only: both are refused, and the refusal advises only the
+    `ssh:` spelling. The unit's cgroup is real (this machine's cgroup file system), made as systemd makes it."""
+    agent = forward_agent
+    mounts = cgroup_mounts()
+    try:
+        if not mounts:
+            raise PermissionError("no cgroup2 or name=systemd hierarchy is mounted")
+        cgroup = UnitCgroup(list(mounts.values()), "deploy.service")
+    except OSError as e:
+        pytest.skip(f"the cgroup file system is not writable here, so no ssh can be put in a unit: {e}")
+    set_allowed_clients(agent, auth_server, ["unit:deploy.service"])
+
+    def join():
+        for name in cgroup.procs_files():
+            with open(name, "w") as f:
+                f.write(str(os.getpid()))
+
+    def in_unit(argv):
+        return subprocess.run(argv, env=agent.env, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, preexec_fn=join)
+
+    remote = f"/tmp/auth-agent-unit-test-{os.getpid()}.sock"
+    try:
+        forwarded = in_unit([str(agent.bins / "authctl"), "forward", "hosta", "-F", str(hosts.config),
+                             remote_authctl(agent), "token", "work"])
+        bare = in_unit([SSH, "-F", str(hosts.config), "-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{agent.socket_path}",
+                        "hosta", f"AUTH_AGENT_SOCKET={remote} {remote_authctl(agent)} token work; rc=$?; rm -f {remote}; exit $rc"])
+    finally:
+        cgroup.remove()
+    assert forwarded.returncode == 7 and forwarded.stdout == "", forwarded.stderr
+    assert 'add "ssh:hosta"' in forwarded.stderr and "unit:" not in forwarded.stderr.split("allowed_clients")[1], forwarded.stderr
+    assert bare.returncode == 7 and bare.stdout == "", bare.stderr
+    entries = audit(agent)[-2:]
+    assert [(e["outcome"], e["reason"], e["caller"]["kind"]) for e in entries] == [
+        ("denied", "not_listed", "ssh_host"), ("denied", "unknown_forward", "ssh_unknown")], entries
+    assert all(e["caller"].get("unit", "").endswith("deploy.service") for e in entries), \
+        "the premise: the local ssh ran in the listed unit"
 
 
 def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, notification_server):

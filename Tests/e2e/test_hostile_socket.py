@@ -307,7 +307,7 @@ def test_a_new_client_is_told_when_every_connection_is_busy(make_agent, keyring,
             [reply] = read_replies(s, 1, 10)
             assert "id" not in reply and reply["error"]["code"] == "agent_busy" and reply["error"]["retry_after"] == 1, reply
             assert connection_closed(s), "the refused connection stayed open"
-        assert "too many connections, all busy" in agent.log()
+        assert "too many connections: refusing a new one" in agent.log()
 
         busy.pop().close()
         wait_for(lambda: agent.authctl("status", timeout=30).returncode == 0, 20,
