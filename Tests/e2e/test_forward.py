@@ -11,6 +11,7 @@ else (no login, approve or status of other accounts); a sign-in it needs is refu
 import glob
 import json
 import os
+import shutil
 import socket
 import subprocess
 
@@ -27,12 +28,19 @@ from test_notifications import notification_server, notifications  # noqa: F401 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
 
 
+# Where the hosts find authctl: copies in the hosts' own directory, which every host sees at the same path.
+REMOTE_BINS: dict[str, str] = {}
+HOSTS_BASE = []
+
+
 @pytest.fixture(scope="module")
 def hosts():
     base = short_tmpdir("aa-ssh-")
     hosts = SSHHosts(base)
+    HOSTS_BASE[:] = [base]
     yield hosts
     hosts.stop()
+    REMOTE_BINS.clear()
 
 
 @pytest.fixture
@@ -42,7 +50,14 @@ def forward_agent(sandbox_agent):
 
 
 def remote_authctl(agent) -> str:
-    return str(agent.bins / "authctl")
+    """The authctl a host runs: a copy of the agent's in the hosts' directory. A host whose sshd has a /tmp of its
+    own (hostb) does not see the checkout's binaries when the checkout lives under /tmp."""
+    source = str(agent.bins / "authctl")
+    if source not in REMOTE_BINS:
+        directory = HOSTS_BASE[0] / f"bin-{len(REMOTE_BINS)}"
+        directory.mkdir()
+        REMOTE_BINS[source] = shutil.copy2(source, directory / "authctl")
+    return str(REMOTE_BINS[source])
 
 
 def forward(agent, hosts, host, *remote, timeout=60) -> subprocess.CompletedProcess:
@@ -282,7 +297,7 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     dpop_agent = make_agent(server=dpop_server, work={"allowed_clients": ["ssh:hosta"]})
     dpop_agent.login("work")
     url = f"{dpop_server.base}/api/resource"
-    first = forward(dpop_agent, hosts, "hosta", str(dpop_agent.bins / "authctl"), "token", "work", "--header",
+    first = forward(dpop_agent, hosts, "hosta", remote_authctl(dpop_agent), "token", "work", "--header",
                     "--method", "GET", "--url", url)
     assert first.returncode == 0, first.stderr
     dpop_agent.remember(*(line.split(" ", 2)[-1] for line in first.stdout.splitlines()))
@@ -290,7 +305,7 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     assert asked.status_code == 401 and "use_dpop_nonce" in asked.headers.get("WWW-Authenticate", ""), asked.text
     # curl on the host, as a user types it there, with the resource's nonce.
     script = hosts.base / "curl.sh"
-    script.write_text(f'exec curl -sS -H @<("{dpop_agent.bins / "authctl"}" token work --header --url "{url}"'
+    script.write_text(f'exec curl -sS -H @<("{remote_authctl(dpop_agent)}" token work --header --url "{url}"'
                       f' --dpop-nonce="{asked.headers["DPoP-Nonce"]}") "{url}"\n')
     curl = forward(dpop_agent, hosts, "hosta", "bash", str(script))
     assert curl.returncode == 0 and json.loads(curl.stdout).get("user") == "alice", (curl.stdout, curl.stderr)
