@@ -33,6 +33,11 @@ struct ForwardCommand: ParsableCommand {
     var arguments: [String] = []
 
     func validate() throws {
+        // Everything after HOST is ssh's, so ArgumentParser hands a help option before it to ssh too: before the
+        // host it is authctl's (`authctl forward --help`, as the usage error below says).
+        if hostKeySession == nil, let first = arguments.first, ["-h", "--help", "-help"].contains(first) {
+            throw CleanExit.helpRequest(self)
+        }
         let modes = [list, stop != nil, hostKeySession != nil, !arguments.isEmpty && hostKeySession == nil]
         guard modes.filter({ $0 }).count == 1 else {
             throw ValidationError("give a HOST to connect to, or one of --list and --stop HOST")

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import default_account, read_until, render_config, short_tmpdir, wait_for
+from conftest import bin_dir, default_account, read_until, render_config, short_tmpdir, wait_for
 from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import audit, run_in_terminal
@@ -330,6 +330,16 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     # Without ssh on PATH.
     no_ssh = agent.authctl("forward", "hosta", env={"PATH": "/nonexistent"})
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
+
+
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_forward_help_is_authctls(option):
+    """A help option before the host is authctl's, though everything after the host is ssh's."""
+    result = subprocess.run([str(bin_dir() / "authctl"), "forward", option], capture_output=True, text=True,
+                            timeout=30, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert "authctl forward HOST [SSH ARGUMENTS]" in result.stdout and "--stop" in result.stdout, result.stdout
+    assert result.stderr == ""
 
 
 def test_allow_this_run_serves_one_ssh_session(forward_agent, hosts):
