@@ -37,21 +37,20 @@ enum ForwardedSocket {
         return nil
     }
 
-    /// The program that ran authctl: its nearest ancestor that is not a shell, unless that is sshd (then a command
-    /// typed in the session: the shell, or nil when sshd ran authctl itself). Read from /proc; nil when unreadable.
+    /// The program that ran authctl: its nearest ancestor that is not a shell, or nil when only shells stand
+    /// between authctl and sshd (a command typed in the session, or given to ssh, such as `cd x && authctl token
+    /// work`: the session itself asks). Read from /proc; nil when unreadable.
     static func askingProgram() -> String? {
-        let shells: Set<String> = ["sh", "dash", "bash", "zsh", "ksh", "fish", "busybox"]
+        let shells: Set<String> = ["sh", "dash", "bash", "zsh", "ksh", "mksh", "fish", "busybox"]
         var pid = getppid()
-        var nearest: String?
         for _ in 0..<8 where pid > 1 {
-            guard let exe = executable(of: pid) else { return nearest }
+            guard let exe = executable(of: pid) else { return nil }
             let name = exe.split(separator: "/").last.map(String.init) ?? exe
-            if name == "sshd" { return nearest }
-            if nearest == nil { nearest = exe }
+            if name == "sshd" || name == "sshd-session" { return nil }
             if !shells.contains(name) { return exe }
             pid = parent(of: pid) ?? 0
         }
-        return nearest
+        return nil
     }
 
     private static func executable(of pid: Int32) -> String? {

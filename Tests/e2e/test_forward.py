@@ -332,6 +332,22 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
 
 
+def test_the_host_names_the_program_behind_its_shells_not_the_shell(forward_agent, hosts, auth_server):
+    """A remote command with shell syntax (`cd / && authctl token work && echo ...`) runs authctl from a shell, which
+    the host does not name as the asking program; a program that runs a shell that runs authctl is named."""
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    # (bash runs the last command of such a list in its own place, so authctl is not the last one here.)
+    compound = forward(agent, hosts, "hosta", "cd / && " + remote_authctl(agent), "token", "work", "&& echo >&2 done")
+    assert compound.returncode == 0, compound.stderr
+    agent.remember(compound.stdout.strip())
+    assert "remote_program" not in audit(agent)[-1]["caller"], audit(agent)[-1]
+    behind = forward(agent, hosts, "hosta", "timeout", "50", "sh", "-c", f"'cd / && {remote_authctl(agent)} token work'")
+    assert behind.returncode == 0, behind.stderr
+    agent.remember(behind.stdout.strip())
+    assert audit(agent)[-1]["caller"]["remote_program"] == "/usr/bin/timeout", audit(agent)[-1]
+
+
 @pytest.mark.parametrize("option", ["--help", "-h"])
 def test_forward_help_is_authctls(option):
     """A help option before the host is authctl's, though everything after the host is ssh's."""
