@@ -208,8 +208,33 @@ def test_a_dropped_sessions_stale_socket_does_not_block_the_next(forward_agent, 
             result = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
             assert result.returncode == 0, result.stderr
             agent.remember(result.stdout.strip())
+        assert not os.path.exists(stale), "authctl on the host removed the dead socket it passed"
     finally:
-        os.unlink(stale)
+        if os.path.exists(stale):
+            os.unlink(stale)
+
+
+def host_sockets(hosts, name) -> list[str]:
+    """The forwards' socket files in host `name`'s /tmp (hostb's own /tmp, as this machine sees it)."""
+    return sorted(glob.glob(str(hosts[name].tmp / "auth-agent-forward-*.sock")))
+
+
+def test_ended_sessions_leave_no_dead_sockets_on_the_host(forward_agent, hosts, auth_server):
+    """sshd leaves a forward's socket behind when the session ends; authctl on the host removes the dead ones of its
+    user whenever it looks for a forward, so sessions do not pile them up in the host's /tmp."""
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hostb"])
+    for _ in range(3):
+        result = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
+        assert result.returncode == 0, result.stderr
+        agent.remember(result.stdout.strip())
+        # Only the session that just ended is left: its own authctl removed the earlier ones.
+        assert len(host_sockets(hosts, "hostb")) == 1, host_sockets(hosts, "hostb")
+    # authctl in a later plain ssh session to the host looks for a forward, finds none alive and removes the last one.
+    plain = subprocess.run([SSH, "-F", str(hosts.config), "hostb", remote_authctl(agent), "token", "work"],
+                           env=agent.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert plain.returncode == 3, plain.stderr
+    assert host_sockets(hosts, "hostb") == []
 
 
 def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forward_agent, hosts):
