@@ -112,7 +112,8 @@ struct ForwardCommand: ParsableCommand {
                     "-R", "\(remote):\(socket)",
                     "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).joined(separator: " "))"]
         argv += [host] + sshArguments
-        let (pid, release) = try SSHClient.spawnHeld(argv)
+        let sshStderr = try SSHStderr()
+        let (pid, release) = try sshStderr.asStderr { () throws(CLIFailure) in try SSHClient.spawnHeld(argv) }
         // The agent serves the socket to this process only; ssh starts once the agent knows it.
         do {
             let naming = try global.connect()
@@ -128,7 +129,7 @@ struct ForwardCommand: ParsableCommand {
         signal(SIGINT, SIG_IGN)
         signal(SIGQUIT, SIG_IGN)
         _ = aa_process_release(release)
-        let status = SSHClient.waitWhileServing(pid, connection: client) {
+        let status = SSHClient.waitWhileServing(pid, connection: client, stderr: sshStderr) {
             do {
                 let result = try client.reply(to: id, as: ForwardResult.self)
                 writeStderr("authctl forward: the forward to \(result.host) was stopped; this ssh session goes on without it\n")
@@ -136,9 +137,9 @@ struct ForwardCommand: ParsableCommand {
                 writeStderr("authctl forward: the agent ended the forward (\(error)); this ssh session goes on without it\n")
             }
         }
-        if status == 255 {
+        if status == 255, sshStderr.said("remote port forwarding failed") {
             // ssh's own failure (its message is above): say what authctl forward needs of the server.
-            writeStderr("authctl forward: ssh failed (exit 255). If it said \"remote port forwarding failed\", \(host)'s sshd does not allow forwarding a socket (AllowStreamLocalForwarding); the session needs it\n")
+            writeStderr("authctl forward: \(host)'s sshd does not allow forwarding a socket (AllowStreamLocalForwarding), which the session needs\n")
         }
         CLIFailure.flushOutput()
         Glibc.exit(status)
@@ -209,16 +210,20 @@ enum SSHClient {
         return (pid, release)
     }
 
-    /// Waits for `pid`; when the agent's connection says something first (the forward ended), `ended` runs once
-    /// and the wait goes on for ssh alone. ssh's exit status (128 + a signal that ended it).
-    static func waitWhileServing(_ pid: Int32, connection: AgentClient, ended: () -> Void) -> Int32 {
+    /// Waits for `pid`, passing on its stderr (``SSHStderr``); when the agent's connection says something first (the
+    /// forward ended), `ended` runs once and the wait goes on for ssh alone. ssh's exit status (128 + a signal that
+    /// ended it).
+    static func waitWhileServing(_ pid: Int32, connection: AgentClient, stderr: SSHStderr, ended: () -> Void) -> Int32 {
         let pidfd = aa_process_pidfd_open(pid)
         var watchingAgent = pidfd >= 0
-        while watchingAgent {
+        // Without a pidfd, ssh's end shows as its stderr's end (unless a process it started still holds it).
+        while pidfd >= 0 || stderr.descriptor >= 0 {
             var entries = [pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&entries, 2, -1)
+                           pollfd(fd: watchingAgent ? connection.descriptor : -1, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: stderr.descriptor, events: Int16(POLLIN), revents: 0)]
+            let n = poll(&entries, 3, -1)
             if n < 0 { if errno == EINTR { continue } else { break } }
+            if entries[2].revents != 0 { stderr.pump() }
             if entries[0].revents != 0 { break }
             if entries[1].revents != 0 {
                 ended()
@@ -226,6 +231,7 @@ enum SSHClient {
             }
         }
         if pidfd >= 0 { close(pidfd) }
+        stderr.drain()
         return wait(pid)
     }
 

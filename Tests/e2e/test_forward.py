@@ -357,6 +357,22 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
 
 
+def test_only_a_refused_socket_forward_gets_the_hint_about_socket_forwarding(forward_agent, hosts):
+    """ssh's own failures (exit 255) are shown as ssh said them; authctl's hint about AllowStreamLocalForwarding
+    follows only ssh's "remote port forwarding failed"."""
+    agent = forward_agent
+    refused = forward(agent, hosts, "nofwd", "true")
+    assert refused.returncode == 255 and "remote port forwarding failed" in refused.stderr, refused.stderr
+    assert "AllowStreamLocalForwarding" in refused.stderr, refused.stderr
+    # A host key ssh does not know (as after the host was reinstalled), and a port nothing listens on.
+    unknown_key = forward(agent, hosts, "hosta", "-o", "UserKnownHostsFile=/dev/null", "true")
+    assert unknown_key.returncode == 255 and "Host key verification failed" in unknown_key.stderr, unknown_key.stderr
+    closed = forward(agent, hosts, "hosta", "-p", "1", "true")
+    assert closed.returncode == 255 and "Connection refused" in closed.stderr, closed.stderr
+    for failed in (unknown_key, closed):
+        assert "AllowStreamLocalForwarding" not in failed.stderr and "forwarding" not in failed.stderr, failed.stderr
+
+
 def test_the_host_names_the_program_behind_its_shells_not_the_shell(forward_agent, hosts, auth_server):
     """A remote command with shell syntax (`cd / && authctl token work && echo ...`) runs authctl from a shell, which
     the host does not name as the asking program; a program that runs a shell that runs authctl is named."""
