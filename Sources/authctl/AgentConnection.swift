@@ -59,7 +59,10 @@ enum AgentConnection {
             let client = try AgentClient(path: path, replyTimeout: replyLimit(patience, timeout: timeout))
             // In an SSH session the agent may be on the other end of a forward: it shows the user which program
             // here asks (the agent ignores it from local callers).
-            if variable("SSH_CONNECTION") != nil { client.program = ForwardedSocket.askingProgram() }
+            if variable("SSH_CONNECTION") != nil {
+                client.program = ForwardedSocket.askingProgram()
+                client.throughForward = ForwardedSocket.isForward(path)
+            }
             return client
         } catch {
             throw CLIFailure(error)

@@ -112,7 +112,7 @@ struct ForwardCommand: ParsableCommand {
                     "-R", "\(remote):\(socket)",
                     "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).joined(separator: " "))"]
         argv += [host] + sshArguments
-        let sshStderr = try SSHStderr()
+        let sshStderr = try SSHStderr(socket: socket)
         let (pid, release) = try sshStderr.asStderr { () throws(CLIFailure) in try SSHClient.spawnHeld(argv) }
         // The agent serves the socket to this process only; ssh starts once the agent knows it.
         do {

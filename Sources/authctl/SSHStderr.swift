@@ -9,7 +9,14 @@ final class SSHStderr {
     private var writeEnd: Int32
     private var tail: [UInt8] = []
     private static let kept = 4096
-    init() throws(CLIFailure) {
+    /// Lines of ssh's that are left out: ssh's complaint that it cannot reach the session's socket here, which it
+    /// makes for every connection on the host after the forward ended (the host's authctl says so itself).
+    private let hidden: String
+
+    /// `socket`: the session's socket here, which ssh forwards to.
+    init(socket: String) throws(CLIFailure) {
+        // ssh prints at most 100 bytes of the path.
+        hidden = "connect to \(String(decoding: socket.utf8.prefix(100), as: UTF8.self)) port -2 failed"
         var ends: [Int32] = [-1, -1]
         // Close-on-exec both (pipe2 is not in Glibc's Swift module): ssh gets the write end only as descriptor 2.
         guard pipe(&ends) == 0, fcntl(ends[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(ends[1], F_SETFD, FD_CLOEXEC) == 0 else {
@@ -52,7 +59,7 @@ final class SSHStderr {
             descriptor = -1
             return
         }
-        Self.writeAll(chunk[..<n])
+        Self.writeAll(shown(chunk[..<n]))
         tail.append(contentsOf: chunk[..<n])
         if tail.count > Self.kept { tail.removeFirst(tail.count - Self.kept) }
     }
@@ -64,6 +71,16 @@ final class SSHStderr {
             guard poll(&entry, 1, 0) > 0 else { return }
             pump()
         }
+    }
+
+    /// `bytes` without the lines that hold ``hidden`` (ssh writes each message whole).
+    private func shown(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        guard String(decoding: bytes, as: UTF8.self).contains(hidden) else { return bytes }
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        let kept = lines.enumerated().filter { index, line in
+            !String(decoding: line, as: UTF8.self).contains(hidden) || index == lines.count - 1 && line.isEmpty
+        }
+        return ArraySlice(kept.map { Array($0.element) }.joined(separator: [UInt8(ascii: "\n")]))
     }
 
     /// Whether ssh's last words on stderr included `text`.
