@@ -17,6 +17,11 @@ public final class AgentClient {
     /// Sent with every request (``WireRequest/program``): on a host reached through `authctl forward`, the program
     /// that ran authctl there.
     public var program: String?
+    /// The socket is a forward made by `authctl forward` on a host: sshd there accepts every connection itself, so a
+    /// desktop end that is gone shows as a connection closed before any answer (``ClientError/forwardEnded(path:)``).
+    public var throughForward = false
+    /// Whether the agent has sent anything on this connection.
+    private var heard = false
 
     /// The agent's listen queue is full, or systemd holds the socket and starts the agent: connect() waits.
     public static let defaultConnectTimeout: Duration = .seconds(5)
@@ -149,9 +154,14 @@ public final class AgentClient {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 {
                 if errno == EINTR { continue }
+                if throughForward, !heard, errno == ECONNRESET { throw .forwardEnded(path: path) }
                 throw .io("cannot read from the agent: \(String(cString: strerror(errno)))")
             }
-            if n == 0 { throw .protocolViolation("the agent closed the connection without answering") }
+            if n == 0 {
+                if throughForward, !heard { throw .forwardEnded(path: path) }
+                throw .protocolViolation("the agent closed the connection without answering")
+            }
+            heard = true
             buffer.append(contentsOf: chunk[..<n])
         }
     }

@@ -13,4 +13,8 @@ public enum ClientError: Error, Equatable, Sendable {
     case agent(WireError)
     /// The agent did not accept the connection, or did not answer, within the caller's time limit.
     case timeout(String)
+    /// A connection through an `authctl forward` session (``AgentClient/throughForward``) was closed before any
+    /// answer: sshd on the host accepted it, but the desktop's end is gone (the forward was stopped there, or the
+    /// agent there stopped).
+    case forwardEnded(path: String)
 }

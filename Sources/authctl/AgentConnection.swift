@@ -7,10 +7,18 @@ enum AgentConnection {
     /// `--socket`, else `$AUTH_AGENT_SOCKET`, else `$XDG_RUNTIME_DIR/auth-agent/agent.sock`. In an SSH session
     /// (`$SSH_CONNECTION`) on a host without an agent socket of its own there, an `authctl forward` made to this
     /// host (``ForwardedSocket/find()``): a host's own agent comes first, and outside SSH sessions nothing is looked
-    /// for (no cost to `authctl token` on the desktop).
+    /// for (no cost to `authctl token` on the desktop). Looking for a forward also removes the dead sockets of ended
+    /// sessions (sshd leaves them behind).
     static func path(socket: String?) throws(CLIFailure) -> String {
         if let socket { return socket }
-        if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty { return explicit }
+        if let explicit = variable("AUTH_AGENT_SOCKET"), !explicit.isEmpty {
+            // The forward sshd passed on (AcceptEnv): the dead ones of earlier sessions go, as ``ForwardedSocket/find()``
+            // removes them.
+            if variable("SSH_CONNECTION") != nil, ForwardedSocket.isForward(explicit) {
+                ForwardedSocket.sweep(ForwardedSocket.ours().filter { $0 != explicit })
+            }
+            return explicit
+        }
         let local = SocketPath.resolve(variable: variable)
         if variable("SSH_CONNECTION") != nil, local.map({ access($0, F_OK) != 0 }) ?? true,
            let forwarded = ForwardedSocket.find() {
@@ -51,7 +59,10 @@ enum AgentConnection {
             let client = try AgentClient(path: path, replyTimeout: replyLimit(patience, timeout: timeout))
             // In an SSH session the agent may be on the other end of a forward: it shows the user which program
             // here asks (the agent ignores it from local callers).
-            if variable("SSH_CONNECTION") != nil { client.program = ForwardedSocket.askingProgram() }
+            if variable("SSH_CONNECTION") != nil {
+                client.program = ForwardedSocket.askingProgram()
+                client.throughForward = ForwardedSocket.isForward(path)
+            }
             return client
         } catch {
             throw CLIFailure(error)

@@ -61,6 +61,9 @@ struct CLIFailure: Error {
             self.init(message: text,
                       hint: "see `systemctl --user status auth-agent` and `journalctl --user -u auth-agent`; --timeout SECONDS waits longer",
                       exit: ExitStatus.timeout)
+        case .forwardEnded:
+            self.init(message: "the forward to this host has ended on the desktop: it was stopped there (`authctl forward --stop`), or the agent there stopped",
+                      hint: "on the desktop, open a new session with `authctl forward HOST`", exit: ExitStatus.agentNotRunning)
         case .protocolViolation(let text):
             self.init(message: text, hint: "authctl and auth-agent may be different versions", exit: ExitStatus.protocolError)
         case .agent(let wire):

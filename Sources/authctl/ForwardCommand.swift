@@ -33,6 +33,11 @@ struct ForwardCommand: ParsableCommand {
     var arguments: [String] = []
 
     func validate() throws {
+        // Everything after HOST is ssh's, so ArgumentParser hands a help option before it to ssh too: before the
+        // host it is authctl's (`authctl forward --help`, as the usage error below says).
+        if hostKeySession == nil, let first = arguments.first, ["-h", "--help", "-help"].contains(first) {
+            throw CleanExit.helpRequest(self)
+        }
         let modes = [list, stop != nil, hostKeySession != nil, !arguments.isEmpty && hostKeySession == nil]
         guard modes.filter({ $0 }).count == 1 else {
             throw ValidationError("give a HOST to connect to, or one of --list and --stop HOST")
@@ -107,7 +112,8 @@ struct ForwardCommand: ParsableCommand {
                     "-R", "\(remote):\(socket)",
                     "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).joined(separator: " "))"]
         argv += [host] + sshArguments
-        let (pid, release) = try SSHClient.spawnHeld(argv)
+        let sshStderr = try SSHStderr(socket: socket)
+        let (pid, release) = try sshStderr.asStderr { () throws(CLIFailure) in try SSHClient.spawnHeld(argv) }
         // The agent serves the socket to this process only; ssh starts once the agent knows it.
         do {
             let naming = try global.connect()
@@ -123,7 +129,7 @@ struct ForwardCommand: ParsableCommand {
         signal(SIGINT, SIG_IGN)
         signal(SIGQUIT, SIG_IGN)
         _ = aa_process_release(release)
-        let status = SSHClient.waitWhileServing(pid, connection: client) {
+        let status = SSHClient.waitWhileServing(pid, connection: client, stderr: sshStderr) {
             do {
                 let result = try client.reply(to: id, as: ForwardResult.self)
                 writeStderr("authctl forward: the forward to \(result.host) was stopped; this ssh session goes on without it\n")
@@ -131,89 +137,12 @@ struct ForwardCommand: ParsableCommand {
                 writeStderr("authctl forward: the agent ended the forward (\(error)); this ssh session goes on without it\n")
             }
         }
-        if status == 255 {
+        if status == 255, sshStderr.said("remote port forwarding failed") {
             // ssh's own failure (its message is above): say what authctl forward needs of the server.
-            writeStderr("authctl forward: ssh failed (exit 255). If it said \"remote port forwarding failed\", \(host)'s sshd does not allow forwarding a socket (AllowStreamLocalForwarding); the session needs it\n")
+            writeStderr("authctl forward: \(host)'s sshd does not allow forwarding a socket (AllowStreamLocalForwarding), which the session needs\n")
         }
         CLIFailure.flushOutput()
         Glibc.exit(status)
-    }
-}
-
-/// The remote half: where ssh puts a forward on the host, and how authctl there finds it.
-enum ForwardedSocket {
-    /// Forwards are made in this directory on the host, one fresh path per session (sshd creates the socket there,
-    /// mode 0600 by its default `StreamLocalBindMask`): a stale socket of a dropped session never blocks the next.
-    static let directory = "/tmp"
-    static let prefix = "auth-agent-forward-"
-    /// Set on the host when its sshd accepts it (`AcceptEnv`); otherwise authctl there looks in ``directory``.
-    static let variable = "AUTH_AGENT_SOCKET"
-
-    static func freshRemotePath() -> String {
-        // The system generator (getrandom): not a secret, only never the same twice.
-        let bytes = (0..<12).map { _ in UInt8.random(in: .min ... .max) }
-        return "\(directory)/\(prefix)\(bytes.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()).sock"
-    }
-
-    /// The forward to use on a host: the most recently made socket in ``directory`` that is one of ours (a socket,
-    /// owned by this user, mode 0600 or stricter) and accepts a connection. Nil when there is none.
-    static func find() -> String? {
-        guard let dir = opendir(directory) else { return nil }
-        defer { closedir(dir) }
-        var candidates: [(path: String, made: Int)] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard name.hasPrefix(prefix), name.hasSuffix(".sock") else { continue }
-            let path = "\(directory)/\(name)"
-            var info = stat()
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK, info.st_uid == getuid(),
-                  info.st_mode & 0o077 == 0 else { continue }
-            candidates.append((path, info.st_mtim.tv_sec * 1_000_000_000 + info.st_mtim.tv_nsec))
-        }
-        for candidate in candidates.sorted(by: { $0.made > $1.made }) where accepts(candidate.path) {
-            return candidate.path
-        }
-        return nil
-    }
-
-    /// The program that ran authctl: its nearest ancestor that is not a shell, unless that is sshd (then a command
-    /// typed in the session: the shell, or nil when sshd ran authctl itself). Read from /proc; nil when unreadable.
-    static func askingProgram() -> String? {
-        let shells: Set<String> = ["sh", "dash", "bash", "zsh", "ksh", "fish", "busybox"]
-        var pid = getppid()
-        var nearest: String?
-        for _ in 0..<8 where pid > 1 {
-            guard let exe = executable(of: pid) else { return nearest }
-            let name = exe.split(separator: "/").last.map(String.init) ?? exe
-            if name == "sshd" { return nearest }
-            if nearest == nil { nearest = exe }
-            if !shells.contains(name) { return exe }
-            pid = parent(of: pid) ?? 0
-        }
-        return nearest
-    }
-
-    private static func executable(of pid: Int32) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-    }
-
-    /// The parent pid, from `/proc/PID/stat` (after the command name's closing parenthesis).
-    private static func parent(of pid: Int32) -> Int32? {
-        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
-        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard let close = line.lastIndex(of: ")") else { return nil }
-        let fields = line[line.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? Int32(fields[1]) : nil
-    }
-
-    /// Whether something listens at `path` (a dropped session's socket refuses).
-    private static func accepts(_ path: String) -> Bool {
-        (try? AgentClient(path: path, connectTimeout: .seconds(2))) != nil
     }
 }
 
@@ -281,16 +210,20 @@ enum SSHClient {
         return (pid, release)
     }
 
-    /// Waits for `pid`; when the agent's connection says something first (the forward ended), `ended` runs once
-    /// and the wait goes on for ssh alone. ssh's exit status (128 + a signal that ended it).
-    static func waitWhileServing(_ pid: Int32, connection: AgentClient, ended: () -> Void) -> Int32 {
+    /// Waits for `pid`, passing on its stderr (``SSHStderr``); when the agent's connection says something first (the
+    /// forward ended), `ended` runs once and the wait goes on for ssh alone. ssh's exit status (128 + a signal that
+    /// ended it).
+    static func waitWhileServing(_ pid: Int32, connection: AgentClient, stderr: SSHStderr, ended: () -> Void) -> Int32 {
         let pidfd = aa_process_pidfd_open(pid)
         var watchingAgent = pidfd >= 0
-        while watchingAgent {
+        // Without a pidfd, ssh's end shows as its stderr's end (unless a process it started still holds it).
+        while pidfd >= 0 || stderr.descriptor >= 0 {
             var entries = [pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&entries, 2, -1)
+                           pollfd(fd: watchingAgent ? connection.descriptor : -1, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: stderr.descriptor, events: Int16(POLLIN), revents: 0)]
+            let n = poll(&entries, 3, -1)
             if n < 0 { if errno == EINTR { continue } else { break } }
+            if entries[2].revents != 0 { stderr.pump() }
             if entries[0].revents != 0 { break }
             if entries[1].revents != 0 {
                 ended()
@@ -298,6 +231,7 @@ enum SSHClient {
             }
         }
         if pidfd >= 0 { close(pidfd) }
+        stderr.drain()
         return wait(pid)
     }
 

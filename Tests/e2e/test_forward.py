@@ -11,12 +11,13 @@ else (no login, approve or status of other accounts); a sign-in it needs is refu
 import glob
 import json
 import os
+import shutil
 import socket
 import subprocess
 
 import pytest
 
-from conftest import default_account, read_until, render_config, short_tmpdir, wait_for
+from conftest import bin_dir, default_account, read_until, render_config, short_tmpdir, wait_for
 from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import UnitCgroup, audit, cgroup_mounts, run_in_terminal
@@ -27,12 +28,19 @@ from test_notifications import notification_server, notifications  # noqa: F401 
 pytestmark = pytest.mark.release  # a few ssh sessions each; also against the installed package
 
 
+# Where the hosts find authctl: copies in the hosts' own directory, which every host sees at the same path.
+REMOTE_BINS: dict[str, str] = {}
+HOSTS_BASE = []
+
+
 @pytest.fixture(scope="module")
 def hosts():
     base = short_tmpdir("aa-ssh-")
     hosts = SSHHosts(base)
+    HOSTS_BASE[:] = [base]
     yield hosts
     hosts.stop()
+    REMOTE_BINS.clear()
 
 
 @pytest.fixture
@@ -42,7 +50,14 @@ def forward_agent(sandbox_agent):
 
 
 def remote_authctl(agent) -> str:
-    return str(agent.bins / "authctl")
+    """The authctl a host runs: a copy of the agent's in the hosts' directory. A host whose sshd has a /tmp of its
+    own (hostb) does not see the checkout's binaries when the checkout lives under /tmp."""
+    source = str(agent.bins / "authctl")
+    if source not in REMOTE_BINS:
+        directory = HOSTS_BASE[0] / f"bin-{len(REMOTE_BINS)}"
+        directory.mkdir()
+        REMOTE_BINS[source] = shutil.copy2(source, directory / "authctl")
+    return str(REMOTE_BINS[source])
 
 
 def forward(agent, hosts, host, *remote, timeout=60) -> subprocess.CompletedProcess:
@@ -193,8 +208,33 @@ def test_a_dropped_sessions_stale_socket_does_not_block_the_next(forward_agent, 
             result = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
             assert result.returncode == 0, result.stderr
             agent.remember(result.stdout.strip())
+        assert not os.path.exists(stale), "authctl on the host removed the dead socket it passed"
     finally:
-        os.unlink(stale)
+        if os.path.exists(stale):
+            os.unlink(stale)
+
+
+def host_sockets(hosts, name) -> list[str]:
+    """The forwards' socket files in host `name`'s /tmp (hostb's own /tmp, as this machine sees it)."""
+    return sorted(glob.glob(str(hosts[name].tmp / "auth-agent-forward-*.sock")))
+
+
+def test_ended_sessions_leave_no_dead_sockets_on_the_host(forward_agent, hosts, auth_server):
+    """sshd leaves a forward's socket behind when the session ends; authctl on the host removes the dead ones of its
+    user whenever it looks for a forward, so sessions do not pile them up in the host's /tmp."""
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hostb"])
+    for _ in range(3):
+        result = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
+        assert result.returncode == 0, result.stderr
+        agent.remember(result.stdout.strip())
+        # Only the session that just ended is left: its own authctl removed the earlier ones.
+        assert len(host_sockets(hosts, "hostb")) == 1, host_sockets(hosts, "hostb")
+    # authctl in a later plain ssh session to the host looks for a forward, finds none alive and removes the last one.
+    plain = subprocess.run([SSH, "-F", str(hosts.config), "hostb", remote_authctl(agent), "token", "work"],
+                           env=agent.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert plain.returncode == 3, plain.stderr
+    assert host_sockets(hosts, "hostb") == []
 
 
 def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forward_agent, hosts):
@@ -324,7 +364,7 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     dpop_agent = make_agent(server=dpop_server, work={"allowed_clients": ["ssh:hosta"]})
     dpop_agent.login("work")
     url = f"{dpop_server.base}/api/resource"
-    first = forward(dpop_agent, hosts, "hosta", str(dpop_agent.bins / "authctl"), "token", "work", "--header",
+    first = forward(dpop_agent, hosts, "hosta", remote_authctl(dpop_agent), "token", "work", "--header",
                     "--method", "GET", "--url", url)
     assert first.returncode == 0, first.stderr
     dpop_agent.remember(*(line.split(" ", 2)[-1] for line in first.stdout.splitlines()))
@@ -332,7 +372,7 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     assert asked.status_code == 401 and "use_dpop_nonce" in asked.headers.get("WWW-Authenticate", ""), asked.text
     # curl on the host, as a user types it there, with the resource's nonce.
     script = hosts.base / "curl.sh"
-    script.write_text(f'exec curl -sS -H @<("{dpop_agent.bins / "authctl"}" token work --header --url "{url}"'
+    script.write_text(f'exec curl -sS -H @<("{remote_authctl(dpop_agent)}" token work --header --url "{url}"'
                       f' --dpop-nonce="{asked.headers["DPoP-Nonce"]}") "{url}"\n')
     curl = forward(dpop_agent, hosts, "hosta", "bash", str(script))
     assert curl.returncode == 0 and json.loads(curl.stdout).get("user") == "alice", (curl.stdout, curl.stderr)
@@ -357,6 +397,48 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     # Without ssh on PATH.
     no_ssh = agent.authctl("forward", "hosta", env={"PATH": "/nonexistent"})
     assert no_ssh.returncode == 1 and "ssh is not installed" in no_ssh.stderr, no_ssh.stderr
+
+
+def test_only_a_refused_socket_forward_gets_the_hint_about_socket_forwarding(forward_agent, hosts):
+    """ssh's own failures (exit 255) are shown as ssh said them; authctl's hint about AllowStreamLocalForwarding
+    follows only ssh's "remote port forwarding failed"."""
+    agent = forward_agent
+    refused = forward(agent, hosts, "nofwd", "true")
+    assert refused.returncode == 255 and "remote port forwarding failed" in refused.stderr, refused.stderr
+    assert "AllowStreamLocalForwarding" in refused.stderr, refused.stderr
+    # A host key ssh does not know (as after the host was reinstalled), and a port nothing listens on.
+    unknown_key = forward(agent, hosts, "hosta", "-o", "UserKnownHostsFile=/dev/null", "true")
+    assert unknown_key.returncode == 255 and "Host key verification failed" in unknown_key.stderr, unknown_key.stderr
+    closed = forward(agent, hosts, "hosta", "-p", "1", "true")
+    assert closed.returncode == 255 and "Connection refused" in closed.stderr, closed.stderr
+    for failed in (unknown_key, closed):
+        assert "AllowStreamLocalForwarding" not in failed.stderr and "forwarding" not in failed.stderr, failed.stderr
+
+
+def test_the_host_names_the_program_behind_its_shells_not_the_shell(forward_agent, hosts, auth_server):
+    """A remote command with shell syntax (`cd / && authctl token work && echo ...`) runs authctl from a shell, which
+    the host does not name as the asking program; a program that runs a shell that runs authctl is named."""
+    agent = forward_agent
+    set_allowed_clients(agent, auth_server, ["ssh:hosta"])
+    # (bash runs the last command of such a list in its own place, so authctl is not the last one here.)
+    compound = forward(agent, hosts, "hosta", "cd / && " + remote_authctl(agent), "token", "work", "&& echo >&2 done")
+    assert compound.returncode == 0, compound.stderr
+    agent.remember(compound.stdout.strip())
+    assert "remote_program" not in audit(agent)[-1]["caller"], audit(agent)[-1]
+    behind = forward(agent, hosts, "hosta", "timeout", "50", "sh", "-c", f"'cd / && {remote_authctl(agent)} token work'")
+    assert behind.returncode == 0, behind.stderr
+    agent.remember(behind.stdout.strip())
+    assert audit(agent)[-1]["caller"]["remote_program"] == "/usr/bin/timeout", audit(agent)[-1]
+
+
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_forward_help_is_authctls(option):
+    """A help option before the host is authctl's, though everything after the host is ssh's."""
+    result = subprocess.run([str(bin_dir() / "authctl"), "forward", option], capture_output=True, text=True,
+                            timeout=30, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert "authctl forward HOST [SSH ARGUMENTS]" in result.stdout and "--stop" in result.stdout, result.stdout
+    assert result.stderr == ""
 
 
 def test_allow_this_run_serves_one_ssh_session(forward_agent, hosts):
@@ -404,7 +486,10 @@ def test_forward_stop_ends_a_forward_and_the_ssh_session_goes_on(forward_agent, 
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, err  # the ssh session went on to its end
-    assert "second: 0" not in out and "second: " in out, out
+    # authctl on the host says the forward ended on the desktop, with the exit code of an agent that is not there.
+    assert "second: 3" in out, (out, err)
+    assert "the forward to this host has ended on the desktop" in err and "authctl forward --stop" in err, err
+    assert "cannot read from the agent" not in err and "port -2 failed" not in err, err
     assert "the forward to hosta was stopped; this ssh session goes on without it" in err, err
     again = agent.authctl("forward", "--stop", "hosta")
     assert again.returncode == 1 and "no forward to hosta is open" in again.stderr
