@@ -92,6 +92,7 @@ public struct AuditResult: Codable, Sendable, Equatable {
         caller.unidentified = caller.unidentified.map(cut)
         caller.host = caller.host.map(cut)
         caller.hostKey = caller.hostKey.map(cut)
+        caller.hostAlias = caller.hostAlias.map(cut)
         caller.remoteProgram = caller.remoteProgram.map(cut)
         caller.relayedBy = cut(caller.relayedBy)
         caller.notContained = cut(caller.notContained)

@@ -7,9 +7,10 @@
 /// - `unit:mbsync.service`: matches a program of the desktop, a toolbox-like container or a container whose systemd
 ///   unit (service or scope, from its cgroup: the host gave it) is exactly that; never an app or a forwarded host.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
-/// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward` (the name ssh checks the host
-///   key under: its `HostKeyAlias`, else its `HostName` with `:PORT` when not 22), whatever key ssh accepted for it
-///   (ssh itself refuses a changed key). `ssh:build-box@SHA256:...` matches only while the host shows that key.
+/// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward`, named as the person typed it
+///   (`authctl forward build-box`: a `Host` alias) or as ssh checks its key (its `HostKeyAlias`, else its `HostName`
+///   with `:PORT` when not 22), whatever key ssh accepted for it (ssh itself refuses a changed key).
+///   `ssh:build-box@SHA256:...` matches only while the host shows that key.
 ///   `ssh:unknown-host` matches a forward the agent made no session for (a bare `ssh -R` of its socket): any host.
 ///
 /// A request relayed by the agent's authctl (``ClientIdentity/relay``) is judged by the program behind authctl. A path
@@ -91,7 +92,7 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         case (.ssh(nil, _), .unknownForward):
             return true
         case (.ssh(let host?, let pinned), .forwarded(let caller)):
-            return ClientRule.sameBytes(caller.name, host) && (pinned.map { ClientRule.sameBytes(caller.fingerprint, $0) } ?? true)
+            return caller.isNamed(host) && (pinned.map { ClientRule.sameBytes(caller.fingerprint, $0) } ?? true)
         default:
             return false
         }
@@ -155,5 +156,12 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
                 ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-"
             }
         }
+    }
+}
+
+extension ClientIdentity.ForwardedHost {
+    /// Whether `name` names this host: the name the person typed, or the one ssh checks its key under.
+    public func isNamed(_ name: String) -> Bool {
+        ClientRule.sameBytes(self.name, name) || ClientRule.sameBytes(alias, name)
     }
 }

@@ -115,7 +115,7 @@ struct DoctorCommand: ParsableCommand {
         guard let audit = try? client.call(WireRequest(op: .audit) { $0.since = since }, as: AuditResult.self),
               let status = try? client.call(WireRequest(op: .status), as: StatusResult.self) else { return nil }
         let unknown = audit.entries.filter { $0.reason == "unknown_forward" }.count
-        return Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map(\.host))
+        return Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map { $0.alias ?? $0.host })
     }
 
     /// The agent, its `ping`, and the socket path; or the failed `agent` check.

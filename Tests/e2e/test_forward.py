@@ -397,3 +397,55 @@ def test_real_kubectl_on_a_host_gets_its_token_through_the_forward(forward_agent
         agent.remember(server.seen[-1][2].removeprefix("Bearer "))
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["caller"]["via"]) == ("granted", "ssh:hosta"), entry
+
+
+# Issue 54: the names a person types. Each test uses a plain `Host build-box` block (HostName 127.0.0.1, Port N, no
+# HostKeyAlias) given with -F, as a newcomer's ssh config has it: ssh checks the key as `[127.0.0.1]:N`.
+
+def typed(agent, config, *remote, timeout=60) -> subprocess.CompletedProcess:
+    """`authctl forward build-box -F CONFIG REMOTE...`, as the person typed it."""
+    return agent.authctl("forward", "build-box", "-F", str(config), *remote, timeout=timeout)
+
+
+def typed_popen(agent, config, *remote, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    return subprocess.Popen([str(agent.bins / "authctl"), "forward", "build-box", "-F", str(config), *remote],
+                            env=agent.env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forward_agent, hosts, auth_server):
+    """Item 2: `allowed_clients = ["ssh:build-box"]` serves `authctl forward build-box`, `--list` shows build-box and
+    `--stop build-box` stops it. Before: the forward was `127.0.0.1:N`, refused, and --stop found nothing."""
+    agent = forward_agent
+    config = hosts.plain_config("build-box", "hosta")
+    key_name = f"127.0.0.1:{hosts['hosta'].port}"
+    set_allowed_clients(agent, auth_server, ["ssh:build-box"])
+    served = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert served.returncode == 0, served.stderr
+    agent.remember(served.stdout.strip())
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    assert entry["caller"]["via"] == "ssh:build-box", entry
+    assert (entry["caller"]["host_alias"], entry["caller"]["host"]) == ("build-box", key_name), entry
+    assert entry["caller"]["host_key"] == hosts["hosta"].fingerprint
+    assert f"host build-box ({key_name}) over ssh" in agent.authctl("audit").stdout
+    # ssh's own name for the key still names it (it is the same host).
+    set_allowed_clients(agent, auth_server, [f"ssh:{key_name}@{hosts['hosta'].fingerprint}"])
+    pinned = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert pinned.returncode == 0, pinned.stderr
+    agent.remember(pinned.stdout.strip())
+
+    proc = typed_popen(agent, config, "echo open; read line", stdin=subprocess.PIPE)
+    try:
+        read_until(proc.stdout, "open", 30)
+        listed = agent.authctl("forward", "--list")
+        assert listed.stdout.startswith(f"build-box ({key_name})  host key {hosts['hosta'].fingerprint}"), listed.stdout
+        assert f"build-box ({key_name}), host key" in agent.authctl("status").stdout
+        stopped = agent.authctl("forward", "--stop", "build-box")
+        assert stopped.returncode == 0 and "stopped 1 forward to build-box" in stopped.stdout, stopped.stderr
+        assert not agent.status_json().get("forwards")
+        proc.communicate(input="go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "the ssh session went on to its end"
