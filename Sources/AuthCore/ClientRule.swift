@@ -98,6 +98,14 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The key an `ssh:` entry pins for `host`, when it names that host but under another key than the one it
+    /// shows: the host's key changed since the entry was written (or another host answers under its name).
+    public func pinnedOtherKey(for host: ClientIdentity.ForwardedHost) -> String? {
+        guard case .ssh(let name?, let pinned?) = self, host.isNamed(name),
+              !ClientRule.sameBytes(host.fingerprint, pinned) else { return nil }
+        return pinned
+    }
+
     /// `HOST` or `HOST@SHA256:FINGERPRINT` after `ssh:`.
     static func parseHost(_ text: String, entry: String) -> Result<ClientRule, Rejection> {
         let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)

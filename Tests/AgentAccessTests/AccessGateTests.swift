@@ -451,6 +451,25 @@ final class AccessGateTests: ChildProcessTestCase {
         throw NoPendingRequest()
     }
 
+    /// Issue 54, item 7: a host refused because its entry pins another key is told the key changed (pinned X,
+    /// presented Y) and how to re-pin, not to add a looser entry. Before: `add "ssh:build-box"`.
+    func testAPinnedHostWhoseKeyChangedIsToldSo() throws {
+        let (keyA, keyB) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43))
+        var (_, host) = try spawnCaller()
+        host.identity.kind = .forwarded(.init(name: "127.0.0.1:22022", alias: "build-box", fingerprint: keyB, session: "s1"))
+        let pinned = gate(AccessPolicy(allowedClients: [try ClientRule.parse("ssh:build-box@\(keyA)").get()]))
+        XCTAssertEqual(pinned.verdict(host, account: "work"), .deny(.notListed))
+        let message = pinned.refuse(host, account: "work", reason: .notListed, scopes: nil, resource: nil).message
+        XCTAssertTrue(message.contains("the host key of build-box changed"), message)
+        XCTAssertTrue(message.contains("pins \(keyA), the host presented \(keyB)"), message)
+        XCTAssertTrue(message.contains("\"ssh:build-box@\(keyB)\""), message)
+        XCTAssertFalse(message.contains("add \"ssh:build-box\""), message)
+        // Not pinned at all: the advice to add the name it goes by.
+        let other = gate(AccessPolicy(allowedClients: [try ClientRule.parse("ssh:other@\(keyA)").get()]))
+        let plain = other.refuse(host, account: "work", reason: .notListed, scopes: nil, resource: nil).message
+        XCTAssertTrue(plain.contains("add \"ssh:build-box\""), plain)
+    }
+
     /// A remembered decision names a path as bytes: one for `café` precomposed neither grants nor is forgotten for
     /// the decomposed spelling (Swift's `String ==` and hashing call them equal).
     func testRememberedDecisionsMatchPathsAsBytes() throws {

@@ -56,6 +56,15 @@ final class ForwardedHostPolicyTests: XCTestCase {
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("ssh:build-box")]).decide(typed, remembered: nil), .grant(.listed))
     }
 
+    /// Issue 54, item 7: an entry that names the host but pins another key says which key it pins.
+    func testAPinOnAnotherKeyOfTheHostIsFoundForTheRefusal() throws {
+        guard case .forwarded(let shown) = host("build-box", keyB).kind else { return XCTFail() }
+        XCTAssertEqual(try rule("ssh:build-box@\(keyA)").pinnedOtherKey(for: shown), keyA)
+        XCTAssertNil(try rule("ssh:build-box@\(keyB)").pinnedOtherKey(for: shown), "its own key")
+        XCTAssertNil(try rule("ssh:other@\(keyA)").pinnedOtherKey(for: shown), "another host")
+        XCTAssertNil(try rule("ssh:build-box").pinnedOtherKey(for: shown), "no pin")
+    }
+
     func testAHostIsAskedAboutByAnAccountWithoutAPolicyAndRememberedWithItsKey() throws {
         let a = host("build-box", keyA)
         XCTAssertTrue(a.isConfined)

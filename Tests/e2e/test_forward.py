@@ -449,3 +449,27 @@ def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forwa
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, "the ssh session went on to its end"
+
+
+def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_agent, hosts, auth_server):
+    """Item 7: the host was reinstalled (new key, accepted in known_hosts); its pinned entry refuses it saying the
+    key changed, which key was pinned and which was presented, and the entry that re-pins it. Before: `add
+    "ssh:..."`, advice to drop the pin."""
+    agent = forward_agent
+    old = hosts["hosta"].fingerprint
+    set_allowed_clients(agent, auth_server, [f"ssh:build-box@{old}"])
+    hosts.rekey("hosta")
+    config = hosts.plain_config("build-box", "hosta")
+    new = hosts["hosta"].fingerprint
+    refused = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert refused.returncode == 7 and refused.stdout == "", refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert f"the host key of build-box changed: allowed_clients pins {old}, the host presented {new}" in said, said
+    assert f'replace the entry with "ssh:build-box@{new}"' in said, said
+    assert 'add "ssh:build-box"' not in said, said
+    doctor = " ".join(agent.authctl("doctor", timeout=60).stdout.split())
+    assert f"ssh:build-box is pinned to {old}, but build-box presented {new} and was refused" in doctor, doctor
+    set_allowed_clients(agent, auth_server, [f"ssh:build-box@{new}"])
+    again = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert again.returncode == 0, "re-pinned as advised: " + again.stderr
+    agent.remember(again.stdout.strip())
