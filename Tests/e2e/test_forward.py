@@ -473,3 +473,33 @@ def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_ag
     again = typed(agent, config, remote_authctl(agent), "token", "work")
     assert again.returncode == 0, "re-pinned as advised: " + again.stderr
     agent.remember(again.stdout.strip())
+
+
+def test_forgetting_a_host_forgets_it_under_every_key(forward_agent, hosts):
+    """Item 9: an account without a policy asked about build-box under two keys (it was reinstalled in between);
+    `authctl forget --client ssh:build-box` forgets both, and the host is asked about again. Before: "No remembered
+    decisions matched"."""
+    agent = forward_agent
+    keys = []
+    for _ in range(2):
+        config = hosts.plain_config("build-box", "hosta")
+        keys.append(hosts["hosta"].fingerprint)
+
+        def check(pending):
+            assert pending["client"] == f"ssh:build-box@{keys[-1]}", pending
+
+        waiting = typed_popen(agent, config, remote_authctl(agent), "token", "work")
+        result = answer_the_question(agent, waiting, "approve", check=check)
+        assert result.returncode == 0, result.stderr
+        hosts.rekey("hosta")
+    rc, output = run_in_terminal(agent, "forget", "--client", "ssh:build-box")
+    assert rc == 0, output
+    for key in keys:
+        assert f"Forgot: allow ssh:build-box@{key} for 'work'." in output, output
+    config = hosts.plain_config("build-box", "hosta")
+    asked = typed_popen(agent, config, remote_authctl(agent), "token", "work")
+    try:
+        assert "in a terminal" in read_until(asked.stderr, "in a terminal", 30), "forgotten: asked again"
+    finally:
+        asked.kill()
+        asked.wait()
