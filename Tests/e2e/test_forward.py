@@ -503,3 +503,21 @@ def test_forgetting_a_host_forgets_it_under_every_key(forward_agent, hosts):
     finally:
         asked.kill()
         asked.wait()
+
+
+def test_one_sign_in_need_of_a_host_is_one_notification(forward_agent, hosts, auth_server, keyring,
+                                                          notification_server):
+    """Item 8: the account's sign-in ended (its refresh token revoked) and the host asks: the desktop shows one
+    notification, the one naming the host. Before: "needs you to sign in again" and, beside it, the one naming the
+    host (the second was sent before the first's id was known, so it replaced nothing)."""
+    agent = forward_agent
+    config = hosts.plain_config("build-box", "hosta")
+    set_allowed_clients(agent, auth_server, ["ssh:build-box"])
+    assert auth_server.revoke(keyring.secret_tool_lookup("work", auth_server.issuer)) == 200
+    needs = typed(agent, config, remote_authctl(agent), "token", "work", "--refresh")
+    assert needs.returncode == 4, needs.stderr
+    wait_for(lambda: any("build-box" in n.get("body", "") for n in notifications(notification_server)), 10,
+             "the notification naming the host")
+    shown = [n for n in notifications(notification_server) if n.get("summary") == "Sign in to work"]
+    assert len({n["id"] for n in shown}) == 1, shown
+    assert "host build-box" in shown[-1]["body"], shown
