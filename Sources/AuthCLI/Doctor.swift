@@ -198,6 +198,14 @@ public enum Doctor {
         }
     }
 
+    /// An account's `allowed_clients` entries that can match nobody (status' `never_matching`), one warning each.
+    public static func neverMatching(account: String, _ reasons: [String]) -> [DoctorCheck] {
+        reasons.map {
+            DoctorCheck("allowed clients", account: account, .warn, WireCaller.shown($0),
+                        hint: "correct the entry in [accounts.\(WireCaller.shown(account))] of config.toml, then `authctl reload`")
+        }
+    }
+
     /// The configuration file as authctl sees it: `mode` nil when it does not exist.
     public static func config(path: String, mode: UInt32?, ownedByUser: Bool) -> DoctorCheck {
         guard let mode else {

@@ -106,6 +106,14 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         return pinned
     }
 
+    /// Why this entry can match no caller at all, for `status` and `doctor`; nil when it can. ssh names a host on
+    /// port 22 without `:22` (and a name typed has no port), so `ssh:HOST:22` never names a forward.
+    public var neverMatches: String? {
+        guard case .ssh(let host?, let pinned) = self, host.hasSuffix(":22") else { return nil }
+        let named = "ssh:" + host.dropLast(3) + (pinned.map { "@\($0)" } ?? "")
+        return "\(description) never matches: ssh names a host on port 22 without :22; write \(named)"
+    }
+
     /// `HOST` or `HOST@SHA256:FINGERPRINT` after `ssh:`.
     static func parseHost(_ text: String, entry: String) -> Result<ClientRule, Rejection> {
         let parts = text.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)

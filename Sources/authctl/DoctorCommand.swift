@@ -120,6 +120,7 @@ struct DoctorCommand: ParsableCommand {
                               uniquingKeysWith: { first, _ in first })
         return [Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map { $0.alias ?? $0.host })].compactMap { $0 }
             + Doctor.changedHostKeys(audit.entries, allowedClients: pins)
+            + status.accounts.flatMap { Doctor.neverMatching(account: $0.name, $0.access?.neverMatching ?? []) }
     }
 
     /// The agent, its `ping`, and the socket path; or the failed `agent` check.

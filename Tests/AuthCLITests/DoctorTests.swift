@@ -133,4 +133,12 @@ final class DoctorHostKeyTests: XCTestCase {
         XCTAssertTrue(checks.first?.hint?.contains("\"ssh:build-box@\(new)\"") == true)
         XCTAssertEqual(Doctor.changedHostKeys(audit, allowedClients: ["work": ["ssh:build-box@\(new)"]]), [], "re-pinned")
     }
+
+    func testAnEntryThatCanNeverMatchIsWarnedAbout() {
+        let checks = Doctor.neverMatching(account: "work", ["ssh:build-box:22 never matches: ssh names a host on port 22 without :22; write ssh:build-box"])
+        XCTAssertEqual(checks.map(\.status), [.warn])
+        XCTAssertEqual(checks.first?.account, "work")
+        XCTAssertTrue(checks.first?.message.hasPrefix("ssh:build-box:22 never matches") == true)
+        XCTAssertEqual(Doctor.neverMatching(account: "work", []), [])
+    }
 }

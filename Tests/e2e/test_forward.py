@@ -450,6 +450,12 @@ def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forwa
             proc.wait()
     assert proc.returncode == 0, "the ssh session went on to its end"
 
+    # An entry no forward can ever carry (ssh names port 22 without :22) says so in status and doctor.
+    set_allowed_clients(agent, auth_server, ["ssh:build-box:22"])
+    never = "ssh:build-box:22 never matches: ssh names a host on port 22 without :22; write ssh:build-box"
+    assert never in " ".join(agent.authctl("status").stdout.split())
+    assert never in " ".join(agent.authctl("doctor", timeout=60).stdout.split())
+
 
 def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_agent, hosts, auth_server):
     """Item 7: the host was reinstalled (new key, accepted in known_hosts); its pinned entry refuses it saying the
