@@ -245,25 +245,36 @@ extension AccessGate {
         }
     }
 
+    /// Whether `forget --client client` names the remembered client `key`: the same bytes, or for a host named
+    /// without a key (`ssh:build-box`), that host under every key (`ssh:build-box@SHA256:...`). `run` (a "this run"
+    /// key, `CLIENT#RUN`): the same, for the client part.
+    static func forgets(_ key: String, client: String, run: Bool = false) -> Bool {
+        let client = run ? client + "#" : client
+        if run ? key.utf8.starts(with: client.utf8) : ClientRule.sameBytes(key, client) { return true }
+        guard client.hasPrefix("ssh:"), !client.contains("@") else { return false }
+        let host = run ? String(client.dropLast()) : client
+        return key.utf8.starts(with: (host + "@").utf8)
+    }
+
     /// Drops remembered decisions (all, one account's, one client's, or one pair), saving the rest; taken only from
-    /// a caller with a terminal, like approve.
+    /// a caller with a terminal, like approve. A host named without a key is forgotten under every key.
     public func forget(account: String?, client: String?, by caller: Caller) throws(WireError) -> [ConsentStore.Decision] {
         guard caller.hasTerminal, caller.isStillConnectedProcess else {
             throw WireError(.permissionDenied, "forget is taken only from a program run in a terminal (authctl)")
         }
         let (removed, snapshot) = lock.withLock { _ -> ([ConsentStore.Decision], [ConsentStore.Decision]) in
             let matching = decisions.filter { key, _ in
-                (account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true)
+                (account == nil || key.account == account) && (client.map { AccessGate.forgets(key.client, client: $0) } ?? true)
             }
             for key in matching.keys { decisions[key] = nil }
             // So is a pair held after a denial or timeout (``askAgainAfter``).
             quietUntil = quietUntil.filter { key, _ in
-                !((account == nil || key.account == account) && (client.map { ClientRule.sameBytes(key.client, $0) } ?? true))
+                !((account == nil || key.account == account) && (client.map { AccessGate.forgets(key.client, client: $0) } ?? true))
             }
             // "This run" answers of the same (account, client) go too: forget means ask again.
             runsAllowed = runsAllowed.filter { key in
                 !((account == nil || key.account == account)
-                  && (client.map { key.client.utf8.starts(with: ($0 + "#").utf8) } ?? true))
+                  && (client.map { AccessGate.forgets(key.client, client: $0, run: true) } ?? true))
             }
             return (matching.values.sorted { ($0.account, $0.client) < ($1.account, $1.client) }, sortedDecisions())
         }

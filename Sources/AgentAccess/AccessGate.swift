@@ -174,7 +174,7 @@ public final class AccessGate: @unchecked Sendable {
     func refuse(_ caller: Caller, account: String, reason: AccessPolicy.Reason, scopes: [String]?, resource: String?) -> WireError {
         record(caller, account: account, granted: false, reason: reason, scopes: scopes, resource: resource)
         return WireError(.accessDenied, AccessGate.refusalMessage(caller, account: account, reason: reason,
-                                                                   timeout: consentTimeout))
+                                                                   timeout: consentTimeout, policy: policy(of: account)))
     }
 
     /// Appends an audit record for `caller`.
@@ -190,13 +190,24 @@ public final class AccessGate: @unchecked Sendable {
                      resource: resource, proofFor: proofFor, caller: caller.audited)
     }
 
-    /// Why a caller was refused, and what the user can do about it. A confined caller is not told host pids.
-    static func refusalMessage(_ caller: Caller, account: String, reason: AccessPolicy.Reason, timeout: Duration) -> String {
+    /// Why a caller was refused, and what the user can do about it. A confined caller is not told host pids. A
+    /// forwarded host that an entry pins to another key is told its key changed, not to loosen the pin.
+    static func refusalMessage(_ caller: Caller, account: String, reason: AccessPolicy.Reason, timeout: Duration,
+                               policy: AccessPolicy = .open) -> String {
         let identity = caller.identity
         let who = caller.described(withPID: !identity.isConfined)
         let account = WireCaller.shown(account)
         switch reason {
         case .notListed:
+            if case .forwarded(let host) = identity.kind,
+               let pinned = policy.allowedClients?.lazy.compactMap({ $0.pinnedOtherKey(for: host) }).first {
+                let name = WireCaller.shown(host.shownName)
+                return "account '\(account)' does not serve \(who): the host key of \(name) changed: allowed_clients pins "
+                    + "\(pinned), the host presented \(host.fingerprint). If you expected the change (the host was "
+                    + "reinstalled or its key replaced; compare `ssh-keygen -lf` of its public key, on the host), re-pin it: "
+                    + "replace the entry with \"ssh:\(name)@\(host.fingerprint)\" in [accounts.\(account)] of config.toml and "
+                    + "run `authctl reload`. If not, someone else may answer as \(name): do not re-pin"
+            }
             let unit = identity.kind == .desktop ? " (or a unit:NAME entry)" : ""
             let advice = identity.entry.map { "to allow it, add \"\(WireCaller.shown($0, limit: 4096))\"\(unit) to allowed_clients" }
                 ?? "no allowed_clients entry can name it"

@@ -87,6 +87,7 @@ public final class AuditLog: @unchecked Sendable {
         if let holes = who.notContained { meta["peer_not_contained"] = shown(holes.joined(separator: " ")) }
         if let why = who.unidentified { meta["peer_unidentified"] = shown(why) }
         if let key = who.hostKey { meta["peer_host_key"] = shown(key) }
+        if let alias = who.hostAlias { meta["peer_host_alias"] = shown(alias) }
         if let program = who.remoteProgram { meta["peer_remote_program"] = shown(program) }
         if let scopes { meta["scopes"] = shown(scopes.joined(separator: " ")) }
         if let resource { meta["resource"] = shown(resource) }

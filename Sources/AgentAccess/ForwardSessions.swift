@@ -25,7 +25,10 @@ public final class ForwardSessions: Sendable {
     /// One session, as `status` shows it.
     public struct Session: Sendable, Equatable {
         public let id: String
+        /// The name ssh checks the host key under.
         public let host: String
+        /// The name the person typed (a `Host` alias of their ssh configuration), when it is not ``host``.
+        public let alias: String?
         public let socketPath: String
         public let opened: Date
         /// The authctl that opened it.
@@ -38,6 +41,8 @@ public final class ForwardSessions: Sendable {
         var conflicting = false
 
         public var sshPID: Int32? { ssh?.pid }
+        /// What people call the host: the name they typed, else ssh's.
+        public var shownName: String { alias ?? host }
     }
 
     private struct Entry {
@@ -58,12 +63,15 @@ public final class ForwardSessions: Sendable {
         self.listeners.withLock { $0 = listeners }
     }
 
-    /// Opens a session for `host` asked by `owner`, a program of the user's on this host, with its socket in
-    /// `directory`; `stopped` ends when the session is stopped (``stop(host:)``). The caller closes it when done.
-    public func open(host: String, owner: Caller, directory: String) throws(WireError) -> (session: Session, stopped: AsyncStream<Void>) {
-        guard ClientRule.isHostName(host) else {
-            throw WireError(.badRequest, "'\(String(host.prefix(64)))' is not a host name as ssh names hosts")
+    /// Opens a session for `host` (as ssh checks its key), typed by the person as `alias`, asked by `owner`, a
+    /// program of the user's on this host, with its socket in `directory`; `stopped` ends when the session is
+    /// stopped (``stop(host:)``). The caller closes it when done.
+    public func open(host: String, alias: String? = nil, owner: Caller, directory: String) throws(WireError)
+        -> (session: Session, stopped: AsyncStream<Void>) {
+        for name in [host, alias].compactMap({ $0 }) where !ClientRule.isHostName(name) {
+            throw WireError(.badRequest, "'\(String(name.prefix(64)))' is not a host name as ssh names hosts")
         }
+        let alias = alias.flatMap { ClientRule.sameBytes($0, host) ? nil : $0 }
         guard case .desktop = owner.identity.kind, let pin = owner.process else {
             throw WireError(.permissionDenied, "forwards are opened by programs on this computer only")
         }
@@ -73,7 +81,7 @@ public final class ForwardSessions: Sendable {
         let id = Randomness.token(bytes: 16)
         let path = "\(directory)/forward-\(id).sock"
         let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
-        let session = Session(id: id, host: host, socketPath: path, opened: Date(), owner: pin)
+        let session = Session(id: id, host: host, alias: alias, socketPath: path, opened: Date(), owner: pin)
         let added = entries.withLock { entries -> Bool in
             guard entries.count < ForwardSessions.maxSessions else { return false }
             entries[id] = Entry(session: session, stop: stop)
@@ -98,10 +106,11 @@ public final class ForwardSessions: Sendable {
         listeners.withLock { $0 }?.close(session: id)
     }
 
-    /// Ends every session for `host` (each one's `forward` request then returns); the sessions stopped.
+    /// Ends every session for `host`, the name the person typed or the one ssh checks the key under (each one's
+    /// `forward` request then returns); the sessions stopped.
     public func stop(host: String) -> [Session] {
         let stopped = entries.withLock { entries -> [Entry] in
-            entries.values.filter { ClientRule.sameBytes($0.session.host, host) }
+            entries.values.filter { ClientRule.sameBytes($0.session.host, host) || ClientRule.sameBytes($0.session.alias, host) }
         }
         for entry in stopped { close(entry.session.id) }
         return stopped.map(\.session)
@@ -159,16 +168,17 @@ public final class ForwardSessions: Sendable {
         // Not the pids: the caller may be in a sandbox that should not learn host pids.
         guard let ssh = session.ssh, caller.process == ssh else {
             return .failure(WireError(.permissionDenied,
-                "this socket serves the ssh session to \(session.host) only\(session.ssh == nil ? " (its ssh is not named yet)" : ""), not this caller"))
+                "this socket serves the ssh session to \(session.shownName) only\(session.ssh == nil ? " (its ssh is not named yet)" : ""), not this caller"))
         }
         guard let fingerprint = session.fingerprint, !session.conflicting else {
             return .failure(WireError(.permissionDenied, session.conflicting
-                ? "ssh reported two different host keys for \(session.host): this forward serves nothing"
-                : "ssh has not reported the host key of \(session.host) (its KnownHostsCommand did not run)"))
+                ? "ssh reported two different host keys for \(session.shownName): this forward serves nothing"
+                : "ssh has not reported the host key of \(session.shownName) (its KnownHostsCommand did not run)"))
         }
         var forwarded = caller
-        forwarded.identity.kind = .forwarded(.init(name: session.host, fingerprint: fingerprint, session: session.id))
-        forwarded.via = "ssh:\(session.host)"
+        forwarded.identity.kind = .forwarded(.init(name: session.host, alias: session.alias, fingerprint: fingerprint,
+                                                   session: session.id))
+        forwarded.via = "ssh:\(session.shownName)"
         return .success(forwarded)
     }
 

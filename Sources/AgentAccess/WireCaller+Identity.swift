@@ -22,7 +22,7 @@ extension WireCaller {
         case .unidentified(let why, let claimed):
             (unidentified, flatpakApp) = (why, claimed)
         case .forwarded(let host):
-            (self.host, hostKey, remoteProgram) = (host.name, host.fingerprint, host.program)
+            (self.host, hostAlias, hostKey, remoteProgram) = (host.name, host.alias, host.fingerprint, host.program)
         case .desktop, .hostContainer, .container, .unknownForward: break
         }
     }

@@ -49,7 +49,7 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         }
         let account = WireCaller.shown(request.account)
         let isHost = caller.kind == WireCaller.Kind.sshHost.rawValue
-        let client = isHost ? "the host \(WireCaller.shown(caller.host ?? "?"))" : WireCaller.shown(request.client)
+        let client = isHost ? "the host \(WireCaller.shown(caller.hostAlias ?? caller.host ?? "?"))" : WireCaller.shown(request.client)
         // The summary is plain text to notification servers; the body may hold markup. A host's pid is the local ssh's.
         return ("Allow \(client) to use \(account)?",
                 escaped("\(caller.described(withPID: !isHost))\(installed) asks for tokens of the account '\(account)'.\(warning) \(answer)"))

@@ -31,6 +31,11 @@ final class NotificationHandle {
     /// The unique name of the server that showed it: the only sender whose signals about it count.
     fileprivate var server: String?
     fileprivate var closeRequested = false
+    /// The server answered its `Notify` (with an id, or an error), or it was given up before that.
+    fileprivate var settled = false
+    /// A notification that replaces this one, held until this one's id is known: sent now, it would replace nothing
+    /// and show beside it.
+    fileprivate var successor: NotificationClient.Call?
     fileprivate let onAction: (NotificationHandle, String) -> Void
     fileprivate let onClosed: (NotificationHandle) -> Void
     fileprivate let what: String
@@ -75,11 +80,31 @@ final class NotificationClient: @unchecked Sendable {
               onAction: @escaping (NotificationHandle, String) -> Void = { _, _ in },
               onClosed: @escaping (NotificationHandle) -> Void = { _ in }) -> NotificationHandle {
         let handle = NotificationHandle(what: what, metadata: metadata, onAction: onAction, onClosed: onClosed)
-        let call = Unmanaged.passRetained(Call(client: self, handle: handle, notification: notification)).toOpaque()
-        if aa_bus_notifications_get_capabilities(bus, NotificationClient.capabilitiesReply, call) < 0 {
-            Unmanaged<Call>.fromOpaque(call).release()
+        let call = Call(client: self, handle: handle, notification: notification)
+        if let earlier = notification.replaces, !earlier.settled {
+            // A replacement of one not yet shown waits for its id (a later one takes its place).
+            earlier.successor = call
+        } else {
+            start(call, bus: bus)
         }
         return handle
+    }
+
+    /// Bus thread: asks for the capabilities, then `Notify` (``capabilitiesReply``).
+    private func start(_ call: Call, bus: OpaquePointer) {
+        let context = Unmanaged.passRetained(call).toOpaque()
+        if aa_bus_notifications_get_capabilities(bus, NotificationClient.capabilitiesReply, context) < 0 {
+            Unmanaged<Call>.fromOpaque(context).release()
+            settle(call.handle, bus: bus)
+        }
+    }
+
+    /// Bus thread: `handle`'s `Notify` is answered or given up: the notification waiting to replace it goes now.
+    private func settle(_ handle: NotificationHandle, bus: OpaquePointer) {
+        handle.settled = true
+        guard let next = handle.successor else { return }
+        handle.successor = nil
+        start(next, bus: bus)
     }
 
     /// Bus thread: closes the notification, now or as soon as the server tells its id.
@@ -97,7 +122,7 @@ final class NotificationClient: @unchecked Sendable {
         if let id = handle.id, open[id] === handle { open[id] = nil }
     }
 
-    private final class Call {
+    fileprivate final class Call {
         let client: NotificationClient
         let handle: NotificationHandle
         let notification: DesktopNotification
@@ -116,6 +141,7 @@ final class NotificationClient: @unchecked Sendable {
                 metadata["notification"] = "\(call.handle.what)"
                 metadata["dbus_error"] = "\(name)"
                 call.client.logger.info("no desktop notification shown (no notification server?)", metadata: metadata)
+                call.client.settle(call.handle, bus: sd_bus_message_get_bus(message))
                 return nil
             }
             return call
@@ -124,7 +150,10 @@ final class NotificationClient: @unchecked Sendable {
 
     private static let capabilitiesReply: sd_bus_message_handler_t = { message, context, _ in
         guard let message, let context, let call = Call.answered(message, context) else { return 0 }
-        if call.handle.closeRequested { return 0 }
+        if call.handle.closeRequested {
+            call.client.settle(call.handle, bus: sd_bus_message_get_bus(message))
+            return 0
+        }
         let withActions = aa_bus_read_has_string(message, "actions") > 0
         let notification = call.notification
         let labels = withActions ? notification.actions.flatMap { [$0.key, $0.label] } : []
@@ -142,19 +171,21 @@ final class NotificationClient: @unchecked Sendable {
             metadata["notification"] = "\(call.handle.what)"
             metadata["errno"] = "\(-r)"
             call.client.logger.info("cannot send the desktop notification", metadata: metadata)
+            call.client.settle(call.handle, bus: sd_bus_message_get_bus(message))
         }
         return 0
     }
 
     private static let notifyReply: sd_bus_message_handler_t = { message, context, _ in
         guard let message, let context, let call = Call.answered(message, context) else { return 0 }
-        let client = call.client, handle = call.handle
+        let client = call.client, handle = call.handle, bus = sd_bus_message_get_bus(message)!
+        defer { client.settle(handle, bus: bus) }
         guard let id = BusMessage.readUInt32(message), let sender = sd_bus_message_get_sender(message) else { return 0 }
         if let replaced = call.notification.replaces, replaced.id != id { client.forget(replaced) }
         handle.id = id
         handle.server = String(cString: sender)
         if handle.closeRequested {
-            _ = aa_bus_notifications_close(sd_bus_message_get_bus(message), id)
+            _ = aa_bus_notifications_close(bus, id)
             return 0
         }
         client.open[id] = handle

@@ -92,6 +92,7 @@ public struct AuditResult: Codable, Sendable, Equatable {
         caller.unidentified = caller.unidentified.map(cut)
         caller.host = caller.host.map(cut)
         caller.hostKey = caller.hostKey.map(cut)
+        caller.hostAlias = caller.hostAlias.map(cut)
         caller.remoteProgram = caller.remoteProgram.map(cut)
         caller.relayedBy = cut(caller.relayedBy)
         caller.notContained = cut(caller.notContained)
@@ -219,13 +220,19 @@ public struct AccountAccess: Codable, Sendable, Equatable {
     public var confirm: String
     /// One line for people, e.g. "any process of yours (no allowed_clients)".
     public var summary: String
+    /// Why entries of `allowed_clients` can match no caller at all (`ssh:HOST:22`), one sentence each; absent when
+    /// every entry can match.
+    public var neverMatching: [String]?
 
-    public init(open: Bool, allowedClients: [String]?, confirm: String, summary: String) {
+    public init(open: Bool, allowedClients: [String]?, confirm: String, summary: String, neverMatching: [String]? = nil) {
         self.open = open
         self.allowedClients = allowedClients
         self.confirm = confirm
         self.summary = summary
+        self.neverMatching = neverMatching
     }
 
-    enum CodingKeys: String, CodingKey { case open, allowedClients = "allowed_clients", confirm, summary }
+    enum CodingKeys: String, CodingKey {
+        case open, allowedClients = "allowed_clients", confirm, summary, neverMatching = "never_matching"
+    }
 }

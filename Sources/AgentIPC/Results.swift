@@ -387,8 +387,11 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
     /// An open `authctl forward` session (absent from the status a forwarded host or a sandboxed app is shown).
     public struct Forward: Codable, Sendable, Equatable {
-        /// The host as ssh names it; requests through it are audited with `via` `ssh:HOST`.
+        /// The host as ssh checks its key (HostKeyAlias, else HostName[:PORT]).
         public var host: String
+        /// The name the person typed (a `Host` alias), when it is not `host`; requests through the session are
+        /// audited with `via` `ssh:ALIAS`, else `ssh:HOST`.
+        public var alias: String?
         /// The host key ssh was shown (SHA256 fingerprint); absent until ssh said.
         public var hostKey: String?
         /// The ssh process the session serves; absent until authctl named it.
@@ -396,14 +399,15 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// Unix time the session opened.
         public var since: Int
 
-        public init(host: String, hostKey: String?, sshPID: Int?, since: Int) {
+        public init(host: String, alias: String? = nil, hostKey: String?, sshPID: Int?, since: Int) {
             self.host = host
+            self.alias = alias
             self.hostKey = hostKey
             self.sshPID = sshPID
             self.since = since
         }
 
-        enum CodingKeys: String, CodingKey { case host, hostKey = "host_key", sshPID = "ssh_pid", since }
+        enum CodingKeys: String, CodingKey { case host, alias, hostKey = "host_key", sshPID = "ssh_pid", since }
     }
 
     public var agent: Agent

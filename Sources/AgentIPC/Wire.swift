@@ -75,9 +75,12 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var dpopMethod: String?
     public var dpopURL: String?
     public var dpopNonce: String?
-    /// `forward`, `forward_stop`: the host as ssh names it (`ssh -G`: its HostKeyAlias or HostName, `:PORT` when
-    /// not 22).
+    /// `forward`: the host as ssh checks its key (`ssh -G`: its HostKeyAlias or HostName, `:PORT` when not 22).
+    /// `forward_stop`: that name, or the one the person typed (``alias``).
     public var host: String?
+    /// `forward`: the name the person typed for the host (`ssh -G`'s `host`: a `Host` alias), when it is not `host`.
+    /// An `ssh:` entry naming either serves the host.
+    public var alias: String?
     /// `forward_ssh`, `forward_host_key`: the forward session (the `forward_open` event's `session`).
     public var session: String?
     /// `forward_ssh`: the ssh process's pid.
@@ -113,7 +116,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("dpop_nonce", .string { $1(&$0.dpopNonce) }), ("host", .string { $1(&$0.host) }),
         ("session", .string { $1(&$0.session) }), ("pid", .int { $1(&$0.pid) }),
         ("fingerprint", .string { $1(&$0.fingerprint) }), ("program", .string { $1(&$0.program) }),
-        ("this_run", .bool { $1(&$0.thisRun) }),
+        ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

@@ -46,8 +46,10 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var notContained: [String]?
     /// Why an unidentified caller is not named (docs/SECURITY.md).
     public var unidentified: String?
-    /// A forwarded host: its name as `authctl forward` was given it, and the fingerprint of the key ssh was shown.
+    /// A forwarded host: the name ssh checks its key under, and the fingerprint of the key ssh was shown.
     public var host: String?
+    /// A forwarded host: the name the person typed to `authctl forward` (a `Host` alias), when it is not ``host``.
+    public var hostAlias: String?
     public var hostKey: String?
     /// A forwarded request: the program the remote side said asks, not verified.
     public var remoteProgram: String?
@@ -66,7 +68,7 @@ public struct WireCaller: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case pid, via, kind, exe, exeDeleted = "exe_deleted", unit, relayedBy = "relayed_by", flatpakApp = "flatpak_app",
              flatpakInstance = "flatpak_instance", notContained = "not_contained", unidentified, host,
-             hostKey = "host_key", remoteProgram = "remote_program"
+             hostKey = "host_key", hostAlias = "host_alias", remoteProgram = "remote_program"
     }
 
     /// The caller in one line for people: what it is, by its kind, with every name it chose shown safely
@@ -92,7 +94,9 @@ public struct WireCaller: Codable, Sendable, Equatable {
             if let app = flatpakApp { parts.append("claiming flatpak:\(Self.shown(app))") }
             if let exe { parts.append("showing \(exe)") }
         case .sshHost?:
-            parts.append("host \(Self.shown(host ?? "?")) over ssh (host key \(Self.shown(hostKey ?? "?")))")
+            // The name the person typed first, with ssh's name for its key beside it when they differ.
+            let name = hostAlias.map { "\(Self.shown($0)) (\(Self.shown(host ?? "?")))" } ?? Self.shown(host ?? "?")
+            parts.append("host \(name) over ssh (host key \(Self.shown(hostKey ?? "?")))")
             if let program = remoteProgram { parts.append("running \(Self.shown(program)) (said by the host, not verified)") }
         case .sshUnknown?:
             parts.append("an unknown host over ssh (a forward of the agent's socket not made by `authctl forward`)")

@@ -38,8 +38,9 @@ extension AgentOperations {
 extension AccountAccess {
     /// The status view of a policy.
     init(_ policy: AccessPolicy) {
+        let never = (policy.allowedClients ?? []).compactMap(\.neverMatches)
         self.init(open: policy.isOpen, allowedClients: policy.allowedClients?.map(\.description),
-                  confirm: policy.confirm.rawValue, summary: policy.summary)
+                  confirm: policy.confirm.rawValue, summary: policy.summary, neverMatching: never.isEmpty ? nil : never)
     }
 }
 

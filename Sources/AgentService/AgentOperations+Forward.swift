@@ -14,8 +14,8 @@ extension AgentOperations {
                         opened: @Sendable (WireEvent) async -> Void) async throws(WireError) -> ForwardResult {
         guard let host = request.host, !host.isEmpty else { throw WireError(.badRequest, "the 'forward' request needs a 'host'") }
         let directory = String(info.socketPath[..<(info.socketPath.lastIndex(of: "/") ?? info.socketPath.startIndex)])
-        let (session, stopped) = try forwards.open(host: host, owner: caller, directory: directory)
-        logger.notice("forward opened", metadata: ["host": "\(host)", "peer_pid": "\(caller.pid)"])
+        let (session, stopped) = try forwards.open(host: host, alias: request.alias, owner: caller, directory: directory)
+        logger.notice("forward opened", metadata: ["host": "\(host)", "host_alias": "\(session.alias ?? "")", "peer_pid": "\(caller.pid)"])
         defer {
             forwards.close(session.id)
             access.endRun(session.id)
@@ -23,7 +23,7 @@ extension AgentOperations {
         }
         await opened(WireEvent(type: WireEvent.forwardOpen) { $0.session = session.id; $0.socket = session.socketPath })
         for await _ in stopped {}
-        return ForwardResult(host: host, ended: Task.isCancelled ? "closed" : "stopped")
+        return ForwardResult(host: session.shownName, ended: Task.isCancelled ? "closed" : "stopped")
     }
 
     /// `forward_ssh`: the ssh a session serves.
@@ -42,12 +42,12 @@ extension AgentOperations {
         return ForwardChangeResult()
     }
 
-    /// `forward_stop`: ends the sessions for `host` now. Tokens already handed out stay valid until they expire.
+    /// `forward_stop`: ends the sessions for `host` (as typed, or as ssh checks its key) now. Tokens already handed out stay valid until they expire.
     public func stopForward(_ request: WireRequest) throws(WireError) -> ForwardChangeResult {
         guard let host = request.host, !host.isEmpty else { throw WireError(.badRequest, "'forward_stop' needs a 'host'") }
         let stopped = forwards.stop(host: host)
         if !stopped.isEmpty { logger.notice("forward stopped", metadata: ["host": "\(host)", "sessions": "\(stopped.count)"]) }
-        return ForwardChangeResult(stopped: stopped.map(\.host))
+        return ForwardChangeResult(stopped: stopped.map(\.shownName))
     }
 
     /// The open sessions as `status` shows them; nil when there are none (the member is then absent).
@@ -55,7 +55,7 @@ extension AgentOperations {
         let sessions = forwards.list()
         guard !sessions.isEmpty else { return nil }
         return sessions.map {
-            StatusResult.Forward(host: $0.host, hostKey: $0.fingerprint, sshPID: $0.sshPID.map(Int.init),
+            StatusResult.Forward(host: $0.host, alias: $0.alias, hostKey: $0.fingerprint, sshPID: $0.sshPID.map(Int.init),
                                  since: Int($0.opened.timeIntervalSince1970))
         }
     }

@@ -173,6 +173,39 @@ public enum Doctor {
         return DoctorCheck("forwards", .ok, "forwarded to \(open.joined(separator: ", ")) (authctl forward --list)")
     }
 
+    /// A pinned `ssh:NAME@SHA256:...` entry of an account that refused its host (by either of its names: as typed or
+    /// as ssh checks its key) in `audit` because it presented another key: the entry can no longer match that host.
+    /// One warning per (account, entry), naming the key presented last and the entry that re-pins it.
+    public static func changedHostKeys(_ audit: [AuditEntry], allowedClients: [String: [String]]) -> [DoctorCheck] {
+        var presented: [String: (account: String, host: String, pinned: String, key: String)] = [:]
+        var order: [String] = []
+        for entry in audit where entry.reason == "not_listed" && entry.caller.kind == WireCaller.Kind.sshHost.rawValue {
+            guard let key = entry.caller.hostKey else { continue }
+            let names = [entry.caller.hostAlias, entry.caller.host].compactMap { $0 }
+            for rule in allowedClients[entry.account] ?? [] where rule.hasPrefix("ssh:") {
+                let parts = rule.dropFirst(4).split(separator: "@", maxSplits: 1).map(String.init)
+                guard parts.count == 2, names.contains(parts[0]), parts[1] != key else { continue }
+                let id = entry.account + "\u{0}" + rule
+                if presented[id] == nil { order.append(id) }
+                presented[id] = (entry.account, parts[0], parts[1], key)
+            }
+        }
+        return order.compactMap { presented[$0] }.map { found in
+            let account = WireCaller.shown(found.account), host = WireCaller.shown(found.host)
+            return DoctorCheck("host key", account: found.account, .warn,
+                               "ssh:\(host) is pinned to \(WireCaller.shown(found.pinned)), but \(host) presented \(WireCaller.shown(found.key)) and was refused: its key changed, so the entry no longer serves it",
+                               hint: "if you expected the change, re-pin it: \"ssh:\(host)@\(WireCaller.shown(found.key))\" in [accounts.\(account)] allowed_clients, then `authctl reload`")
+        }
+    }
+
+    /// An account's `allowed_clients` entries that can match nobody (status' `never_matching`), one warning each.
+    public static func neverMatching(account: String, _ reasons: [String]) -> [DoctorCheck] {
+        reasons.map {
+            DoctorCheck("allowed clients", account: account, .warn, WireCaller.shown($0),
+                        hint: "correct the entry in [accounts.\(WireCaller.shown(account))] of config.toml, then `authctl reload`")
+        }
+    }
+
     /// The configuration file as authctl sees it: `mode` nil when it does not exist.
     public static func config(path: String, mode: UInt32?, ownedByUser: Bool) -> DoctorCheck {
         guard let mode else {

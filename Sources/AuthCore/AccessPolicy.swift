@@ -95,8 +95,13 @@ public struct AccessPolicy: Sendable, Equatable {
         }
     }
 
-    /// How `authctl status` describes the policy.
+    /// How `authctl status` describes the policy, with a word on each entry that can never match.
     public var summary: String {
+        let never = (allowedClients ?? []).compactMap(\.neverMatches)
+        return never.isEmpty ? listSummary : listSummary + " (" + never.joined(separator: "; ") + ")"
+    }
+
+    private var listSummary: String {
         switch (allowedClients, confirm) {
         case (nil, .never): return "any process of yours (no allowed_clients); sandboxed apps, containers and forwarded hosts are asked"
         case (nil, .firstUse): return "asks on first use by each program"

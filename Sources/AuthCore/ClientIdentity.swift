@@ -53,10 +53,14 @@ public struct ClientIdentity: Sendable, Hashable {
         }
     }
 
-    /// A host as `authctl forward` names it.
+    /// A host as `authctl forward` names it: by the name ssh checks its key under, and by the name the person typed
+    /// when that is another (a `Host` alias of their ssh configuration). `ssh:` entries match either.
     public struct ForwardedHost: Sendable, Hashable {
-        /// The host as the person named it to `authctl forward`.
+        /// The name ssh checks the host key under (`HostKeyAlias`, else `HostName` with `:PORT` when not 22).
         public var name: String
+        /// The name the person typed (`ssh -G`'s `host`: the alias of a `Host` block) when it is not ``name``; from
+        /// the desktop user's own ssh configuration, as trusted as the forward itself.
+        public var alias: String?
         /// The fingerprint (`SHA256:...`) of the host key ssh was shown for the session.
         public var fingerprint: String
         /// What the remote side said runs there: shown as said by the host, never judged.
@@ -64,12 +68,16 @@ public struct ClientIdentity: Sendable, Hashable {
         /// The session's id: "this run" of the host.
         public var session: String
 
-        public init(name: String, fingerprint: String, program: String? = nil, session: String) {
+        public init(name: String, alias: String? = nil, fingerprint: String, program: String? = nil, session: String) {
             self.name = name
+            self.alias = alias
             self.fingerprint = fingerprint
             self.program = program
             self.session = session
         }
+
+        /// What people call the host: the name they typed, else ssh's key name. Decisions are remembered under it.
+        public var shownName: String { alias ?? name }
     }
 
     public var kind: Kind
@@ -130,8 +138,9 @@ public struct ClientIdentity: Sendable, Hashable {
     }
 
     /// The name consent decisions are remembered under (`authctl forget`, the consent file): a program's path,
-    /// `unit:NAME` for a container, `flatpak:APP` for an app, `ssh:HOST@SHA256:...` for a forwarded host (a host
-    /// whose key changed is a new host, asked again). Nil when the caller cannot be named reliably: then it can be
+    /// `unit:NAME` for a container, `flatpak:APP` for an app, `ssh:HOST@SHA256:...` for a forwarded host, HOST being
+    /// the name the person typed (a host whose key changed is a new host, asked again; `authctl forget --client
+    /// ssh:HOST` forgets it under every key). Nil when the caller cannot be named reliably: then it can be
     /// neither asked, listed nor remembered. For a relayed request it is the program behind authctl: the user is
     /// asked about msmtp, not about authctl.
     public var consentKey: String? {
@@ -139,7 +148,7 @@ public struct ClientIdentity: Sendable, Hashable {
         case .desktop: return policyExe
         case .container: return unit.map { "unit:\($0)" }
         case .flatpak(let app): return "flatpak:\(app.id)"
-        case .forwarded(let host): return "ssh:\(host.name)@\(host.fingerprint)"
+        case .forwarded(let host): return "ssh:\(host.shownName)@\(host.fingerprint)"
         case .hostContainer, .unidentified, .unknownForward: return nil
         }
     }
@@ -176,7 +185,7 @@ public struct ClientIdentity: Sendable, Hashable {
         case .desktop: return policyExe
         case .container, .hostContainer: return unit.map { "unit:\($0)" }
         case .flatpak(let app): return "flatpak:\(app.id)"
-        case .forwarded(let host): return "ssh:\(host.name)"
+        case .forwarded(let host): return "ssh:\(host.shownName)"
         case .unknownForward: return "ssh:\(ClientRule.unknownHost)"
         case .unidentified: return nil
         }

@@ -7,9 +7,10 @@
 /// - `unit:mbsync.service`: matches a program of the desktop, a toolbox-like container or a container whose systemd
 ///   unit (service or scope, from its cgroup: the host gave it) is exactly that; never an app or a forwarded host.
 /// - `flatpak:org.gnome.Evolution`: matches a caller in that app's Flatpak sandbox.
-/// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward` (the name ssh checks the host
-///   key under: its `HostKeyAlias`, else its `HostName` with `:PORT` when not 22), whatever key ssh accepted for it
-///   (ssh itself refuses a changed key). `ssh:build-box@SHA256:...` matches only while the host shows that key.
+/// - `ssh:build-box`: matches requests forwarded from that host by `authctl forward`, named as the person typed it
+///   (`authctl forward build-box`: a `Host` alias) or as ssh checks its key (its `HostKeyAlias`, else its `HostName`
+///   with `:PORT` when not 22), whatever key ssh accepted for it (ssh itself refuses a changed key).
+///   `ssh:build-box@SHA256:...` matches only while the host shows that key.
 ///   `ssh:unknown-host` matches a forward the agent made no session for (a bare `ssh -R` of its socket): any host.
 ///
 /// A request relayed by the agent's authctl (``ClientIdentity/relay``) is judged by the program behind authctl. A path
@@ -91,10 +92,26 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
         case (.ssh(nil, _), .unknownForward):
             return true
         case (.ssh(let host?, let pinned), .forwarded(let caller)):
-            return ClientRule.sameBytes(caller.name, host) && (pinned.map { ClientRule.sameBytes(caller.fingerprint, $0) } ?? true)
+            return caller.isNamed(host) && (pinned.map { ClientRule.sameBytes(caller.fingerprint, $0) } ?? true)
         default:
             return false
         }
+    }
+
+    /// The key an `ssh:` entry pins for `host`, when it names that host but under another key than the one it
+    /// shows: the host's key changed since the entry was written (or another host answers under its name).
+    public func pinnedOtherKey(for host: ClientIdentity.ForwardedHost) -> String? {
+        guard case .ssh(let name?, let pinned?) = self, host.isNamed(name),
+              !ClientRule.sameBytes(host.fingerprint, pinned) else { return nil }
+        return pinned
+    }
+
+    /// Why this entry can match no caller at all, for `status` and `doctor`; nil when it can. ssh names a host on
+    /// port 22 without `:22` (and a name typed has no port), so `ssh:HOST:22` never names a forward.
+    public var neverMatches: String? {
+        guard case .ssh(let host?, let pinned) = self, host.hasSuffix(":22") else { return nil }
+        let named = "ssh:" + host.dropLast(3) + (pinned.map { "@\($0)" } ?? "")
+        return "\(description) never matches: ssh names a host on port 22 without :22; write \(named)"
     }
 
     /// `HOST` or `HOST@SHA256:FINGERPRINT` after `ssh:`.
@@ -155,5 +172,12 @@ public enum ClientRule: Sendable, Hashable, CustomStringConvertible {
                 ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-"
             }
         }
+    }
+}
+
+extension ClientIdentity.ForwardedHost {
+    /// Whether `name` names this host: the name the person typed, or the one ssh checks its key under.
+    public func isNamed(_ name: String) -> Bool {
+        ClientRule.sameBytes(self.name, name) || ClientRule.sameBytes(alias, name)
     }
 }

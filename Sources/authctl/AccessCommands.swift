@@ -118,7 +118,7 @@ struct Forget: ParsableCommand {
         abstract: "Forget remembered Allow/Deny decisions, so those programs are asked again.")
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this account's decisions.") var account: String?
-    @Option(help: "Only this program's decisions (an executable path or flatpak:APP-ID).") var client: String?
+    @Option(help: "Only this program's decisions (an executable path, flatpak:APP-ID, or ssh:HOST: every key of that host).") var client: String?
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {

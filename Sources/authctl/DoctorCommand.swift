@@ -56,7 +56,7 @@ struct DoctorCommand: ParsableCommand {
             checks.append(failure.check)
         case .success(let (client, ping, socket)):
             checks += Doctor.agent(ping, socket: socket, authctlVersion: authctlVersion)
-            if let forwards = DoctorCommand.forwards(client) { checks.append(forwards) }
+            checks += DoctorCommand.forwards(client)
             do throws(ClientError) {
                 diagnosis = try client.call(WireRequest(op: .diagnose) { $0.account = account }, as: DiagnoseResult.self)
             } catch {
@@ -108,14 +108,19 @@ struct DoctorCommand: ParsableCommand {
         if !report.ok { Glibc.exit(ExitStatus.failure) }
     }
 
-    /// The forwards check, from the last day's audit and `status` (nil when there is nothing to say, or the agent
-    /// does not answer them: a host or an app asking is not shown the audit).
-    static func forwards(_ client: AgentClient) -> DoctorCheck? {
+    /// The forwards checks, from the last day's audit and `status`: unknown forwards or the open ones, and pinned
+    /// host entries whose host now presents another key (none when there is nothing to say, or the agent does not
+    /// answer them: a host or an app asking is not shown the audit).
+    static func forwards(_ client: AgentClient) -> [DoctorCheck] {
         let since = Int(Date().timeIntervalSince1970) - 86400
         guard let audit = try? client.call(WireRequest(op: .audit) { $0.since = since }, as: AuditResult.self),
-              let status = try? client.call(WireRequest(op: .status), as: StatusResult.self) else { return nil }
+              let status = try? client.call(WireRequest(op: .status), as: StatusResult.self) else { return [] }
         let unknown = audit.entries.filter { $0.reason == "unknown_forward" }.count
-        return Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map(\.host))
+        let pins = Dictionary(status.accounts.compactMap { account in account.access?.allowedClients.map { (account.name, $0) } },
+                              uniquingKeysWith: { first, _ in first })
+        return [Doctor.forwards(unknown: unknown, open: (status.forwards ?? []).map { $0.alias ?? $0.host })].compactMap { $0 }
+            + Doctor.changedHostKeys(audit.entries, allowedClients: pins)
+            + status.accounts.flatMap { Doctor.neverMatching(account: $0.name, $0.access?.neverMatching ?? []) }
     }
 
     /// The agent, its `ping`, and the socket path; or the failed `agent` check.

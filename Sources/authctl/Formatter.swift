@@ -116,7 +116,7 @@ enum Formatter {
         if let forwards = status.forwards, !forwards.isEmpty {
             lines.append("")
             lines.append(table(forwards.map { forward in
-                ["forwarded to:", "\(forward.host), host key \(forward.hostKey ?? "not reported yet"), since \(relative(forward.since, now: now))"
+                ["forwarded to:", "\(forward.alias.map { "\($0) (\(forward.host))" } ?? forward.host), host key \(forward.hostKey ?? "not reported yet"), since \(relative(forward.since, now: now))"
                     + (forward.sshPID.map { " (ssh pid \($0))" } ?? "")]
             }))
         }

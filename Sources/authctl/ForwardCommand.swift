@@ -58,7 +58,7 @@ struct ForwardCommand: ParsableCommand {
         guard !forwards.isEmpty else { return print("no forwards are open") }
         let now = Int(Date().timeIntervalSince1970)
         for forward in forwards {
-            print("\(forward.host)  host key \(forward.hostKey ?? "not reported yet")  ssh pid \(forward.sshPID.map(String.init) ?? "-")  open \(max(0, now - forward.since)) s")
+            print("\(forward.alias.map { "\($0) (\(forward.host))" } ?? forward.host)  host key \(forward.hostKey ?? "not reported yet")  ssh pid \(forward.sshPID.map(String.init) ?? "-")  open \(max(0, now - forward.since)) s")
         }
     }
 
@@ -97,7 +97,7 @@ struct ForwardCommand: ParsableCommand {
         let client = try global.connect(.person)
         var opened: WireEvent?
         let id = try CLIFailure.wrap { () throws(ClientError) in
-            try client.start(WireRequest(op: .forward) { $0.host = config.name }) { event in
+            try client.start(WireRequest(op: .forward) { $0.host = config.name; $0.alias = config.alias }) { event in
                 guard event.type == WireEvent.forwardOpen else { return false }
                 opened = event
                 return true
@@ -151,6 +151,8 @@ enum SSHClient {
     struct Configuration {
         /// The host as ssh checks its key: HostKeyAlias, else HostName with `:PORT` when not 22.
         var name: String
+        /// The host as the person typed it (`ssh -G`'s `host`: a `Host` alias), when it is not ``name``.
+        var alias: String?
         var setEnv: [String]
         var knownHostsCommand: String?
     }
@@ -190,7 +192,8 @@ enum SSHClient {
         // ssh's own name for the host in known_hosts: the alias alone, else the host name with a port not 22.
         let port = values["port"] ?? "22"
         let name = values["hostkeyalias"] ?? (port == "22" ? hostname : "\(hostname):\(port)")
-        return Configuration(name: name, setEnv: setEnv,
+        let alias = values["host"].flatMap { $0 == name ? nil : $0 }
+        return Configuration(name: name, alias: alias, setEnv: setEnv,
                              knownHostsCommand: values["knownhostscommand"].flatMap { $0 == "none" ? nil : $0 })
     }
 

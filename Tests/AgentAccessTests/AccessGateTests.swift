@@ -451,6 +451,47 @@ final class AccessGateTests: ChildProcessTestCase {
         throw NoPendingRequest()
     }
 
+    /// Issue 54, item 9: `forget --client ssh:build-box` forgets that host under every key it was remembered with
+    /// (decisions are keyed `ssh:HOST@SHA256:...`), and no other host. Before: it matched nothing.
+    func testForgettingAHostForgetsItUnderEveryKey() throws {
+        let (keyA, keyB) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43))
+        let store = ConsentStore(path: directory.appendingPathComponent("consent.json").path)
+        XCTAssertNil(store.save([
+            ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyA)", allowed: true, time: 1),
+            ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyB)", allowed: false, time: 2),
+            ConsentStore.Decision(account: "work", client: "ssh:build-box2@\(keyA)", allowed: true, time: 3),
+            ConsentStore.Decision(account: "work", client: "/usr/bin/ssh", allowed: true, time: 4),
+        ]))
+        let judge = gate(AccessPolicy(confirm: .firstUse), store: store)
+        let forgotten = try judge.forget(account: nil, client: "ssh:build-box", by: try approver())
+        XCTAssertEqual(forgotten.map(\.client), ["ssh:build-box@\(keyA)", "ssh:build-box@\(keyB)"])
+        XCTAssertEqual(try store.load().map(\.client), ["/usr/bin/ssh", "ssh:build-box2@\(keyA)"])
+        XCTAssertEqual(try judge.forget(account: nil, client: "ssh:build-box2@\(keyA)", by: try approver()).count, 1,
+                       "one key, named with it")
+        XCTAssertTrue(AccessGate.forgets("ssh:build-box@\(keyA)#session-1", client: "ssh:build-box", run: true))
+        XCTAssertFalse(AccessGate.forgets("ssh:build-box2@\(keyA)#session-1", client: "ssh:build-box", run: true))
+        XCTAssertFalse(AccessGate.forgets("/usr/bin/ssh", client: "ssh:"), "ssh: alone names no host")
+    }
+
+    /// Issue 54, item 7: a host refused because its entry pins another key is told the key changed (pinned X,
+    /// presented Y) and how to re-pin, not to add a looser entry. Before: `add "ssh:build-box"`.
+    func testAPinnedHostWhoseKeyChangedIsToldSo() throws {
+        let (keyA, keyB) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43))
+        var (_, host) = try spawnCaller()
+        host.identity.kind = .forwarded(.init(name: "127.0.0.1:22022", alias: "build-box", fingerprint: keyB, session: "s1"))
+        let pinned = gate(AccessPolicy(allowedClients: [try ClientRule.parse("ssh:build-box@\(keyA)").get()]))
+        XCTAssertEqual(pinned.verdict(host, account: "work"), .deny(.notListed))
+        let message = pinned.refuse(host, account: "work", reason: .notListed, scopes: nil, resource: nil).message
+        XCTAssertTrue(message.contains("the host key of build-box changed"), message)
+        XCTAssertTrue(message.contains("pins \(keyA), the host presented \(keyB)"), message)
+        XCTAssertTrue(message.contains("\"ssh:build-box@\(keyB)\""), message)
+        XCTAssertFalse(message.contains("add \"ssh:build-box\""), message)
+        // Not pinned at all: the advice to add the name it goes by.
+        let other = gate(AccessPolicy(allowedClients: [try ClientRule.parse("ssh:other@\(keyA)").get()]))
+        let plain = other.refuse(host, account: "work", reason: .notListed, scopes: nil, resource: nil).message
+        XCTAssertTrue(plain.contains("add \"ssh:build-box\""), plain)
+    }
+
     /// A remembered decision names a path as bytes: one for `café` precomposed neither grants nor is forgotten for
     /// the decomposed spelling (Swift's `String ==` and hashing call them equal).
     func testRememberedDecisionsMatchPathsAsBytes() throws {

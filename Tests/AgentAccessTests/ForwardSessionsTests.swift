@@ -88,6 +88,25 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         XCTAssertTrue(ended.message.contains("ended"), ended.message)
     }
 
+    /// Issue 54, item 2: a session opened for `127.0.0.1:22022` typed as `build-box` is listed with that alias and
+    /// stopped by it (or by ssh's name). Before: `--stop build-box` found no forward while `--list` showed it.
+    func testASessionIsListedAndStoppedByTheNameThePersonTyped() throws {
+        let sessions = ForwardSessions()
+        sessions.attach(Listeners())
+        let owner = try me()
+        XCTAssertThrowsError(try sessions.open(host: "127.0.0.1:22022", alias: "-oProxyCommand=x", owner: owner, directory: "/run/x"))
+        let (same, _) = try sessions.open(host: "build-box", alias: "build-box", owner: owner, directory: "/run/x")
+        XCTAssertNil(same.alias, "an alias equal to ssh's name is no alias")
+        let (typed, _) = try sessions.open(host: "127.0.0.1:22022", alias: "build-box", owner: owner, directory: "/run/x")
+        XCTAssertEqual(typed.alias, "build-box")
+        XCTAssertEqual(typed.shownName, "build-box")
+        XCTAssertEqual(sessions.list().map(\.shownName).sorted(), ["build-box", "build-box"])
+        XCTAssertEqual(Set(sessions.stop(host: "build-box").map(\.id)), [same.id, typed.id])
+        let (again, _) = try sessions.open(host: "127.0.0.1:22022", alias: "build-box", owner: owner, directory: "/run/x")
+        XCTAssertEqual(sessions.stop(host: "127.0.0.1:22022").map(\.id), [again.id], "ssh's name stops it too")
+        XCTAssertTrue(sessions.list().isEmpty)
+    }
+
     func testTheProgramAHostSaysIsKeptForItAloneShortAndPrintable() throws {
         let local = Caller(pid: 1, uid: 1, via: "socket", exe: "/usr/bin/git")
         XCTAssertEqual(AgentOperations.withSaidProgram("/usr/bin/evil", local).identity, local.identity, "a local caller says nothing")

@@ -52,6 +52,7 @@ final class MiniJSONDecoderTests: XCTestCase {
                                 unit: "u.service", relayedBy: ["/usr/bin/dash", "/usr/bin/authctl"])
         (caller.flatpakApp, caller.flatpakInstance, caller.notContained) = ("org.x.App", "7", ["socket=session-bus"])
         (caller.unidentified, caller.host, caller.hostKey, caller.remoteProgram) = ("why", "h", "SHA256:k", "/usr/bin/git")
+        caller.hostAlias = "build-box"
         try assertRoundTrip(AuditResult(entries: [
             AuditEntry(time: 1, account: "w", outcome: AuditEntry.granted, reason: "open", scopes: ["a"], resource: "https://r",
                        caller: caller, clipped: true),

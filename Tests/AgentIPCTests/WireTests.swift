@@ -74,6 +74,23 @@ final class AccessWireTests: XCTestCase {
         XCTAssertEqual(String(decoding: event, as: UTF8.self).contains(#""type":"consent_required""#), true)
     }
 
+    /// Issue 54, item 2: a host is named by the alias the person typed (`forward`'s `alias`, the caller's
+    /// `host_alias`), with ssh's key name beside it.
+    func testAForwardCarriesTheAliasTypedAndTheHostIsDescribedByIt() throws {
+        let forward = try JSONEncoder().encode(WireRequest(op: .forward) { $0.host = "127.0.0.1:22022"; $0.alias = "build-box" })
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: forward) as? [String: Any])
+        XCTAssertEqual(object["alias"] as? String, "build-box")
+        XCTAssertEqual(try JSONDecoder().decode(WireRequest.self, from: forward).alias, "build-box")
+        var host = WireCaller(pid: 7, via: "ssh:build-box", kind: .sshHost, exe: "/usr/bin/ssh")
+        (host.host, host.hostAlias, host.hostKey) = ("127.0.0.1:22022", "build-box", "SHA256:k")
+        XCTAssertEqual(host.described(), "host build-box (127.0.0.1:22022) over ssh (host key SHA256:k)")
+        host.hostAlias = nil
+        XCTAssertEqual(host.described(), "host 127.0.0.1:22022 over ssh (host key SHA256:k)")
+        let encoded = try XCTUnwrap(JSONSerialization.jsonObject(with: JSONEncoder().encode(StatusResult.Forward(
+            host: "127.0.0.1:22022", alias: "build-box", hostKey: nil, sshPID: nil, since: 1))) as? [String: Any])
+        XCTAssertEqual(encoded["alias"] as? String, "build-box")
+    }
+
     func testAuditPagesUseTheDocumentedNamesAndJoinOldestFirst() throws {
         let request = try JSONEncoder().encode(WireRequest(op: .audit) { $0.since = 5; $0.before = 1200 })
         let object = try XCTUnwrap(JSONSerialization.jsonObject(with: request) as? [String: Any])

@@ -109,3 +109,36 @@ final class DoctorTests: XCTestCase {
         }
     }
 }
+
+/// Issue 54, item 2/7: doctor says when a pinned `ssh:` entry can no longer match its host, because the host
+/// (named as typed, or as ssh checks its key) presented another key and was refused.
+final class DoctorHostKeyTests: XCTestCase {
+    func testAPinWhoseHostPresentedAnotherKeyIsWarnedAboutOnce() {
+        let (old, new) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43))
+        func refusal(_ account: String, alias: String?, key: String, reason: String = "not_listed") -> AuditEntry {
+            var caller = WireCaller(pid: 1, via: "ssh:\(alias ?? "127.0.0.1:22022")", kind: .sshHost, exe: "/usr/bin/ssh")
+            (caller.host, caller.hostAlias, caller.hostKey) = ("127.0.0.1:22022", alias, key)
+            return AuditEntry(time: 1, account: account, outcome: AuditEntry.denied, reason: reason, caller: caller)
+        }
+        let audit = [refusal("work", alias: "build-box", key: new), refusal("work", alias: "build-box", key: new),
+                     refusal("work", alias: nil, key: new), refusal("other", alias: "build-box", key: new),
+                     refusal("work", alias: "build-box", key: new, reason: "denied_by_user")]
+        let checks = Doctor.changedHostKeys(audit, allowedClients: [
+            "work": ["ssh:build-box@\(old)", "ssh:127.0.0.1:22022@\(new)", "ssh:elsewhere@\(old)"], "other": ["ssh:build-box"]])
+        XCTAssertEqual(checks.count, 1, "\(checks)")
+        XCTAssertEqual(checks.first?.account, "work")
+        XCTAssertEqual(checks.first?.status, .warn)
+        XCTAssertEqual(checks.first?.message,
+                       "ssh:build-box is pinned to \(old), but build-box presented \(new) and was refused: its key changed, so the entry no longer serves it")
+        XCTAssertTrue(checks.first?.hint?.contains("\"ssh:build-box@\(new)\"") == true)
+        XCTAssertEqual(Doctor.changedHostKeys(audit, allowedClients: ["work": ["ssh:build-box@\(new)"]]), [], "re-pinned")
+    }
+
+    func testAnEntryThatCanNeverMatchIsWarnedAbout() {
+        let checks = Doctor.neverMatching(account: "work", ["ssh:build-box:22 never matches: ssh names a host on port 22 without :22; write ssh:build-box"])
+        XCTAssertEqual(checks.map(\.status), [.warn])
+        XCTAssertEqual(checks.first?.account, "work")
+        XCTAssertTrue(checks.first?.message.hasPrefix("ssh:build-box:22 never matches") == true)
+        XCTAssertEqual(Doctor.neverMatching(account: "work", []), [])
+    }
+}

@@ -178,6 +178,11 @@ final class AccessPolicyTests: XCTestCase {
                        "only /usr/bin/git, unit:mbsync.service")
         XCTAssertEqual(AccessPolicy(allowedClients: [try rule("/usr/bin/git")], confirm: .firstUse).summary,
                        "/usr/bin/git; asks others on first use")
+        // Issue 54, item 2: an entry that can never match says so (ssh names port 22 without :22). Before: not a word.
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("ssh:build-box:22"), try rule("ssh:build-box:2222")]).summary,
+                       "only ssh:build-box:22, ssh:build-box:2222 (ssh:build-box:22 never matches: ssh names a host on port 22 without :22; write ssh:build-box)")
+        XCTAssertNil(try rule("ssh:build-box:2222").neverMatches)
+        XCTAssertNil(try rule("ssh:build-box").neverMatches)
     }
 
     /// Paths (and unit names) are bytes: a canonically equivalent but byte-different spelling (precomposed `é`

@@ -41,6 +41,30 @@ final class ForwardedHostPolicyTests: XCTestCase {
         XCTAssertFalse(try rule("/usr/bin/ssh").matches(ClientIdentity(.unknownForward, exe: "/usr/bin/ssh")))
     }
 
+    /// Issue 54, item 2: a plain `Host build-box` block (HostName 127.0.0.1, Port 22022) is named by the alias the
+    /// person typed as well as by ssh's key name; a pin still binds to the key. Before: only `127.0.0.1:22022`.
+    func testAHostIsMatchedByTheAliasTypedOrItsKeyNameAndAPinStillBindsTheKey() throws {
+        let typed = ClientIdentity(.forwarded(.init(name: "127.0.0.1:22022", alias: "build-box", fingerprint: keyA,
+                                                    session: "s1")), exe: "/usr/bin/ssh")
+        XCTAssertTrue(try rule("ssh:build-box").matches(typed), "the name the person typed")
+        XCTAssertTrue(try rule("ssh:127.0.0.1:22022").matches(typed), "the name ssh checks the key under")
+        XCTAssertTrue(try rule("ssh:build-box@\(keyA)").matches(typed))
+        XCTAssertFalse(try rule("ssh:build-box@\(keyB)").matches(typed), "a pin binds to the key, whatever the name")
+        XCTAssertFalse(try rule("ssh:other-box").matches(typed))
+        XCTAssertEqual(typed.consentKey, "ssh:build-box@\(keyA)", "remembered under the name typed, with its key")
+        XCTAssertEqual(typed.entry, "ssh:build-box", "refusals advise the name typed")
+        XCTAssertEqual(AccessPolicy(allowedClients: [try rule("ssh:build-box")]).decide(typed, remembered: nil), .grant(.listed))
+    }
+
+    /// Issue 54, item 7: an entry that names the host but pins another key says which key it pins.
+    func testAPinOnAnotherKeyOfTheHostIsFoundForTheRefusal() throws {
+        guard case .forwarded(let shown) = host("build-box", keyB).kind else { return XCTFail() }
+        XCTAssertEqual(try rule("ssh:build-box@\(keyA)").pinnedOtherKey(for: shown), keyA)
+        XCTAssertNil(try rule("ssh:build-box@\(keyB)").pinnedOtherKey(for: shown), "its own key")
+        XCTAssertNil(try rule("ssh:other@\(keyA)").pinnedOtherKey(for: shown), "another host")
+        XCTAssertNil(try rule("ssh:build-box").pinnedOtherKey(for: shown), "no pin")
+    }
+
     func testAHostIsAskedAboutByAnAccountWithoutAPolicyAndRememberedWithItsKey() throws {
         let a = host("build-box", keyA)
         XCTAssertTrue(a.isConfined)

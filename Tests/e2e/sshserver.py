@@ -127,6 +127,20 @@ class SSHHosts:
                        "  StrictHostKeyChecking yes", "  BatchMode yes", "  LogLevel ERROR", ""]
         self.config.write_text("\n".join(blocks))
 
+    def plain_config(self, alias: str, name: str) -> Path:
+        """A client config as a person writes one (issue 54): `Host ALIAS` with HostName and Port, no HostKeyAlias,
+        and a known_hosts file holding host `name`'s current key under ssh's own name for it, `[127.0.0.1]:PORT`.
+        Written again after a rekey; returns the config's path (`ssh -F`)."""
+        server = self.hosts[name]
+        known = self.base / f"known_hosts-{alias}"
+        known.write_text(f"[127.0.0.1]:{server.port} " + " ".join(Path(f"{server.host_key}.pub").read_text().split()[:2]) + "\n")
+        config = self.base / f"ssh_config-{alias}"
+        config.write_text("\n".join([
+            f"Host {alias}", "  HostName 127.0.0.1", f"  Port {server.port}", "  User root",
+            f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes", f"  UserKnownHostsFile {known}",
+            "  GlobalKnownHostsFile /dev/null", "  StrictHostKeyChecking yes", "  BatchMode yes", "  LogLevel ERROR", ""]))
+        return config
+
     def rekey(self, name: str):
         """Host `name` answers with a new host key, which the user accepted (known_hosts updated)."""
         server = self.hosts[name]

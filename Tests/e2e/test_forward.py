@@ -524,3 +524,133 @@ def test_real_kubectl_on_a_host_gets_its_token_through_the_forward(forward_agent
         agent.remember(server.seen[-1][2].removeprefix("Bearer "))
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["caller"]["via"]) == ("granted", "ssh:hosta"), entry
+
+
+# Issue 54: the names a person types. Each test uses a plain `Host build-box` block (HostName 127.0.0.1, Port N, no
+# HostKeyAlias) given with -F, as a newcomer's ssh config has it: ssh checks the key as `[127.0.0.1]:N`.
+
+def typed(agent, config, *remote, timeout=60) -> subprocess.CompletedProcess:
+    """`authctl forward build-box -F CONFIG REMOTE...`, as the person typed it."""
+    return agent.authctl("forward", "build-box", "-F", str(config), *remote, timeout=timeout)
+
+
+def typed_popen(agent, config, *remote, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    return subprocess.Popen([str(agent.bins / "authctl"), "forward", "build-box", "-F", str(config), *remote],
+                            env=agent.env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forward_agent, hosts, auth_server):
+    """Item 2: `allowed_clients = ["ssh:build-box"]` serves `authctl forward build-box`, `--list` shows build-box and
+    `--stop build-box` stops it. Before: the forward was `127.0.0.1:N`, refused, and --stop found nothing."""
+    agent = forward_agent
+    config = hosts.plain_config("build-box", "hosta")
+    key_name = f"127.0.0.1:{hosts['hosta'].port}"
+    set_allowed_clients(agent, auth_server, ["ssh:build-box"])
+    served = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert served.returncode == 0, served.stderr
+    agent.remember(served.stdout.strip())
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
+    assert entry["caller"]["via"] == "ssh:build-box", entry
+    assert (entry["caller"]["host_alias"], entry["caller"]["host"]) == ("build-box", key_name), entry
+    assert entry["caller"]["host_key"] == hosts["hosta"].fingerprint
+    assert f"host build-box ({key_name}) over ssh" in agent.authctl("audit").stdout
+    # ssh's own name for the key still names it (it is the same host).
+    set_allowed_clients(agent, auth_server, [f"ssh:{key_name}@{hosts['hosta'].fingerprint}"])
+    pinned = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert pinned.returncode == 0, pinned.stderr
+    agent.remember(pinned.stdout.strip())
+
+    proc = typed_popen(agent, config, "echo open; read line", stdin=subprocess.PIPE)
+    try:
+        read_until(proc.stdout, "open", 30)
+        listed = agent.authctl("forward", "--list")
+        assert listed.stdout.startswith(f"build-box ({key_name})  host key {hosts['hosta'].fingerprint}"), listed.stdout
+        assert f"build-box ({key_name}), host key" in agent.authctl("status").stdout
+        stopped = agent.authctl("forward", "--stop", "build-box")
+        assert stopped.returncode == 0 and "stopped 1 forward to build-box" in stopped.stdout, stopped.stderr
+        assert not agent.status_json().get("forwards")
+        proc.communicate(input="go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "the ssh session went on to its end"
+
+    # An entry no forward can ever carry (ssh names port 22 without :22) says so in status and doctor.
+    set_allowed_clients(agent, auth_server, ["ssh:build-box:22"])
+    never = "ssh:build-box:22 never matches: ssh names a host on port 22 without :22; write ssh:build-box"
+    assert never in " ".join(agent.authctl("status").stdout.split())
+    assert never in " ".join(agent.authctl("doctor", timeout=60).stdout.split())
+
+
+def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_agent, hosts, auth_server):
+    """Item 7: the host was reinstalled (new key, accepted in known_hosts); its pinned entry refuses it saying the
+    key changed, which key was pinned and which was presented, and the entry that re-pins it. Before: `add
+    "ssh:..."`, advice to drop the pin."""
+    agent = forward_agent
+    old = hosts["hosta"].fingerprint
+    set_allowed_clients(agent, auth_server, [f"ssh:build-box@{old}"])
+    hosts.rekey("hosta")
+    config = hosts.plain_config("build-box", "hosta")
+    new = hosts["hosta"].fingerprint
+    refused = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert refused.returncode == 7 and refused.stdout == "", refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert f"the host key of build-box changed: allowed_clients pins {old}, the host presented {new}" in said, said
+    assert f'replace the entry with "ssh:build-box@{new}"' in said, said
+    assert 'add "ssh:build-box"' not in said, said
+    doctor = " ".join(agent.authctl("doctor", timeout=60).stdout.split())
+    assert f"ssh:build-box is pinned to {old}, but build-box presented {new} and was refused" in doctor, doctor
+    set_allowed_clients(agent, auth_server, [f"ssh:build-box@{new}"])
+    again = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert again.returncode == 0, "re-pinned as advised: " + again.stderr
+    agent.remember(again.stdout.strip())
+
+
+def test_forgetting_a_host_forgets_it_under_every_key(forward_agent, hosts):
+    """Item 9: an account without a policy asked about build-box under two keys (it was reinstalled in between);
+    `authctl forget --client ssh:build-box` forgets both, and the host is asked about again. Before: "No remembered
+    decisions matched"."""
+    agent = forward_agent
+    keys = []
+    for _ in range(2):
+        config = hosts.plain_config("build-box", "hosta")
+        keys.append(hosts["hosta"].fingerprint)
+
+        def check(pending):
+            assert pending["client"] == f"ssh:build-box@{keys[-1]}", pending
+
+        waiting = typed_popen(agent, config, remote_authctl(agent), "token", "work")
+        result = answer_the_question(agent, waiting, "approve", check=check)
+        assert result.returncode == 0, result.stderr
+        hosts.rekey("hosta")
+    rc, output = run_in_terminal(agent, "forget", "--client", "ssh:build-box")
+    assert rc == 0, output
+    for key in keys:
+        assert f"Forgot: allow ssh:build-box@{key} for 'work'." in output, output
+    config = hosts.plain_config("build-box", "hosta")
+    asked = typed_popen(agent, config, remote_authctl(agent), "token", "work")
+    try:
+        assert "in a terminal" in read_until(asked.stderr, "in a terminal", 30), "forgotten: asked again"
+    finally:
+        asked.kill()
+        asked.wait()
+
+
+def test_one_sign_in_need_of_a_host_is_one_notification(forward_agent, hosts, auth_server, keyring,
+                                                          notification_server):
+    """Item 8: the account's sign-in ended (its refresh token revoked) and the host asks: the desktop shows one
+    notification, the one naming the host. Before: "needs you to sign in again" and, beside it, the one naming the
+    host (the second was sent before the first's id was known, so it replaced nothing)."""
+    agent = forward_agent
+    config = hosts.plain_config("build-box", "hosta")
+    set_allowed_clients(agent, auth_server, ["ssh:build-box"])
+    assert auth_server.revoke(keyring.secret_tool_lookup("work", auth_server.issuer)) == 200
+    needs = typed(agent, config, remote_authctl(agent), "token", "work", "--refresh")
+    assert needs.returncode == 4, needs.stderr
+    wait_for(lambda: any("build-box" in n.get("body", "") for n in notifications(notification_server)), 10,
+             "the notification naming the host")
+    shown = [n for n in notifications(notification_server) if n.get("summary") == "Sign in to work"]
+    assert len({n["id"] for n in shown}) == 1, shown
+    assert "host build-box" in shown[-1]["body"], shown
