@@ -140,6 +140,9 @@ struct DoctorCommand: ParsableCommand {
             return .success((client, ping, socket))
         } catch {
             if case .agentNotRunning = error {
+                if let sandboxed = FlatpakSandbox.unreachable(socket: socket) {
+                    return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, sandboxed.message, hint: sandboxed.hint)))
+                }
                 return .failure(DoctorCheckFailure(check: Doctor.agentNotRunning(socket: socket, reason: "nothing listens on \(socket)")))
             }
             let failure = CLIFailure(error)
