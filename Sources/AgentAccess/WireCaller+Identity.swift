@@ -4,16 +4,7 @@ import AuthCore
 extension WireCaller {
     /// The wire form of a caller's identity: its kind, and the members that kind has. Pure: the fuzz target runs it.
     init(pid: Int32, via: String, identity: ClientIdentity) {
-        let kind: WireCaller.Kind = switch identity.kind {
-        case .desktop: .desktop
-        case .hostContainer: .hostContainer
-        case .container: .container
-        case .flatpak: .flatpak
-        case .unidentified: .unidentified
-        case .forwarded: .sshHost
-        case .unknownForward: .sshUnknown
-        }
-        self.init(pid: pid, via: via, kind: kind, exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
+        self.init(pid: pid, via: via, kind: WireCaller.Kind(identity.kind), exe: identity.exe, exeDeleted: identity.exeDeleted ? true : nil,
                   unit: identity.unit, relayedBy: identity.relay?.executables)
         switch identity.kind {
         case .flatpak(let app):
@@ -24,6 +15,21 @@ extension WireCaller {
         case .forwarded(let host):
             (self.host, hostAlias, hostKey, remoteProgram) = (host.name, host.alias, host.fingerprint, host.program)
         case .desktop, .hostContainer, .container, .unknownForward: break
+        }
+    }
+}
+
+extension WireCaller.Kind {
+    /// The wire name of a caller's kind: the audit's `kind`, `pending`'s and `status`'s `view`.
+    public init(_ kind: ClientIdentity.Kind) {
+        self = switch kind {
+        case .desktop: .desktop
+        case .hostContainer: .hostContainer
+        case .container: .container
+        case .flatpak: .flatpak
+        case .unidentified: .unidentified
+        case .forwarded: .sshHost
+        case .unknownForward: .sshUnknown
         }
     }
 }

@@ -220,14 +220,18 @@ public struct AccountsResult: Codable, Sendable, Equatable {
 }
 
 public struct StatusResult: Codable, Sendable, Equatable {
+    /// The agent itself. A confined caller (``StatusResult/view``: a forwarded host, an app, a container) is not shown
+    /// what belongs to the desktop: `pid`, `socket`, the keyring members and `store` are then absent.
     public struct Agent: Codable, Sendable, Equatable {
         public var version: String
         public var protocolVersion: Int
-        public var pid: Int
+        /// Absent for a confined caller.
+        public var pid: Int?
         public var uptimeSeconds: Int
-        public var socket: String
-        /// available, locked, absent, error, or unused (`store = "memory"`).
-        public var keyring: String
+        /// Absent for a confined caller.
+        public var socket: String?
+        /// available, locked, absent, error, or unused (`store = "memory"`); absent for a confined caller.
+        public var keyring: String?
         /// The program that answers as the Secret Service (its executable's path, or its process name); absent when
         /// none does or the agent cannot tell.
         public var keyringService: String?
@@ -235,9 +239,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var keyringAdvice: String?
         /// Where sign-ins are kept (`[agent] store`): auto, secret-service or memory. Absent from older agents.
         public var store: String?
+        /// The name of the computer the agent runs on (its host name), so that a host or an app can say whose agent
+        /// answers. Absent from older agents.
+        public var hostname: String?
 
-        public init(version: String, pid: Int, uptimeSeconds: Int, socket: String, keyring: String,
-                    keyringService: String? = nil, keyringAdvice: String? = nil, store: String? = nil) {
+        public init(version: String, pid: Int?, uptimeSeconds: Int, socket: String?, keyring: String?,
+                    keyringService: String? = nil, keyringAdvice: String? = nil, store: String? = nil,
+                    hostname: String? = nil) {
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
@@ -247,11 +255,12 @@ public struct StatusResult: Codable, Sendable, Equatable {
             self.keyringService = keyringService
             self.keyringAdvice = keyringAdvice
             self.store = store
+            self.hostname = hostname
         }
 
         enum CodingKeys: String, CodingKey {
             case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
-                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store
+                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store, hostname
         }
     }
 
@@ -413,10 +422,29 @@ public struct StatusResult: Codable, Sendable, Equatable {
     public var agent: Agent
     public var accounts: [Account]
     public var forwards: [Forward]?
-    public init(agent: Agent, accounts: [Account], forwards: [Forward]? = nil) {
+    /// How the agent sees the caller: ``WireCaller/Kind``'s raw value (`desktop`, `ssh_host`, `flatpak`, ...). Absent
+    /// from older agents.
+    public var view: String?
+    /// The `allowed_clients` entry that names the caller (`ssh:build-box`, `flatpak:org.example.App`); absent when
+    /// none can, and for a program of the desktop (named by its path).
+    public var namedBy: String?
+
+    public init(agent: Agent, accounts: [Account], forwards: [Forward]? = nil, view: String? = nil, namedBy: String? = nil) {
         self.agent = agent
         self.accounts = accounts
         self.forwards = forwards
+        self.view = view
+        self.namedBy = namedBy
+    }
+
+    enum CodingKeys: String, CodingKey { case agent, accounts, forwards, view, namedBy = "named_by" }
+
+    /// The caller is confined (a forwarded host, an app, a container, an unidentified caller): what it sees is cut
+    /// to the accounts it may use. A kind this client does not know counts as confined; an older agent's status
+    /// (no `view`) as the desktop's.
+    public var isConfinedView: Bool {
+        guard let view else { return false }
+        return view != WireCaller.Kind.desktop.rawValue && view != WireCaller.Kind.hostContainer.rawValue
     }
 }
 

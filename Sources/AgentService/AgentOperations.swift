@@ -229,17 +229,19 @@ public struct AgentOperations: Sendable {
                             revoked: outcome.revoked, revocationError: outcome.revocationError)
     }
 
-    /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use, and no forwards.
+    /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use, no forwards, and
+    /// nothing of the desktop's own (the agent's pid, socket, keyring and store); it is told how the agent sees it.
     public func status(caller: Caller) async -> StatusResult {
         let status = await broker.status()
         let confined = caller.identity.isConfined
         let uptime = ContinuousClock.now - info.startedAt
+        let desktop: (_ value: String?) -> String? = { confined ? nil : $0 }
         return StatusResult(
-            agent: .init(version: info.version, pid: info.pid, uptimeSeconds: Int(uptime.components.seconds),
-                         socket: info.socketPath, keyring: status.keyring.rawValue,
-                         keyringService: status.keyringService?.program,
-                         keyringAdvice: status.keyring.advice(store: status.store, service: status.keyringService),
-                         store: status.store.rawValue),
+            agent: .init(version: info.version, pid: confined ? nil : info.pid, uptimeSeconds: Int(uptime.components.seconds),
+                         socket: desktop(info.socketPath), keyring: desktop(status.keyring.rawValue),
+                         keyringService: desktop(status.keyringService?.program),
+                         keyringAdvice: desktop(status.keyring.advice(store: status.store, service: status.keyringService)),
+                         store: desktop(status.store.rawValue), hostname: info.hostname),
             accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
@@ -264,7 +266,9 @@ public struct AgentOperations: Sendable {
                     keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError,
                     dpop: account.dpop)
             },
-            forwards: confined ? nil : forwardSummaries())
+            forwards: confined ? nil : forwardSummaries(),
+            view: WireCaller.Kind(caller.identity.kind).rawValue,
+            namedBy: caller.identity.policyExe == nil ? caller.identity.entry : nil)
     }
 
     /// The request's `method`: `redirect` when absent.

@@ -127,7 +127,8 @@ struct AuthAgent: AsyncParsableCommand {
         // The one service every front end calls (the socket's dispatcher, the D-Bus object, SIGHUP).
         let operations = AgentOperations(
             broker: broker,
-            info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath),
+            info: AgentInfo(version: agentVersion, pid: Int(getpid()), startedAt: .now, socketPath: socketPath,
+                            hostname: AgentInfo.hostname()),
             access: access, configuration: configurationGate, logger: logger)
         let dispatcher = RequestDispatcher(operations: operations)
 

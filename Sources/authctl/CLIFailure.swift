@@ -52,6 +52,7 @@ struct CLIFailure: Error {
             self.init(message: "cannot find the agent's socket: neither AUTH_AGENT_SOCKET nor XDG_RUNTIME_DIR is set",
                       hint: "run authctl from your desktop session, or set AUTH_AGENT_SOCKET", exit: ExitStatus.agentNotRunning)
         case .agentNotRunning(let path, _):
+            if let sandboxed = FlatpakSandbox.unreachable(socket: path) { self = sandboxed; return }
             self.init(message: "auth-agent is not running (nothing listens on \(path))",
                       hint: "start it with `systemctl --user start auth-agent.socket`, or run `auth-agent &`",
                       exit: ExitStatus.agentNotRunning)

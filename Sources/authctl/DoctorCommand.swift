@@ -56,6 +56,12 @@ struct DoctorCommand: ParsableCommand {
             checks.append(failure.check)
         case .success(let (client, ping, socket)):
             checks += Doctor.agent(ping, socket: socket, authctlVersion: authctlVersion)
+            // A host through a forward, or an app: the agent refuses it `diagnose` and the desktop's checks mean
+            // nothing here. It is told what it is to the agent, the accounts it may use, and where the rest is checked.
+            if let status = try? client.call(WireRequest(op: .status), as: StatusResult.self),
+               let confined = ConfinedView(status) {
+                return report(checks + confined.doctorChecks(status, account: account))
+            }
             checks += DoctorCommand.forwards(client)
             do throws(ClientError) {
                 diagnosis = try client.call(WireRequest(op: .diagnose) { $0.account = account }, as: DiagnoseResult.self)
@@ -99,6 +105,10 @@ struct DoctorCommand: ParsableCommand {
         } else {
             checks.append(DoctorCheck("accounts", .skip, "authorization servers not checked: the agent checks them"))
         }
+        report(checks)
+    }
+
+    private func report(_ checks: [DoctorCheck]) {
         let report = DoctorReport(checks: checks)
         if json {
             printJSON(report)
@@ -135,6 +145,9 @@ struct DoctorCommand: ParsableCommand {
             return .success((client, ping, socket))
         } catch {
             if case .agentNotRunning = error {
+                if let sandboxed = FlatpakSandbox.unreachable(socket: socket) {
+                    return .failure(DoctorCheckFailure(check: DoctorCheck("agent", .fail, sandboxed.message, hint: sandboxed.hint)))
+                }
                 return .failure(DoctorCheckFailure(check: Doctor.agentNotRunning(socket: socket, reason: "nothing listens on \(socket)")))
             }
             let failure = CLIFailure(error)

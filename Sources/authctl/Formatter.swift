@@ -48,15 +48,28 @@ enum Formatter {
     static func status(_ status: StatusResult, now: Int, color: Bool) -> String {
         func paint(_ text: String, _ code: String) -> String { color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text }
         let agent = status.agent
-        var lines = [
-            "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid), up \(duration(agent.uptimeSeconds))",
-            "socket:  \(agent.socket)",
-            "keyring: \(agent.keyring == "available" ? paint(agent.keyring, "32") : paint(agent.keyring, agent.keyring == "unused" ? "33" : "31"))"
-                + (agent.keyringService.map { ", \($0)" } ?? "") + (agent.keyringAdvice.map { " (\($0))" } ?? ""),
-        ]
+        let keyring = agent.keyring ?? "unknown"
+        var lines: [String]
+        let confined = ConfinedView(status)
+        if let confined {
+            // A host or an app is told what it is, not the desktop's socket and keyring (the agent leaves them out).
+            lines = ["auth-agent \(agent.version) (protocol \(agent.protocolVersion))" + (agent.hostname.map { " on \($0)" } ?? "")
+                        + ", up \(duration(agent.uptimeSeconds))"] + confined.statusLines
+        } else {
+            lines = [
+                "auth-agent \(agent.version) (protocol \(agent.protocolVersion)), pid \(agent.pid.map(String.init) ?? "?"), up \(duration(agent.uptimeSeconds))",
+                "socket:  \(agent.socket ?? "?")",
+                "keyring: \(keyring == "available" ? paint(keyring, "32") : paint(keyring, keyring == "unused" ? "33" : "31"))"
+                    + (agent.keyringService.map { ", \($0)" } ?? "") + (agent.keyringAdvice.map { " (\($0))" } ?? ""),
+            ]
+        }
         if status.accounts.isEmpty {
             lines.append("")
-            lines.append("No accounts are configured. Add one to ~/.config/auth-agent/config.toml (see `authctl accounts add --help` and README, \"Configure an account\").")
+            if let confined {
+                lines.append("No account serves \(confined.itself) now: \(confined.noAccountsHint).")
+            } else {
+                lines.append("No accounts are configured. Add one to ~/.config/auth-agent/config.toml (see `authctl accounts add --help` and README, \"Configure an account\").")
+            }
             return lines.joined(separator: "\n")
         }
         for account in status.accounts {
@@ -71,7 +84,7 @@ enum Formatter {
             case (true?, _) where account.keptInMemory == true: state = paint("signed in, in memory only", "33")
             case (true?, _): state = paint("signed in", "32")
             case (false?, _): state = paint("not signed in", "33")
-            case (nil, _): state = paint("unknown (keyring \(agent.keyring))", "31")
+            case (nil, _): state = paint("unknown (keyring \(keyring))", "31")
             }
             var rows = [["account:", "\(account.name) — \(state)"], ["issuer:", account.issuer],
                         ["redirect URI:", "\(account.redirectURI)  (register this at the provider)"]]

@@ -1,5 +1,6 @@
 import AgentIPC
 import ArgumentParser
+import AuthCLI
 import CAgentProcess
 import FoundationEssentials
 import Glibc
@@ -54,6 +55,10 @@ struct ForwardCommand: ParsableCommand {
     private func listForwards() throws {
         let client = try global.connect()
         let status = try CLIFailure.wrap { () throws(ClientError) in try client.call(WireRequest(op: .status), as: StatusResult.self) }
+        if let confined = ConfinedView(status) {  // no forwards are shown to a host or an app: say so, not "none"
+            throw CLIFailure(message: "forwards are opened and listed on \(confined.desktop), not from \(confined.itself)",
+                             hint: "run `authctl forward --list` there", exit: ExitStatus.protocolError)
+        }
         let forwards = status.forwards ?? []
         guard !forwards.isEmpty else { return print("no forwards are open") }
         let now = Int(Date().timeIntervalSince1970)

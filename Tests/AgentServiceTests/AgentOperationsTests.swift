@@ -43,6 +43,45 @@ final class AgentOperationsTests: XCTestCase {
         XCTAssertEqual(accounts[1]["sign_in_ended"] as? Bool, false, "still valid")
     }
 
+    /// Issue 54: `status` from a host through a forward showed the desktop's socket path and keyring. A confined
+    /// caller is told how the agent sees it (`view`, `named_by`) and is not shown what belongs to the desktop (the
+    /// agent's pid, socket, keyring and store); a program of the desktop sees them as before.
+    func testAConfinedCallersStatusSaysWhatItIsAndHidesTheDesktops() async throws {
+        let broker = TokenBroker(accounts: [], store: MemorySecretStore(items: [:]), http: NoHTTP(), redirects: NoRedirects(),
+                                 browser: NoBrowser(), time: ManualClock(), logger: Logger(label: "test"))
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock", hostname: "desk-1"),
+                                         logger: Logger(label: "test"))
+        func status(_ kind: ClientIdentity.Kind?) async throws -> [String: Any] {
+            var caller = Caller(pid: 1, uid: 1000, via: "socket")
+            if let kind { caller.identity.kind = kind }
+            let json = try JSONEncoder().encode(await operations.status(caller: caller))
+            return try XCTUnwrap(JSONSerialization.jsonObject(with: json) as? [String: Any])
+        }
+        let desktopOwn = ["pid", "socket", "keyring", "store"]
+
+        let host = try await status(.forwarded(.init(name: "build-box", fingerprint: "SHA256:abc", session: "s1")))
+        XCTAssertEqual(host["view"] as? String, "ssh_host")
+        XCTAssertEqual(host["named_by"] as? String, "ssh:build-box")
+        let hostAgent = try XCTUnwrap(host["agent"] as? [String: Any])
+        XCTAssertEqual(hostAgent["hostname"] as? String, "desk-1", "the host is told whose agent answers")
+        for key in desktopOwn { XCTAssertNil(hostAgent[key], "a host is shown the desktop's \(key)") }
+        XCTAssertNil(host["forwards"])
+
+        let app = try await status(.flatpak(.init(id: "org.example.App")))
+        XCTAssertEqual(app["view"] as? String, "flatpak")
+        XCTAssertEqual(app["named_by"] as? String, "flatpak:org.example.App")
+        let appAgent = try XCTUnwrap(app["agent"] as? [String: Any])
+        for key in desktopOwn { XCTAssertNil(appAgent[key], "an app is shown the desktop's \(key)") }
+
+        let desktop = try await status(nil)
+        XCTAssertEqual(desktop["view"] as? String, "desktop")
+        let desktopAgent = try XCTUnwrap(desktop["agent"] as? [String: Any])
+        XCTAssertEqual(desktopAgent["socket"] as? String, "/run/x.sock")
+        XCTAssertEqual(desktopAgent["pid"] as? Int, 42)
+        XCTAssertNotNil(desktopAgent["keyring"])
+    }
+
     /// Issue 48: a program may ask for a DPoP proof for any token (`authctl token --header --url`), but a Bearer token
     /// comes without one, so its grant's audit record names no proof.
     func testABearerGrantAskedForAProofIsAuditedWithoutOne() async throws {

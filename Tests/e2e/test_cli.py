@@ -450,8 +450,8 @@ def test_status_output_human_and_json(signed_in_agent, auth_server):
     assert re.search(r"^access token: +expires in (59m \d+s|1h 0m)$", text, re.M), text
     assert re.search(r"^last refresh: +(just now|\d+s ago)$", text, re.M), text
     data = signed_in_agent.status_json()
-    assert set(data) == {"agent", "accounts"}
-    assert {"version", "protocol", "pid", "uptime_s", "socket", "keyring"} <= set(data["agent"])
+    assert set(data) == {"agent", "accounts", "view"} and data["view"] == "desktop", data.keys()
+    assert {"version", "protocol", "pid", "uptime_s", "socket", "keyring", "hostname"} <= set(data["agent"])
     work = data["accounts"][0]
     assert work["signed_in"] is True and work["access_token_expires_in"] > 3500
 

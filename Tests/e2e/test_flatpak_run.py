@@ -209,11 +209,14 @@ def test_a_flatpak_app_is_served_by_its_entry_and_refused_by_another_apps(flatpa
     assert other_instance != instance
 
     # The door is the permission the docs give: without it the socket is not there for the app, and the agent
-    # hears nothing.
+    # hears nothing. The app is told which permission it lacks, not that the agent is not running (issue 54).
     entries = len(audit(agent))
     shut, _ = flatpak_run(agent, "token", "work", options=("--nofilesystem=xdg-run/auth-agent",))
     assert shut.stdout == "", "served without the socket's directory"  # (never print what it got)
-    assert shut.returncode == 3 and "nothing listens" in shut.stderr, (shut.returncode, shut.stderr)
+    assert shut.returncode == 3, (shut.returncode, shut.stderr)
+    assert f"inside the Flatpak sandbox of {APP}, which cannot see the agent's socket" in shut.stderr, shut.stderr
+    assert f"flatpak override --user --filesystem=xdg-run/auth-agent:ro {APP}" in shut.stderr, shut.stderr
+    assert "systemctl" not in shut.stderr, shut.stderr
     assert len(audit(agent)) == entries
 
 

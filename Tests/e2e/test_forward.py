@@ -333,6 +333,55 @@ def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, 
     assert agent.browser_runs() == 1, "a host's request never opens a browser (the one run is the fixture's sign-in)"
 
 
+def host_with_two_accounts(agent, auth_server):
+    """`work` (signed in) and `fresh` (not) serve hosta; `other` does not."""
+    agent.write_config(render_config({"work": default_account(auth_server.issuer, allowed_clients=["ssh:hosta"]),
+                                      "fresh": default_account(auth_server.issuer, allowed_clients=["ssh:hosta"]),
+                                      "other": default_account(auth_server.issuer)}, {"consent_timeout": 60}))
+    assert agent.authctl("reload", timeout=20).returncode == 0
+
+
+def test_doctor_on_a_host_says_it_is_a_forward_and_what_to_do_there(forward_agent, hosts, auth_server):
+    """Issue 54, item 5: on a host, `doctor` failed (`fail diagnose`, exit 1) with hints that cannot work there
+    (`authctl login --no-browser`, `authctl accounts add`). There it says what the host is to the agent, which
+    accounts it may use, that the agent answers, and what to do."""
+    agent = forward_agent
+    desktop = socket.gethostname()
+    host_with_two_accounts(agent, auth_server)
+
+    doctor = forward(agent, hosts, "hosta", remote_authctl(agent), "doctor")
+    said = doctor.stdout + doctor.stderr
+    assert doctor.returncode == 0, said
+    lines = {line.split()[1]: line for line in doctor.stdout.splitlines() if line[:4] in ("ok  ", "warn", "fail", "skip")}
+    assert f"a host reached through `authctl forward` from {desktop}, named ssh:hosta in allowed_clients" in lines["view"], said
+    assert "signed in; `authctl token work` gets its tokens here" in lines["work:"], said
+    assert f"hint: sign in on {desktop} (the computer where the agent runs): `authctl login fresh`" in said, said
+    assert "other" not in said, "an account that does not serve the host is not named"
+    assert "diagnose" not in said and "--no-browser" not in said and "accounts add" not in said, said
+
+
+def test_status_and_forward_list_on_a_host_say_it_is_a_forward(forward_agent, hosts, auth_server):
+    """Issue 54, item 6: on a host, `status` showed the desktop's socket path and keyring, and `forward --list` printed
+    "no forwards are open" (exit 0) though forwards are the desktop's."""
+    agent = forward_agent
+    desktop = socket.gethostname()
+    host_with_two_accounts(agent, auth_server)
+    listed = forward(agent, hosts, "hosta", remote_authctl(agent), "forward", "--list")
+    assert listed.returncode == 9 and "no forwards are open" not in listed.stdout, listed.stdout + listed.stderr
+    assert f"forwards are opened and listed on {desktop} (the computer where the agent runs), not from this host" \
+        in listed.stderr, listed.stderr
+    assert agent.authctl("forward", "--list").stdout.strip() == "no forwards are open", "the desktop's own list"
+
+    status = forward(agent, hosts, "hosta", remote_authctl(agent), "status")
+    assert status.returncode == 0, status.stderr
+    assert f" on {desktop}, up " in status.stdout.splitlines()[0], status.stdout
+    assert "seen as: a host reached through `authctl forward`" in status.stdout, status.stdout
+    assert str(agent.socket_path) not in status.stdout and "keyring:" not in status.stdout, status.stdout
+    shown = json.loads(forward(agent, hosts, "hosta", remote_authctl(agent), "status", "--json").stdout)
+    assert (shown["view"], shown["named_by"]) == ("ssh_host", "ssh:hosta"), shown
+    assert not {"pid", "socket", "keyring", "store"} & shown["agent"].keys(), shown["agent"]
+
+
 def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward_agent, hosts, auth_server, make_agent,
                                                                         dpop_server):
     agent = forward_agent

@@ -73,19 +73,21 @@ def host_tree() -> list[str]:
 
 
 def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True, info: str = FLATPAK_INFO,
-              bwrapinfo=None, command: list[str] | None = None) -> subprocess.Popen:
+              bwrapinfo=None, command: list[str] | None = None, socket_dir: bool = True) -> subprocess.Popen:
     """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
     no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace, and with
     `bwrapinfo` (a path) bwrap writes its `--info-fd` record there, as `flatpak run` has it write the instance's
     `bwrapinfo.json`. authctl is also at `/run/host/usr/bin/authctl`, where `--filesystem=host-os:ro` shows the
-    host's; `command` runs instead of authctl, with stdin a pipe."""
+    host's; `command` runs instead of authctl, with stdin a pipe. With `socket_dir` false the agent's socket
+    directory is not bound in (an app without `--filesystem=xdg-run/auth-agent:ro`)."""
     authctl = authctl_path(agent)
     argv = [BWRAP, "--unshare-user", "--disable-userns", *(["--unshare-pid"] if own_pid_namespace else []),
             "--die-with-parent", *host_tree(), "--proc", "/proc", "--dev", "/dev"]
     for directory in library_dirs(authctl):
         argv += ["--ro-bind", directory, directory]
-    argv += ["--ro-bind", authctl, authctl, "--ro-bind", authctl, HOST_OS_AUTHCTL,
-             "--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
+    argv += ["--ro-bind", authctl, authctl, "--ro-bind", authctl, HOST_OS_AUTHCTL]
+    if socket_dir:
+        argv += ["--ro-bind", str(agent.socket_path.parent), str(agent.socket_path.parent)]
     fds = ()
     if flatpak_info:
         # A memfd, not a pipe: a marker may be larger than a pipe's buffer (nobody reads it before bwrap starts).
@@ -545,3 +547,39 @@ def test_a_caller_whose_root_the_agent_cannot_read_is_unidentified_even_by_an_op
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
     assert entry["caller"]["kind"] == "unidentified" and "root directory cannot be read" in entry["caller"]["unidentified"], entry
+
+
+def test_an_app_without_the_socket_permission_is_told_which_one_it_lacks(sandbox_agent):
+    """Issue 54, item 12: an app whose sandbox does not show the agent's socket directory was told the agent was not
+    running and to run `systemctl --user start auth-agent.socket` (exit 3) while the agent ran. Inside a sandbox
+    authctl says which finish-arg is missing, for the socket and for D-Bus."""
+    agent = sandbox_agent
+    refused = run_sandboxed(agent, "token", "work", socket_dir=False)
+    assert refused.returncode == 3 and refused.stdout == "", refused.stderr
+    said = refused.stderr
+    assert f"inside the Flatpak sandbox of {APP}" in said, said
+    assert "lacks the permission `--filesystem=xdg-run/auth-agent:ro`" in said, said
+    assert f"flatpak override --user --filesystem=xdg-run/auth-agent:ro {APP}" in said, said
+    assert "--talk-name=dev.authagent.Agent" in said, said
+    assert "not running" not in said and "systemctl" not in said, said
+    assert agent.token("work"), "the premise: the agent runs, and serves the host"
+
+    doctor = run_sandboxed(agent, "doctor", socket_dir=False)
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    agent_line = next(line for line in doctor.stdout.splitlines() if " agent " in f" {line} ")
+    assert "lacks the permission `--filesystem=xdg-run/auth-agent:ro`" in agent_line, doctor.stdout
+    assert "systemctl" not in doctor.stdout, doctor.stdout
+
+
+def test_status_in_an_app_says_it_is_an_app_and_hides_the_desktops(sandbox_agent, auth_server):
+    """Issue 54, item 6: a confined view says what it is and leaves out the desktop's socket, keyring and pid."""
+    agent = sandbox_agent
+    set_allowed_clients(agent, auth_server, [f"flatpak:{APP}"])
+    shown = run_sandboxed(agent, "status")
+    assert shown.returncode == 0, shown.stderr
+    assert f"seen as: an app inside its Flatpak sandbox, named flatpak:{APP} in allowed_clients" in shown.stdout, shown.stdout
+    assert str(agent.socket_path) not in shown.stdout and "keyring:" not in shown.stdout, shown.stdout
+    assert "account:       work" in shown.stdout, shown.stdout
+    shown = json.loads(run_sandboxed(agent, "status", "--json").stdout)
+    assert (shown["view"], shown["named_by"]) == ("flatpak", f"flatpak:{APP}"), shown
+    assert not {"pid", "socket", "keyring", "store"} & shown["agent"].keys(), shown["agent"]
