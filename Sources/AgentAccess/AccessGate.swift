@@ -209,7 +209,7 @@ public final class AccessGate: @unchecked Sendable {
                     + "run `authctl reload`. If not, someone else may answer as \(name): do not re-pin"
             }
             let unit = identity.kind == .desktop ? " (or a unit:NAME entry)" : ""
-            let advice = identity.entry.map { "to allow it, add \"\(WireCaller.shown($0, limit: 4096))\"\(unit) to allowed_clients" }
+            let advice = identity.entry.map { "to allow it, add \"\(WireCaller.shown($0, limit: WireCaller.pathLimit))\"\(unit) to allowed_clients" }
                 ?? "no allowed_clients entry can name it"
             return "account '\(account)' does not serve \(who): it is not in allowed_clients; \(advice) in [accounts.\(account)] of config.toml"
         case .deniedByUser:

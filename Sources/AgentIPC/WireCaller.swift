@@ -77,7 +77,10 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public func described(withPID: Bool = false) -> String {
         var parts: [String] = []
         let exe = self.exe.map { Self.shown($0, limit: Self.pathLimit) + (exeDeleted == true ? " (deleted)" : "") }
-        switch Kind(rawValue: kind) {
+        let known = Kind(rawValue: kind)
+        // A forwarded caller's unit and pid are the local ssh's, not anything on the host.
+        let forwarded = known == .sshHost || known == .sshUnknown
+        switch known {
         case .desktop?:
             parts.append(exe ?? "an unknown executable")
         case .hostContainer?:
@@ -106,10 +109,8 @@ public struct WireCaller: Codable, Sendable, Equatable {
         if let relayedBy {
             parts.append(relayedBy.map { "via \(Self.shown($0.split(separator: "/").last.map(String.init) ?? $0, limit: Self.pathLimit))" }.joined(separator: " "))
         }
-        if let unit, Kind(rawValue: kind) != .sshHost, Kind(rawValue: kind) != .sshUnknown { parts.append("unit:\(Self.shown(unit))") }
+        if let unit, !forwarded { parts.append("unit:\(Self.shown(unit))") }
         if withPID {
-            let forwarded = kind == Kind.sshHost.rawValue || kind == Kind.sshUnknown.rawValue
-            // A forwarded caller's pid is the local ssh's, not anything on the host.
             parts.append((forwarded ? "local ssh pid \(pid)" : "pid \(pid)") + (via == "socket" ? "" : " via \(Self.shown(via))"))
         }
         return parts.joined(separator: " ")
@@ -117,7 +118,7 @@ public struct WireCaller: Codable, Sendable, Equatable {
 
     /// At most this many characters of one name are shown; a path, up to the kernel's `PATH_MAX`.
     public static let shownLimit = 200
-    static let pathLimit = 4096
+    public static let pathLimit = 4096
 
     /// `text` as it may be shown to people: every control, format (bidi overrides and isolates, zero-width joiners),
     /// line or paragraph separator and private-use character replaced by U+FFFD, and at most ``shownLimit``
