@@ -216,6 +216,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case invalidIDToken = "invalid_id_token"
     /// The server refused the agent's DPoP proof, or does not offer DPoP to an account that requires it.
     case dpopRefused = "dpop_refused"
+    /// The TPM that holds the account's DPoP key (`dpop_key = "tpm"`) did not answer; the sign-in is kept.
+    case tpmUnavailable = "tpm_unavailable"
     // Agent
     case invalidConfig = "invalid_config"
     /// The agent's configuration file is invalid (message: `file:line: what to fix`). Every request gets it until

@@ -44,6 +44,19 @@ public struct AccountConfig: Sendable, Equatable {
     public var dpop: Choice = .auto
     /// `par`: pushed authorization requests (RFC 9126).
     public var par: Choice = .auto
+    /// `dpop_key`: where a sign-in's DPoP key is made and kept.
+    public var dpopKey: KeyPlace = .software
+
+    /// Where a sign-in's DPoP key lives (`dpop_key`).
+    public enum KeyPlace: String, Sendable, Equatable, CaseIterable {
+        /// In the agent, kept in the keyring item with the refresh token (the default).
+        case software
+        /// In the TPM (`[agent] tpm_tcti`): the item keeps only a blob that TPM alone can load. No TPM at sign-in
+        /// refuses the sign-in; never a software key instead.
+        case tpm
+        /// The TPM when one answers at sign-in, a software key otherwise (`authctl status` says which).
+        case auto
+    }
 
     /// How an account takes a protocol feature the server may offer (`dpop`, `par`).
     public enum Choice: String, Sendable, Equatable {

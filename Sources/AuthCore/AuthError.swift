@@ -31,6 +31,9 @@ public struct AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The authorization server refused the agent's DPoP proof (`invalid_dpop_proof`, RFC 9449 §5.2), or the
         /// account requires DPoP (`dpop = true`) and the server does not offer it.
         case dpopRefused = "dpop_refused"
+        /// The TPM that holds the account's DPoP key (`dpop_key = "tpm"`) did not answer: none at `tpm_tcti`, no
+        /// permission, stopped, or over its deadline. The refresh token is kept.
+        case tpmUnavailable = "tpm_unavailable"
         case invalidConfig = "invalid_config"
         case minValidUnsatisfiable = "min_valid_unsatisfiable"
         /// A token was asked for with a scope the account does not configure (or the server refused the scope).

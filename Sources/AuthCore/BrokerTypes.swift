@@ -152,6 +152,9 @@ public struct AccountStatus: Sendable {
     /// a public client), `refresh_token` (only the refresh token: the server answered `Bearer` to a proof), or
     /// `refused` (dpop = "auto" and the server refused the proof, so the sign-in went on without it).
     public var dpop: String?
+    /// Where the sign-in's DPoP key is, when this run has it: `tpm` (held by the TPM) or `software` (in the keyring
+    /// item); what `dpop_key = "auto"` chose.
+    public var dpopKey: String?
 }
 
 /// One scoped access token in `status`: what it is for and when it expires (never the token).

@@ -3,8 +3,11 @@ import FoundationEssentials
 
 /// A sign-in's DPoP proof key (RFC 9449), made at sign-in and kept in the keyring item beside the refresh token
 /// (``StoredCredential``), so the two are written in one step: ES256 (a P-256 key), or EdDSA (an Ed25519 key, RFC
-/// 8037) for a server that offers EdDSA and not ES256 (``Algorithm/preferred(offered:)``). The private key never
-/// leaves the agent: programs get proofs (``proof(method:url:accessToken:nonce:issuedAt:id:)``), never the key.
+/// 8037) for a server that offers EdDSA and not ES256 (``Algorithm/preferred(offered:)``); or, with `dpop_key =
+/// "tpm"`, an ES256 key held by the TPM (``HeldKey``), which the agent never has at all: the item keeps only the blob
+/// that TPM alone can load, and every signature is the TPM's (``KeyHolder``). The private key never leaves the agent:
+/// programs get proofs (``proof(method:url:accessToken:nonce:issuedAt:id:holder:)``), never the key. Every proof,
+/// whichever key signs it, is made by that one method.
 public struct DPoPKey: Sendable, Equatable {
     /// The proof algorithms the agent signs with, as `dpop_signing_alg_values_supported` names them.
     public enum Algorithm: String, Sendable, CaseIterable {
@@ -21,6 +24,7 @@ public struct DPoPKey: Sendable, Equatable {
     private enum Material: Sendable {
         case p256(P256.Signing.PrivateKey)
         case ed25519(Curve25519.Signing.PrivateKey)
+        case held(HeldKey)
     }
 
     private let material: Material
@@ -31,6 +35,11 @@ public struct DPoPKey: Sendable, Equatable {
         case .es256: material = .p256(P256.Signing.PrivateKey())
         case .eddsa: material = .ed25519(Curve25519.Signing.PrivateKey())
         }
+    }
+
+    /// A key the TPM holds.
+    public init(held: HeldKey) {
+        material = .held(held)
     }
 
     /// The key as stored (``stored``) for `algorithm`; nil when it is not a 32-byte P-256 scalar or Ed25519 seed.
@@ -49,23 +58,34 @@ public struct DPoPKey: Sendable, Equatable {
     /// The proof algorithm: the `alg` of every proof this key signs.
     public var algorithm: Algorithm {
         switch material {
-        case .p256: return .es256
+        case .p256, .held: return .es256
         case .ed25519: return .eddsa
         }
     }
 
-    /// The private scalar (P-256) or seed (Ed25519), base64url: only ever written into the keyring item's secret.
-    public var stored: Secret { Secret(Base64URL.encode(privateBytes)) }
+    /// The TPM's key, when this is one.
+    public var held: HeldKey? {
+        if case .held(let key) = material { return key }
+        return nil
+    }
+
+    /// The private scalar (P-256) or seed (Ed25519), base64url; for a held key its public point and blob
+    /// (``HeldKey/stored``): only ever written into the keyring item's secret.
+    public var stored: Secret {
+        if case .held(let key) = material { return Secret(key.stored) }
+        return Secret(Base64URL.encode(privateBytes))
+    }
 
     private var privateBytes: Data {
         switch material {
         case .p256(let key): return key.rawRepresentation
         case .ed25519(let key): return key.rawRepresentation
+        case .held(let key): return key.blob
         }
     }
 
     public static func == (lhs: DPoPKey, rhs: DPoPKey) -> Bool {
-        lhs.algorithm == rhs.algorithm && lhs.privateBytes == rhs.privateBytes
+        lhs.algorithm == rhs.algorithm && lhs.held == rhs.held && lhs.privateBytes == rhs.privateBytes
     }
 
     /// The public JWK's required members (RFC 7638 §3.2), all base64url or fixed names, so none needs JSON escaping.
@@ -76,6 +96,8 @@ public struct DPoPKey: Sendable, Equatable {
             return JWK(kty: "EC", crv: "P-256", x: Base64URL.encode(point[1...32]), y: Base64URL.encode(point[33...64]))
         case .ed25519(let key):
             return JWK(kty: "OKP", crv: "Ed25519", x: Base64URL.encode(key.publicKey.rawRepresentation), y: nil)
+        case .held(let key):
+            return JWK(kty: "EC", crv: "P-256", x: Base64URL.encode(key.x), y: Base64URL.encode(key.y))
         }
     }
 
@@ -90,18 +112,25 @@ public struct DPoPKey: Sendable, Equatable {
         return Base64URL.encode(SHA256.hash(data: Data(canonical.utf8)))
     }
 
-    private func sign(_ input: Data) -> Data {
+    /// The JWS signature of `input`: by the key in memory, or by the TPM (`holder`) for a held key, which may fail
+    /// (`tpm_unavailable`, or `login_required` for a key another TPM made: ``KeyHolder``).
+    private func sign(_ input: Data, holder: (any KeyHolder)?) async throws(AuthError) -> Data {
         switch material {
         case .p256(let key): return (try? key.signature(for: input))?.rawRepresentation ?? Data()
         case .ed25519(let key): return (try? key.signature(for: input)) ?? Data()
+        case .held(let key):
+            guard let holder else { throw AuthError(.tpmUnavailable, "the account's DPoP key is held by a TPM, and the agent has none configured") }
+            return try await holder.sign(digest: Data(SHA256.hash(data: input)), with: key)
         }
     }
 
     /// A DPoP proof JWT (RFC 9449 §4.2) for one request: `htm` and `htu` as given (the URL without query and
     /// fragment, §4.2), `iat` and `jti` from the caller (the agent's clock and a fresh random value, never a
-    /// program's), `ath` when an access token goes with it, and the server's `nonce` when it asked for one.
+    /// program's), `ath` when an access token goes with it, and the server's `nonce` when it asked for one. A held key
+    /// signs through `holder` (the TPM): that is the one step that can fail or take time.
     public func proof(method: String, url: URL, accessToken: Secret? = nil, nonce: String? = nil,
-                      issuedAt: Date, id: String = Randomness.token(bytes: 16)) -> Secret {
+                      issuedAt: Date, id: String = Randomness.token(bytes: 16),
+                      holder: (any KeyHolder)? = nil) async throws(AuthError) -> Secret {
         let header = Header(alg: algorithm.rawValue, jwk: jwk)
         let claims = Claims(jti: id, htm: method, htu: DPoPKey.target(url), iat: Int64(issuedAt.timeIntervalSince1970),
                             ath: accessToken.map { Base64URL.encode(SHA256.hash(data: Data($0.reveal().utf8))) },
@@ -111,7 +140,7 @@ public struct DPoPKey: Sendable, Equatable {
         // Encoding these plain structs cannot fail.
         let input = Base64URL.encode((try? encoder.encode(header)) ?? Data()) + "."
             + Base64URL.encode((try? encoder.encode(claims)) ?? Data())
-        return Secret(input + "." + Base64URL.encode(sign(Data(input.utf8))))
+        return Secret(input + "." + Base64URL.encode(try await sign(Data(input.utf8), holder: holder)))
     }
 
     /// `htu`: the request's URL without its query and fragment (RFC 9449 §4.2).

@@ -83,7 +83,7 @@ public struct RefreshPolicy: Sendable, Equatable {
     public static func isTransient(_ code: AuthError.Code) -> Bool {
         switch code {
         case .serverUnreachable, .serverError, .tlsError, .invalidTokenResponse, .invalidMetadata, .issuerMismatch,
-             .pkceUnsupported, .insecureEndpoint, .keyringError: return true
+             .pkceUnsupported, .insecureEndpoint, .keyringError, .tpmUnavailable: return true
         default: return false
         }
     }

@@ -34,6 +34,14 @@ public struct StoredCredential: Equatable, Sendable {
         }
     }
 
+    /// The marker before a key the TPM holds (``HeldKey``: its public point and the blob only that TPM can load).
+    static let heldKeyMarker = "\u{1}dpop_tpm_es256\u{1}"
+
+    /// The marker for `key`.
+    static func proofKeyMarker(for key: DPoPKey) -> String {
+        key.held != nil ? heldKeyMarker : proofKeyMarker(key.algorithm)
+    }
+
     static let claimsMarker = "\u{1}id_claims\u{1}"
 
     public init(_ token: Token, proofKey: DPoPKey? = nil, signInClaims: IDTokenClaims? = nil) {
@@ -56,7 +64,14 @@ public struct StoredCredential: Equatable, Sendable {
     public init(stored: Secret) throws(AuthError) {
         var text = Substring(stored.reveal())
         proofKey = nil
-        if let algorithm = DPoPKey.Algorithm.allCases.first(where: { text.hasPrefix(StoredCredential.proofKeyMarker($0)) }) {
+        if text.hasPrefix(StoredCredential.heldKeyMarker) {
+            text = text.dropFirst(StoredCredential.heldKeyMarker.count)
+            guard let end = text.firstIndex(of: "\u{1}"), let key = HeldKey(stored: String(text[..<end])) else {
+                throw AuthError(.loginRequired, "the keyring item's TPM-held DPoP key cannot be read; the account needs a new sign-in")
+            }
+            proofKey = DPoPKey(held: key)
+            text = text[text.index(after: end)...]
+        } else if let algorithm = DPoPKey.Algorithm.allCases.first(where: { text.hasPrefix(StoredCredential.proofKeyMarker($0)) }) {
             text = text.dropFirst(StoredCredential.proofKeyMarker(algorithm).count)
             guard let end = text.firstIndex(of: "\u{1}"),
                   let key = DPoPKey(stored: String(text[..<end]), algorithm: algorithm) else {
@@ -83,7 +98,7 @@ public struct StoredCredential: Equatable, Sendable {
 
     /// The secret to store.
     public var stored: Secret {
-        var sections = proofKey.map { StoredCredential.proofKeyMarker($0.algorithm) + $0.stored.reveal() + "\u{1}" } ?? ""
+        var sections = proofKey.map { StoredCredential.proofKeyMarker(for: $0) + $0.stored.reveal() + "\u{1}" } ?? ""
         if let signInClaims { sections += StoredCredential.claimsMarker + StoredClaims(signInClaims).stored + "\u{1}" }
         switch token {
         case .refreshToken(let token): return Secret(sections + token.reveal())

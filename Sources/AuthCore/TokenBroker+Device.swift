@@ -40,7 +40,7 @@ extension TokenBroker {
         guard let endpoint = metadata.deviceAuthorizationEndpoint else {
             throw AuthError(.deviceGrantUnsupported, "the authorization server offers no device authorization endpoint")
         }
-        let proofKey = try proofKeyForSignIn(config, metadata)
+        let proofKey = try await proofKeyForSignIn(config, metadata)
         var fields: [(String, String)] = []
         if !config.scopes.isEmpty { fields.append(("scope", config.scopes.joined(separator: " "))) }
         let basic = clientAuthentication(config, metadata, into: &fields)

@@ -34,9 +34,16 @@ extension TokenBroker {
             }
             for await result in group { results[result.name] = result }
         }
-        return BrokerDiagnosis(keyring: keyring.state, keyringService: keyring.service, store: self.keyring.choice,
-                               inMemory: await accountsInMemory, browser: browser.locate(),
-                               accounts: configs.compactMap { results[$0.name] })
+        var diagnosis = BrokerDiagnosis(keyring: keyring.state, keyringService: keyring.service, store: self.keyring.choice,
+                                        inMemory: await accountsInMemory, browser: browser.locate(),
+                                        accounts: configs.compactMap { results[$0.name] })
+        // The TPM is asked only when an account would use it (`dpop_key`).
+        let places = accountOrder.compactMap { accounts[$0]?.config.dpopKey }
+        if let keyHolder, places.contains(where: { $0 != .software }) {
+            diagnosis.tpm = await keyHolder.check()
+            diagnosis.tpmRequired = places.contains(.tpm)
+        }
+        return diagnosis
     }
 
     private func diagnose(_ config: AccountConfig) async -> AccountDiagnosis {
@@ -81,6 +88,9 @@ public struct BrokerDiagnosis: Sendable {
     public var inMemory: [String]
     public var browser: BrowserLocation
     public var accounts: [AccountDiagnosis]
+    /// The TPM (`[agent] tpm_tcti`), asked when an account has `dpop_key` "tpm" or "auto"; `tpmRequired`: one has "tpm".
+    public var tpm: KeyHolderCheck?
+    public var tpmRequired = false
 }
 
 /// One account's checks: the resolved metadata (or why it failed), its signing keys, and the server's clock.

@@ -20,7 +20,7 @@ extension TokenBroker {
     /// way has and starts the browser.
     func startLogin(_ config: AccountConfig, metadata: ProviderMetadata, id: UUID,
                     openBrowser: Bool) async throws -> RedirectStart {
-        let session = LoginSession(account: config, metadata: metadata, proofKey: try proofKeyForSignIn(config, metadata))
+        let session = LoginSession(account: config, metadata: metadata, proofKey: try await proofKeyForSignIn(config, metadata))
         let responses = RedirectResponses(session: session)
         let listener: any RedirectListener
         if let privateUse = config.privateUseRedirect {

@@ -17,7 +17,7 @@ extension TokenBroker {
             let cache = state.cache
             // A non-expiring token (TokenSet.nonExpiring) shows no expiry rather than one the agent made up.
             let remaining = cache.flatMap { $0.tokens.nonExpiring ? nil : $0.tokens.expiresAt - now }
-            list.append(AccountStatus(
+            var account = AccountStatus(
                 name: name, issuer: state.config.issuer.absoluteString, clientID: state.config.clientID,
                 registeredRedirectURI: state.config.registeredRedirectURI, scopes: state.config.scopes,
                 hasRefreshToken: hasRefresh,
@@ -30,7 +30,9 @@ extension TokenBroker {
                 keptInMemory: keyring.held[key] != nil,
                 keyringMoveError: keyring.held[key]?.moveError,
                 dpop: state.proofKey == nil ? (state.dpopRefused ? "refused" : nil)
-                    : (cache?.tokens.tokenType == "Bearer" ? "refresh_token" : "access_token")))
+                    : (cache?.tokens.tokenType == "Bearer" ? "refresh_token" : "access_token"))
+            account.dpopKey = state.proofKey.map { $0.held != nil ? "tpm" : "software" }
+            list.append(account)
         }
         return BrokerStatus(keyring: keyring.state, store: self.keyring.choice, keyringService: keyring.service,
                             accounts: list)

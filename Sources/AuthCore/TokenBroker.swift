@@ -85,14 +85,17 @@ public actor TokenBroker {
     let lifetimeBell = Doorbell()
     /// The last `DPoP-Nonce` of each authorization server (TokenBroker+TokenEndpoint.swift).
     var dpopNonces: [String: String] = [:]
+    /// The TPM that makes and signs with `dpop_key = "tpm"` keys; nil: none configured (tests).
+    let keyHolder: (any KeyHolder)?
 
     public init(accounts: [AccountConfig], store: any SecretStore, storeChoice: StoreChoice = .secretService,
                 http: any HTTPTransport,
                 redirects: any RedirectListenerFactory, browser: any BrowserLauncher,
                 time: any TimeSource = SystemTimeSource(), policy: RefreshPolicy = RefreshPolicy(),
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-                loginLimit: LoginRateLimit = LoginRateLimit(), logger: Logger) {
+                loginLimit: LoginRateLimit = LoginRateLimit(), keyHolder: (any KeyHolder)? = nil, logger: Logger) {
         self.loginLimit = loginLimit
+        self.keyHolder = keyHolder
         let events = BrokerEventHub()
         self.eventHub = events
         self.keyring = CredentialStore(store: store, choice: storeChoice, time: time,
@@ -135,9 +138,9 @@ public actor TokenBroker {
                 // Stale-while-revalidate: a token inside its early-refresh margin is still served at once, and the
                 // refresh happens behind it, so the next caller finds a fresh one.
                 if refreshBehind { Task { _ = try? await self.refreshOnce(name, key) } }
-                return try grant(name, key, cached, proof: proof)
+                return try await grant(name, key, cached, proof: proof)
             case (.serveDuringBackoff, let cached?):
-                return try grant(name, key, cached, proof: proof)
+                return try await grant(name, key, cached, proof: proof)
             case (.waitOut(let wait), _):
                 // The server failed moments ago: a caller waits the rest of that short interval and then asks it
                 // (or joins whoever does), so a server that is back serves it; a longer wait (Retry-After) fails now.
@@ -161,13 +164,13 @@ public actor TokenBroker {
                 guard let cached = state.cached(key) else { throw error }
                 logger.notice("serving a cached token while the authorization server is unavailable",
                               metadata: ["account": "\(name)", "entry": "\(key)", "error_code": "\(error.code.rawValue)"])
-                return try grant(name, key, cached, proof: proof)
+                return try await grant(name, key, cached, proof: proof)
             case .fail:
                 throw error
             }
         }
         try requireValidity(refreshed, minValid: minValid)
-        return try grant(name, key, refreshed, proof: proof)
+        return try await grant(name, key, refreshed, proof: proof)
     }
 
     /// While the account backs off after a transient failure: the last failure, and when the next attempt may be.
@@ -303,9 +306,10 @@ public actor TokenBroker {
 
     /// What a caller gets for a cached entry. A scoped entry whose grant named no scopes has the ones asked for.
     /// With `proof`, a DPoP token gets its proof here, from the key the account's sign-in holds now, which is the
-    /// key the cached token was issued to (both change together, with no suspension between).
+    /// key the cached token was issued to (both change together, with no suspension between: the key is taken with
+    /// the token before the signature, which a TPM-held key makes while the broker serves others).
     func grant(_ name: String, _ key: TokenCacheKey, _ cached: CachedToken,
-               proof target: ProofTarget? = nil) throws(AuthError) -> AccessTokenGrant {
+               proof target: ProofTarget? = nil) async throws(AuthError) -> AccessTokenGrant {
         let remaining = cached.tokens.expiresAt - time.now()
         var grant = AccessTokenGrant(
             account: name, accessToken: cached.tokens.accessToken, tokenType: cached.tokens.tokenType,
@@ -316,8 +320,9 @@ public actor TokenBroker {
             guard let proofKey = accounts[name]?.proofKey else {
                 throw AuthError.internalError("the DPoP key of '\(name)' is not loaded")
             }
-            grant.dpopProof = proofKey.proof(method: target.method, url: target.url, accessToken: cached.tokens.accessToken,
-                                             nonce: target.nonce, issuedAt: time.wallClock())
+            grant.dpopProof = try await proofKey.proof(method: target.method, url: target.url,
+                                                       accessToken: cached.tokens.accessToken, nonce: target.nonce,
+                                                       issuedAt: time.wallClock(), holder: keyHolder)
         }
         return grant
     }

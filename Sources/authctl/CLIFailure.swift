@@ -21,7 +21,7 @@ enum ExitStatus {
     static func forCode(_ code: ErrorCode?) -> Int32 {
         switch code {
         case .loginRequired?: return loginRequired
-        case .keyringLocked?, .keyringUnavailable?, .keyringError?: return keyring
+        case .keyringLocked?, .keyringUnavailable?, .keyringError?, .tpmUnavailable?: return keyring
         case .serverUnreachable?, .serverError?, .tlsError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?,
              .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?, .dpopRefused?: return server
         case .loginTimeout?, .loginCancelled?, .accessDenied?, .loginFailed?, .deviceGrantUnsupported?, .loginRateLimited?:
@@ -83,6 +83,8 @@ struct CLIFailure: Error {
         case .tlsError?: return "the server's certificate did not verify against the system's trusted CAs; check the endpoint's address, your network (a proxy or captive portal), and the system clock"
         case .dpopRefused?:
             return "check the system clock; set `dpop = false` for the account if the server cannot take DPoP from this client, then sign in again"
+        case .tpmUnavailable?:
+            return "see `authctl doctor` (its tpm line), the account's dpop_key and [agent] tpm_tcti; a sign-in already made is kept, and works again once the TPM answers"
         case .loginTimeout?: return "run the login again and finish it in the browser within the time limit"
         case .deviceGrantUnsupported?:
             return "sign in without --device, or set device_authorization_endpoint for the account if the server has one"

@@ -50,11 +50,11 @@ final class DPoPTests: XCTestCase {
                         thumbprint: Base64URL.encode(SHA256.hash(data: Data(canonical.utf8))))
     }
 
-    func testAProofIsSignedByTheKeyItNamesAndCarriesTheRequestItIsFor() throws {
+    func testAProofIsSignedByTheKeyItNamesAndCarriesTheRequestItIsFor() async throws {
         let key = DPoPKey()
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let url = URL(string: "https://api.example.com/v1/items?page=2#top")!
-        let proof = key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1", issuedAt: now)
+        let proof = try await key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1", issuedAt: now)
         let seen = try verify(proof.reveal())
         XCTAssertEqual(seen.header["typ"] as? String, "dpop+jwt")
         XCTAssertEqual(seen.header["alg"] as? String, "ES256")
@@ -66,7 +66,7 @@ final class DPoPTests: XCTestCase {
         XCTAssertEqual(seen.claims["ath"] as? String, Base64URL.encode(SHA256.hash(data: Data("at-1".utf8))))
         let jti = try XCTUnwrap(seen.claims["jti"] as? String)
         XCTAssertGreaterThanOrEqual(jti.count, 16)
-        let again = try verify(key.proof(method: "GET", url: url, issuedAt: now).reveal())
+        let again = try verify(try await key.proof(method: "GET", url: url, issuedAt: now).reveal())
         XCTAssertNotEqual(again.claims["jti"] as? String, jti, "a fresh jti for every proof")
         XCTAssertNil(again.claims["ath"], "no access token, no ath")
         XCTAssertNil(again.claims["nonce"])
@@ -105,13 +105,13 @@ final class DPoPTests: XCTestCase {
     static let rfc8037X = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
     static let rfc8037Thumbprint = "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
 
-    func testAnEdDSAKeySignsProofsThatVerifyWithItsHeaderKeyAndHasRFC8037sThumbprint() throws {
+    func testAnEdDSAKeySignsProofsThatVerifyWithItsHeaderKeyAndHasRFC8037sThumbprint() async throws {
         let key = try XCTUnwrap(DPoPKey(stored: DPoPTests.rfc8037Seed, algorithm: .eddsa))
         XCTAssertEqual(key.algorithm, .eddsa)
         XCTAssertEqual(key.thumbprint, DPoPTests.rfc8037Thumbprint)
         let url = URL(string: "https://api.example.com/v1/items?page=2")!
-        let proof = key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1",
-                              issuedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let proof = try await key.proof(method: "GET", url: url, accessToken: Secret("at-1"), nonce: "n-1",
+                                        issuedAt: Date(timeIntervalSince1970: 1_800_000_000))
         let seen = try verify(proof.reveal())
         XCTAssertEqual(seen.header["typ"] as? String, "dpop+jwt")
         XCTAssertEqual(seen.header["alg"] as? String, "EdDSA")
@@ -123,11 +123,12 @@ final class DPoPTests: XCTestCase {
         XCTAssertEqual(seen.claims["nonce"] as? String, "n-1")
 
         let fresh = DPoPKey(.eddsa)
-        XCTAssertEqual(try verify(fresh.proof(method: "POST", url: url, issuedAt: Date()).reveal()).thumbprint, fresh.thumbprint)
+        let freshProof = try await fresh.proof(method: "POST", url: url, issuedAt: Date())
+        XCTAssertEqual(try verify(freshProof.reveal()).thumbprint, fresh.thumbprint)
         XCTAssertNotEqual(DPoPKey(.eddsa).thumbprint, fresh.thumbprint, "a new key for each sign-in")
     }
 
-    func testAnEdDSAKeySurvivesTheKeyringAndAnES256ItemOfTodaysFormatStillReads() throws {
+    func testAnEdDSAKeySurvivesTheKeyringAndAnES256ItemOfTodaysFormatStillReads() async throws {
         let eddsa = DPoPKey(.eddsa)
         let stored = StoredCredential.refreshToken(Secret("rt-1"), proofKey: eddsa).stored
         XCTAssertTrue(stored.reveal().hasPrefix("\u{1}dpop_eddsa\u{1}"))
@@ -152,8 +153,8 @@ final class DPoPTests: XCTestCase {
         XCTAssertEqual(old.proofKey?.algorithm, .es256)
         XCTAssertEqual(old.proofKey?.thumbprint, "Uuy3Jm9FpcPtN68fnR9YNgcoJ2tKe39iORwv35BLjdM")
         XCTAssertEqual(old.stored, today)
-        let proof = try verify(XCTUnwrap(old.proofKey).proof(method: "POST", url: URL(string: "https://issuer.example/token")!,
-                                                              issuedAt: Date()).reveal())
+        let proof = try verify(try await XCTUnwrap(old.proofKey).proof(method: "POST", url: URL(string: "https://issuer.example/token")!,
+                                                                        issuedAt: Date()).reveal())
         XCTAssertEqual(proof.header["alg"] as? String, "ES256")
         XCTAssertEqual(proof.thumbprint, "Uuy3Jm9FpcPtN68fnR9YNgcoJ2tKe39iORwv35BLjdM")
 
