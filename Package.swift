@@ -87,6 +87,11 @@ let package = Package(
         ),
         .systemLibrary(name: "CLibsecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         .target(name: "KeyringStore", dependencies: ["AuthCore", "CLibsecret"]),
+        // DPoP keys held by the TPM (`dpop_key`): tpm2-tss's ESYS behind a small C API (CAgentTPM), and the KeyHolder
+        // over it (TPMKeys). Linked into auth-agent only.
+        .target(name: "CAgentTPM", linkerSettings: [.linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"),
+                                                    .linkedLibrary("tss2-mu"), .linkedLibrary("tss2-rc")]),
+        .target(name: "TPMKeys", dependencies: ["AuthCore", "CAgentTPM"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "SystemdSupport", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
         .target(name: "AgentIPC", swiftSettings: directMetadata),
@@ -145,7 +150,7 @@ let package = Package(
         .executableTarget(
             name: "auth-agent",
             dependencies: [
-                "AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentConfig", "AgentAccess", "AgentService",
+                "AuthCore", "AuthTransport", "KeyringStore", "TPMKeys", "SystemdSupport", "AgentConfig", "AgentAccess", "AgentService",
                 "AgentRuntime", "AgentServer", "AgentLifecycle", "AgentDBus",
                 "CAgentProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -213,6 +218,7 @@ let package = Package(
         ),
         .testTarget(name: "AgentConfigTests", dependencies: ["AgentConfig", "AuthCore", "AuthCLI", "AgentIPC"]),
         .testTarget(name: "KeyringStoreTests", dependencies: ["KeyringStore", "AuthCore"]),
+        .testTarget(name: "TPMKeysTests", dependencies: ["TPMKeys", "AuthCore"]),
         .testTarget(name: "SystemdSupportTests", dependencies: ["SystemdSupport"]),
         .testTarget(name: "AgentDBusTests", dependencies: ["AgentDBus", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(
@@ -250,7 +256,7 @@ let package = Package(
 // only when the release link refuses them: with MemberImportVisibility a module sees only the members of what it
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
-for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "SystemdSupport", "AgentIPC",
+for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "TPMKeys", "SystemdSupport", "AgentIPC",
                                      "SessionEnvironment", "ConfigFile", "TimeText", "AuthCLI", "AgentConfig",
                                      "AgentAccess", "AgentService", "AgentRuntime", "AgentServer", "AgentLifecycle",
                                      "AgentDBus", "authctl"]

@@ -23,6 +23,11 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `[agent] store`: where sign-ins are kept (``StoreChoice``; default `auto`: the Secret Service when one
     /// answers, else memory only).
     public var store: StoreChoice
+    /// `[agent] tpm_tcti`: the TPM that holds `dpop_key = "tpm"` keys, as a tpm2-tss TCTI string (default the
+    /// kernel's resource manager, ``defaultTPMTCTI``; `swtpm:host=127.0.0.1,port=2321` for a simulator).
+    public var tpmTCTI: String = AgentConfiguration.defaultTPMTCTI
+
+    public static let defaultTPMTCTI = "device:/dev/tpmrm0"
 
     /// One hour: proactive refresh keeps an account's token fresh only for an hour after its last use
     /// (`RefreshPolicy.recentUse`), so after an hour with no client the agent's memory is worth at most one refresh.

@@ -76,6 +76,7 @@ extension AgentConfiguration {
         if notifications != other.notifications { keys.append("notifications") }
         if consentTimeout != other.consentTimeout { keys.append("consent_timeout") }
         if store != other.store { keys.append("store") }
+        if tpmTCTI != other.tpmTCTI { keys.append("tpm_tcti") }
         return keys
     }
 }

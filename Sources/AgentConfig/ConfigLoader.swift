@@ -12,10 +12,10 @@ public enum ConfigLoader {
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
-        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop", "par",
+        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop", "par", "dpop_key",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout",
-                                         "store"]
+                                         "store", "tpm_tcti"]
     static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Loads `path`. A missing file is an error only when the path was given explicitly.
@@ -58,6 +58,7 @@ public enum ConfigLoader {
         var notifications = true
         var consentTimeout = AgentConfiguration.defaultConsentTimeout
         var store = StoreChoice.auto
+        var tpmTCTI = AgentConfiguration.defaultTPMTCTI
         if let agent = table["agent"] {
             guard let agentTable = agent.table else { throw ConfigError(file: path, "'agent' must be a table") }
             for key in agentTable.keys where !agentKeys.contains(key) {
@@ -108,6 +109,14 @@ public enum ConfigLoader {
                 }
                 store = choice
             }
+            if let value = agentTable["tpm_tcti"] {
+                // A TCTI string reaches tpm2-tss as a C string: no NUL, nothing empty, nothing huge.
+                guard let text = value.string, !text.isEmpty, text.utf8.count <= 256, !text.contains("\0") else {
+                    throw ConfigError(file: path, line: locate.line(section: ["agent"], key: "tpm_tcti"),
+                                      "tpm_tcti must be a tpm2-tss TCTI string such as \"device:/dev/tpmrm0\" or \"swtpm:host=127.0.0.1,port=2321\"")
+                }
+                tpmTCTI = text
+            }
         }
         var accounts: [AccountConfig] = []
         if let accountsValue = table["accounts"] {
@@ -126,9 +135,11 @@ public enum ConfigLoader {
                 accounts.append(parsed)
             }
         }
-        return AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit,
-                                  httpTimeout: httpTimeout, notifications: notifications, consentTimeout: consentTimeout,
-                                  store: store)
+        var configuration = AgentConfiguration(path: path, accounts: accounts, logLevel: logLevel, idleExit: idleExit,
+                                               httpTimeout: httpTimeout, notifications: notifications,
+                                               consentTimeout: consentTimeout, store: store)
+        configuration.tpmTCTI = tpmTCTI
+        return configuration
     }
 
     static func account(name: String, _ table: TOMLTable, path: String, locate: LineLocator) throws(ConfigError) -> AccountConfig {
@@ -271,6 +282,12 @@ public enum ConfigLoader {
         }
         if let dpop = try choice("dpop") { account.dpop = dpop }
         if let par = try choice("par") { account.par = par }
+        if let value = table["dpop_key"] {
+            guard let place = value.string.flatMap(AccountConfig.KeyPlace.init(rawValue:)) else {
+                throw fail("dpop_key", "'dpop_key' must be \"software\" (the default), \"tpm\" or \"auto\" (the TPM when one answers)")
+            }
+            account.dpopKey = place
+        }
         account.access = try accessPolicy(table, fail: fail)
         try signInLifetime(table, into: &account, fail: fail)
         return account

@@ -17,6 +17,7 @@ import KeyringStore
 import Logging
 import ServiceLifecycle
 import SystemdSupport
+import TPMKeys
 import Glibc
 
 let agentVersion = "0.1.0"
@@ -114,7 +115,7 @@ struct AuthAgent: AsyncParsableCommand {
         let broker = TokenBroker(
             accounts: configuration.accounts, store: LibsecretStore(), storeChoice: configuration.store, http: http,
             redirects: LoopbackRedirectListenerFactory(), browser: PortalBrowserLauncher(fallback: ExecBrowserLauncher(environment: environment, logger: logger), logger: logger),
-            logger: logger)
+            keyHolder: TPMKeyHolder(tcti: configuration.tpmTCTI), logger: logger)
         let access = AccessGate(
             policies: Dictionary(configuration.accounts.map { ($0.name, $0.access) }, uniquingKeysWith: { first, _ in first }),
             consentTimeout: configuration.consentTimeout,
