@@ -97,6 +97,24 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
     public var keptInMemory: [String]?
     public var browser: Browser
     public var accounts: [Account]
+    /// The TPM that holds `dpop_key` keys, asked when an account uses it; absent otherwise.
+    public var tpm: TPM?
+
+    /// Whether the TPM at `[agent] tpm_tcti` answered.
+    public struct TPM: Codable, Sendable, Equatable {
+        /// The TCTI asked.
+        public var tcti: String
+        /// An account has `dpop_key = "tpm"` (without the TPM it cannot sign in); otherwise only `auto` uses it.
+        public var required: Bool
+        /// Why it did not answer; absent when it did.
+        public var problem: Problem?
+
+        public init(tcti: String, required: Bool, problem: Problem?) {
+            self.tcti = tcti
+            self.required = required
+            self.problem = problem
+        }
+    }
 
     public init(agentVersion: String, keyring: String, keyringService: String? = nil, keyringAdvice: String? = nil,
                 store: String? = nil, keptInMemory: [String]? = nil, browser: Browser, accounts: [Account]) {
@@ -113,6 +131,6 @@ public struct DiagnoseResult: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case agentVersion = "agent_version", protocolVersion = "protocol", keyring, keyringService = "keyring_service",
-             keyringAdvice = "keyring_advice", store, keptInMemory = "kept_in_memory", browser, accounts
+             keyringAdvice = "keyring_advice", store, keptInMemory = "kept_in_memory", browser, accounts, tpm
     }
 }

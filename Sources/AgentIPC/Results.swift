@@ -308,14 +308,17 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// What DPoP binds, when the agent knows: `access_token`, `refresh_token` (only the refresh token), or
         /// `refused` (the server refused the proof at sign-in, which went on without DPoP); absent otherwise.
         public var dpop: String?
+        /// Where the DPoP key is, when the agent has it loaded: `tpm` (held by the TPM, `dpop_key`) or `software`.
+        public var dpopKey: String?
 
         public init(name: String, issuer: String, clientID: String, redirectURI: String, scopes: [String],
                     signedIn: Bool?, accessTokenExpiresAt: Int?, accessTokenExpiresIn: Int?, lastRefresh: Int?,
                     lastError: LastError?, loginPending: Bool, scopedTokens: [ScopedToken]? = nil,
                     access: AccountAccess? = nil, signInValidUntil: Int? = nil, accessTokenDoesNotExpire: Bool? = nil,
                     signInEnded: Bool? = nil, keptInMemory: Bool? = nil, keyringMoveError: String? = nil,
-                    dpop: String? = nil) {
+                    dpop: String? = nil, dpopKey: String? = nil) {
             self.dpop = dpop
+            self.dpopKey = dpopKey
             self.keptInMemory = keptInMemory
             self.keyringMoveError = keyringMoveError
             self.accessTokenDoesNotExpire = accessTokenDoesNotExpire
@@ -342,7 +345,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
                  accessTokenDoesNotExpire = "access_token_does_not_expire", lastRefresh = "last_refresh", lastError = "last_error", loginPending = "login_pending",
                  scopedTokens = "scoped_tokens", access, signInValidUntil = "sign_in_valid_until",
                  signInEnded = "sign_in_ended", keptInMemory = "kept_in_memory", keyringMoveError = "keyring_move_error",
-                 dpop
+                 dpop, dpopKey = "dpop_key"
         }
 
         /// `signed_in` is always present: null means "unknown" (keyring locked or absent).
@@ -367,6 +370,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
             try container.encodeIfPresent(keptInMemory, forKey: .keptInMemory)
             try container.encodeIfPresent(keyringMoveError, forKey: .keyringMoveError)
             try container.encodeIfPresent(dpop, forKey: .dpop)
+            try container.encodeIfPresent(dpopKey, forKey: .dpopKey)
         }
     }
 

@@ -18,7 +18,7 @@ extension AgentOperations {
         func problem(_ error: AuthError?) -> DiagnoseResult.Problem? {
             error.map { DiagnoseResult.Problem(code: wireCode($0.code).rawValue, message: $0.message) }
         }
-        return DiagnoseResult(
+        var result = DiagnoseResult(
             agentVersion: version, keyring: diagnosis.keyring.rawValue, keyringService: diagnosis.keyringService?.program,
             keyringAdvice: diagnosis.keyring.advice(store: diagnosis.store, service: diagnosis.keyringService),
             store: diagnosis.store.rawValue, keptInMemory: diagnosis.inMemory.isEmpty ? nil : diagnosis.inMemory,
@@ -37,5 +37,7 @@ extension AgentOperations {
                     serverTime: account.serverDate.map { Int($0.timeIntervalSince1970) },
                     agentTime: account.receivedAt.map { Int($0.timeIntervalSince1970) })
             })
+        result.tpm = diagnosis.tpm.map { DiagnoseResult.TPM(tcti: $0.place, required: diagnosis.tpmRequired, problem: problem($0.problem)) }
+        return result
     }
 }

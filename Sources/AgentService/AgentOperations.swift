@@ -264,7 +264,7 @@ public struct AgentOperations: Sendable {
                     accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
                     signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,
                     keptInMemory: account.keptInMemory ? true : nil, keyringMoveError: account.keyringMoveError,
-                    dpop: account.dpop)
+                    dpop: account.dpop, dpopKey: account.dpopKey)
             },
             forwards: confined ? nil : forwardSummaries(),
             view: WireCaller.Kind(caller.identity.kind).rawValue,

@@ -111,6 +111,18 @@ public enum Doctor {
         }
     }
 
+    /// The TPM that holds `dpop_key` keys, as the agent found it: a failure when an account has `dpop_key = "tpm"`
+    /// (it cannot sign in, and its tokens cannot be used), a warning when only `auto` would use it (a software key).
+    public static func tpm(_ tpm: DiagnoseResult.TPM) -> DoctorCheck {
+        guard let problem = tpm.problem else { return DoctorCheck("tpm", .ok, "the TPM at \(tpm.tcti) answers") }
+        let hint = problem.message.contains("usermod")
+            ? "add yourself to the tss group, log in again, and restart the agent"
+            : "set [agent] tpm_tcti to the TPM to use (default device:/dev/tpmrm0)"
+        return DoctorCheck("tpm", tpm.required ? .fail : .warn,
+                           "\(TerminalText.safe(problem.message))\(tpm.required ? "" : "; dpop_key = \"auto\" makes software keys meanwhile")",
+                           hint: hint)
+    }
+
     /// The browser program, as the agent (or, with `fromAgent` false, an agent started from this shell) would
     /// find it.
     public static func browser(program: String?, source: String?, problem: String?, fromAgent: Bool) -> DoctorCheck {

@@ -76,6 +76,7 @@ struct DoctorCommand: ParsableCommand {
                                      keptInMemory: diagnosis.keptInMemory ?? [])
             checks.append(Doctor.browser(program: diagnosis.browser.program, source: diagnosis.browser.source,
                                                  problem: diagnosis.browser.problem, fromAgent: true))
+            if let tpm = diagnosis.tpm { checks.append(Doctor.tpm(tpm)) }
         } else {
             checks.append(DoctorCheck("keyring", .skip, "not checked: the agent looks at the keyring"))
             let found = BrowserCommand.resolve(environment: environment)

@@ -113,10 +113,16 @@ enum Formatter {
                     rows.append(["kept:", "in the agent's memory until it stops (no Secret Service to keep it)"])
                 }
             }
+            let key = account.dpopKey == "tpm" ? "the TPM's key" : "the agent's key"
             switch account.dpop {
-            case "access_token"?: rows.append(["DPoP:", "tokens bound to the agent's key (use `authctl token --header --url URL`)"])
-            case "refresh_token"?: rows.append(["DPoP:", "the refresh token is bound to the agent's key; access tokens are Bearer"])
+            case "access_token"?: rows.append(["DPoP:", "tokens bound to \(key) (use `authctl token --header --url URL`)"])
+            case "refresh_token"?: rows.append(["DPoP:", "the refresh token is bound to \(key); access tokens are Bearer"])
             case "refused"?: rows.append(["DPoP:", paint("the server refused it for this client; signed in without it", "33")])
+            default: break
+            }
+            switch account.dpopKey {
+            case "tpm"?: rows.append(["DPoP key:", "held by the TPM (the keyring item cannot be used on another machine)"])
+            case "software"?: rows.append(["DPoP key:", "in the keyring item"])
             default: break
             }
             if let refreshed = account.lastRefresh { rows.append(["last refresh:", relative(refreshed, now: now)]) }
