@@ -12,7 +12,9 @@ import subprocess
 
 import pytest
 
-from conftest import CLIENT_ID, _private_bus, default_account, free_port, short_tmpdir, stop_popen, wait_for
+from conftest import (CLIENT_ID, _private_bus, default_account, free_port, kill9_during_refresh, short_tmpdir,
+                      stop_popen, wait_for)
+from faultproxy import FaultProxy
 from test_dpop import events, ref
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
@@ -260,3 +262,46 @@ def test_a_wrong_tcti_refuses_a_tpm_sign_in_before_the_browser_and_auto_signs_in
     doctor = json.loads(auto.authctl("doctor", "--json", timeout=60).stdout)
     (line,) = [c for c in doctor["checks"] if c["check"] == "tpm"]
     assert line["status"] == "warn", line
+
+
+@pytest.mark.parametrize("when", ["before_request", "after_response"])
+def test_kill9_during_a_refresh_keeps_the_tpm_key_with_the_token_and_the_restarted_agent_signs_with_it(
+        make_agent, keyring, dpop_server, tpms, when):
+    """test_dpop.py's kill -9 with the key in the TPM: killed before the server saw the refresh, or just after the
+    agent got the answer, the item holds a token with the sign-in's TPM key (never one without the other), and the
+    restarted agent, on the same swtpm (which still holds what the killed one had loaded), signs with it."""
+    tpm = tpms()
+    proxy = FaultProxy(dpop_server.base).start()
+    try:
+        agent = make_agent(server=dpop_server, work={"token_endpoint": proxy.base + "/o/token/", "dpop_key": "tpm"},
+                           agent={"tpm_tcti": tpm.tcti})
+        agent.login("work")
+        jkt = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]["jkt"]
+        before = keyring.secret_tool_lookup("work", dpop_server.issuer)
+        agent.remember(before)
+        section = held_section(before)
+        assert section
+
+        kill9_during_refresh(agent, proxy, when)
+        stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
+        agent.remember(stored)
+        assert keyring.secret_tool_count("work") == 1 and held_section(stored) == section, \
+            "the item after the kill does not hold the sign-in's TPM key"
+
+        agent.start()
+        tokens = len(events(dpop_server, "token"))
+        result = agent.authctl("token", "work", "--refresh", timeout=60)
+        refreshed = [e for e in events(dpop_server, "token")[tokens:] if e["grant"] == "refresh_token"]
+        if when == "before_request":
+            assert result.returncode == 0, (result.returncode, result.stderr)
+        else:
+            assert result.returncode in (0, 4), (result.returncode, result.stderr)
+        if result.returncode == 0:
+            agent.remember(result.stdout.strip())
+            (refresh,) = refreshed
+            assert refresh["jkt"] == jkt, "the restarted agent did not sign with the TPM key"
+            after = keyring.secret_tool_lookup("work", dpop_server.issuer)
+            agent.remember(after)
+            assert held_section(after) == section
+    finally:
+        proxy.stop()
