@@ -56,6 +56,10 @@ struct AuthAgent: AsyncParsableCommand {
     /// before the first task.
     static func main() async {
         _ = aa_process_limit_malloc_arenas(1)
+        // tpm2-tss writes its own ERROR/WARNING lines to stderr (the journal) for every TPM call that fails, which the
+        // agent reports itself, in words (TPMKeys.TPMFailure); a TSS2_LOG already set is kept, for debugging. Set
+        // before any thread runs: tpm2-tss reads it at its first log line.
+        setenv("TSS2_LOG", "all+NONE", 0)
         await main(nil)
     }
 
