@@ -6,6 +6,7 @@ import PackageDescription
 //   AuthTransport  HTTP (AsyncHTTPClient), the loopback redirect listener (NIOHTTP1) and the browser launchers
 //                  (exec; the xdg-desktop-portal over CAgentBus's sd-bus calls).
 //   KeyringStore   SecretStore over libsecret (CLibsecret shim).
+//   TPMKeys        KeyHolder over the TPM through tpm2-tss (CAgentTPM shim): DPoP keys held by the TPM (`dpop_key`).
 //   SystemdSupport sd_notify / sd_listen_fds (CSystemd shim).
 //   AgentIPC       the versioned socket protocol + a small blocking client; shared by daemon and CLI.
 //   AgentConfig    the agent's configuration: config.toml -> AuthCore.AccountConfig with file/line errors, and the
