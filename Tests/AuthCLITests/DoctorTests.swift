@@ -3,6 +3,23 @@ import AgentIPC
 import XCTest
 
 final class DoctorTests: XCTestCase {
+    /// The TPM line: ok when it answers; a failure for `dpop_key = "tpm"`, a warning for `auto` (software keys meanwhile),
+    /// with the group hint when the agent named the group as the reason.
+    func testTheTPMLineFailsOnlyWhereAnAccountNeedsTheTPM() {
+        let ok = Doctor.tpm(DiagnoseResult.TPM(tcti: "device:/dev/tpmrm0", required: true, problem: nil))
+        XCTAssertEqual(ok.status, .ok)
+        XCTAssertEqual(ok.message, "the TPM at device:/dev/tpmrm0 answers")
+        let group = DiagnoseResult.Problem(code: "tpm_unavailable", message: "no TPM answers at device:/dev/tpmrm0: /dev/tpmrm0 is there but you may not open it: add yourself to its group (`sudo usermod -aG tss $USER`, then log in again)")
+        let required = Doctor.tpm(DiagnoseResult.TPM(tcti: "device:/dev/tpmrm0", required: true, problem: group))
+        XCTAssertEqual(required.status, .fail)
+        XCTAssertTrue(required.hint?.contains("tss group") ?? false, required.hint ?? "")
+        let gone = DiagnoseResult.Problem(code: "tpm_unavailable", message: "no TPM answers at swtpm:port=1 (tcti:IO failure)")
+        let auto = Doctor.tpm(DiagnoseResult.TPM(tcti: "swtpm:port=1", required: false, problem: gone))
+        XCTAssertEqual(auto.status, .warn)
+        XCTAssertTrue(auto.message.hasSuffix("dpop_key = \"auto\" makes software keys meanwhile"), auto.message)
+        XCTAssertTrue(auto.hint?.contains("tpm_tcti") ?? false)
+    }
+
     func testTheDisplayIsTheAgentsView() {
         XCTAssertNil(Doctor.agentDisplay(display: nil, wayland: nil, source: nil, ssh: false), "the portal's business")
         let none = Doctor.agentDisplay(display: nil, wayland: nil, source: "user manager", ssh: false)

@@ -95,7 +95,8 @@ def tpms():
 @pytest.fixture(scope="module")
 def dpop_server(tmp_path_factory):
     from test_dpop import start_server
-    server = start_server(tmp_path_factory, "as-tpm", AS_DPOP="optional", AS_DPOP_NONCE="1")
+    # Server nonces and PAR, as test_dpop's dpop_server: the nonce retry and the pushed dpop_jkt with a TPM key.
+    server = start_server(tmp_path_factory, "as-tpm", AS_DPOP="optional", AS_DPOP_NONCE="1", AS_PAR="on")
     yield server
     server.stop()
 
@@ -141,6 +142,8 @@ def test_a_tpm_held_key_signs_the_sign_in_the_refresh_and_programs_proofs_and_th
         make_agent, keyring, dpop_server, tpms):
     tpm = tpms()
     agent = tpm_agent(make_agent, dpop_server, tpm)
+    # The module's server is shared: only the events from here on are this test's.
+    seen = {kind: len(events(dpop_server, kind)) for kind in ("token", "par_push")}
     agent.login("work")
     stored = keyring.secret_tool_lookup("work", dpop_server.issuer)
     agent.remember(stored)
@@ -148,8 +151,10 @@ def test_a_tpm_held_key_signs_the_sign_in_the_refresh_and_programs_proofs_and_th
     assert section is not None, "the keyring item does not hold a TPM key"
     point_text, blob_text = section.split(".")
     point, blob = unb64url(point_text), unb64url(blob_text)
-    (issued,) = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"]
+    (issued,) = [e for e in events(dpop_server, "token")[seen["token"]:] if e["grant"] == "authorization_code"]
     assert issued["token_type"] == "DPoP" and issued["access_bound"] and issued["refresh_bound"]
+    (push,) = [e for e in events(dpop_server, "par_push")[seen["par_push"]:] if e["result"] == "accepted"]
+    assert push["dpop_jkt"] == issued["jkt"], "the pushed request named another key than the one that redeemed the code"
     assert len(point) == 64 and jkt(point) == issued["jkt"], "the item's public key is not the one the tokens are bound to"
     # No private key material: no JWK `d`, no 32 bytes anywhere in the item that are the key's scalar.
     assert '"d"' not in stored and not holds_private_scalar(point, blob)
