@@ -122,6 +122,20 @@ final class ConfigLoaderTests: XCTestCase {
         expectError(base + "par = 1\n", line: 4, contains: "'par' must be \"auto\"")
     }
 
+    func testWhereTheDPoPKeyIsAndWhichTPM() throws {
+        let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
+        XCTAssertEqual(try parse(base).accounts[0].dpopKey, .software, "today's behaviour unless asked")
+        XCTAssertEqual(try parse(base + "dpop_key = \"tpm\"\n").accounts[0].dpopKey, .tpm)
+        XCTAssertEqual(try parse(base + "dpop_key = \"auto\"\n").accounts[0].dpopKey, .auto)
+        expectError(base + "dpop_key = \"hsm\"\n", line: 4, contains: "'dpop_key' must be \"software\"")
+        expectError(base + "dpop_key = true\n", line: 4, contains: "\"tpm\" or \"auto\"")
+        XCTAssertEqual(try parse("").tpmTCTI, "device:/dev/tpmrm0", "the kernel's resource manager")
+        XCTAssertEqual(try parse("[agent]\ntpm_tcti = \"swtpm:host=127.0.0.1,port=2321\"\n").tpmTCTI,
+                       "swtpm:host=127.0.0.1,port=2321")
+        expectError("[agent]\ntpm_tcti = \"\"\n", line: 2, contains: "tpm_tcti must be a tpm2-tss TCTI string")
+        expectError("[agent]\ntpm_tcti = 2321\n", line: 2, contains: "tpm_tcti must be")
+    }
+
     func testSignInLifetime() throws {
         let base = "[accounts.work]\nissuer = \"https://x.example\"\nclient_id = \"c\"\n"
         let none = try parse(base).accounts[0]
