@@ -15,7 +15,7 @@ import pytest
 from conftest import (CLIENT_ID, _private_bus, default_account, free_port, kill9_during_refresh, short_tmpdir,
                       stop_popen, wait_for)
 from faultproxy import FaultProxy
-from test_dpop import events, ref
+from test_dpop import events, ref, resource
 
 pytestmark = pytest.mark.release  # also run against the installed package (scripts/test)
 
@@ -310,3 +310,36 @@ def test_kill9_during_a_refresh_keeps_the_tpm_key_with_the_token_and_the_restart
             assert held_section(after) == section
     finally:
         proxy.stop()
+
+
+def test_dbus_proofs_are_the_tpms_and_a_stopped_tpm_is_a_named_error(make_agent, keyring, dpop_server, tpms):
+    tpm = tpms()
+    agent = tpm_agent(make_agent, dpop_server, tpm)
+    agent.login("work")
+    bound = [e for e in events(dpop_server, "token") if e["grant"] == "authorization_code"][-1]["jkt"]
+    url = f"{dpop_server.base}/api/resource"
+
+    def call(nonce: str = ""):
+        return subprocess.run(
+            ["gdbus", "call", "--session", "--dest", "dev.authagent.Agent", "--object-path", "/dev/authagent/Agent1",
+             "--method", "dev.authagent.Agent1.GetAccessTokenForRequest", "--", "work", "0", "GET", url, nonce],
+            env=dict(agent.env), capture_output=True, text=True, timeout=30)
+
+    out = call()
+    assert out.returncode == 0, out.stderr
+    token_type, token, proof = [part.strip(" '") for part in out.stdout.strip("()\n").split(",")[:3]]
+    agent.remember(token, proof)
+    header = json.loads(unb64url(proof.split(".")[0]))
+    assert token_type == "DPoP" and jkt(unb64url(header["jwk"]["x"]) + unb64url(header["jwk"]["y"])) == bound
+    answer = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
+    if answer.status_code == 401 and answer.headers.get("DPoP-Nonce"):  # the resource's nonce, when it asks for one
+        out = call(answer.headers["DPoP-Nonce"])
+        assert out.returncode == 0, out.stderr
+        token_type, token, proof = [part.strip(" '") for part in out.stdout.strip("()\n").split(",")[:3]]
+        agent.remember(token, proof)
+        answer = resource(dpop_server, f"Authorization: DPoP {token}\nDPoP: {proof}")
+    assert answer.status_code == 200, answer.text
+
+    tpm.stop()
+    refused = call()
+    assert refused.returncode != 0 and "dev.authagent.Error.TpmUnavailable" in refused.stderr, refused.stderr
