@@ -7,8 +7,10 @@ import base64
 import hashlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -343,3 +345,25 @@ def test_dbus_proofs_are_the_tpms_and_a_stopped_tpm_is_a_named_error(make_agent,
     tpm.stop()
     refused = call()
     assert refused.returncode != 0 and "dev.authagent.Error.TpmUnavailable" in refused.stderr, refused.stderr
+
+
+def test_a_tpm_that_hangs_is_answered_at_the_deadline_and_serves_again_once_it_answers(
+        make_agent, keyring, dpop_server, tpms):
+    """swtpm stopped with SIGSTOP: its socket takes the command and nothing answers. The caller gets tpm_unavailable at
+    the TPM call's deadline (10 s), not never; once swtpm runs again the stuck call ends and the next one is served."""
+    tpm = tpms()
+    agent = tpm_agent(make_agent, dpop_server, tpm)
+    agent.login("work")
+    url = f"{dpop_server.base}/api/resource"
+    tpm.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        result = agent.authctl("token", "work", "--header", "--url", url, timeout=60)
+        waited = time.monotonic() - started
+        assert result.returncode == 5 and "did not answer within 10 s" in result.stderr, (result.returncode, result.stderr)
+        assert 9 < waited < 20, waited
+    finally:
+        tpm.proc.send_signal(signal.SIGCONT)
+    result = agent.authctl("token", "work", "--header", "--url", url)
+    assert result.returncode == 0, result.stderr
+    agent.remember(*(line.split(" ", 2)[-1] for line in result.stdout.splitlines()))
