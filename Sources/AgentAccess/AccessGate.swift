@@ -117,6 +117,7 @@ public final class AccessGate: @unchecked Sendable {
     /// An open account serves a host caller as it connected, with no walk and no check; a sandboxed one is judged
     /// in full, as under a policy (the policy asks about it or refuses it).
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
+        if let granted = AccessPolicy.decide(caller.identity, account: account) { return (caller, granted) }
         let policy = policy(of: account)
         if policy.isOpen, case .grant(.open) = policy.decide(caller.identity, remembered: nil) { return (caller, .grant(.open)) }
         let judged = caller.seenThroughRelay()
@@ -235,6 +236,13 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' does not serve \(who): a forward of the agent's socket made without `authctl forward` does not say which host it comes from; use `authctl forward HOST` instead of `ssh -R`, or allow any host explicitly with an \"ssh:unknown-host\" entry in allowed_clients"
         case .cancelled:
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
+        case .notGranted:
+            if case .granted(let grant) = identity.kind {
+                return "grant '\(WireCaller.shown(grant.name))' does not include account '\(account)'; it serves \(grant.accounts.map { "'\(WireCaller.shown($0))'" }.joined(separator: ", ")) only"
+            }
+            return "account '\(account)' does not serve \(who): it is not granted"
+        case .grantEnded:
+            return "the grant this connection came through has ended; ask for a new one on the desktop (authctl grant)"
         case .processExited:
             return "account '\(account)' does not serve this connection: the process that opened it has exited, so whoever holds it now cannot be identified"
         case .otherSender:
@@ -243,7 +251,7 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not ask about \(who): it has too many questions waiting for an answer"
         case .askedRecently:
             return "account '\(account)' does not serve \(who) now: its last question about this account was denied or not answered"
-        case .open, .listed, .approved:
+        case .open, .listed, .approved, .granted:
             return "account '\(account)' serves \(who)"
         }
     }

@@ -37,6 +37,11 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case forwardHostKey = "forward_host_key"
     /// Ends the forward sessions for `host` now.
     case forwardStop = "forward_stop"
+    /// `authctl grant`: makes grant `grant` for `accounts` (a socket of its own), lasting `lifetime` seconds and/or
+    /// while process `pid` runs.
+    case grant
+    /// Ends grant `grant` now: its socket and its connections close.
+    case grantRevoke = "grant_revoke"
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -92,6 +97,12 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var program: String?
     /// `approve`: allow for this run only (the caller's Flatpak instance or ssh session), in memory, not remembered.
     public var thisRun: Bool?
+    /// `grant`, `grant_revoke`: the grant's name.
+    public var grant: String?
+    /// `grant`: the accounts it serves.
+    public var accounts: [String]?
+    /// `grant`: how many seconds it lasts (absent: until revoked, or while `pid` runs).
+    public var lifetime: Int?
 
     /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
     public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
@@ -117,6 +128,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("session", .string { $1(&$0.session) }), ("pid", .int { $1(&$0.pid) }),
         ("fingerprint", .string { $1(&$0.fingerprint) }), ("program", .string { $1(&$0.program) }),
         ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
+        ("grant", .string { $1(&$0.grant) }), ("accounts", .strings { $1(&$0.accounts) }),
+        ("lifetime", .int { $1(&$0.lifetime) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

@@ -50,8 +50,10 @@ extension AgentOperations {
     /// may use. Sign-ins, consent answers, configuration and forwards are for programs on this computer.
     static let confinedOperations: Set<AgentIPC.Operation> = [.ping, .token, .status, .accounts]
 
-    /// The forward operations: for programs of the desktop only (not a container that made its own root either).
-    static let forwardOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop]
+    /// The forward and grant operations: for programs of the desktop only (not a container that made its own root
+    /// either).
+    static let desktopOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop,
+                                                             .grant, .grantRevoke]
 
     /// Refuses what a confined caller may not ask, and forwards to anyone but a program of the desktop.
     func admitConfined(_ op: AgentIPC.Operation, caller: Caller) throws(WireError) {
@@ -59,8 +61,9 @@ extension AgentOperations {
             throw WireError(.permissionDenied,
                 "\(caller.described()) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
         }
-        if AgentOperations.forwardOperations.contains(op), caller.identity.kind != .desktop {
-            throw WireError(.permissionDenied, "forwards are opened and managed by programs of the desktop only, not by \(caller.described())")
+        if AgentOperations.desktopOperations.contains(op), caller.identity.kind != .desktop {
+            let what = op == .grant || op == .grantRevoke ? "grants are made and revoked" : "forwards are opened and managed"
+            throw WireError(.permissionDenied, "\(what) by programs of the desktop only, not by \(caller.described())")
         }
     }
 

@@ -20,6 +20,8 @@ public struct AgentOperations: Sendable {
     public let configuration: ConfigurationGate
     /// The `authctl forward` sessions open now.
     public let forwards: ForwardSessions
+    /// The grants (`authctl grant`), each a socket of its own in `grants/` beside the agent's socket.
+    public let grants: Grants
     /// How often confined callers may force a refresh (``token(account:_:caller:loginStarted:)``).
     let forcedRefreshes: ForcedRefreshLimit
     let logger: Logger
@@ -31,6 +33,8 @@ public struct AgentOperations: Sendable {
         self.access = access ?? AccessGate(logger: logger)
         self.configuration = configuration ?? ConfigurationGate(source: nil)
         self.forwards = ForwardSessions()
+        let directory = info.socketPath[..<(info.socketPath.lastIndex(of: "/") ?? info.socketPath.startIndex)]
+        self.grants = Grants(directory: directory.isEmpty ? nil : "\(directory)/grants", logger: logger)
         self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
         self.logger = logger
     }
@@ -146,6 +150,7 @@ public struct AgentOperations: Sendable {
         }
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
+        try checkGrantLasts(judged, account: account, scopes: scopes, resource: resource)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
@@ -170,6 +175,7 @@ public struct AgentOperations: Sendable {
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
+        countGrantUse(judged)
         return AgentOperations.tokenResult(grant, includeIDToken: request.idToken ?? false)
     }
 
@@ -267,8 +273,9 @@ public struct AgentOperations: Sendable {
                     dpop: account.dpop)
             },
             forwards: confined ? nil : forwardSummaries(),
+            grants: confined ? nil : grantSummaries(),
             view: WireCaller.Kind(caller.identity.kind).rawValue,
-            namedBy: caller.identity.policyExe == nil ? caller.identity.entry : nil)
+            namedBy: caller.identity.grantName ?? (caller.identity.policyExe == nil ? caller.identity.entry : nil))
     }
 
     /// The request's `method`: `redirect` when absent.

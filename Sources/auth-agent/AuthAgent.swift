@@ -186,7 +186,7 @@ struct AuthAgent: AsyncParsableCommand {
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {
             services.append(.init(service: IdleExitService(timeout: configuration.idleExit, activity: activity,
-                                                           broker: broker, logger: logger),
+                                                           broker: broker, grants: operations.grants, logger: logger),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let interval = SystemdNotifier.watchdogInterval() {

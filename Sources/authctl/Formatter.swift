@@ -133,6 +133,13 @@ enum Formatter {
                     + (forward.sshPID.map { " (ssh pid \($0))" } ?? "")]
             }))
         }
+        if let grants = status.grants, !grants.isEmpty {
+            lines.append("")
+            lines.append(table(grants.map { grant in
+                ["grant \(grant.name):", "\(grant.accounts.joined(separator: ", ")), \(GrantCommand.lasts(grant, now: now)), used \(grant.uses) time\(grant.uses == 1 ? "" : "s")"
+                    + (grant.lastUse.map { " (last \(relative($0, now: now)))" } ?? "") + "; mount \(grant.directory)"]
+            }))
+        }
         return lines.joined(separator: "\n")
     }
 }
