@@ -265,7 +265,8 @@ public struct AgentOperations: Sendable {
                             : .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
                                     expiresIn: Int($0.expiresIn.components.seconds))
                     },
-                    access: AccountAccess(access.policy(of: account.name)),
+                    // A grant's caller is served by its grant, not by the account's policy: that is not shown to it.
+                    access: caller.identity.grantName == nil ? AccountAccess(access.policy(of: account.name)) : nil,
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
                     accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
                     signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,

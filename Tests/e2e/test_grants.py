@@ -92,6 +92,7 @@ def test_a_grant_serves_its_account_in_a_container_and_nothing_else(two_accounts
     assert [a["name"] for a in seen["accounts"]] == ["work"]
     assert seen["view"] == "grant" and seen["named_by"] == "ci"
     assert "grants" not in seen and "forwards" not in seen and seen["agent"].get("socket") is None
+    assert "access" not in seen["accounts"][0], "the account's policy is the desktop's; a grant is served by its grant"
 
     records = [r for r in audit(agent) if r["caller"].get("grant") == "ci"]
     granted = [r for r in records if r["outcome"] == "granted"]
@@ -208,7 +209,8 @@ def test_a_desktop_hook_asks_as_the_grant(two_accounts):
     records = [r for r in audit(agent) if r["caller"].get("via") == "grant:agentic"]
     assert [r["outcome"] for r in records] == ["granted", "denied"]
     missing = agent.authctl("token", "work", "--grant", "nonesuch")
-    assert missing.returncode != 0 and "nonesuch" in missing.stderr
+    assert missing.returncode == 3 and "grant 'nonesuch' is not served" in missing.stderr
+    assert "authctl grant --list" in missing.stderr
 
 
 def test_making_a_grant_is_checked(two_accounts, auth_server):
