@@ -241,6 +241,11 @@ public final class AccessGate: @unchecked Sendable {
                 return "grant '\(WireCaller.shown(grant.name))' does not include account '\(account)'; it serves \(grant.accounts.map { "'\(WireCaller.shown($0))'" }.joined(separator: ", ")) only"
             }
             return "account '\(account)' does not serve \(who): it is not granted"
+        case .proofNotGranted:
+            if case .granted(let grant) = identity.kind {
+                return "grant '\(WireCaller.shown(grant.name))' has DPoP proofs signed only for \(grant.proofURLs.map { WireCaller.shown($0) }.joined(separator: "; "))"
+            }
+            return "account '\(account)' does not serve \(who): no such proof is granted"
         case .grantEnded:
             return "the grant this connection came through has ended; ask for a new one on the desktop (authctl grant)"
         case .processExited:

@@ -26,13 +26,15 @@ public final class Grants: Sendable {
         public let whilePID: Int32?
         let whileStart: UInt64?
         public let socketPath: String
+        /// Where its DPoP proofs may be used (``ProofRule``); nil: anywhere.
+        public let proofURLs: [String]?
         /// Requests served through it since the agent started, and when the last one was.
         public var uses: Int = 0
         public var lastUse: Int?
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, created, expires, whilePID = "while_pid", whileStart = "while_start",
-                 socketPath = "socket"
+                 socketPath = "socket", proofURLs = "dpop_urls"
         }
 
         var pin: ProcessPin? {
@@ -85,11 +87,16 @@ public final class Grants: Sendable {
 
     /// Makes grant `name` for `accounts`, lasting `lifetime` seconds and/or while process `whilePID` runs, and
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
-    public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?) throws(WireError) -> Grant {
+    public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
+                       proofURLs: [String] = []) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
             throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
         }
         guard !accounts.isEmpty else { throw WireError(.badRequest, "a grant needs at least one account") }
+        guard proofURLs.count <= 32 else { throw WireError(.badRequest, "a grant takes at most 32 DPoP URL prefixes") }
+        for rule in proofURLs {
+            do { _ = try ProofRule(rule) } catch { throw WireError(.badRequest, error.message) }
+        }
         if let lifetime, !(1...Grants.maxLifetime).contains(lifetime) {
             throw WireError(.badRequest, "a grant lasts between 1 second and \(Grants.maxLifetime / 86400) days")
         }
@@ -108,7 +115,8 @@ public final class Grants: Sendable {
         }
         let created = now()
         let grant = Grant(name: name, accounts: accounts, created: created, expires: lifetime.map { created + $0 },
-                          whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket")
+                          whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket",
+                          proofURLs: proofURLs.isEmpty ? nil : proofURLs)
         try entries.withLock { entries throws(WireError) in
             guard entries[name] == nil else {
                 throw WireError(.badRequest, "grant '\(name)' exists; revoke it first (authctl grant --revoke \(name))")
@@ -157,7 +165,8 @@ public final class Grants: Sendable {
         var granted = caller
         granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts,
                                                container: caller.identity.unit.flatMap(Grants.container(unit:)),
-                                               pidNamespace: Grants.foreignPIDNamespace(of: caller.pid)))
+                                               pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
+                                               proofURLs: grant.proofURLs ?? []))
         granted.via = "grant:\(name)"
         return .success(granted)
     }

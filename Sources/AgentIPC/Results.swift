@@ -433,9 +433,12 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// Requests served through it since the agent started.
         public var uses: Int
         public var lastUse: Int?
+        /// Where its DPoP proofs may be used; absent: anywhere.
+        public var dpopURLs: [String]?
 
         public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
-                    uses: Int, lastUse: Int?) {
+                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil) {
+            self.dpopURLs = dpopURLs
             self.name = name
             self.accounts = accounts
             self.socket = socket
@@ -447,7 +450,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use"
+            case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
+                 dpopURLs = "dpop_urls"
         }
 
         /// The directory a workload mounts (the socket's).

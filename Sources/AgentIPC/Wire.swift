@@ -103,6 +103,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var accounts: [String]?
     /// `grant`: how many seconds it lasts (absent: until revoked, or while `pid` runs).
     public var lifetime: Int?
+    /// `grant`: where its DPoP proofs may be used, each `[METHOD[,METHOD...] ]URL-PREFIX` (absent: anywhere).
+    public var dpopURLs: [String]?
 
     /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
     public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
@@ -129,7 +131,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("fingerprint", .string { $1(&$0.fingerprint) }), ("program", .string { $1(&$0.program) }),
         ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
         ("grant", .string { $1(&$0.grant) }), ("accounts", .strings { $1(&$0.accounts) }),
-        ("lifetime", .int { $1(&$0.lifetime) }),
+        ("lifetime", .int { $1(&$0.lifetime) }), ("dpop_urls", .strings { $1(&$0.dpopURLs) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

@@ -30,7 +30,17 @@ extension AgentOperations {
         }
         var unique: [String] = []
         for account in accounts where !unique.contains(account) { unique.append(account) }
-        let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid)
+        let proofURLs = request.dpopURLs ?? []
+        if !proofURLs.isEmpty {
+            // Confining proofs confines a token only when the token is useless without one.
+            let status = await broker.status()
+            for account in unique where status.accounts.first(where: { $0.name == account })?.dpop != "access_token" {
+                throw WireError(.badRequest,
+                    "account '\(account)' does not have DPoP-bound access tokens (as far as the agent knows: `authctl status` says so after a sign-in or a refresh), so --dpop-url would not confine where its tokens are used")
+            }
+        }
+        let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
+                                      proofURLs: proofURLs)
         return GrantResult(grant: AgentOperations.summary(grant))
     }
 
@@ -52,7 +62,7 @@ extension AgentOperations {
     static func summary(_ grant: Grants.Grant) -> StatusResult.Grant {
         StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
                            expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
-                           lastUse: grant.lastUse)
+                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs)
     }
 
     /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
@@ -62,6 +72,25 @@ extension AgentOperations {
         guard grants.live(grant.name) != nil else {
             access.record(caller, account: account, granted: false, reason: .grantEnded, scopes: scopes, resource: resource)
             throw WireError(.permissionDenied, "grant '\(grant.name)' has ended; ask for a new one on the desktop (authctl grant)")
+        }
+    }
+
+    /// For a grant that confines its DPoP proofs (`--dpop-url`): a proof only for a request its rules allow, asked
+    /// before the token is fetched, and the token only when it is DPoP-bound (checked once it is in hand). Audited
+    /// refusals; any other caller passes.
+    func checkProof(_ caller: Caller, account: String, proof: ProofTarget?, tokenType: String?) throws(WireError) {
+        guard case .granted(let grant) = caller.identity.kind, !grant.proofURLs.isEmpty else { return }
+        let rules = grant.proofURLs.compactMap { try? ProofRule($0) }
+        if let proof, !ProofRule.allow(rules, method: proof.method, url: proof.url) {
+            access.record(caller, account: account, granted: false, reason: .proofNotGranted,
+                          proofFor: "\(proof.method) \(DPoPKey.target(proof.url))")
+            throw WireError(.accessDenied,
+                "grant '\(grant.name)' has DPoP proofs signed only for \(rules.map(\.description).joined(separator: "; ")), not for \(proof.method) \(DPoPKey.target(proof.url))")
+        }
+        if let tokenType, tokenType.lowercased() != "dpop" {
+            access.record(caller, account: account, granted: false, reason: .proofNotGranted)
+            throw WireError(.accessDenied,
+                "account '\(account)' gave a token that is not DPoP-bound (\(tokenType)), which grant '\(grant.name)' cannot confine to its URLs: not served")
         }
     }
 

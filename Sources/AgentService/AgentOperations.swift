@@ -151,6 +151,7 @@ public struct AgentOperations: Sendable {
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
         try checkGrantLasts(judged, account: account, scopes: scopes, resource: resource)
+        try checkProof(judged, account: account, proof: proof, tokenType: nil)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
@@ -172,6 +173,7 @@ public struct AgentOperations: Sendable {
                                                 proof: proof)
           }
         }
+        try checkProof(judged, account: account, proof: nil, tokenType: grant.tokenType)
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })

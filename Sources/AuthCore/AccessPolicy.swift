@@ -64,6 +64,9 @@ public struct AccessPolicy: Sendable, Equatable {
         case granted
         /// A caller through a grant's socket, for an account the grant does not name.
         case notGranted = "not_granted"
+        /// A grant's caller asked for a DPoP proof for a request its grant's `--dpop-url` rules do not allow, or for a
+        /// token that is not DPoP-bound although the grant confines where its tokens may be used.
+        case proofNotGranted = "proof_not_granted"
         /// The grant the connection came through has ended (revoked, expired, or the process it was tied to exited).
         case grantEnded = "grant_ended"
         /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller

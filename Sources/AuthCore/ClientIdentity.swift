@@ -49,10 +49,14 @@ public struct ClientIdentity: Sendable, Hashable {
         public var container: String?
         /// The process's pid namespace (`pid:[4026532...]`) when it is not the agent's.
         public var pidNamespace: String?
+        /// Where its DPoP proofs may be used (``ProofRule``); empty: anywhere.
+        public var proofURLs: [String]
 
-        public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil) {
+        public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil,
+                    proofURLs: [String] = []) {
             self.name = name
             self.accounts = accounts
+            self.proofURLs = proofURLs
             self.container = container
             self.pidNamespace = pidNamespace
         }

@@ -33,6 +33,8 @@ struct GrantCommand: ParsableCommand {
     var lifetime: String?
     @Option(name: .customLong("while-pid"), help: ArgumentHelp("It ends when this process exits.", valueName: "pid"))
     var whilePID: Int?
+    @Option(name: .customLong("dpop-url"), help: ArgumentHelp("Sign DPoP proofs only for requests under this URL prefix, with these methods if given (repeat for more; DPoP-bound accounts only).", valueName: "[METHOD[,METHOD] ]url"))
+    var dpopURLs: [String] = []
     @Flag(help: "Show the grants.") var list = false
     @Option(help: ArgumentHelp("End grant NAME now.", valueName: "name")) var revoke: String?
     @Flag(help: "Print JSON (the protocol's grant or status members).") var json = false
@@ -43,8 +45,8 @@ struct GrantCommand: ParsableCommand {
             throw ValidationError("give a NAME with --account, or one of --list and --revoke NAME")
         }
         if name != nil, accounts.isEmpty { throw ValidationError("a grant needs at least one --account") }
-        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil {
-            throw ValidationError("--account, --for and --while-pid make a grant: give its NAME")
+        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty {
+            throw ValidationError("--account, --for, --while-pid and --dpop-url make a grant: give its NAME")
         }
         if let lifetime, DurationText.seconds(lifetime).map({ $0 > 0 }) != true {
             throw ValidationError("--for takes a duration like 90s, 15m, 8h or 2d")
@@ -66,14 +68,14 @@ struct GrantCommand: ParsableCommand {
         let result = try CLIFailure.wrap { () throws(ClientError) in
             try client.call(WireRequest(op: .grant) {
                 $0.grant = name; $0.accounts = accounts; $0.lifetime = lifetime.flatMap(DurationText.seconds)
-                $0.pid = whilePID
+                $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
             }, as: GrantResult.self)
         }
         if json { return printJSON(result) }
         let grant = result.grant
         print(TerminalText.safe("""
             grant '\(grant.name)' serves \(grant.accounts.joined(separator: ", ")) \(GrantCommand.lasts(grant, now: Int(Date().timeIntervalSince1970)))
-            socket:  \(grant.socket)
+            \(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
             mount:   -v \(grant.directory):/run/auth-agent -e AUTH_AGENT_SOCKET=/run/auth-agent/socket
             revoke:  authctl grant --revoke \(grant.name)
             """))

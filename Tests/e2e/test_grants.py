@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import connection_closed, default_account, read_until, render_config, wait_for
+from conftest import connection_closed, default_account, pid_alive, read_until, render_config, wait_for
+from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_sandbox import BWRAP, authctl_path, host_tree, library_dirs
 
 pytestmark = pytest.mark.release
@@ -229,3 +230,74 @@ def test_making_a_grant_is_checked(two_accounts, auth_server):
     assert agent.authctl("reload").returncode == 0
     background = agent.authctl("grant", "guarded", "--account", "work")
     assert background.returncode == 9 and "terminal" in background.stderr
+
+
+def test_a_grant_signs_dpop_proofs_only_for_its_urls(make_agent, keyring, dpop_server):
+    """`--dpop-url`: a proof for a listed URL is served and the resource server accepts it; one for another URL or
+    method is refused and audited; a grant of a Bearer account cannot be confined this way."""
+    agent = make_agent(server=dpop_server)
+    agent.login("work")
+    assert agent.account_status("work")["dpop"] == "access_token"
+    api = f"{dpop_server.base}/api/resource"
+    grant = make_grant(agent, "tool", "--account", "work", "--dpop-url", f"GET {dpop_server.base}/api")
+    assert grant["dpop_urls"] == [f"GET {dpop_server.base}/api"]
+    directory = os.path.dirname(grant["socket"])
+
+    def proof(*extra):
+        served = in_container(agent, directory, "token", "work", "--header", "--url", api, *extra)
+        assert served.returncode == 0, served.stderr
+        agent.remember(*(line.split(" ", 2)[-1] for line in served.stdout.splitlines()))
+        return served.stdout
+
+    # The resource asks for its own nonce first (401 + DPoP-Nonce); the proof made with it passes.
+    first = resource(dpop_server, proof())
+    status, nonce = first.status_code, first.headers.get("DPoP-Nonce")
+    assert status == 401 and nonce
+    status = resource(dpop_server, proof(f"--dpop-nonce={nonce}")).status_code
+    assert status == 200
+
+    for extra in (["--url", f"{dpop_server.base}/o/userinfo/"], ["--method", "POST", "--url", api],
+                  ["--url", f"{dpop_server.base}/api/../o/token/"]):
+        refused = in_container(agent, directory, "token", "work", "--header", *extra)
+        assert refused.returncode == 7, (extra, refused.stderr)
+        assert "has DPoP proofs signed only for GET" in refused.stderr and refused.stdout == ""
+    denied = [r for r in audit(agent) if r["caller"].get("grant") == "tool" and r["outcome"] == "denied"]
+    assert [r["reason"] for r in denied] == ["proof_not_granted"] * 3
+    assert denied[0]["dpop_proof_for"] == f"GET {dpop_server.base}/o/userinfo/"
+
+    bad = agent.authctl("grant", "loose", "--account", "work", "--dpop-url", f"{dpop_server.base}/api/../x")
+    assert bad.returncode == 9 and "'..' segments" in bad.stderr
+
+
+def test_a_bearer_account_cannot_be_confined_to_urls(two_accounts):
+    refused = two_accounts.authctl("grant", "tool", "--account", "work", "--dpop-url", "https://api.example.com/")
+    assert refused.returncode == 9 and "does not have DPoP-bound access tokens" in refused.stderr
+
+
+def test_a_socket_activated_agent_stays_while_a_grant_lasts(make_agent, keyring):
+    """Under socket activation with `idle_exit`, the agent does not exit idle while a grant lasts (systemd holds the
+    agent's own socket, not the grant's: an exit would leave the container nothing to connect to); revoked, it exits
+    idle as usual."""
+    agent = make_agent(start=False, agent={"idle_exit": 2})
+    sock = agent.socket_path
+    sock.parent.mkdir(mode=0o700)
+    forwarded = " ".join(f"-E {name}" for name in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS", "HOME"))
+    # A loop stands in for systemd, which keeps the socket after the agent exits.
+    script = (f"while systemd-socket-activate -l {sock} {forwarded} {agent.bins / 'auth-agent'} --log-level debug; "
+              f"do echo 'systemd-socket-activate: agent exited 0, listening again' >&2; done")
+    log = open(agent.stderr_path, "ab")
+    manager = subprocess.Popen(["sh", "-c", script], env=agent.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                               start_new_session=True)
+    try:
+        wait_for(lambda: sock.exists(), 10, "systemd-socket-activate to listen")
+        grant = make_grant(agent, "held", "--account", "work")
+        pid = agent.status_json()["agent"]["pid"]
+        wait_for(lambda: "idle, but grants are served" in agent.log(), 20, "the idle exit to be held off")
+        assert pid_alive(pid) and os.path.exists(grant["socket"])
+        assert agent.authctl("grant", "--revoke", "held").returncode == 0
+        wait_for(lambda: not pid_alive(pid), 60, "the agent to exit idle once the grant was revoked")
+        assert "idle; exiting until the next connection" in agent.log()
+    finally:
+        os.killpg(manager.pid, signal.SIGTERM)
+        manager.wait(timeout=15)
+        log.close()
