@@ -28,13 +28,15 @@ public final class Grants: Sendable {
         public let socketPath: String
         /// Where its DPoP proofs may be used (``ProofRule``); nil: anywhere.
         public let proofURLs: [String]?
+        /// Not served while the user's session is locked; nil: served.
+        public let lockWithSession: Bool?
         /// Requests served through it since the agent started, and when the last one was.
         public var uses: Int = 0
         public var lastUse: Int?
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, created, expires, whilePID = "while_pid", whileStart = "while_start",
-                 socketPath = "socket", proofURLs = "dpop_urls"
+                 socketPath = "socket", proofURLs = "dpop_urls", lockWithSession = "lock_with_session"
         }
 
         var pin: ProcessPin? {
@@ -88,7 +90,7 @@ public final class Grants: Sendable {
     /// Makes grant `name` for `accounts`, lasting `lifetime` seconds and/or while process `whilePID` runs, and
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
     public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
-                       proofURLs: [String] = []) throws(WireError) -> Grant {
+                       proofURLs: [String] = [], lockWithSession: Bool = false) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
             throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
         }
@@ -116,7 +118,7 @@ public final class Grants: Sendable {
         let created = now()
         let grant = Grant(name: name, accounts: accounts, created: created, expires: lifetime.map { created + $0 },
                           whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket",
-                          proofURLs: proofURLs.isEmpty ? nil : proofURLs)
+                          proofURLs: proofURLs.isEmpty ? nil : proofURLs, lockWithSession: lockWithSession ? true : nil)
         try entries.withLock { entries throws(WireError) in
             guard entries[name] == nil else {
                 throw WireError(.badRequest, "grant '\(name)' exists; revoke it first (authctl grant --revoke \(name))")
@@ -166,7 +168,8 @@ public final class Grants: Sendable {
         granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts,
                                                container: caller.identity.unit.flatMap(Grants.container(unit:)),
                                                pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
-                                               proofURLs: grant.proofURLs ?? []))
+                                               proofURLs: grant.proofURLs ?? [],
+                                               lockWithSession: grant.lockWithSession ?? false))
         granted.via = "grant:\(name)"
         return .success(granted)
     }

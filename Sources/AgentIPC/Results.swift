@@ -242,10 +242,14 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// The name of the computer the agent runs on (its host name), so that a host or an app can say whose agent
         /// answers. Absent from older agents.
         public var hostname: String?
+        /// What locks the user's session now, in words (logind's hint, `authctl lock`); absent when it is not locked,
+        /// and for a confined caller.
+        public var sessionLocked: String?
 
         public init(version: String, pid: Int?, uptimeSeconds: Int, socket: String?, keyring: String?,
                     keyringService: String? = nil, keyringAdvice: String? = nil, store: String? = nil,
-                    hostname: String? = nil) {
+                    hostname: String? = nil, sessionLocked: String? = nil) {
+            self.sessionLocked = sessionLocked
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
@@ -260,7 +264,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
-                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store, hostname
+                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store, hostname,
+                 sessionLocked = "session_locked"
         }
     }
 
@@ -435,10 +440,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var lastUse: Int?
         /// Where its DPoP proofs may be used; absent: anywhere.
         public var dpopURLs: [String]?
+        /// Not served while the user's session is locked (true or absent).
+        public var lockWithSession: Bool?
 
         public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
-                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil) {
+                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil) {
             self.dpopURLs = dpopURLs
+            self.lockWithSession = lockWithSession
             self.name = name
             self.accounts = accounts
             self.socket = socket
@@ -451,7 +459,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
-                 dpopURLs = "dpop_urls"
+                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session"
         }
 
         /// The directory a workload mounts (the socket's).
@@ -508,6 +516,23 @@ public struct ForwardChangeResult: Codable, Sendable, Equatable {
     public var stopped: [String]?
 
     public init(stopped: [String]? = nil) { self.stopped = stopped }
+}
+
+/// `lock`, `unlock`: whether the session counts as locked now, and by what (`logind`'s hint, `authctl lock`).
+public struct LockResult: Codable, Sendable, Equatable {
+    public var locked: Bool
+    /// What locks it, in words; absent when it is not locked.
+    public var lockedBy: String?
+    /// logind's hint on the display session; absent when the agent cannot read it.
+    public var logind: Bool?
+
+    public init(locked: Bool, lockedBy: String?, logind: Bool?) {
+        self.locked = locked
+        self.lockedBy = lockedBy
+        self.logind = logind
+    }
+
+    enum CodingKeys: String, CodingKey { case locked, lockedBy = "locked_by", logind }
 }
 
 /// `grant`: the grant made (as `status` lists it); `grant_revoke`: the grant ended.

@@ -42,6 +42,9 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case grant
     /// Ends grant `grant` now: its socket and its connections close.
     case grantRevoke = "grant_revoke"
+    /// `authctl lock` / `authctl unlock`: what locks with the session is refused (or served again), for screen
+    /// lockers that do not set logind's hint.
+    case lock, unlock
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -105,6 +108,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var lifetime: Int?
     /// `grant`: where its DPoP proofs may be used, each `[METHOD[,METHOD...] ]URL-PREFIX` (absent: anywhere).
     public var dpopURLs: [String]?
+    /// `grant`: not served while the user's session is locked.
+    public var lockWithSession: Bool?
 
     /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
     public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
@@ -132,6 +137,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
         ("grant", .string { $1(&$0.grant) }), ("accounts", .strings { $1(&$0.accounts) }),
         ("lifetime", .int { $1(&$0.lifetime) }), ("dpop_urls", .strings { $1(&$0.dpopURLs) }),
+        ("lock_with_session", .bool { $1(&$0.lockWithSession) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

@@ -66,6 +66,7 @@ public struct RequestDispatcher: Sendable {
                 case .forwardStop: return encode(id, try ops.stopForward(request))
                 case .grant: return encode(id, try await ops.makeGrant(request, caller: caller))
                 case .grantRevoke: return encode(id, try ops.revokeGrant(request))
+                case .lock, .unlock: return encode(id, ops.setLock(op == .lock))
                 }
             }
         } catch {

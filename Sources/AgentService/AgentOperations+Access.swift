@@ -53,7 +53,7 @@ extension AgentOperations {
     /// The forward and grant operations: for programs of the desktop only (not a container that made its own root
     /// either).
     static let desktopOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop,
-                                                             .grant, .grantRevoke]
+                                                             .grant, .grantRevoke, .lock, .unlock]
 
     /// Refuses what a confined caller may not ask, and forwards to anyone but a program of the desktop.
     func admitConfined(_ op: AgentIPC.Operation, caller: Caller) throws(WireError) {
@@ -62,7 +62,11 @@ extension AgentOperations {
                 "\(caller.described()) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
         }
         if AgentOperations.desktopOperations.contains(op), caller.identity.kind != .desktop {
-            let what = op == .grant || op == .grantRevoke ? "grants are made and revoked" : "forwards are opened and managed"
+            let what = switch op {
+            case .grant, .grantRevoke: "grants are made and revoked"
+            case .lock, .unlock: "the session lock is set"
+            default: "forwards are opened and managed"
+            }
             throw WireError(.permissionDenied, "\(what) by programs of the desktop only, not by \(caller.described())")
         }
     }

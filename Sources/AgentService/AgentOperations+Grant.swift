@@ -40,7 +40,7 @@ extension AgentOperations {
             }
         }
         let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
-                                      proofURLs: proofURLs)
+                                      proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false)
         return GrantResult(grant: AgentOperations.summary(grant))
     }
 
@@ -62,7 +62,7 @@ extension AgentOperations {
     static func summary(_ grant: Grants.Grant) -> StatusResult.Grant {
         StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
                            expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
-                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs)
+                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession)
     }
 
     /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
@@ -92,6 +92,19 @@ extension AgentOperations {
             throw WireError(.accessDenied,
                 "account '\(account)' gave a token that is not DPoP-bound (\(tokenType)), which grant '\(grant.name)' cannot confine to its URLs: not served")
         }
+    }
+
+    /// `lock` / `unlock`: `authctl lock` for screen lockers that set no logind hint (swaylock). Any program of the
+    /// desktop may say it (a locker runs without a terminal); logind's hint is not overridden.
+    public func setLock(_ locked: Bool) -> LockResult {
+        access.sessionLock.setManual(locked)
+        logger.notice(locked ? "session locked (authctl lock)" : "session unlocked (authctl unlock)")
+        return lockState()
+    }
+
+    func lockState() -> LockResult {
+        let lock = access.sessionLock
+        return LockResult(locked: lock.isLocked, lockedBy: lock.lockedBy, logind: lock.hint)
     }
 
     /// A request was served through a grant: counted for `status`.

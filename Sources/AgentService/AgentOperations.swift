@@ -249,7 +249,8 @@ public struct AgentOperations: Sendable {
                          socket: desktop(info.socketPath), keyring: desktop(status.keyring.rawValue),
                          keyringService: desktop(status.keyringService?.program),
                          keyringAdvice: desktop(status.keyring.advice(store: status.store, service: status.keyringService)),
-                         store: desktop(status.store.rawValue), hostname: info.hostname),
+                         store: desktop(status.store.rawValue), hostname: info.hostname,
+                         sessionLocked: desktop(access.sessionLock.lockedBy)),
             accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,

@@ -13,10 +13,13 @@ public struct AccessPolicy: Sendable, Equatable {
     /// nobody without consent.
     public var allowedClients: [ClientRule]?
     public var confirm: Confirm
+    /// `lock_with_session`: refused to every caller while the user's session is locked (AgentAccess's `SessionLock`).
+    public var lockWithSession: Bool
 
-    public init(allowedClients: [ClientRule]? = nil, confirm: Confirm = .never) {
+    public init(allowedClients: [ClientRule]? = nil, confirm: Confirm = .never, lockWithSession: Bool = false) {
         self.allowedClients = allowedClients
         self.confirm = confirm
+        self.lockWithSession = lockWithSession
     }
 
     /// No policy: any process of the user on the host is served; a sandboxed app is asked (``decide(_:remembered:)``).
@@ -67,6 +70,9 @@ public struct AccessPolicy: Sendable, Equatable {
         /// A grant's caller asked for a DPoP proof for a request its grant's `--dpop-url` rules do not allow, or for a
         /// token that is not DPoP-bound although the grant confines where its tokens may be used.
         case proofNotGranted = "proof_not_granted"
+        /// The account (`lock_with_session`) or the grant (`--lock-with-session`) is not served while the user's
+        /// session is locked, and it is.
+        case sessionLocked = "session_locked"
         /// The grant the connection came through has ended (revoked, expired, or the process it was tied to exited).
         case grantEnded = "grant_ended"
         /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller
@@ -117,7 +123,8 @@ public struct AccessPolicy: Sendable, Equatable {
     /// How `authctl status` describes the policy, with a word on each entry that can never match.
     public var summary: String {
         let never = (allowedClients ?? []).compactMap(\.neverMatches)
-        return never.isEmpty ? listSummary : listSummary + " (" + never.joined(separator: "; ") + ")"
+        let lock = lockWithSession ? "; nobody while your session is locked" : ""
+        return (never.isEmpty ? listSummary : listSummary + " (" + never.joined(separator: "; ") + ")") + lock
     }
 
     private var listSummary: String {

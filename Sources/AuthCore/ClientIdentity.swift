@@ -51,9 +51,12 @@ public struct ClientIdentity: Sendable, Hashable {
         public var pidNamespace: String?
         /// Where its DPoP proofs may be used (``ProofRule``); empty: anywhere.
         public var proofURLs: [String]
+        /// Not served while the user's session is locked.
+        public var lockWithSession: Bool
 
         public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil,
-                    proofURLs: [String] = []) {
+                    proofURLs: [String] = [], lockWithSession: Bool = false) {
+            self.lockWithSession = lockWithSession
             self.name = name
             self.accounts = accounts
             self.proofURLs = proofURLs

@@ -178,7 +178,7 @@ struct AuthAgent: AsyncParsableCommand {
                                        notifications: configuration.notifications, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // Optional too: resume and network-up hooks from logind and NetworkManager, when a system bus exists.
-            .init(service: SystemBusWatcher(broker: broker, logger: logger),
+            .init(service: SystemBusWatcher(broker: broker, sessionLock: operations.access.sessionLock, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // SIGHUP (`systemctl --user reload auth-agent`): the same reload as `authctl reload`.
             .init(service: ReloadOnHangup(operations: operations, logger: logger)),

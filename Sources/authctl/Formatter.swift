@@ -62,6 +62,9 @@ enum Formatter {
                 "keyring: \(keyring == "available" ? paint(keyring, "32") : paint(keyring, keyring == "unused" ? "33" : "31"))"
                     + (agent.keyringService.map { ", \($0)" } ?? "") + (agent.keyringAdvice.map { " (\($0))" } ?? ""),
             ]
+            if let by = agent.sessionLocked {
+                lines.append("locked:  by \(TerminalText.safe(by)): accounts and grants that lock with the session are not served")
+            }
         }
         if status.accounts.isEmpty {
             lines.append("")

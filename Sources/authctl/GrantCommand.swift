@@ -35,6 +35,8 @@ struct GrantCommand: ParsableCommand {
     var whilePID: Int?
     @Option(name: .customLong("dpop-url"), help: ArgumentHelp("Sign DPoP proofs only for requests under this URL prefix, with these methods if given (repeat for more; DPoP-bound accounts only).", valueName: "[METHOD[,METHOD] ]url"))
     var dpopURLs: [String] = []
+    @Flag(name: .customLong("lock-with-session"), help: "Not served while your session is locked (logind's hint, or `authctl lock`).")
+    var lockWithSession = false
     @Flag(help: "Show the grants.") var list = false
     @Option(help: ArgumentHelp("End grant NAME now.", valueName: "name")) var revoke: String?
     @Flag(help: "Print JSON (the protocol's grant or status members).") var json = false
@@ -45,8 +47,8 @@ struct GrantCommand: ParsableCommand {
             throw ValidationError("give a NAME with --account, or one of --list and --revoke NAME")
         }
         if name != nil, accounts.isEmpty { throw ValidationError("a grant needs at least one --account") }
-        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty {
-            throw ValidationError("--account, --for, --while-pid and --dpop-url make a grant: give its NAME")
+        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty || lockWithSession {
+            throw ValidationError("--account, --for, --while-pid, --dpop-url and --lock-with-session make a grant: give its NAME")
         }
         if let lifetime, DurationText.seconds(lifetime).map({ $0 > 0 }) != true {
             throw ValidationError("--for takes a duration like 90s, 15m, 8h or 2d")
@@ -69,6 +71,7 @@ struct GrantCommand: ParsableCommand {
             try client.call(WireRequest(op: .grant) {
                 $0.grant = name; $0.accounts = accounts; $0.lifetime = lifetime.flatMap(DurationText.seconds)
                 $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
+                if lockWithSession { $0.lockWithSession = true }
             }, as: GrantResult.self)
         }
         if json { return printJSON(result) }
@@ -103,6 +106,7 @@ struct GrantCommand: ParsableCommand {
         var parts: [String] = []
         if let expires = grant.expires { parts.append("until \(LocalTime.text(expires)) (\(Formatter.relative(expires, now: now)))") }
         if let pid = grant.whilePID { parts.append("while pid \(pid) runs") }
-        return parts.isEmpty ? "until revoked" : parts.joined(separator: ", ")
+        let locks = grant.lockWithSession == true ? ", not while your session is locked" : ""
+        return (parts.isEmpty ? "until revoked" : parts.joined(separator: ", ")) + locks
     }
 }

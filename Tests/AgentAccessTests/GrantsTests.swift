@@ -125,4 +125,31 @@ final class GrantsTests: XCTestCase {
         XCTAssertNil(Grants.container(unit: "app-gnome-foo-1.scope"))
         XCTAssertNil(Grants.container(unit: "docker-.scope"))
     }
+
+    func testALockedSessionRefusesWhatLocksWithItOnly() throws {
+        let gate = AccessGate(policies: ["work": AccessPolicy(lockWithSession: true)], logger: Logger(label: "test"))
+        let me = Caller(pid: getpid(), uid: getuid(), via: "socket", exe: "/usr/bin/curl")
+        var locking = me, plain = me
+        locking.identity.kind = .granted(.init(name: "a", accounts: ["personal"], lockWithSession: true))
+        plain.identity.kind = .granted(.init(name: "b", accounts: ["personal"]))
+        func verdicts() -> [AccessPolicy.Verdict] {
+            [gate.verdict(me, account: "work"), gate.verdict(me, account: "personal"),
+             gate.verdict(locking, account: "personal"), gate.verdict(plain, account: "personal")]
+        }
+        let served: [AccessPolicy.Verdict] = [.grant(.open), .grant(.open), .grant(.granted), .grant(.granted)]
+        let locked: [AccessPolicy.Verdict] = [.deny(.sessionLocked), .grant(.open), .deny(.sessionLocked), .grant(.granted)]
+        XCTAssertEqual(verdicts(), served)
+        gate.sessionLock.setHint(nil)
+        XCTAssertEqual(verdicts(), served, "a hint that cannot be read locks nothing")
+        gate.sessionLock.setHint(true)
+        XCTAssertEqual(verdicts(), locked)
+        XCTAssertEqual(gate.sessionLock.lockedBy, "the screen locker (logind)")
+        gate.sessionLock.setManual(true)
+        gate.sessionLock.setHint(false)
+        XCTAssertEqual(verdicts(), locked)
+        XCTAssertEqual(gate.sessionLock.lockedBy, "`authctl lock`")
+        gate.sessionLock.setManual(false)
+        XCTAssertEqual(verdicts(), served)
+        XCTAssertNil(gate.sessionLock.lockedBy)
+    }
 }

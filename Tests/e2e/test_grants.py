@@ -17,6 +17,7 @@ import pytest
 from conftest import connection_closed, default_account, pid_alive, read_until, render_config, wait_for
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_sandbox import BWRAP, authctl_path, host_tree, library_dirs
+from test_wake import system_bus  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release
 
@@ -301,3 +302,45 @@ def test_a_socket_activated_agent_stays_while_a_grant_lasts(make_agent, keyring)
         os.killpg(manager.pid, signal.SIGTERM)
         manager.wait(timeout=15)
         log.close()
+
+
+def test_what_locks_with_the_session_is_refused_while_it_is_locked(make_agent, keyring, auth_server, system_bus):
+    """`lock_with_session = true` on an account and `--lock-with-session` on a grant: refused while logind's hint
+    says the display session is locked (a fake logind on a private system bus: tests/Fixtures/systembus), and while
+    `authctl lock` says so (lockers that set no hint); what does not lock with the session is served throughout."""
+    system_bus.start_services(network_manager=False)
+    agent = make_agent(accounts={"work": default_account(auth_server.issuer, lock_with_session=True),
+                                 "personal": default_account(auth_server.issuer)}, env=system_bus.env)
+    wait_for(lambda: "following the display session's lock" in agent.log(), 20, "the agent to follow the session lock")
+    agent.login("work")
+    agent.login("personal")
+    make_grant(agent, "locking", "--account", "personal", "--lock-with-session")
+    make_grant(agent, "plain", "--account", "personal")
+
+    def served() -> dict:
+        return {name: agent.authctl("token", *args).returncode
+                for name, args in (("work", ["work"]), ("personal", ["personal"]),
+                                   ("locking", ["personal", "--grant", "locking"]), ("plain", ["personal", "--grant", "plain"]))}
+
+    everything = {"work": 0, "personal": 0, "locking": 0, "plain": 0}
+    assert served() == everything
+    system_bus.emit("lock", 1)
+    wait_for(lambda: "the session is locked (logind)" in agent.log(), 20, "the agent to see logind's lock")
+    assert served() == {"work": 7, "personal": 0, "locking": 7, "plain": 0}
+    refused = agent.authctl("token", "work")
+    assert "account 'work' is not served while your session is locked" in refused.stderr
+    assert agent.status_json()["agent"]["session_locked"] == "the screen locker (logind)"
+    assert "locked:  by the screen locker (logind)" in agent.authctl("status").stdout
+    system_bus.emit("lock", 0)
+    wait_for(lambda: "the session is not locked (logind)" in agent.log(), 20, "the agent to see logind's unlock")
+    assert served() == everything
+
+    # A locker that sets no hint: authctl lock before it, authctl unlock after it.
+    locked = agent.authctl("lock")
+    assert locked.returncode == 0 and "locked by `authctl lock`" in locked.stdout
+    assert served() == {"work": 7, "personal": 0, "locking": 7, "plain": 0}
+    assert agent.authctl("unlock").returncode == 0
+    assert served() == everything
+    assert "session_locked" not in agent.status_json()["agent"]
+    reasons = [r["reason"] for r in audit(agent) if r["outcome"] == "denied"]
+    assert reasons == ["session_locked"] * 5
