@@ -105,9 +105,11 @@ extension AgentOperations {
             logger.notice("a sign-in is needed for a confined caller", metadata: [
                 "account": "\(account)", "via": "\(caller.via)"])
             broker.announceSignInWanted(account, by: caller.described())
-            throw WireError(.loginRequired,
-                "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there",
-                retryAfter: error.retryAfter)
+            // A grant's caller may be a container or a hook on the desktop itself: "not here" would be wrong there.
+            let message = caller.identity.grantName == nil
+                ? "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there"
+                : "account '\(account)' needs a sign-in, which a grant never starts: run `authctl login \(account)` on the computer where the agent runs"
+            throw WireError(.loginRequired, message, retryAfter: error.retryAfter)
         }
     }
 }

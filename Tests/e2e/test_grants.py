@@ -210,6 +210,13 @@ def test_a_desktop_hook_asks_as_the_grant(two_accounts):
     assert refused.returncode == 7 and "does not include account 'personal'" in refused.stderr
     records = [r for r in audit(agent) if r["caller"].get("via") == "grant:agentic"]
     assert [r["outcome"] for r in records] == ["granted", "denied"]
+    # A sign-in the grant needs is never started by it (no browser), and the words fit a hook on the desktop too.
+    assert agent.authctl("logout", "personal").returncode == 0
+    make_grant(agent, "needs", "--account", "personal")
+    browsers = agent.browser_runs()
+    needs = agent.authctl("token", "personal", "--grant", "needs")
+    assert needs.returncode == 4 and "which a grant never starts: run `authctl login personal`" in needs.stderr
+    assert agent.browser_runs() == browsers
     missing = agent.authctl("token", "work", "--grant", "nonesuch")
     assert missing.returncode == 3 and "grant 'nonesuch' is not served" in missing.stderr
     assert "authctl grant --list" in missing.stderr
