@@ -165,8 +165,9 @@ public final class Grants: Sendable {
     public func admit(_ caller: Caller, grant name: String) -> Result<Caller, WireError> {
         guard let grant = live(name) else { return .failure(WireError(.permissionDenied, "grant '\(name)' has ended")) }
         var granted = caller
-        granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts,
-                                               container: caller.identity.unit.flatMap(Grants.container(unit:)),
+        let container = caller.identity.unit.flatMap(Grants.container(unit:))
+            ?? Caller.readText("/proc/\(caller.pid)/cgroup").flatMap(Grants.container(cgroup:))
+        granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts, container: container,
                                                pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
                                                proofURLs: grant.proofURLs ?? [],
                                                lockWithSession: grant.lockWithSession ?? false))
@@ -199,6 +200,22 @@ public final class Grants: Sendable {
             let id = unit.dropFirst(prefix.count).dropLast(".scope".count)
             guard !id.isEmpty, id.allSatisfy(\.isHexDigit) else { return nil }
             return "\(engine) \(id.prefix(12))"
+        }
+        return nil
+    }
+
+    /// Podman's cgroupfs manager (where systemd does not run the machine, as in a container) puts a container in
+    /// `/libpod_parent/libpod-<id>` on each hierarchy, a cgroup no unit names: the engine and the id's first 12
+    /// characters from the first path with such a component. Nil for anything else (`/libpod_parent/conmon`).
+    static func container(cgroup: String) -> String? {
+        for line in cgroup.split(separator: "\n") {
+            // hierarchy-ID:controllers:path
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            for component in fields[2].split(separator: "/") where component.hasPrefix("libpod-") {
+                let id = component.dropFirst("libpod-".count)
+                if !id.isEmpty, id.allSatisfy(\.isHexDigit) { return "podman \(id.prefix(12))" }
+            }
         }
         return nil
     }

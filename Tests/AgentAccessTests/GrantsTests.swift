@@ -152,4 +152,17 @@ final class GrantsTests: XCTestCase {
         XCTAssertEqual(verdicts(), served)
         XCTAssertNil(gate.sessionLock.lockedBy)
     }
+
+    /// Podman with the cgroupfs manager (Debian 12's podman as root in a container without systemd, cgroup v1 beside
+    /// a mounted cgroup2): no unit, the id is the cgroup's name on every hierarchy.
+    func testAPodmanContainerIsReadFromItsCgroupfsPath() {
+        let id = "0eee257a69b599bf7deb24a7710c9332901ad127ba57fb6a5d73a9666923e44b"
+        let cgroup = ["9:name=systemd", "4:memory", "0:"].map { "\($0):/libpod_parent/libpod-\(id)\n" }.joined()
+        XCTAssertNil(ProcFS.unit(cgroup: cgroup))
+        XCTAssertEqual(Grants.container(cgroup: cgroup), "podman 0eee257a69b5")
+        XCTAssertNil(Grants.container(cgroup: "9:name=systemd:/libpod_parent/conmon\n0::/libpod_parent/conmon\n"))
+        XCTAssertNil(Grants.container(cgroup: "9:name=systemd:/\n4:memory:/process_api/c27c20a43a9e\n0::/\n"))
+        XCTAssertNil(Grants.container(cgroup: "0::/libpod_parent/libpod-xyz\n"))
+        XCTAssertNil(Grants.container(cgroup: "0::/libpod_parent/libpod-\n"))
+    }
 }

@@ -4,9 +4,13 @@ and outlives agent restarts and crashes while it lasts.
 
 The containers are bwrap's with their own user, pid, mount, IPC and UTS namespaces, a root of the host's /usr and
 /etc only, and nothing of the desktop's runtime directory but the grant's directory, mounted where the recipe in
-docs/INTEGRATIONS.md mounts it (/run/auth-agent). Real agent, keyring and authorization server."""
+docs/INTEGRATIONS.md mounts it (/run/auth-agent); and real podman, running that recipe as printed with the host's
+root under an overlay for its image (scripts/setup configures podman for this machine class). Real agent, keyring
+and authorization server."""
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +26,7 @@ from test_wake import system_bus  # noqa: F401 (a fixture)
 pytestmark = pytest.mark.release
 
 MOUNT = "/run/auth-agent"
+PODMAN = shutil.which("podman") or "/usr/bin/podman"
 
 
 def container(agent, grant_dir: str, command: list[str], stdin=subprocess.DEVNULL) -> subprocess.Popen:
@@ -351,3 +356,77 @@ def test_what_locks_with_the_session_is_refused_while_it_is_locked(make_agent, k
     assert "session_locked" not in agent.status_json()["agent"]
     reasons = [r["reason"] for r in audit(agent) if r["outcome"] == "denied"]
     assert reasons == ["session_locked"] * 5
+
+
+def podman(agent, grant_dir: str, command: list[str], cidfile, stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """The podman recipe of docs/INTEGRATIONS.md as printed, with `--rootfs /:O` where it has IMAGE (the host's root
+    under a throwaway overlay: no image to pull, and this machine reaches no registry) and `--cidfile` to learn the
+    container's id. Podman 4.3's `--rootfs` is a flag whose root is the first argument, so it goes last."""
+    assert os.access(PODMAN, os.X_OK), "podman is not installed: run scripts/setup (apt-get install podman runc)"
+    argv = [PODMAN, "run", "--rm", "--network", "none", "-v", f"{grant_dir}:{MOUNT}",
+            "-e", f"AUTH_AGENT_SOCKET={MOUNT}/socket", "-v", f"{authctl_path(agent)}:/usr/local/bin/authctl:ro",
+            "--cidfile", str(cidfile), *(["-i"] if stdin == subprocess.PIPE else []), "--rootfs", "/:O", *command]
+    return subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def answer(proc, line: str) -> tuple[str, int]:
+    """Sends `line` to a container's `while read` loop; its output up to and including `rc=N`, and N."""
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    text = read_until(proc.stdout, "rc=", 30)
+    while not re.search(r"rc=\d+\n", text):
+        text += read_until(proc.stdout, "\n", 30)
+    return text, int(re.search(r"rc=(\d+)\n", text).group(1))
+
+
+def test_the_podman_recipe_serves_the_grant_audited_with_the_container_and_revoked_mid_use(two_accounts, tmp_path):
+    agent = two_accounts
+    grant = make_grant(agent, "pod", "--account", "work", "--for", "1h")
+    directory = os.path.dirname(grant["socket"])
+
+    # The recipe's own command, once: the token is the desktop's.
+    run = podman(agent, directory, ["authctl", "token", "work"], tmp_path / "first.cid")
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, f"podman run of the recipe failed ({run.returncode}): {err.strip()}"
+    token = out.strip()
+    agent.remember(token)
+    assert token == agent.token("work")
+    first = (tmp_path / "first.cid").read_text().strip()
+
+    # A container that stays up and asks when told: another account, refused; its own; revoked; its own again.
+    loop = podman(agent, directory, ["sh", "-c", 'while read a; do authctl token "$a"; echo rc=$?; done'],
+                  tmp_path / "loop.cid", stdin=subprocess.PIPE)
+    try:
+        _, rc = answer(loop, "personal")
+        assert rc == 7
+        second = (tmp_path / "loop.cid").read_text().strip()
+        running = subprocess.run([PODMAN, "ps", "--no-trunc", "--format", "{{.ID}}"], capture_output=True, text=True,
+                                 timeout=30)
+        assert second in running.stdout.split(), f"podman ps: {running.stdout!r} {running.stderr!r}"
+        text, rc = answer(loop, "work")
+        assert rc == 0 and text.splitlines()[0] == token
+        revoked = agent.authctl("grant", "--revoke", "pod")
+        assert revoked.returncode == 0, revoked.stderr
+        _, rc = answer(loop, "work")
+        assert rc != 0
+        loop.stdin.close()
+        loop.wait(timeout=30)
+        err = loop.stderr.read()
+    finally:
+        loop.kill()
+        loop.wait(timeout=30)
+    assert "grant 'pod' does not include account 'personal'" in err, err
+    assert loop.returncode == 0, err
+
+    records = [r for r in audit(agent) if r["caller"].get("via") == "grant:pod"]
+    assert [(r["account"], r["outcome"]) for r in records] == \
+        [("work", "granted"), ("personal", "denied"), ("work", "granted")], records
+    # The container's id, as podman has it, from the caller's cgroup (`/libpod_parent/libpod-ID` with the cgroupfs
+    # manager): each request names its own container.
+    assert [r["caller"].get("container") for r in records] == \
+        [f"podman {first[:12]}", f"podman {second[:12]}", f"podman {second[:12]}"], records
+    for record in records:
+        caller = record["caller"]
+        assert caller["kind"] == "grant" and caller["grant"] == "pod"
+        assert caller["pid_namespace"].startswith("pid:[")
+        assert caller["exe"] == "/usr/local/bin/authctl"
