@@ -21,6 +21,7 @@ import pytest
 from conftest import connection_closed, default_account, pid_alive, read_until, render_config, wait_for
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_sandbox import BWRAP, authctl_path, host_tree, library_dirs
+from test_notifications import notification_server, notifications  # noqa: F401 (a fixture)
 from test_wake import system_bus  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.release
@@ -204,7 +205,7 @@ def test_a_grant_outlives_an_agent_restart_and_a_crash(two_accounts):
     assert not os.path.exists(grant["socket"]) and "grants" not in agent.status_json()
 
 
-def test_a_desktop_hook_asks_as_the_grant(two_accounts):
+def test_a_desktop_hook_asks_as_the_grant(two_accounts, notification_server):
     """`authctl token ACCOUNT --grant NAME`: a hook the sandbox's tool runs on the desktop gets the grant's token,
     audited as the grant; another account is refused."""
     agent = two_accounts
@@ -222,6 +223,10 @@ def test_a_desktop_hook_asks_as_the_grant(two_accounts):
     needs = agent.authctl("token", "personal", "--grant", "needs")
     assert needs.returncode == 4 and "which a grant never starts: run `authctl login personal`" in needs.stderr
     assert agent.browser_runs() == browsers
+    wait_for(lambda: any("grant needs" in n.get("body", "") for n in notifications(notification_server)), 10,
+             "the desktop notification naming the grant")
+    shown = [n for n in notifications(notification_server) if n.get("summary") == "Sign in to personal"]
+    assert shown and "grant needs" in shown[-1]["body"], shown
     missing = agent.authctl("token", "work", "--grant", "nonesuch")
     assert missing.returncode == 3 and "grant 'nonesuch' is not served" in missing.stderr
     assert "authctl grant --list" in missing.stderr
