@@ -147,12 +147,13 @@ def main():
         w("")
 
     # 3: authctl
-    t, c = spawn.get("true"), spawn.get("authctl")
+    t, c, g = spawn.get("true"), spawn.get("authctl"), spawn.get("authctl-grant")
     w("### 3. `authctl token work` as a whole process vs `/bin/true` (posix_spawn + waitpid)")
     w("")
     w("| | runs | median | p90 | p99 | min |")
     w("|---|---:|---:|---:|---:|---:|")
-    for name, d in (("`/bin/true`", t), ("`authctl token work`", c)):
+    for name, d in (("`/bin/true`", t), ("`authctl token work`", c),
+                    ("`authctl token work --grant bench` (through a grant's socket)", g)):
         if d:
             w(f"| {name} | {d['runs']} | {fmt(d['median_us'] / 1000, ' ms')} | {fmt(d['p90_us'] / 1000, ' ms')} | "
               f"{fmt(d['p99_us'] / 1000, ' ms')} | {fmt(d['min_us'] / 1000, ' ms')} |")
@@ -162,6 +163,10 @@ def main():
           f"{fmt(ratio(c['p99_us'], t['p99_us']), ' x')} | {fmt(ratio(c['min_us'], t['min_us']), ' x')} |")
         targets.append(("`authctl token` median <= 2.5 x `/bin/true`",
                         f"{fmt(c['median_us'] / 1000, ' ms')} vs {fmt(t['median_us'] / 1000, ' ms')} = {fmt(r, ' x')}", r <= 2.5))
+    if g and c:
+        r = ratio(g["median_us"], c["median_us"])
+        targets.append(("a token through a grant's socket costs what one through the agent's own costs (median <= 1.1 x)",
+                        f"{fmt(g['median_us'] / 1000, ' ms')} vs {fmt(c['median_us'] / 1000, ' ms')} = {fmt(r, ' x')}", r <= 1.1))
     w("")
 
     # 4: single flight

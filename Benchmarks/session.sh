@@ -266,6 +266,10 @@ fi
 say "authctl token work as a whole process vs /bin/true ($SPAWN_RUNS runs each)"
 emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label true "$SPAWN_RUNS" /bin/true)}"
 emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label authctl "$SPAWN_RUNS" "$BIN/authctl" token work)}"
+# The same request through a grant's socket (authctl grant; `--grant` connects there): what a container pays.
+"$BIN/authctl" grant bench --account work >/dev/null 2>>"$WORK/authctl.log"
+emit "{\"kind\":\"spawn\",\"data\":$("$TOOLS/spawntime" --label authctl-grant "$SPAWN_RUNS" "$BIN/authctl" token work --grant bench)}"
+"$BIN/authctl" grant --revoke bench >/dev/null 2>>"$WORK/authctl.log"
 
 say "refresh overhead: 20 forced refreshes of work, then the keyring alone"
 before=$(wc -l <"$AS1/requests.log")

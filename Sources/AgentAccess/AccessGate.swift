@@ -40,6 +40,8 @@ public final class AccessGate: @unchecked Sendable {
     var nextPendingID = 0
     var nextWaiterID = 0
     var prompter: (any ConsentPrompter)?
+    /// Whether the user's session is locked (logind's hint, `authctl lock`), for what locks with it.
+    public let sessionLock = SessionLock()
 
     /// Compared and hashed as bytes: a client is a path (or `flatpak:APP`), and canonically equivalent spellings
     /// that `String ==` calls equal are different files (``ClientRule/sameBytes(_:_:)``).
@@ -117,6 +119,23 @@ public final class AccessGate: @unchecked Sendable {
     /// An open account serves a host caller as it connected, with no walk and no check; a sandboxed one is judged
     /// in full, as under a policy (the policy asks about it or refuses it).
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
+        let (judged, verdict) = judgeUnlocked(caller, account: account)
+        guard case .grant = verdict, locksWithSession(judged, account: account), sessionLock.isLocked else {
+            return (judged, verdict)
+        }
+        return (judged, .deny(.sessionLocked))
+    }
+
+    /// Whether `caller`'s requests for `account` are refused while the session is locked: the account's
+    /// `lock_with_session`, or the grant the caller came through.
+    func locksWithSession(_ caller: Caller, account: String) -> Bool {
+        if case .granted(let grant) = caller.identity.kind, grant.lockWithSession { return true }
+        return policy(of: account).lockWithSession
+    }
+
+    /// The verdict without the session lock.
+    func judgeUnlocked(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
+        if let granted = AccessPolicy.decide(caller.identity, account: account) { return (caller, granted) }
         let policy = policy(of: account)
         if policy.isOpen, case .grant(.open) = policy.decide(caller.identity, remembered: nil) { return (caller, .grant(.open)) }
         let judged = caller.seenThroughRelay()
@@ -235,6 +254,21 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' does not serve \(who): a forward of the agent's socket made without `authctl forward` does not say which host it comes from; use `authctl forward HOST` instead of `ssh -R`, or allow any host explicitly with an \"ssh:unknown-host\" entry in allowed_clients"
         case .cancelled:
             return "account '\(account)' did not serve \(who): the request was withdrawn before anyone answered its consent question (its client went away)"
+        case .notGranted:
+            if case .granted(let grant) = identity.kind {
+                return "grant '\(WireCaller.shown(grant.name))' does not include account '\(account)'; it serves \(grant.accounts.map { "'\(WireCaller.shown($0))'" }.joined(separator: ", ")) only"
+            }
+            return "account '\(account)' does not serve \(who): it is not granted"
+        case .proofNotGranted:
+            if case .granted(let grant) = identity.kind {
+                return "grant '\(WireCaller.shown(grant.name))' has DPoP proofs signed only for \(grant.proofURLs.map { WireCaller.shown($0) }.joined(separator: "; "))"
+            }
+            return "account '\(account)' does not serve \(who): no such proof is granted"
+        case .sessionLocked:
+            let by = WireCaller.shown(caller.identity.grantName.map { "grant '\($0)'" } ?? "account '\(account)'")
+            return "\(by) is not served while your session is locked (lock with session); it is served again once you unlock it"
+        case .grantEnded:
+            return "the grant this connection came through has ended; ask for a new one on the desktop (authctl grant)"
         case .processExited:
             return "account '\(account)' does not serve this connection: the process that opened it has exited, so whoever holds it now cannot be identified"
         case .otherSender:
@@ -243,7 +277,7 @@ public final class AccessGate: @unchecked Sendable {
             return "account '\(account)' did not ask about \(who): it has too many questions waiting for an answer"
         case .askedRecently:
             return "account '\(account)' does not serve \(who) now: its last question about this account was denied or not answered"
-        case .open, .listed, .approved:
+        case .open, .listed, .approved, .granted:
             return "account '\(account)' serves \(who)"
         }
     }

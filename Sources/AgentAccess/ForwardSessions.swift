@@ -3,13 +3,6 @@ import AuthCore
 import FoundationEssentials
 import Synchronization
 
-/// Where the socket front end serves a forward session's socket: binds a listening socket at `path` whose connections
-/// are that session's (``ForwardSessions/admit(_:session:)``), and closes it, with every connection it accepted.
-public protocol ForwardListeners: Sendable {
-    func listen(path: String, session: String) throws(WireError)
-    func close(session: String)
-}
-
 /// The `authctl forward` sessions: one per ssh session that forwards the agent to another host. Each has a socket of
 /// its own in the agent's runtime directory, made for it and removed with it, that serves only the ssh process the
 /// session was made for, and only once ssh said which host key it was shown; its callers are that host
@@ -54,12 +47,12 @@ public final class ForwardSessions: Sendable {
     public static let maxSessions = 64
 
     private let entries = Mutex<[String: Entry]>([:])
-    private let listeners = Mutex<(any ForwardListeners)?>(nil)
+    private let listeners = Mutex<(any DoorListeners)?>(nil)
 
     public init() {}
 
     /// The socket front end that serves sessions' sockets (set when it starts listening).
-    public func attach(_ listeners: any ForwardListeners) {
+    public func attach(_ listeners: any DoorListeners) {
         self.listeners.withLock { $0 = listeners }
     }
 
@@ -91,7 +84,7 @@ public final class ForwardSessions: Sendable {
             throw WireError(.agentBusy, "\(ForwardSessions.maxSessions) forwards are open; stop one first (authctl forward --stop HOST)")
         }
         do {
-            try listeners.listen(path: path, session: id)
+            try listeners.listen(path: path, door: .forward(id))
         } catch {
             entries.withLock { _ = $0.removeValue(forKey: id) }
             throw error
@@ -103,7 +96,7 @@ public final class ForwardSessions: Sendable {
     public func close(_ id: String) {
         guard let entry = entries.withLock({ $0.removeValue(forKey: id) }) else { return }
         entry.stop.finish()
-        listeners.withLock { $0 }?.close(session: id)
+        listeners.withLock { $0 }?.close(door: .forward(id))
     }
 
     /// Ends every session for `host`, the name the person typed or the one ssh checks the key under (each one's

@@ -14,6 +14,8 @@ extension WireCaller {
             (unidentified, flatpakApp) = (why, claimed)
         case .forwarded(let host):
             (self.host, hostAlias, hostKey, remoteProgram) = (host.name, host.alias, host.fingerprint, host.program)
+        case .granted(let grant):
+            (self.grant, container, pidNamespace) = (grant.name, grant.container, grant.pidNamespace)
         case .desktop, .hostContainer, .container, .unknownForward: break
         }
     }
@@ -30,6 +32,7 @@ extension WireCaller.Kind {
         case .unidentified: .unidentified
         case .forwarded: .sshHost
         case .unknownForward: .sshUnknown
+        case .granted: .grant
         }
     }
 }

@@ -12,7 +12,7 @@ public enum ConfigLoader {
         "issuer", "client_id", "client_secret", "scopes", "authorization_endpoint", "token_endpoint",
         "revocation_endpoint", "jwks_uri", "redirect_host", "redirect_port", "redirect_path", "extra_auth_params", "token_endpoint_auth_method",
         "login_timeout", "device_authorization_endpoint", "redirect_uri", "git_hosts", "scoped_tokens",
-        "allowed_clients", "confirm", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop", "par", "dpop_key",
+        "allowed_clients", "confirm", "lock_with_session", "sign_in_lifetime", "sign_in_lifetime_kind", "sign_in_warning", "dpop", "par", "dpop_key",
     ]
     static let agentKeys: Set<String> = ["log_level", "idle_exit", "http_timeout", "notifications", "consent_timeout",
                                          "store", "tpm_tcti"]
@@ -317,6 +317,10 @@ extension ConfigLoader {
                 throw fail("confirm", "'confirm' must be \"first-use\" (ask before a program's first token) or \"never\"")
             }
             policy.confirm = confirm
+        }
+        if let value = table["lock_with_session"] {
+            guard let flag = value.bool else { throw fail("lock_with_session", "'lock_with_session' must be true or false") }
+            policy.lockWithSession = flag
         }
         return policy
     }

@@ -8,7 +8,9 @@ import ServiceLifecycle
 import Glibc
 
 /// Listens on the **system** bus for logind's `PrepareForSleep` and NetworkManager's `StateChanged`, and tells the
-/// broker (``TokenBroker/systemResumed()``, ``TokenBroker/networkUp()``), which decides what to refresh.
+/// broker (``TokenBroker/systemResumed()``, ``TokenBroker/networkUp()``), which decides what to refresh; and follows
+/// the `LockedHint` of the user's display session (logind's `PropertiesChanged`), for what locks with the session
+/// (``SessionLock``).
 ///
 /// Optional like the session-bus service: without a system bus (containers, some minimal systems) it logs one
 /// notice and ends; expiry (on a clock that counts suspend) and backoff work as before, only the early refreshes
@@ -22,17 +24,19 @@ public struct SystemBusWatcher: Service {
                                  interface: "org.freedesktop.NetworkManager")
 
     let broker: TokenBroker
+    let sessionLock: SessionLock?
     let logger: Logger
 
-    public init(broker: TokenBroker, logger: Logger) {
+    public init(broker: TokenBroker, sessionLock: SessionLock? = nil, logger: Logger) {
         self.broker = broker
+        self.sessionLock = sessionLock
         self.logger = logger
     }
 
     public func run() async {
         let loop = BusLoop()
         let (events, sink) = AsyncStream.makeStream(of: SystemEvent.self)
-        let listener = SignalListener(sink: sink, logger: logger)
+        let listener = SignalListener(sink: sink, sessionLock: sessionLock, logger: logger)
         // One consumer, so a suspend and the resume after it reach the broker in the order logind sent them.
         let broker = self.broker
         let consumer = Task {
@@ -76,6 +80,12 @@ public struct SystemBusWatcher: Service {
         r = sd_bus_match_signal(bus, nil, networkManager.name, networkManager.path, networkManager.interface,
                                 "StateChanged", SignalListener.stateChanged, context.toOpaque())
         guard r >= 0 else { return "cannot watch NetworkManager on the system bus (\(DBusService.describe(r)))" }
+        if let lock = listener.sessionLock {
+            r = aa_bus_match_login1_properties(bus, SignalListener.login1PropertiesChanged, context.toOpaque())
+            guard r >= 0 else { return "cannot watch logind's sessions on the system bus (\(DBusService.describe(r)))" }
+            lock.setHint(SignalListener.lockedHint(bus))
+            logger.info("following the display session's lock", metadata: ["locked_hint": "\(lock.hint.map(String.init) ?? "unknown")"])
+        }
         // Said once, so a user reading the log knows which hooks this machine has.
         let hasNetworkManager = aa_bus_name_has_owner(bus, networkManager.name) > 0
         logger.info("watching the system bus", metadata: [
@@ -92,11 +102,34 @@ public struct SystemBusWatcher: Service {
     /// Turns the signals into ``SystemEvent``s (bus thread) for the consumer task.
     final class SignalListener: @unchecked Sendable {
         let sink: AsyncStream<SystemEvent>.Continuation
+        let sessionLock: SessionLock?
         let logger: Logger
 
-        init(sink: AsyncStream<SystemEvent>.Continuation, logger: Logger) {
+        init(sink: AsyncStream<SystemEvent>.Continuation, sessionLock: SessionLock?, logger: Logger) {
             self.sink = sink
+            self.sessionLock = sessionLock
             self.logger = logger
+        }
+
+        /// The display session's `LockedHint` now (a synchronous call), nil when it cannot be known.
+        static func lockedHint(_ bus: OpaquePointer) -> Bool? {
+            let r = aa_bus_display_session_locked(bus, getuid())
+            return r < 0 ? nil : r == 1
+        }
+
+        /// Any of logind's properties changed (a session's `LockedHint`, the user's `Display`): the hint is read again.
+        static let login1PropertiesChanged: sd_bus_message_handler_t = { message, context, _ in
+            guard let message, let context, let bus = sd_bus_message_get_bus(message) else { return 0 }
+            let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
+            guard let lock = listener.sessionLock else { return 0 }
+            let before = lock.hint
+            let now = lockedHint(bus)
+            lock.setHint(now)
+            if now != before {
+                listener.logger.notice(now == true ? "the session is locked (logind)" : "the session is not locked (logind)",
+                                       metadata: ["locked_hint": "\(now.map(String.init) ?? "unknown")"])
+            }
+            return 0
         }
 
         static let prepareForSleep: sd_bus_message_handler_t = { message, context, _ in

@@ -242,10 +242,14 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// The name of the computer the agent runs on (its host name), so that a host or an app can say whose agent
         /// answers. Absent from older agents.
         public var hostname: String?
+        /// What locks the user's session now, in words (logind's hint, `authctl lock`); absent when it is not locked,
+        /// and for a confined caller.
+        public var sessionLocked: String?
 
         public init(version: String, pid: Int?, uptimeSeconds: Int, socket: String?, keyring: String?,
                     keyringService: String? = nil, keyringAdvice: String? = nil, store: String? = nil,
-                    hostname: String? = nil) {
+                    hostname: String? = nil, sessionLocked: String? = nil) {
+            self.sessionLocked = sessionLocked
             self.version = version
             self.protocolVersion = WireProtocol.version
             self.pid = pid
@@ -260,7 +264,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case version, protocolVersion = "protocol", pid, uptimeSeconds = "uptime_s", socket, keyring,
-                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store, hostname
+                 keyringService = "keyring_service", keyringAdvice = "keyring_advice", store, hostname,
+                 sessionLocked = "session_locked"
         }
     }
 
@@ -423,25 +428,71 @@ public struct StatusResult: Codable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey { case host, alias, hostKey = "host_key", sshPID = "ssh_pid", since }
     }
 
+    /// A grant (`authctl grant`; absent from the status a confined caller is shown).
+    public struct Grant: Codable, Sendable, Equatable {
+        public var name: String
+        public var accounts: [String]
+        /// Its socket; a workload gets the grant by having the socket's directory mounted.
+        public var socket: String
+        /// Unix times: made, ends (absent: no time limit), last served (absent: never since the agent started).
+        public var created: Int
+        public var expires: Int?
+        /// The process it is tied to: it ends when that exits.
+        public var whilePID: Int?
+        /// Requests served through it since the agent started.
+        public var uses: Int
+        public var lastUse: Int?
+        /// Where its DPoP proofs may be used; absent: anywhere.
+        public var dpopURLs: [String]?
+        /// Not served while the user's session is locked (true or absent).
+        public var lockWithSession: Bool?
+
+        public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
+                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil) {
+            self.dpopURLs = dpopURLs
+            self.lockWithSession = lockWithSession
+            self.name = name
+            self.accounts = accounts
+            self.socket = socket
+            self.created = created
+            self.expires = expires
+            self.whilePID = whilePID
+            self.uses = uses
+            self.lastUse = lastUse
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
+                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session"
+        }
+
+        /// The directory a workload mounts (the socket's).
+        public var directory: String { String(socket[..<(socket.lastIndex(of: "/") ?? socket.endIndex)]) }
+    }
+
     public var agent: Agent
     public var accounts: [Account]
     public var forwards: [Forward]?
+    public var grants: [Grant]?
     /// How the agent sees the caller: ``WireCaller/Kind``'s raw value (`desktop`, `ssh_host`, `flatpak`, ...). Absent
     /// from older agents.
     public var view: String?
-    /// The `allowed_clients` entry that names the caller (`ssh:build-box`, `flatpak:org.example.App`); absent when
-    /// none can, and for a program of the desktop (named by its path).
+    /// The `allowed_clients` entry that names the caller (`ssh:build-box`, `flatpak:org.example.App`); for a caller
+    /// through a grant (`view` `grant`), the grant's name. Absent when none can, and for a program of the desktop
+    /// (named by its path).
     public var namedBy: String?
 
-    public init(agent: Agent, accounts: [Account], forwards: [Forward]? = nil, view: String? = nil, namedBy: String? = nil) {
+    public init(agent: Agent, accounts: [Account], forwards: [Forward]? = nil, grants: [Grant]? = nil, view: String? = nil,
+                namedBy: String? = nil) {
         self.agent = agent
         self.accounts = accounts
         self.forwards = forwards
+        self.grants = grants
         self.view = view
         self.namedBy = namedBy
     }
 
-    enum CodingKeys: String, CodingKey { case agent, accounts, forwards, view, namedBy = "named_by" }
+    enum CodingKeys: String, CodingKey { case agent, accounts, forwards, grants, view, namedBy = "named_by" }
 
     /// The caller is confined (a forwarded host, an app, a container, an unidentified caller): what it sees is cut
     /// to the accounts it may use. A kind this client does not know counts as confined; an older agent's status
@@ -469,6 +520,30 @@ public struct ForwardChangeResult: Codable, Sendable, Equatable {
     public var stopped: [String]?
 
     public init(stopped: [String]? = nil) { self.stopped = stopped }
+}
+
+/// `lock`, `unlock`: whether the session counts as locked now, and by what (`logind`'s hint, `authctl lock`).
+public struct LockResult: Codable, Sendable, Equatable {
+    public var locked: Bool
+    /// What locks it, in words; absent when it is not locked.
+    public var lockedBy: String?
+    /// logind's hint on the display session; absent when the agent cannot read it.
+    public var logind: Bool?
+
+    public init(locked: Bool, lockedBy: String?, logind: Bool?) {
+        self.locked = locked
+        self.lockedBy = lockedBy
+        self.logind = logind
+    }
+
+    enum CodingKeys: String, CodingKey { case locked, lockedBy = "locked_by", logind }
+}
+
+/// `grant`: the grant made (as `status` lists it); `grant_revoke`: the grant ended.
+public struct GrantResult: Codable, Sendable, Equatable {
+    public var grant: StatusResult.Grant
+
+    public init(grant: StatusResult.Grant) { self.grant = grant }
 }
 
 /// `login_callback`: the pasted redirect was accepted and handed to the pending sign-in; the `login` request that

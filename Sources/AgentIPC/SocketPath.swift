@@ -35,6 +35,20 @@ public enum SocketPath {
         return address
     }
 
+    /// Grant `name`'s socket beside the agent's socket at `agentSocket`: `DIR/grants/NAME/socket`.
+    public static func grantPath(agentSocket: String, name: String) -> String {
+        let directory = agentSocket[..<(agentSocket.lastIndex(of: "/") ?? agentSocket.startIndex)]
+        return "\(directory)/grants/\(name)/socket"
+    }
+
+    /// A grant's name as the agent takes it: letters, digits, `-`, `_` and `.`, at most 32, not starting with `-`
+    /// or `.` (it names a directory).
+    public static func isGrantName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 32 && !name.hasPrefix("-") && !name.hasPrefix(".") && name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "."
+        }
+    }
+
     public static func defaultPath(runtimeDirectory: String) -> String {
         let base = runtimeDirectory.hasSuffix("/") ? String(runtimeDirectory.dropLast()) : runtimeDirectory
         return "\(base)/\(directoryName)/\(fileName)"

@@ -37,6 +37,14 @@ public enum Operation: String, Codable, Sendable, CaseIterable {
     case forwardHostKey = "forward_host_key"
     /// Ends the forward sessions for `host` now.
     case forwardStop = "forward_stop"
+    /// `authctl grant`: makes grant `grant` for `accounts` (a socket of its own), lasting `lifetime` seconds and/or
+    /// while process `pid` runs.
+    case grant
+    /// Ends grant `grant` now: its socket and its connections close.
+    case grantRevoke = "grant_revoke"
+    /// `authctl lock` / `authctl unlock`: what locks with the session is refused (or served again), for screen
+    /// lockers that do not set logind's hint.
+    case lock, unlock
 }
 
 public struct WireRequest: Codable, Sendable, Equatable {
@@ -92,6 +100,16 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var program: String?
     /// `approve`: allow for this run only (the caller's Flatpak instance or ssh session), in memory, not remembered.
     public var thisRun: Bool?
+    /// `grant`, `grant_revoke`: the grant's name.
+    public var grant: String?
+    /// `grant`: the accounts it serves.
+    public var accounts: [String]?
+    /// `grant`: how many seconds it lasts (absent: until revoked, or while `pid` runs).
+    public var lifetime: Int?
+    /// `grant`: where its DPoP proofs may be used, each `[METHOD[,METHOD...] ]URL-PREFIX` (absent: anywhere).
+    public var dpopURLs: [String]?
+    /// `grant`: not served while the user's session is locked.
+    public var lockWithSession: Bool?
 
     /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
     public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
@@ -117,6 +135,9 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("session", .string { $1(&$0.session) }), ("pid", .int { $1(&$0.pid) }),
         ("fingerprint", .string { $1(&$0.fingerprint) }), ("program", .string { $1(&$0.program) }),
         ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
+        ("grant", .string { $1(&$0.grant) }), ("accounts", .strings { $1(&$0.accounts) }),
+        ("lifetime", .int { $1(&$0.lifetime) }), ("dpop_urls", .strings { $1(&$0.dpopURLs) }),
+        ("lock_with_session", .bool { $1(&$0.lockWithSession) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

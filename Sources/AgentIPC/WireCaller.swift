@@ -20,6 +20,8 @@ public struct WireCaller: Codable, Sendable, Equatable {
         case sshHost = "ssh_host"
         /// An ssh forward of the agent's socket not made by `authctl forward`: confined.
         case sshUnknown = "ssh_unknown"
+        /// A connection through a grant's socket (``grant``): confined to the grant's accounts.
+        case grant
     }
 
     public var pid: Int32
@@ -53,6 +55,12 @@ public struct WireCaller: Codable, Sendable, Equatable {
     public var hostKey: String?
     /// A forwarded request: the program the remote side said asks, not verified.
     public var remoteProgram: String?
+    /// A grant's caller: the grant's name (`authctl grant`).
+    public var grant: String?
+    /// A grant's caller: the container engine and id its cgroup names (`podman 0123abcd...`), when it does.
+    public var container: String?
+    /// A grant's caller: its pid namespace (`pid:[4026532...]`) when it is not the agent's.
+    public var pidNamespace: String?
 
     public init(pid: Int32, via: String, kind: Kind = .desktop, exe: String?, exeDeleted: Bool? = nil, unit: String? = nil,
                 relayedBy: [String]? = nil) {
@@ -68,7 +76,8 @@ public struct WireCaller: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case pid, via, kind, exe, exeDeleted = "exe_deleted", unit, relayedBy = "relayed_by", flatpakApp = "flatpak_app",
              flatpakInstance = "flatpak_instance", notContained = "not_contained", unidentified, host,
-             hostKey = "host_key", hostAlias = "host_alias", remoteProgram = "remote_program"
+             hostKey = "host_key", hostAlias = "host_alias", remoteProgram = "remote_program", grant, container,
+             pidNamespace = "pid_namespace"
     }
 
     /// The caller in one line for people: what it is, by its kind, with every name it chose shown safely
@@ -103,6 +112,11 @@ public struct WireCaller: Codable, Sendable, Equatable {
             if let program = remoteProgram { parts.append("running \(Self.shown(program)) (said by the host, not verified)") }
         case .sshUnknown?:
             parts.append("an unknown host over ssh (a forward of the agent's socket not made by `authctl forward`)")
+        case .grant?:
+            parts.append("grant \(Self.shown(grant ?? "?"))")
+            if let container { parts.append("(container \(Self.shown(container)))") }
+            else if pidNamespace != nil { parts.append("(a pid namespace of its own)") }
+            if let exe { parts.append("running \(exe)") }
         case nil:
             parts.append("a caller of kind \(Self.shown(kind))" + (exe.map { " showing \($0)" } ?? ""))
         }

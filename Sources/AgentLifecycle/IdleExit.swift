@@ -28,11 +28,14 @@ public struct IdleExitService: Service {
     let activity: ActivityTracker
     let broker: TokenBroker
     let logger: Logger
+    /// While any grant lasts the agent stays: its socket is served by this process only (systemd does not hold it).
+    let grants: Grants?
 
-    public init(timeout: Duration, activity: ActivityTracker, broker: TokenBroker, logger: Logger) {
+    public init(timeout: Duration, activity: ActivityTracker, broker: TokenBroker, grants: Grants? = nil, logger: Logger) {
         self.timeout = timeout
         self.activity = activity
         self.broker = broker
+        self.grants = grants
         self.logger = logger
     }
 
@@ -43,7 +46,9 @@ public struct IdleExitService: Service {
                 let (active, lastActive) = activity.snapshot
                 let brokerBusy = await broker.isBusy
                 let busy = active > 0 || brokerBusy
-                let holding = await broker.holdsSignInsInMemory
+                let inMemory = await broker.holdsSignInsInMemory
+                let granting = !(grants?.isEmpty ?? true)
+                let holding = inMemory || granting
                 let now = ContinuousClock.now
                 if busy { activity.touch(now: now) }
                 guard let wait = IdlePolicy.wait(now: now, lastActive: lastActive, busy: busy, holding: holding,
@@ -55,7 +60,8 @@ public struct IdleExitService: Service {
                 // Said once each time a memory-only sign-in is what keeps an idle agent up.
                 let idle = !busy && now - lastActive >= timeout
                 if idle && holding && !heldBack {
-                    logger.notice("idle, but a sign-in lives in memory only (no Secret Service); not exiting, which would lose it")
+                    logger.notice(inMemory ? "idle, but a sign-in lives in memory only (no Secret Service); not exiting, which would lose it"
+                                           : "idle, but grants are served; not exiting, which would close their sockets until the agent starts again")
                 }
                 heldBack = idle && holding
                 do { try await Task.sleep(for: wait) } catch { return }

@@ -56,18 +56,20 @@ final class AcceptLoop: @unchecked Sendable {
         /// Work that ran without a client (the proactive refresh's round) finished: the idle hook runs a second from
         /// now, as it does after the last client, so what that work mapped is handed back too.
         case workFinished
-        /// Serve `fd`, listening at `path`, as forward session `session`'s socket (``ForwardSessions``).
-        case listen(fd: Int32, path: String, session: String)
-        /// Close session `session`'s socket and every connection made through it.
-        case unlisten(session: String)
+        /// Serve `fd`, listening at `path`, as `door`'s socket (a forward session's, a grant's).
+        case listen(fd: Int32, path: String, door: Door)
+        /// Close `door`'s socket and every connection made through it.
+        case unlisten(door: Door)
+        /// Call `exited` when the process of pidfd `fd` exits (a grant tied to it).
+        case watchExit(fd: Int32, exited: @Sendable () -> Void)
     }
 
     /// A connection this loop owns. A class, so the loop updates it in place.
     final class Connection {
         let registration: Int
         let caller: Caller
-        /// The forward session whose socket it came through; nil for the agent's own socket.
-        let session: String?
+        /// The door (a forward session's or a grant's socket) it came through; nil for the agent's own socket.
+        let door: Door?
         /// Its caller is confined (``ClientIdentity/isConfined``): counted in ``AcceptLoop/confinedQuota``.
         let confined: Bool
         var machine = ConnectionStateMachine(maxLine: WireProtocol.maxMessageBytes,
@@ -85,10 +87,10 @@ final class AcceptLoop: @unchecked Sendable {
         /// connection may have in flight.
         var cancellable: [Int: (task: Task<Void, Never>, person: Bool)] = [:]
 
-        init(registration: Int, caller: Caller, session: String?) {
+        init(registration: Int, caller: Caller, door: Door?) {
             self.registration = registration
             self.caller = caller
-            self.session = session
+            self.door = door
             self.confined = caller.identity.isConfined
             self.lastActive = registration
         }
@@ -122,8 +124,10 @@ final class AcceptLoop: @unchecked Sendable {
     var connections: [Int32: Connection] = [:]
     /// How many of them are confined callers'.
     var confinedConnections = 0
-    /// Forward sessions' listening sockets: descriptor -> session and path.
-    var forwardListeners: [Int32: (session: String, path: String)] = [:]
+    /// Doors' listening sockets (forward sessions', grants'): descriptor -> door and path.
+    var doorListeners: [Int32: (door: Door, path: String)] = [:]
+    /// Pidfds of processes whose exit ends something (a grant): descriptor -> what to do then.
+    var exitWatches: [Int32: @Sendable () -> Void] = [:]
     var accepting = true
     var stopped = false
     /// A counter for registrations and activity: the eviction order.
@@ -219,7 +223,12 @@ final class AcceptLoop: @unchecked Sendable {
                 case listenFD: if accepting { acceptReady() }
                 case let fd:
                     if let connection = connections[fd] { ready(fd, connection, events[index]) }
-                    else if accepting, let listener = forwardListeners[fd] { acceptForward(fd, session: listener.session) }
+                    else if accepting, let listener = doorListeners[fd] { acceptDoor(fd, door: listener.door) }
+                    else if let exited = exitWatches.removeValue(forKey: fd) {
+                        _ = aa_socket_epoll_remove(epollFD, fd)
+                        Glibc.close(fd)
+                        Task { exited() }
+                    }
                 }
             }
         }
@@ -283,16 +292,22 @@ final class AcceptLoop: @unchecked Sendable {
                 answeredProbe.store(number, ordering: .relaxed)
             case .workFinished:
                 if connections.isEmpty { armIdleHook() }
-            case .listen(let fd, let path, let session):
+            case .listen(let fd, let path, let door):
                 // While accepting is paused (out of descriptors) it is watched once accepting resumes.
                 guard !stopped, !accepting || aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
                     Glibc.close(fd)
-                    unlink(path)
+                    if case .forward = door { unlink(path) }
                     continue
                 }
-                forwardListeners[fd] = (session, path)
-            case .unlisten(let session):
-                unlisten { $0 == session }
+                doorListeners[fd] = (door, path)
+            case .unlisten(let door):
+                unlisten { $0 == door }
+            case .watchExit(let fd, let exited):
+                guard aa_socket_epoll_add(epollFD, fd, 0) == 0 else {
+                    Glibc.close(fd)
+                    continue
+                }
+                exitWatches[fd] = exited
             case .reply(let fd, let registration, let line, let finished):
                 guard let connection = connections[fd], connection.registration == registration else { continue }
                 if let serial = finished {
@@ -318,29 +333,36 @@ final class AcceptLoop: @unchecked Sendable {
         watchListener(false)
         Glibc.close(listenFD)
         unlisten { _ in true }
-    }
-
-    /// Closes the forward sockets of the sessions `which` picks, removes their paths, and closes the connections
-    /// made through them (their requests in flight finish; those waiting for a person are withdrawn).
-    func unlisten(_ which: (String) -> Bool) {
-        for (fd, listener) in forwardListeners where which(listener.session) {
+        for fd in exitWatches.keys {
             _ = aa_socket_epoll_remove(epollFD, fd)
             Glibc.close(fd)
-            unlink(listener.path)
-            forwardListeners[fd] = nil
-            for (connectionFD, connection) in connections where connection.session == listener.session {
+        }
+        exitWatches.removeAll()
+    }
+
+    /// Closes the sockets of the doors `which` picks and the connections made through them (their requests in
+    /// flight finish; those waiting for a person are withdrawn). A forward session's path is removed here; a grant's
+    /// is removed by ``Grants`` when it ends, and stays when the agent stops, to be bound again by the next run.
+    func unlisten(_ which: (Door) -> Bool) {
+        for (fd, listener) in doorListeners where which(listener.door) {
+            _ = aa_socket_epoll_remove(epollFD, fd)
+            Glibc.close(fd)
+            if case .forward = listener.door { unlink(listener.path) }
+            doorListeners[fd] = nil
+            for (connectionFD, connection) in connections where connection.door == listener.door {
                 gone(connectionFD)
             }
         }
     }
 
-    /// Accepts on a forward session's socket: each connection is admitted only as that session's ssh. Out of
-    /// descriptors, every listening socket pauses, as for the agent's own (a level-triggered listener would spin).
-    func acceptForward(_ listener: Int32, session: String) {
+    /// Accepts on a door's socket: each connection is admitted only as what the door says (a forward session's ssh,
+    /// a grant). Out of descriptors, every listening socket pauses, as for the agent's own (a level-triggered
+    /// listener would spin).
+    func acceptDoor(_ listener: Int32, door: Door) {
         for _ in 0..<AcceptLoop.acceptBatch where accepting {
             let fd = aa_socket_accept(listener)
             if fd >= 0 {
-                admit(fd, session: session)
+                admit(fd, door: door)
                 continue
             }
             switch errno {
@@ -351,11 +373,11 @@ final class AcceptLoop: @unchecked Sendable {
         }
     }
 
-    /// Watches (or stops watching) every listening socket: the agent's and the forward sessions'.
+    /// Watches (or stops watching) every listening socket: the agent's and the doors'.
     func watchListener(_ on: Bool) {
         guard on != accepting, !stopped || !on else { return }
         accepting = on
-        for fd in [listenFD] + forwardListeners.keys {
+        for fd in [listenFD] + doorListeners.keys {
             _ = on ? aa_socket_epoll_add(epollFD, fd, 0) : aa_socket_epoll_remove(epollFD, fd)
         }
     }
@@ -389,7 +411,7 @@ final class AcceptLoop: @unchecked Sendable {
     }
 
     /// A new connection: the peer check, the caller's identity, room under the cap, then its lines.
-    func admit(_ fd: Int32, session: String? = nil) {
+    func admit(_ fd: Int32, door: Door? = nil) {
         var peer = PeerCredentials(pid: 0, uid: 0, gid: 0)
         guard aa_socket_peer_credentials(fd, &peer.pid, &peer.uid, &peer.gid) == 0 else {
             logger.warning("cannot read a connection's peer credentials; closing it",
@@ -405,11 +427,15 @@ final class AcceptLoop: @unchecked Sendable {
         // The pidfd names the process that connected while it is identified, and is closed right after: a
         // connection costs one descriptor, not two. Identified before the cap is applied, which depends on who it is.
         var caller = Caller.identify(peer: peer, via: "socket", pidfd: AcceptLoop.peerPidfd(fd), connection: fd)
-        if let session {
-            switch dispatcher.operations.forwards.admit(caller, session: session) {
-            case .success(let forwarded): caller = forwarded
+        if let door {
+            let admitted = switch door {
+            case .forward(let session): dispatcher.operations.forwards.admit(caller, session: session)
+            case .grant(let name): dispatcher.operations.grants.admit(caller, grant: name)
+            }
+            switch admitted {
+            case .success(let admitted): caller = admitted
             case .failure(let error):
-                logger.warning("refused a connection to a forward's socket", metadata: [
+                logger.warning("refused a connection to a forward's or grant's socket", metadata: [
                     "peer_pid": "\(peer.pid)", "peer_exe": "\(caller.exe ?? "unknown")", "reason": "\(error.message)"])
                 sendLine(fd, dispatcher.encodeError(nil, error))
                 return release(fd)
@@ -422,7 +448,7 @@ final class AcceptLoop: @unchecked Sendable {
             return release(fd)
         }
         order += 1
-        let connection = Connection(registration: order, caller: caller, session: session)
+        let connection = Connection(registration: order, caller: caller, door: door)
         connections[fd] = connection
         if connection.confined { confinedConnections += 1 }
         // Not idle: the idle hook's second starts again when the last connection is gone (the work done so far

@@ -55,6 +55,7 @@ public final class SocketServer: Sendable {
                                       dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle)
             let server = SocketServer(loop: loop, boundPath: boundPath)
             dispatcher.operations.forwards.attach(server)
+            dispatcher.operations.grants.attach(server)
             return server
         } catch {
             Glibc.close(fd)
@@ -119,9 +120,10 @@ public final class SocketServer: Sendable {
     public func shutdown() { loop.post(.shutdown) }
 }
 
-/// Forward sessions' sockets are served by the same loop as the agent's own (``AcceptLoop/acceptForward(_:session:)``).
-extension SocketServer: ForwardListeners {
-    public func listen(path: String, session: String) throws(WireError) {
+/// Doors' sockets (forward sessions', grants') are served by the same loop as the agent's own
+/// (``AcceptLoop/acceptDoor(_:door:)``).
+extension SocketServer: DoorListeners {
+    public func listen(path: String, door: Door) throws(WireError) {
         let fd: Int32
         do { fd = try SocketServer.bind(path) } catch { throw WireError(.internalError, error.message) }
         do {
@@ -129,12 +131,23 @@ extension SocketServer: ForwardListeners {
         } catch {
             Glibc.close(fd)
             unlink(path)
-            throw WireError(.internalError, "cannot set up the forward's socket: \(error.message)")
+            throw WireError(.internalError, "cannot set up the socket at \(path): \(error.message)")
         }
-        loop.post(.listen(fd: fd, path: path, session: session))
+        loop.post(.listen(fd: fd, path: path, door: door))
     }
 
-    public func close(session: String) {
-        loop.post(.unlisten(session: session))
+    public func close(door: Door) {
+        loop.post(.unlisten(door: door))
+    }
+
+    public func watchExit(of process: ProcessPin, _ exited: @escaping @Sendable () -> Void) {
+        let fd = aa_pidfd_open(process.pid)
+        // Opened, then checked: the pidfd names the pinned process only if it still ran after it was opened.
+        guard fd >= 0, process.isAlive else {
+            if fd >= 0 { Glibc.close(fd) }
+            Task { exited() }
+            return
+        }
+        loop.post(.watchExit(fd: fd, exited: exited))
     }
 }

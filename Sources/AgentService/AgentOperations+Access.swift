@@ -50,8 +50,10 @@ extension AgentOperations {
     /// may use. Sign-ins, consent answers, configuration and forwards are for programs on this computer.
     static let confinedOperations: Set<AgentIPC.Operation> = [.ping, .token, .status, .accounts]
 
-    /// The forward operations: for programs of the desktop only (not a container that made its own root either).
-    static let forwardOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop]
+    /// The forward and grant operations: for programs of the desktop only (not a container that made its own root
+    /// either).
+    static let desktopOperations: Set<AgentIPC.Operation> = [.forward, .forwardSSH, .forwardHostKey, .forwardStop,
+                                                             .grant, .grantRevoke, .lock, .unlock]
 
     /// Refuses what a confined caller may not ask, and forwards to anyone but a program of the desktop.
     func admitConfined(_ op: AgentIPC.Operation, caller: Caller) throws(WireError) {
@@ -59,8 +61,13 @@ extension AgentOperations {
             throw WireError(.permissionDenied,
                 "\(caller.described()) may only get tokens of the accounts it was given: '\(op.rawValue)' is for programs on the computer where the agent runs")
         }
-        if AgentOperations.forwardOperations.contains(op), caller.identity.kind != .desktop {
-            throw WireError(.permissionDenied, "forwards are opened and managed by programs of the desktop only, not by \(caller.described())")
+        if AgentOperations.desktopOperations.contains(op), caller.identity.kind != .desktop {
+            let what = switch op {
+            case .grant, .grantRevoke: "grants are made and revoked"
+            case .lock, .unlock: "the session lock is set"
+            default: "forwards are opened and managed"
+            }
+            throw WireError(.permissionDenied, "\(what) by programs of the desktop only, not by \(caller.described())")
         }
     }
 
@@ -98,9 +105,11 @@ extension AgentOperations {
             logger.notice("a sign-in is needed for a confined caller", metadata: [
                 "account": "\(account)", "via": "\(caller.via)"])
             broker.announceSignInWanted(account, by: caller.described())
-            throw WireError(.loginRequired,
-                "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there",
-                retryAfter: error.retryAfter)
+            // A grant's caller may be a container or a hook on the desktop itself: "not here" would be wrong there.
+            let message = caller.identity.grantName == nil
+                ? "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there"
+                : "account '\(account)' needs a sign-in, which a grant never starts: run `authctl login \(account)` on the computer where the agent runs"
+            throw WireError(.loginRequired, message, retryAfter: error.retryAfter)
         }
     }
 }

@@ -20,6 +20,8 @@ public struct AgentOperations: Sendable {
     public let configuration: ConfigurationGate
     /// The `authctl forward` sessions open now.
     public let forwards: ForwardSessions
+    /// The grants (`authctl grant`), each a socket of its own in `grants/` beside the agent's socket.
+    public let grants: Grants
     /// How often confined callers may force a refresh (``token(account:_:caller:loginStarted:)``).
     let forcedRefreshes: ForcedRefreshLimit
     let logger: Logger
@@ -31,6 +33,8 @@ public struct AgentOperations: Sendable {
         self.access = access ?? AccessGate(logger: logger)
         self.configuration = configuration ?? ConfigurationGate(source: nil)
         self.forwards = ForwardSessions()
+        let directory = info.socketPath[..<(info.socketPath.lastIndex(of: "/") ?? info.socketPath.startIndex)]
+        self.grants = Grants(directory: directory.isEmpty ? nil : "\(directory)/grants", logger: logger)
         self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
         self.logger = logger
     }
@@ -146,6 +150,8 @@ public struct AgentOperations: Sendable {
         }
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
                                                 announce: loginStarted)
+        try checkGrantLasts(judged, account: account, scopes: scopes, resource: resource)
+        try checkProof(judged, account: account, proof: proof, tokenType: nil)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
@@ -167,9 +173,11 @@ public struct AgentOperations: Sendable {
                                                 proof: proof)
           }
         }
+        try checkProof(judged, account: account, proof: nil, tokenType: grant.tokenType)
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })
+        countGrantUse(judged)
         return AgentOperations.tokenResult(grant, includeIDToken: request.idToken ?? false)
     }
 
@@ -241,7 +249,8 @@ public struct AgentOperations: Sendable {
                          socket: desktop(info.socketPath), keyring: desktop(status.keyring.rawValue),
                          keyringService: desktop(status.keyringService?.program),
                          keyringAdvice: desktop(status.keyring.advice(store: status.store, service: status.keyringService)),
-                         store: desktop(status.store.rawValue), hostname: info.hostname),
+                         store: desktop(status.store.rawValue), hostname: info.hostname,
+                         sessionLocked: desktop(access.sessionLock.lockedBy)),
             accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
@@ -259,7 +268,8 @@ public struct AgentOperations: Sendable {
                             : .init(scopes: $0.scopes, resource: $0.resource, expiresAt: Int($0.expiresAt.timeIntervalSince1970),
                                     expiresIn: Int($0.expiresIn.components.seconds))
                     },
-                    access: AccountAccess(access.policy(of: account.name)),
+                    // A grant's caller is served by its grant, not by the account's policy: that is not shown to it.
+                    access: caller.identity.grantName == nil ? AccountAccess(access.policy(of: account.name)) : nil,
                     signInValidUntil: account.signInValidUntil.map { Int($0.timeIntervalSince1970) },
                     accessTokenDoesNotExpire: account.accessTokenDoesNotExpire ? true : nil,
                     signInEnded: account.signInValidUntil == nil ? nil : account.signInEnded,
@@ -267,8 +277,9 @@ public struct AgentOperations: Sendable {
                     dpop: account.dpop, dpopKey: account.dpopKey)
             },
             forwards: confined ? nil : forwardSummaries(),
+            grants: confined ? nil : grantSummaries(),
             view: WireCaller.Kind(caller.identity.kind).rawValue,
-            namedBy: caller.identity.policyExe == nil ? caller.identity.entry : nil)
+            namedBy: caller.identity.grantName ?? (caller.identity.policyExe == nil ? caller.identity.entry : nil))
     }
 
     /// The request's `method`: `redirect` when absent.

@@ -27,6 +27,7 @@ public struct ConfinedView: Sendable, Equatable {
         let name = namedBy.map { ", named \($0) in allowed_clients" } ?? ", named by no allowed_clients entry"
         let from = agentHost.map { " from \($0)" } ?? ""
         switch WireCaller.Kind(rawValue: view) {
+        case .grant?: return "a workload through grant '\(namedBy ?? "?")'\(from), served that grant's accounts only"
         case .sshHost?: return "a host reached through `authctl forward`\(from)\(name)"
         case .sshUnknown?:
             return "a host reached through a forward of the agent's socket not made by `authctl forward`\(from)\(name)"
@@ -43,12 +44,16 @@ public struct ConfinedView: Sendable, Equatable {
         case .sshHost?, .sshUnknown?: return "this host"
         case .flatpak?: return "this app"
         case .container?: return "this container"
+        case .grant?: return "this grant"
         default: return "this caller"
         }
     }
 
     /// What to do when no account serves this caller.
     public var noAccountsHint: String {
+        if WireCaller.Kind(rawValue: view) == .grant {
+            return "the grant's accounts are not signed in, or it has ended; on \(desktop), see `authctl grant --list`"
+        }
         guard let namedBy else {
             return "the agent cannot name \(itself), so no account serves it; see `authctl audit` on \(desktop)"
         }

@@ -19,11 +19,14 @@ public struct TokenArguments: Equatable, Sendable {
     public var method: String?
     public var url: String?
     public var dpopNonce: String?
+    /// `--grant`: ask through this grant's socket, as the grant (a hook on the desktop serving a sandbox).
+    public var grant: String?
 
     public init(account: String, socket: String? = nil, minValid: Int = 0, refresh: Bool = false,
                 interactive: Bool = false, idToken: Bool = false, header: Bool = false, json: Bool = false,
                 scopes: [String] = [], resource: String? = nil, timeout: Int? = nil, method: String? = nil,
-                url: String? = nil, dpopNonce: String? = nil) {
+                url: String? = nil, dpopNonce: String? = nil, grant: String? = nil) {
+        self.grant = grant
         self.method = method
         self.url = url
         self.dpopNonce = dpopNonce
@@ -62,12 +65,14 @@ public struct TokenArguments: Equatable, Sendable {
         if header && idToken { return "--header and --id-token do not go together" }
         if url == nil && (method != nil || dpopNonce != nil) { return "--method and --dpop-nonce need --url" }
         if url != nil && idToken { return "--url (a DPoP proof) and --id-token do not go together" }
+        if let grant, !SocketPath.isGrantName(grant) { return "--grant takes a grant's name (letters, digits, '-', '_', '.')" }
+        if grant != nil && interactive { return "--grant and --interactive do not go together: a grant never signs in" }
         return nil
     }
 
     private static let scanner = ArgumentScanner(
         flags: ["refresh", "interactive", "id-token", "header", "json"],
-        options: ["socket", "min-valid", "resource", "timeout", "method", "url", "dpop-nonce"],
+        options: ["socket", "min-valid", "resource", "timeout", "method", "url", "dpop-nonce", "grant"],
         repeatable: ["scope"])
 
     /// The arguments after `token`, when they are a form ArgumentParser would accept and read the same way;
@@ -80,7 +85,8 @@ public struct TokenArguments: Equatable, Sendable {
             refresh: scan.flags.contains("refresh"), interactive: scan.flags.contains("interactive"),
             idToken: scan.flags.contains("id-token"), header: scan.flags.contains("header"),
             json: scan.flags.contains("json"), scopes: scan.values("scope"), resource: scan.value("resource"),
-            timeout: timeout, method: scan.value("method"), url: scan.value("url"), dpopNonce: scan.value("dpop-nonce"))
+            timeout: timeout, method: scan.value("method"), url: scan.value("url"), dpopNonce: scan.value("dpop-nonce"),
+            grant: scan.value("grant"))
         // Token.validate()'s refusals are ArgumentParser's to word.
         guard result.conflict == nil else { return nil }
         return result

@@ -13,10 +13,13 @@ public struct AccessPolicy: Sendable, Equatable {
     /// nobody without consent.
     public var allowedClients: [ClientRule]?
     public var confirm: Confirm
+    /// `lock_with_session`: refused to every caller while the user's session is locked (AgentAccess's `SessionLock`).
+    public var lockWithSession: Bool
 
-    public init(allowedClients: [ClientRule]? = nil, confirm: Confirm = .never) {
+    public init(allowedClients: [ClientRule]? = nil, confirm: Confirm = .never, lockWithSession: Bool = false) {
         self.allowedClients = allowedClients
         self.confirm = confirm
+        self.lockWithSession = lockWithSession
     }
 
     /// No policy: any process of the user on the host is served; a sandboxed app is asked (``decide(_:remembered:)``).
@@ -27,7 +30,8 @@ public struct AccessPolicy: Sendable, Equatable {
     /// A request of `identity` may wait for the user's answer (`confirm = "first-use"`, or a sandboxed caller of an
     /// account without a policy): front ends cancel it when its client goes away, as they do a sign-in.
     public func mayAsk(_ identity: ClientIdentity) -> Bool {
-        confirm == .firstUse || (isOpen && identity.isConfined)
+        if case .granted = identity.kind { return false }
+        return confirm == .firstUse || (isOpen && identity.isConfined)
     }
 
     /// Why a request was served or refused; the raw value goes to the audit record.
@@ -59,6 +63,18 @@ public struct AccessPolicy: Sendable, Equatable {
         case tooManyQuestions = "too_many_questions"
         /// Its last question about the account was denied or not answered a short while ago: not asked again yet.
         case askedRecently = "asked_recently"
+        /// A caller through a grant's socket, for an account the grant names (the grant is the user's consent).
+        case granted
+        /// A caller through a grant's socket, for an account the grant does not name.
+        case notGranted = "not_granted"
+        /// A grant's caller asked for a DPoP proof for a request its grant's `--dpop-url` rules do not allow, or for a
+        /// token that is not DPoP-bound although the grant confines where its tokens may be used.
+        case proofNotGranted = "proof_not_granted"
+        /// The account (`lock_with_session`) or the grant (`--lock-with-session`) is not served while the user's
+        /// session is locked, and it is.
+        case sessionLocked = "session_locked"
+        /// The grant the connection came through has ended (revoked, expired, or the process it was tied to exited).
+        case grantEnded = "grant_ended"
         /// The request went away while it waited for a consent answer (its socket client hung up, its D-Bus caller
         /// left the bus, or the agent stopped): audited with the outcome `withdrawn`, nothing decided.
         case cancelled
@@ -83,6 +99,8 @@ public struct AccessPolicy: Sendable, Equatable {
     /// A forwarded host is judged the same way as a sandboxed app (``ClientIdentity/isConfined``): an `ssh:` entry
     /// or consent; an unknown forward only by the explicit `ssh:unknown-host` entry.
     public func decide(_ identity: ClientIdentity, remembered: Bool?) -> Verdict {
+        // A grant's caller is judged by its grant (``decide(_:account:)``), never by a policy.
+        if case .granted = identity.kind { return .deny(.notGranted) }
         if isOpen, !identity.isConfined { return .grant(.open) }
         if let allowedClients, allowedClients.contains(where: { $0.matches(identity) }) { return .grant(.listed) }
         if identity.kind == .unknownForward { return .deny(.unknownForward) }
@@ -95,10 +113,18 @@ public struct AccessPolicy: Sendable, Equatable {
         }
     }
 
+    /// The decision for a grant's caller on `account`: served for the grant's accounts, refused for any other,
+    /// whatever the account's policy says (nobody is asked: the person made the grant). Nil for any other caller.
+    public static func decide(_ identity: ClientIdentity, account: String) -> Verdict? {
+        guard case .granted(let grant) = identity.kind else { return nil }
+        return grant.accounts.contains(where: { ClientRule.sameBytes($0, account) }) ? .grant(.granted) : .deny(.notGranted)
+    }
+
     /// How `authctl status` describes the policy, with a word on each entry that can never match.
     public var summary: String {
         let never = (allowedClients ?? []).compactMap(\.neverMatches)
-        return never.isEmpty ? listSummary : listSummary + " (" + never.joined(separator: "; ") + ")"
+        let lock = lockWithSession ? "; nobody while your session is locked" : ""
+        return (never.isEmpty ? listSummary : listSummary + " (" + never.joined(separator: "; ") + ")") + lock
     }
 
     private var listSummary: String {

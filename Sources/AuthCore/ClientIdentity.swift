@@ -34,6 +34,35 @@ public struct ClientIdentity: Sendable, Hashable {
         /// An ssh client forwarding the agent's socket without a session of the agent's (a bare `ssh -R`): confined,
         /// named only by the explicit `ssh:unknown-host` entry.
         case unknownForward
+        /// A connection that arrived on a grant's socket (`authctl grant`): it is that grant, whatever process it is
+        /// (the kernel fixes which listener accepted it). Confined; served the grant's accounts only, never asked
+        /// about (the grant is the user's consent), named by no `allowed_clients` entry.
+        case granted(Grant)
+    }
+
+    /// A grant as a caller of it is: its name and accounts, and what the agent saw of the process that connected
+    /// (shown in the audit, never judged: the door is the identity).
+    public struct Grant: Sendable, Hashable {
+        public var name: String
+        public var accounts: [String]
+        /// The container engine and id its cgroup names (`podman 0123abcd...`, `docker ...`), when it does.
+        public var container: String?
+        /// The process's pid namespace (`pid:[4026532...]`) when it is not the agent's.
+        public var pidNamespace: String?
+        /// Where its DPoP proofs may be used (``ProofRule``); empty: anywhere.
+        public var proofURLs: [String]
+        /// Not served while the user's session is locked.
+        public var lockWithSession: Bool
+
+        public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil,
+                    proofURLs: [String] = [], lockWithSession: Bool = false) {
+            self.lockWithSession = lockWithSession
+            self.name = name
+            self.accounts = accounts
+            self.proofURLs = proofURLs
+            self.container = container
+            self.pidNamespace = pidNamespace
+        }
     }
 
     /// A Flatpak app as its `/.flatpak-info` names it.
@@ -126,7 +155,7 @@ public struct ClientIdentity: Sendable, Hashable {
     public var isConfined: Bool {
         switch kind {
         case .desktop, .hostContainer: return false
-        case .container, .flatpak, .unidentified, .forwarded, .unknownForward: return true
+        case .container, .flatpak, .unidentified, .forwarded, .unknownForward, .granted: return true
         }
     }
 
@@ -149,7 +178,7 @@ public struct ClientIdentity: Sendable, Hashable {
         case .container: return unit.map { "unit:\($0)" }
         case .flatpak(let app): return "flatpak:\(app.id)"
         case .forwarded(let host): return "ssh:\(host.shownName)@\(host.fingerprint)"
-        case .hostContainer, .unidentified, .unknownForward: return nil
+        case .hostContainer, .unidentified, .unknownForward, .granted: return nil
         }
     }
 
@@ -173,6 +202,12 @@ public struct ClientIdentity: Sendable, Hashable {
     /// What "this run" is, for people, when the caller has one.
     public var runDescription: String? { runKey == nil ? nil : run?.description }
 
+    /// The grant a caller came through, when it did.
+    public var grantName: String? {
+        if case .granted(let grant) = kind { return grant.name }
+        return nil
+    }
+
     /// The Flatpak app that names the caller, when it is one.
     public var flatpakAppID: String? {
         if case .flatpak(let app) = kind { return app.id }
@@ -187,7 +222,7 @@ public struct ClientIdentity: Sendable, Hashable {
         case .flatpak(let app): return "flatpak:\(app.id)"
         case .forwarded(let host): return "ssh:\(host.shownName)"
         case .unknownForward: return "ssh:\(ClientRule.unknownHost)"
-        case .unidentified: return nil
+        case .unidentified, .granted: return nil
         }
     }
 }

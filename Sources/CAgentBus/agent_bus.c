@@ -1,4 +1,6 @@
 #include "agent_bus.h"
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus-vtable.h>
@@ -151,4 +153,36 @@ int aa_bus_name_has_owner(sd_bus *bus, const char *name) {
     r = sd_bus_message_read(reply, "b", &owned);
     sd_bus_message_unref(reply);
     return r < 0 ? r : (owned ? 1 : 0);
+}
+
+int aa_bus_display_session_locked(sd_bus *bus, uint32_t uid) {
+    char user_path[64];
+    snprintf(user_path, sizeof user_path, "/org/freedesktop/login1/user/_%u", (unsigned)uid);
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_get_property(bus, "org.freedesktop.login1", user_path, "org.freedesktop.login1.User", "Display",
+                                &error, &reply, "(so)");
+    sd_bus_error_free(&error);
+    if (r < 0) return r;
+    const char *id = NULL, *path = NULL;
+    r = sd_bus_message_read(reply, "(so)", &id, &path);
+    /* No display session: logind says ("", "/"). */
+    if (r < 0 || id == NULL || path == NULL || id[0] == '\0' || strcmp(path, "/") == 0) {
+        sd_bus_message_unref(reply);
+        return r < 0 ? r : -ENOENT;
+    }
+    char *session = strdup(path);
+    sd_bus_message_unref(reply);
+    if (session == NULL) return -ENOMEM;
+    int locked = 0;
+    r = sd_bus_get_property_trivial(bus, "org.freedesktop.login1", session, "org.freedesktop.login1.Session",
+                                    "LockedHint", &error, 'b', &locked);
+    sd_bus_error_free(&error);
+    free(session);
+    return r < 0 ? r : (locked ? 1 : 0);
+}
+
+int aa_bus_match_login1_properties(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+    return sd_bus_match_signal(bus, NULL, "org.freedesktop.login1", NULL, "org.freedesktop.DBus.Properties",
+                               "PropertiesChanged", callback, userdata);
 }

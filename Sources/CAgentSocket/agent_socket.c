@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef SO_PEERPIDFD
@@ -76,6 +77,15 @@ int aa_socket_peer_pidfd(int fd) {
     socklen_t length = sizeof pidfd;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) return -1;
     return pidfd;
+}
+
+int aa_pidfd_open(int32_t pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 long aa_socket_send(int fd, const void *bytes, unsigned long count) {

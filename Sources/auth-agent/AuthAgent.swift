@@ -183,7 +183,7 @@ struct AuthAgent: AsyncParsableCommand {
                                        notifications: configuration.notifications, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // Optional too: resume and network-up hooks from logind and NetworkManager, when a system bus exists.
-            .init(service: SystemBusWatcher(broker: broker, logger: logger),
+            .init(service: SystemBusWatcher(broker: broker, sessionLock: operations.access.sessionLock, logger: logger),
                   successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore),
             // SIGHUP (`systemctl --user reload auth-agent`): the same reload as `authctl reload`.
             .init(service: ReloadOnHangup(operations: operations, logger: logger)),
@@ -191,7 +191,7 @@ struct AuthAgent: AsyncParsableCommand {
         // Only when systemd holds the socket: it starts the agent again on the next connection.
         if socketActivated, configuration.idleExit > .zero {
             services.append(.init(service: IdleExitService(timeout: configuration.idleExit, activity: activity,
-                                                           broker: broker, logger: logger),
+                                                           broker: broker, grants: operations.grants, logger: logger),
                                   successTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let interval = SystemdNotifier.watchdogInterval() {

@@ -27,7 +27,7 @@ struct AuthCtl: ParsableCommand {
         version: authctlVersion,
         subcommands: [Status.self, Login.self, Logout.self, Token.self, Accounts.self, DoctorCommand.self,
                       GitCredentialCommand.self, KubeCredentialCommand.self, Callback.self, RegisterScheme.self,
-                      Audit.self, Pending.self, Approve.self, Deny.self, Forget.self, Reload.self, ForwardCommand.self,
+                      Audit.self, Pending.self, Approve.self, Deny.self, Forget.self, Reload.self, ForwardCommand.self, GrantCommand.self, Lock.self, Unlock.self,
                       Version.self])
 
     /// ArgumentParser exits 64 on usage errors; we document 2, like most Unix tools.

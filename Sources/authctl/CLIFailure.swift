@@ -46,6 +46,13 @@ struct CLIFailure: Error {
         self.exit = exit
     }
 
+    /// The grant a socket path names (`.../grants/NAME/socket`, where `authctl token --grant NAME` connects).
+    static func grantName(socket path: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 3, parts[parts.count - 1] == "socket", parts[parts.count - 3] == "grants" else { return nil }
+        return String(parts[parts.count - 2])
+    }
+
     init(_ error: ClientError) {
         switch error {
         case .noSocketPath:
@@ -53,6 +60,11 @@ struct CLIFailure: Error {
                       hint: "run authctl from your desktop session, or set AUTH_AGENT_SOCKET", exit: ExitStatus.agentNotRunning)
         case .agentNotRunning(let path, _):
             if let sandboxed = FlatpakSandbox.unreachable(socket: path) { self = sandboxed; return }
+            if let grant = CLIFailure.grantName(socket: path) {
+                self.init(message: "grant '\(grant)' is not served (nothing listens on \(path)): it was revoked or ended, was never made, or the agent is not running",
+                          hint: "on the desktop, see `authctl grant --list`", exit: ExitStatus.agentNotRunning)
+                return
+            }
             self.init(message: "auth-agent is not running (nothing listens on \(path))",
                       hint: "start it with `systemctl --user start auth-agent.socket`, or run `auth-agent &`",
                       exit: ExitStatus.agentNotRunning)

@@ -62,6 +62,9 @@ enum Formatter {
                 "keyring: \(keyring == "available" ? paint(keyring, "32") : paint(keyring, keyring == "unused" ? "33" : "31"))"
                     + (agent.keyringService.map { ", \($0)" } ?? "") + (agent.keyringAdvice.map { " (\($0))" } ?? ""),
             ]
+            if let by = agent.sessionLocked {
+                lines.append("locked:  by \(TerminalText.safe(by)): accounts and grants that lock with the session are not served")
+            }
         }
         if status.accounts.isEmpty {
             lines.append("")
@@ -137,6 +140,13 @@ enum Formatter {
             lines.append(table(forwards.map { forward in
                 ["forwarded to:", "\(forward.alias.map { "\($0) (\(forward.host))" } ?? forward.host), host key \(forward.hostKey ?? "not reported yet"), since \(relative(forward.since, now: now))"
                     + (forward.sshPID.map { " (ssh pid \($0))" } ?? "")]
+            }))
+        }
+        if let grants = status.grants, !grants.isEmpty {
+            lines.append("")
+            lines.append(table(grants.map { grant in
+                ["grant \(grant.name):", "\(grant.accounts.joined(separator: ", ")), \(GrantCommand.lasts(grant, now: now)), used \(grant.uses) time\(grant.uses == 1 ? "" : "s")"
+                    + (grant.lastUse.map { " (last \(relative($0, now: now)))" } ?? "") + "; mount \(grant.directory)"]
             }))
         }
         return lines.joined(separator: "\n")

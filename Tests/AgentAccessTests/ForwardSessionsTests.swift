@@ -8,10 +8,20 @@ import XCTest
 
 /// Issue 45: a forward session's steps, each checked against the process tree (real child processes).
 final class ForwardSessionsTests: ChildProcessTestCase {
-    final class Listeners: ForwardListeners {
+    final class Listeners: DoorListeners {
         let events = Mutex<[String]>([])
-        func listen(path: String, session: String) throws(WireError) { events.withLock { $0.append("listen \(session)") } }
-        func close(session: String) { events.withLock { $0.append("close \(session)") } }
+        func listen(path: String, door: Door) throws(WireError) { events.withLock { $0.append("listen \(Listeners.id(door))") } }
+        func close(door: Door) { events.withLock { $0.append("close \(Listeners.id(door))") } }
+        func watchExit(of process: ProcessPin, _ exited: @escaping @Sendable () -> Void) {
+            events.withLock { $0.append("watch \(process.pid)") }
+        }
+
+        static func id(_ door: Door) -> String {
+            switch door {
+            case .forward(let id): return id
+            case .grant(let name): return "grant:\(name)"
+            }
+        }
     }
 
     /// This test process, as the agent identifies a caller: pinned by its start time.

@@ -80,4 +80,9 @@ int aa_portal_available(uint64_t timeout_usec);
  * strings when unset. 0, or negative errno without a user bus or manager. */
 int aa_manager_display(uint64_t timeout_usec, char *display, size_t display_size, char *wayland, size_t wayland_size);
 
+/* logind's LockedHint of the display session (org.freedesktop.login1.User.Display) of user `uid`: 1 locked, 0 not,
+ * a negative errno when it cannot be known (no logind, no display session). A synchronous call. */
+int aa_bus_display_session_locked(sd_bus *bus, uint32_t uid);
+/* Every PropertiesChanged signal logind sends (its sessions', users', seats'). */
+int aa_bus_match_login1_properties(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
 #endif

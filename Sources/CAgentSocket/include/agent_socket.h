@@ -30,6 +30,8 @@ int aa_socket_accept(int listen_fd);
 int aa_socket_peer_credentials(int fd, int32_t *pid, uint32_t *uid, uint32_t *gid);
 /* SO_PEERPIDFD (Linux 6.5+): a pidfd for the process that connected, which the caller closes. */
 int aa_socket_peer_pidfd(int fd);
+/* pidfd_open(2) of process `pid` (Linux 5.3+), close-on-exec; readable once the process exits. -1 when refused. */
+int aa_pidfd_open(int32_t pid);
 /* send(MSG_NOSIGNAL | MSG_DONTWAIT); EINTR is retried. Returns bytes sent, or -1 (EAGAIN: the buffer is full). */
 long aa_socket_send(int fd, const void *bytes, unsigned long count);
 /* recv(MSG_DONTWAIT); EINTR is retried. Returns bytes read, 0 at end of input, or -1 (EAGAIN: nothing now). */

@@ -1,0 +1,114 @@
+import AgentAccess
+import AgentIPC
+import AuthCore
+import FoundationEssentials
+import Logging
+
+/// `authctl grant`: a door of its own for a workload the user trusts least (a container, an AI agent's sandbox),
+/// serving the grant's accounts only (``Grants``).
+extension AgentOperations {
+    /// `grant`: makes a grant. Only a program of the desktop may; where an account has an access policy, only a
+    /// person at a terminal (as for `approve`), since the grant serves whatever connects to its socket.
+    public func makeGrant(_ request: WireRequest, caller: Caller) async throws(WireError) -> GrantResult {
+        guard let name = request.grant, !name.isEmpty else { throw WireError(.badRequest, "the 'grant' request needs a 'grant' name") }
+        guard let accounts = request.accounts, !accounts.isEmpty else {
+            throw WireError(.badRequest, "the 'grant' request needs 'accounts' (at least one)")
+        }
+        guard accounts.count <= 64 else { throw WireError(.badRequest, "a grant names at most 64 accounts") }
+        let known = await broker.accountNames
+        for account in accounts where !known.contains(account) {
+            throw WireError(.unknownAccount, AuthError.unknownAccount(String(account.prefix(64))).message)
+        }
+        let guarded = accounts.filter { !access.policy(of: $0).isOpen }
+        if !guarded.isEmpty, !(caller.hasTerminal && caller.isStillConnectedProcess) {
+            throw WireError(.permissionDenied,
+                "account \(guarded.map { "'\($0)'" }.joined(separator: ", ")) has an access policy: a grant of it is made only from a program run in a terminal (authctl), not from a background process")
+        }
+        let pid = try request.pid.map { pid throws(WireError) -> Int32 in
+            guard let pid = Int32(exactly: pid), pid > 0 else { throw WireError(.badRequest, "'pid' must be a process id") }
+            return pid
+        }
+        var unique: [String] = []
+        for account in accounts where !unique.contains(account) { unique.append(account) }
+        let proofURLs = request.dpopURLs ?? []
+        if !proofURLs.isEmpty {
+            // Confining proofs confines a token only when the token is useless without one.
+            let status = await broker.status()
+            for account in unique where status.accounts.first(where: { $0.name == account })?.dpop != "access_token" {
+                throw WireError(.badRequest,
+                    "account '\(account)' does not have DPoP-bound access tokens (as far as the agent knows: `authctl status` says so after a sign-in or a refresh), so --dpop-url would not confine where its tokens are used")
+            }
+        }
+        let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
+                                      proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false)
+        return GrantResult(grant: AgentOperations.summary(grant))
+    }
+
+    /// `grant_revoke`: ends a grant now.
+    public func revokeGrant(_ request: WireRequest) throws(WireError) -> GrantResult {
+        guard let name = request.grant, !name.isEmpty else { throw WireError(.badRequest, "the 'grant_revoke' request needs a 'grant' name") }
+        guard let grant = grants.revoke(name, because: "revoked") else {
+            throw WireError(.badRequest, "no grant '\(WireCaller.shown(name, limit: 64))' exists; see `authctl grant --list`")
+        }
+        return GrantResult(grant: AgentOperations.summary(grant))
+    }
+
+    /// The grants as `status` lists them; nil when there are none.
+    func grantSummaries() -> [StatusResult.Grant]? {
+        let list = grants.list()
+        return list.isEmpty ? nil : list.map(AgentOperations.summary)
+    }
+
+    static func summary(_ grant: Grants.Grant) -> StatusResult.Grant {
+        StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
+                           expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
+                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession)
+    }
+
+    /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
+    /// audited. Any other caller passes.
+    func checkGrantLasts(_ caller: Caller, account: String, scopes: [String]?, resource: String?) throws(WireError) {
+        guard case .granted(let grant) = caller.identity.kind else { return }
+        guard grants.live(grant.name) != nil else {
+            access.record(caller, account: account, granted: false, reason: .grantEnded, scopes: scopes, resource: resource)
+            throw WireError(.permissionDenied, "grant '\(grant.name)' has ended; ask for a new one on the desktop (authctl grant)")
+        }
+    }
+
+    /// For a grant that confines its DPoP proofs (`--dpop-url`): a proof only for a request its rules allow, asked
+    /// before the token is fetched, and the token only when it is DPoP-bound (checked once it is in hand). Audited
+    /// refusals; any other caller passes.
+    func checkProof(_ caller: Caller, account: String, proof: ProofTarget?, tokenType: String?) throws(WireError) {
+        guard case .granted(let grant) = caller.identity.kind, !grant.proofURLs.isEmpty else { return }
+        let rules = grant.proofURLs.compactMap { try? ProofRule($0) }
+        if let proof, !ProofRule.allow(rules, method: proof.method, url: proof.url) {
+            access.record(caller, account: account, granted: false, reason: .proofNotGranted,
+                          proofFor: "\(proof.method) \(DPoPKey.target(proof.url))")
+            throw WireError(.accessDenied,
+                "grant '\(grant.name)' has DPoP proofs signed only for \(rules.map(\.description).joined(separator: "; ")), not for \(proof.method) \(DPoPKey.target(proof.url))")
+        }
+        if let tokenType, tokenType.lowercased() != "dpop" {
+            access.record(caller, account: account, granted: false, reason: .proofNotGranted)
+            throw WireError(.accessDenied,
+                "account '\(account)' gave a token that is not DPoP-bound (\(tokenType)), which grant '\(grant.name)' cannot confine to its URLs: not served")
+        }
+    }
+
+    /// `lock` / `unlock`: `authctl lock` for screen lockers that set no logind hint (swaylock). Any program of the
+    /// desktop may say it (a locker runs without a terminal); logind's hint is not overridden.
+    public func setLock(_ locked: Bool) -> LockResult {
+        access.sessionLock.setManual(locked)
+        logger.notice(locked ? "session locked (authctl lock)" : "session unlocked (authctl unlock)")
+        return lockState()
+    }
+
+    func lockState() -> LockResult {
+        let lock = access.sessionLock
+        return LockResult(locked: lock.isLocked, lockedBy: lock.lockedBy, logind: lock.hint)
+    }
+
+    /// A request was served through a grant: counted for `status`.
+    func countGrantUse(_ caller: Caller) {
+        if case .granted(let grant) = caller.identity.kind { grants.used(grant.name) }
+    }
+}
