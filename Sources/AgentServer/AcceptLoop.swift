@@ -148,7 +148,8 @@ final class AcceptLoop: @unchecked Sendable {
     var refused: [(fd: Int32, registration: Int, closeBy: UInt64)] = []
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16384, alignment: 16)
 
-    /// Starts the loop's thread on `listenFD` (bound and listening; the loop owns it from now on).
+    /// Sets the loop up on `listenFD` (bound and listening; the loop owns it from now on); ``start()`` starts its
+    /// thread, once whatever its connections reach is in place.
     init(listenFD: Int32, connectionLimit: Int, dispatcher: RequestDispatcher, logger: Logger,
          activity: ActivityTracker?, whenIdle: IdleHook?) throws(ServerError) {
         try AcceptLoop.prepareListener(listenFD)
@@ -173,6 +174,10 @@ final class AcceptLoop: @unchecked Sendable {
         // The idle hook runs a second after start-up unless a client comes first: what start-up mapped and
         // allocated (configuration, the keyring, D-Bus) is given back even if no client ever connects.
         armIdleHook()
+    }
+
+    /// Starts the loop's thread: connections are accepted from now on (systemd may have queued some already).
+    func start() {
         DetachedThread.start(name: "auth-accept", stackSize: 1 << 20) { [self] in run() }
     }
 

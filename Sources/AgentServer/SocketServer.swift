@@ -54,8 +54,11 @@ public final class SocketServer: Sendable {
             let loop = try AcceptLoop(listenFD: fd, connectionLimit: connectionLimit ?? SocketServer.connectionLimit(),
                                       dispatcher: dispatcher, logger: logger, activity: activity, whenIdle: whenIdle)
             let server = SocketServer(loop: loop, boundPath: boundPath)
+            // Before the first connection is accepted: a request that systemd queued before the agent started (the
+            // one that started it) may make a grant or a forward at once.
             dispatcher.operations.forwards.attach(server)
             dispatcher.operations.grants.attach(server)
+            loop.start()
             return server
         } catch {
             Glibc.close(fd)
