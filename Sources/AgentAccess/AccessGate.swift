@@ -119,24 +119,25 @@ public final class AccessGate: @unchecked Sendable {
     /// An open account serves a host caller as it connected, with no walk and no check; a sandboxed one is judged
     /// in full, as under a policy (the policy asks about it or refuses it).
     func judge(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
-        let (judged, verdict) = judgeUnlocked(caller, account: account)
-        guard case .grant = verdict, locksWithSession(judged, account: account), sessionLock.isLocked else {
+        // Read once per request: the verdict and the session lock go by the same policy.
+        let policy = policy(of: account)
+        let (judged, verdict) = judgeUnlocked(caller, account: account, policy: policy)
+        guard case .grant = verdict, locksWithSession(judged, policy: policy), sessionLock.isLocked else {
             return (judged, verdict)
         }
         return (judged, .deny(.sessionLocked))
     }
 
-    /// Whether `caller`'s requests for `account` are refused while the session is locked: the account's
-    /// `lock_with_session`, or the grant the caller came through.
-    func locksWithSession(_ caller: Caller, account: String) -> Bool {
+    /// Whether `caller`'s requests are refused while the session is locked: the account's `lock_with_session`
+    /// (`policy`), or the grant the caller came through.
+    func locksWithSession(_ caller: Caller, policy: AccessPolicy) -> Bool {
         if case .granted(let grant) = caller.identity.kind, grant.lockWithSession { return true }
-        return policy(of: account).lockWithSession
+        return policy.lockWithSession
     }
 
-    /// The verdict without the session lock.
-    func judgeUnlocked(_ caller: Caller, account: String) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
+    /// The verdict under `policy` (the account's), without the session lock.
+    func judgeUnlocked(_ caller: Caller, account: String, policy: AccessPolicy) -> (caller: Caller, verdict: AccessPolicy.Verdict) {
         if let granted = AccessPolicy.decide(caller.identity, account: account) { return (caller, granted) }
-        let policy = policy(of: account)
         if policy.isOpen, case .grant(.open) = policy.decide(caller.identity, remembered: nil) { return (caller, .grant(.open)) }
         let judged = caller.seenThroughRelay()
         // After the walk: this check vouches for what it read under /proc/PID of the caller. If it fails, the walk
