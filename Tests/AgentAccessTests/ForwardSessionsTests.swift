@@ -8,22 +8,6 @@ import XCTest
 
 /// Issue 45: a forward session's steps, each checked against the process tree (real child processes).
 final class ForwardSessionsTests: ChildProcessTestCase {
-    final class Listeners: DoorListeners {
-        let events = Mutex<[String]>([])
-        func listen(path: String, door: Door) throws(WireError) { events.withLock { $0.append("listen \(Listeners.id(door))") } }
-        func close(door: Door) { events.withLock { $0.append("close \(Listeners.id(door))") } }
-        func watchExit(of process: ProcessPin, _ exited: @escaping @Sendable () -> Void) {
-            events.withLock { $0.append("watch \(process.pid)") }
-        }
-
-        static func id(_ door: Door) -> String {
-            switch door {
-            case .forward(let id): return id
-            case .grant(let name): return "grant:\(name)"
-            }
-        }
-    }
-
     /// This test process, as the agent identifies a caller: pinned by its start time.
     func me() throws -> Caller {
         let stat = try XCTUnwrap(Caller.readText("/proc/\(getpid())/stat"))
@@ -43,7 +27,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         let owner = try me()
         XCTAssertThrowsError(try sessions.open(host: "build-box", owner: owner, directory: "/run/x"),
                              "no socket front end to serve it")
-        let listeners = Listeners()
+        let listeners = RecordingDoors()
         sessions.attach(listeners)
         var confined = owner
         confined.identity.kind = .unknownForward
@@ -58,7 +42,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
 
         let (session, stopped) = try sessions.open(host: "build-box", owner: owner, directory: "/run/x")
         XCTAssertTrue(session.socketPath.hasPrefix("/run/x/forward-"))
-        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id)"])
+        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id) \(session.socketPath)"])
 
         let ssh = try spawn("/bin/sleep", ["30"]).processIdentifier
         let sshCaller = try pinned(ssh)
@@ -90,7 +74,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         XCTAssertEqual(sessions.stop(host: "other").count, 0)
         XCTAssertEqual(sessions.stop(host: "build-box").map(\.id), [session.id])
         for await _ in stopped {}
-        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id)", "close \(session.id)"])
+        XCTAssertEqual(listeners.events.withLock { $0 }, ["listen \(session.id) \(session.socketPath)", "close \(session.id)"])
         XCTAssertTrue(sessions.list().isEmpty)
         guard case .failure(let ended) = sessions.admit(sshCaller, session: session.id) else {
             return XCTFail("served after the session ended")
@@ -102,7 +86,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
     /// stopped by it (or by ssh's name). Before: `--stop build-box` found no forward while `--list` showed it.
     func testASessionIsListedAndStoppedByTheNameThePersonTyped() throws {
         let sessions = ForwardSessions()
-        sessions.attach(Listeners())
+        sessions.attach(RecordingDoors())
         let owner = try me()
         XCTAssertThrowsError(try sessions.open(host: "127.0.0.1:22022", alias: "-oProxyCommand=x", owner: owner, directory: "/run/x"))
         let (same, _) = try sessions.open(host: "build-box", alias: "build-box", owner: owner, directory: "/run/x")
@@ -140,7 +124,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
     /// KnownHostsCommand).
     func testTwoDifferentHostKeysMakeTheSessionServeNothing() async throws {
         let sessions = ForwardSessions()
-        sessions.attach(Listeners())
+        sessions.attach(RecordingDoors())
         let (session, _) = try sessions.open(host: "build-box", owner: try me(), directory: "/run/x")
         defer { sessions.close(session.id) }
         let ssh = try spawn("/bin/sh", ["-c", "sleep 30 & wait"]).processIdentifier

@@ -9,22 +9,6 @@ import XCTest
 /// Issue 55: grants' lifecycle (made, served, ended, kept for the next run) against a recording front end, and the
 /// policy a grant's caller is judged by. The sockets themselves and real containers: e2e/test_grants.py.
 final class GrantsTests: XCTestCase {
-    final class Listeners: DoorListeners {
-        let events = Mutex<[String]>([])
-        func listen(path: String, door: Door) throws(WireError) { events.withLock { $0.append("listen \(Listeners.name(door)) \(path)") } }
-        func close(door: Door) { events.withLock { $0.append("close \(Listeners.name(door))") } }
-        func watchExit(of process: ProcessPin, _ exited: @escaping @Sendable () -> Void) {
-            events.withLock { $0.append("watch \(process.pid)") }
-        }
-
-        static func name(_ door: Door) -> String {
-            switch door {
-            case .forward(let id): return "forward:\(id)"
-            case .grant(let name): return "grant:\(name)"
-            }
-        }
-    }
-
     final class Clock: Sendable {
         let value = Atomic<Int>(1_800_000_000)
         var now: @Sendable () -> Int { { [self] in value.load(ordering: .relaxed) } }
@@ -41,9 +25,9 @@ final class GrantsTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    func grants(_ clock: Clock) -> (Grants, Listeners) {
+    func grants(_ clock: Clock) -> (Grants, RecordingDoors) {
         let grants = Grants(directory: directory, logger: Logger(label: "test"), now: clock.now)
-        let listeners = Listeners()
+        let listeners = RecordingDoors()
         grants.attach(listeners)
         return (grants, listeners)
     }
