@@ -636,6 +636,27 @@ class Agent:
             self.wait_ready(timeout)
         return self
 
+    @contextlib.contextmanager
+    def socket_activated(self, variables: tuple, env: dict | None = None):
+        """The agent under a loop of systemd-socket-activate, which stands in for systemd: it holds the socket, starts
+        the agent on the next connection and again after each exit (the loop says so in the agent's log). `variables`
+        of the environment (plus `env`) are passed on to the agent. Yields once the socket listens; the loop is
+        stopped after."""
+        self.socket_path.parent.mkdir(mode=0o700)
+        forwarded = " ".join(f"-E {name}" for name in variables)
+        script = (f"while systemd-socket-activate -l {self.socket_path} {forwarded} {self.bins / 'auth-agent'} "
+                  f"--log-level debug; do echo 'systemd-socket-activate: agent exited 0, listening again' >&2; done")
+        log = open(self.stderr_path, "ab")
+        manager = subprocess.Popen(["sh", "-c", script], env=dict(self.env, **(env or {})), stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log, start_new_session=True)
+        try:
+            wait_for(lambda: self.socket_path.exists(), 10, "systemd-socket-activate to listen")
+            yield manager
+        finally:
+            os.killpg(manager.pid, signal.SIGTERM)
+            manager.wait(timeout=15)
+            log.close()
+
     def wait_ready(self, timeout: float = 20):
         def ready():
             if self.proc.poll() is not None:

@@ -11,10 +11,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -297,17 +295,7 @@ def test_a_socket_activated_agent_stays_while_a_grant_lasts(make_agent, keyring)
     agent's own socket, not the grant's: an exit would leave the container nothing to connect to); revoked, it exits
     idle as usual."""
     agent = make_agent(start=False, agent={"idle_exit": 2})
-    sock = agent.socket_path
-    sock.parent.mkdir(mode=0o700)
-    forwarded = " ".join(f"-E {name}" for name in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS", "HOME"))
-    # A loop stands in for systemd, which keeps the socket after the agent exits.
-    script = (f"while systemd-socket-activate -l {sock} {forwarded} {agent.bins / 'auth-agent'} --log-level debug; "
-              f"do echo 'systemd-socket-activate: agent exited 0, listening again' >&2; done")
-    log = open(agent.stderr_path, "ab")
-    manager = subprocess.Popen(["sh", "-c", script], env=agent.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                               start_new_session=True)
-    try:
-        wait_for(lambda: sock.exists(), 10, "systemd-socket-activate to listen")
+    with agent.socket_activated(("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS", "HOME")):
         grant = make_grant(agent, "held", "--account", "work")
         pid = agent.status_json()["agent"]["pid"]
         wait_for(lambda: "idle, but grants are served" in agent.log(), 20, "the idle exit to be held off")
@@ -315,10 +303,6 @@ def test_a_socket_activated_agent_stays_while_a_grant_lasts(make_agent, keyring)
         assert agent.authctl("grant", "--revoke", "held").returncode == 0
         wait_for(lambda: not pid_alive(pid), 60, "the agent to exit idle once the grant was revoked")
         assert "idle; exiting until the next connection" in agent.log()
-    finally:
-        os.killpg(manager.pid, signal.SIGTERM)
-        manager.wait(timeout=15)
-        log.close()
 
 
 def test_what_locks_with_the_session_is_refused_while_it_is_locked(make_agent, keyring, auth_server, system_bus):

@@ -2,15 +2,13 @@
 NOTIFY_SOCKET receives, the idle exit after socket activation (real systemd-socket-activate brings it back on the
 next connection), and SIGTERM in the middle of a rotating refresh losing nothing."""
 import json
-import os
 import shutil
 import signal
 import socket
-import subprocess
 import threading
 import time
 
-from conftest import bin_dir, pid_alive, read_replies, short_tmpdir, wait_for
+from conftest import pid_alive, read_replies, short_tmpdir, wait_for
 from test_hostile import fault_proxy, proxied_agent  # noqa: F401  (fixture and helper shared with the crash tests)
 
 
@@ -112,16 +110,7 @@ def test_idle_exit_after_socket_activation(make_agent, keyring):
     """`idle_exit` with a socket from systemd-socket-activate: no exit while a client is connected, exit 0 once idle,
     and the next connection starts the agent again (a loop stands in for systemd, which keeps the socket)."""
     agent = make_agent(start=False, agent={"idle_exit": 2})
-    sock = agent.socket_path
-    sock.parent.mkdir(mode=0o700)
-    forwarded = " ".join(f"-E {name}" for name in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS"))
-    script = (f"while systemd-socket-activate -l {sock} {forwarded} {bin_dir() / 'auth-agent'} --log-level debug; "
-              f"do echo 'systemd-socket-activate: agent exited 0, listening again' >&2; done")
-    log = open(agent.stderr_path, "ab")
-    manager = subprocess.Popen(["sh", "-c", script], env=agent.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                               start_new_session=True)
-    try:
-        wait_for(lambda: sock.exists(), 10, "systemd-socket-activate to listen")
+    with agent.socket_activated(("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS")):
         # The first connection starts the agent; while it stays connected the agent stays.
         held = agent.connect()
         held.sendall(b'{"v":1,"id":1,"op":"status"}\n')
@@ -143,10 +132,6 @@ def test_idle_exit_after_socket_activation(make_agent, keyring):
         status = wait_for(answered, 20, "the next connection to start the agent again")
         assert status["agent"]["pid"] != first_pid
         assert status["accounts"][0]["name"] == "work"
-    finally:
-        os.killpg(manager.pid, signal.SIGTERM)
-        manager.wait(timeout=15)
-        log.close()
 
 
 def test_a_sigterm_the_moment_the_socket_appears_is_a_clean_stop(make_agent, keyring):

@@ -6,14 +6,12 @@ same bus gets the sign-in without a new one, and it survives a restart. `store =
 that is there. A locked keyring is never taken for a missing one: test_errors.py
 (`test_login_with_a_locked_keyring_fails_as_locked`, under the default `store = "auto"`)."""
 import json
-import os
-import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import bin_dir, pid_alive, wait_for
+from conftest import pid_alive, wait_for
 from test_device import approve, device_account, finish, start_login
 from test_errors import _files_under
 from test_lifecycle import NotifyListener
@@ -181,38 +179,26 @@ def test_a_memory_only_sign_in_holds_off_the_idle_exit_until_a_keyring_takes_it(
     lose it) and says why on its STATUS line; once a Secret Service appears and takes the sign-in, it exits idle."""
     notify = NotifyListener()
     agent = make_agent(bus=bus_without_keyring, start=False, agent={"idle_exit": 2})
-    sock = agent.socket_path
-    sock.parent.mkdir(mode=0o700)
-    forwarded = " ".join(f"-E {name}" for name in ("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS",
-                                                   "NOTIFY_SOCKET", "BROWSER", "FAKE_BROWSER_PYTHON",
-                                                   "FAKE_BROWSER_LOG", "FAKE_BROWSER_MODE", "HOME", "LANG"))
-    # A loop stands in for systemd, which keeps the socket after the agent exits.
-    script = (f"while systemd-socket-activate -l {sock} {forwarded} {bin_dir() / 'auth-agent'} --log-level debug; "
-              f"do echo 'systemd-socket-activate: agent exited 0, listening again' >&2; done")
-    log = open(agent.stderr_path, "ab")
-    manager = subprocess.Popen(["sh", "-c", script], env=dict(agent.env, NOTIFY_SOCKET=notify.path),
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     try:
-        wait_for(lambda: sock.exists(), 10, "systemd-socket-activate to listen")
-        login = agent.login("work")
-        assert "kept in memory" in login.stdout
-        pid = agent.status_json()["agent"]["pid"]
-        notify.wait("kept in memory only, so no idle exit: work")
-        # The idle period passes: the agent says it stays, and stays.
-        wait_for(lambda: "idle, but a sign-in lives in memory only" in agent.log(), 20,
-                 "the idle exit to be held off")
-        assert pid_alive(pid), "the agent exited idle and lost the sign-in"
-        assert agent.account_status("work")["kept_in_memory"] is True
+        with agent.socket_activated(("XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET",
+                                     "BROWSER", "FAKE_BROWSER_PYTHON", "FAKE_BROWSER_LOG", "FAKE_BROWSER_MODE", "HOME",
+                                     "LANG"), env={"NOTIFY_SOCKET": notify.path}):
+            login = agent.login("work")
+            assert "kept in memory" in login.stdout
+            pid = agent.status_json()["agent"]["pid"]
+            notify.wait("kept in memory only, so no idle exit: work")
+            # The idle period passes: the agent says it stays, and stays.
+            wait_for(lambda: "idle, but a sign-in lives in memory only" in agent.log(), 20,
+                     "the idle exit to be held off")
+            assert pid_alive(pid), "the agent exited idle and lost the sign-in"
+            assert agent.account_status("work")["kept_in_memory"] is True
 
-        bus_without_keyring.start_keyring()
-        wait_for(lambda: not pid_alive(pid), 30, "the agent to exit idle once the keyring took the sign-in")
-        assert "the sign-in kept in memory is now in the keyring" in agent.log()
-        assert "idle; exiting until the next connection" in agent.log()
-        assert bus_without_keyring.secret_tool_lookup("work", agent.server.issuer)
+            bus_without_keyring.start_keyring()
+            wait_for(lambda: not pid_alive(pid), 30, "the agent to exit idle once the keyring took the sign-in")
+            assert "the sign-in kept in memory is now in the keyring" in agent.log()
+            assert "idle; exiting until the next connection" in agent.log()
+            assert bus_without_keyring.secret_tool_lookup("work", agent.server.issuer)
     finally:
-        os.killpg(manager.pid, signal.SIGTERM)
-        manager.wait(timeout=15)
-        log.close()
         notify.close()
 
 
