@@ -19,8 +19,8 @@ import PackageDescription
 //   AuthCLI        authctl's pure formats: git credential input/output, kubectl ExecCredential, doctor's verdicts,
 //                  provider presets and config sections (no I/O).
 //   SessionEnvironment  what agent and authctl must read the same way from the session: the browser command,
-//                  SSH/headless.  ConfigFile: where config.toml is and how its table headers read.  TimeText: times
-//                  as people read and write them (days left, "15m", the local clock). All three without Foundation,
+//                  SSH/headless.  ConfigFile: where config.toml is, how its table headers read, and GLib key
+//                  files (a sandbox's `/.flatpak-info`).  TimeText: times as people read and write them (days left, "15m", the local clock). All three without Foundation,
 //                  so authctl stays light.
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 // Figure: installed size (docs/BENCHMARKS.md, "Installed size"). Both release binaries contain FoundationEssentials,
@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "AgentAccess",
             dependencies: [
-                "AuthCore", "AgentIPC", "CAgentSocket", "CProcFS", "CAgentProcess",
+                "AuthCore", "AgentIPC", "ConfigFile", "CAgentSocket", "CProcFS", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -209,7 +209,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "AgentIPCTests", dependencies: ["AgentIPC"]),
-        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC"]),
+        .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "ConfigFile"]),
         .testTarget(name: "SessionEnvironmentTests", dependencies: ["SessionEnvironment"]),
         .testTarget(name: "TimeTextTests", dependencies: ["TimeText"]),
         // authctl's fast path against ArgumentParser's reading of the same command lines.

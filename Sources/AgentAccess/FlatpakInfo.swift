@@ -1,4 +1,5 @@
 import AuthCore
+import ConfigFile
 
 /// What a sandbox's `/.flatpak-info` says: the app, the instance, and the holes in the sandbox that make the app
 /// as able as a host program of the user ("not contained"). Flatpak writes the file itself (`flatpak run`: a key
@@ -29,31 +30,26 @@ public struct FlatpakInfo: Sendable, Equatable {
         var app: String?, instance: String?, holes: [String] = []
         // The first `name` and `instance-id` decide (Flatpak writes each once), valid or not.
         var named = false, numbered = false, permissionsRead = complete
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        // The last line of a prefix may be cut in the middle.
-        if !complete, !lines.isEmpty { lines.removeLast() }
-        for raw in lines {
-            let line = raw.trimmingBlanks
-            if line.hasPrefix("#") || line.isEmpty { continue }
-            if line.hasPrefix("[") {
-                group = line
-                if group == "[Environment]" { permissionsRead = true }
+        for line in KeyFile.lines(text, complete: complete) {
+            guard case .entry(let key, let value) = line else {
+                if case .group(let name) = line {
+                    group = name
+                    if group == "Environment" { permissionsRead = true }
+                }
                 continue
             }
-            guard let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmingBlanks, value = line[line.index(after: equals)...].trimmingBlanks
             switch (group, key) {
-            case ("[Application]", "name") where !named:
+            case ("Application", "name") where !named:
                 named = true
                 app = ClientRule.isFlatpakAppID(value) ? value : nil
-            case ("[Instance]", "instance-id") where !numbered:
+            case ("Instance", "instance-id") where !numbered:
                 numbered = true
                 instance = FlatpakInfo.isInstanceID(value) ? value : nil
-            case ("[Context]", "sockets"):
-                holes += FlatpakInfo.list(value).filter { $0 == "session-bus" }.map { "socket=\($0)" }
-            case ("[Context]", "filesystems"):
-                holes += FlatpakInfo.list(value).filter { FlatpakInfo.reachesHostCode($0, home: home) }.map { "filesystem=\($0)" }
-            case ("[Session Bus Policy]", _) where value == "talk" || value == "own":
+            case ("Context", "sockets"):
+                holes += KeyFile.list(value).filter { $0 == "session-bus" }.map { "socket=\($0)" }
+            case ("Context", "filesystems"):
+                holes += KeyFile.list(value).filter { FlatpakInfo.reachesHostCode($0, home: home) }.map { "filesystem=\($0)" }
+            case ("Session Bus Policy", _) where value == "talk" || value == "own":
                 if FlatpakInfo.hostNames.contains(where: { FlatpakInfo.covers(key, $0) }) {
                     holes.append("\(value)-name=\(key)")
                 }
@@ -138,28 +134,6 @@ public struct FlatpakInfo: Sendable, Equatable {
         guard policy.hasSuffix(".*") else { return policy == name }
         let prefix = policy.dropLast(2)
         return name == prefix || name.hasPrefix(prefix + ".")
-    }
-
-    /// A key file string list (`a;b;c;`), split at unescaped `;` (GKeyFile escapes a `;` in an element as `\;`).
-    /// Conditional entries (`if:session-bus:COND`) come after their plain name, which Flatpak writes too.
-    static func list(_ value: String) -> [String] {
-        var elements: [String] = [], current = "", escaped = false
-        for character in value {
-            if escaped {
-                current.append(character)
-                escaped = false
-            } else if character == "\\" {
-                current.append(character)
-                escaped = true
-            } else if character == ";" {
-                elements.append(current)
-                current = ""
-            } else {
-                current.append(character)
-            }
-        }
-        if !current.isEmpty { elements.append(current) }
-        return elements.filter { !$0.isEmpty }
     }
 
     /// Flatpak's instance ids are decimal numbers; only those name a directory the agent looks into.

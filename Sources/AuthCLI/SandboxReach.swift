@@ -1,3 +1,5 @@
+import ConfigFile
+
 /// What authctl says when it runs inside a Flatpak app's sandbox and finds no agent: the agent runs outside the
 /// sandbox, so "not running, start it with systemctl" is wrong there twice (it may well run, and systemctl does not
 /// reach the host from inside). Pure: authctl reads the facts (``FlatpakSandbox`` in authctl).
@@ -10,20 +12,21 @@ public enum SandboxReach {
     /// The app's id and whether its permissions show the agent's socket, from the sandbox's `/.flatpak-info`:
     /// `showsSocket` is nil when the file has no `[Context]` to tell (then authctl looks for the directory).
     /// Flatpak writes the final permissions there, without negations: `filesystems=xdg-run/auth-agent:ro;...`.
-    public static func read(flatpakInfo text: String) -> (app: String?, showsSocket: Bool?) {
+    /// `complete` false: `text` is the file's first bytes only (its last line may be cut).
+    public static func read(flatpakInfo text: String, complete: Bool = true) -> (app: String?, showsSocket: Bool?) {
         var group = "", app: String?, showsSocket: Bool?
-        for raw in text.split(separator: "\n") {
-            let line = raw.trimmingPrefix { $0 == " " || $0 == "\t" }
-            if line.hasPrefix("[") {
-                group = String(line)
-                if group == "[Context]" { showsSocket = showsSocket ?? false }
-                continue
-            }
-            if group == "[Application]", app == nil, line.hasPrefix("name=") { app = String(line.dropFirst(5)) }
-            if group == "[Context]", line.hasPrefix("filesystems=") {
-                showsSocket = line.dropFirst("filesystems=".count).split(separator: ";").contains { entry in
-                    let path = entry.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
-                    return path == "xdg-run/auth-agent" || path.hasPrefix("xdg-run/auth-agent/") || path == "xdg-run"
+        for line in KeyFile.lines(text, complete: complete) {
+            switch line {
+            case .group(let name):
+                group = name
+                if group == "Context" { showsSocket = showsSocket ?? false }
+            case .entry(let key, let value):
+                if group == "Application", key == "name", app == nil { app = value }
+                if group == "Context", key == "filesystems" {
+                    showsSocket = KeyFile.list(value).contains { entry in
+                        let path = entry.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+                        return path == "xdg-run/auth-agent" || path.hasPrefix("xdg-run/auth-agent/") || path == "xdg-run"
+                    }
                 }
             }
         }
