@@ -20,8 +20,9 @@ import PackageDescription
 //                  provider presets and config sections (no I/O).
 //   SessionEnvironment  what agent and authctl must read the same way from the session: the browser command,
 //                  SSH/headless.  ConfigFile: where config.toml is, how its table headers read, and GLib key
-//                  files (a sandbox's `/.flatpak-info`).  TimeText: times as people read and write them (days left, "15m", the local clock). All three without Foundation,
-//                  so authctl stays light.
+//                  files (a sandbox's `/.flatpak-info`).  TimeText: times as people read and write them (days
+//                  left, "15m", the local clock).  ProcessTree: /proc as both read it (stat, exe) and the walk up
+//                  through shells.  All four without Foundation, so authctl stays light.
 //   auth-agent     composition root.  authctl: thin CLI over AgentIPC and AuthCLI.
 // Figure: installed size (docs/BENCHMARKS.md, "Installed size"). Both release binaries contain FoundationEssentials,
 // never full Foundation, CoreFoundation, FoundationInternationalization or ICU (45 MB of the agent, 34 MB of it ICU's
@@ -99,6 +100,8 @@ let package = Package(
         .target(name: "SessionEnvironment", swiftSettings: directMetadata),
         .target(name: "ConfigFile", swiftSettings: directMetadata),
         .target(name: "TimeText", swiftSettings: directMetadata),
+        // The /proc reading and the walk up through shells that the agent and authctl on a host share.
+        .target(name: "ProcessTree", swiftSettings: directMetadata),
         .target(name: "AuthCLI", dependencies: ["AgentIPC", "ConfigFile"], swiftSettings: directMetadata),
         .target(name: "CAgentProcess"),
         .target(name: "CAgentSocket"),
@@ -113,7 +116,7 @@ let package = Package(
         .target(
             name: "AgentAccess",
             dependencies: [
-                "AuthCore", "AgentIPC", "ConfigFile", "CAgentSocket", "CProcFS", "CAgentProcess",
+                "AuthCore", "AgentIPC", "ConfigFile", "ProcessTree", "CAgentSocket", "CProcFS", "CAgentProcess",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -178,7 +181,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "authctl",
-            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "ConfigFile", "TimeText", "CAgentProcess",
+            dependencies: ["AgentIPC", "AuthCLI", "SessionEnvironment", "ConfigFile", "TimeText", "ProcessTree", "CAgentProcess",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: directMetadata,
             // Figure: authctl whole-process time (docs/BENCHMARKS.md, figure 3). Start-up is most of `authctl token`:
@@ -212,6 +215,7 @@ let package = Package(
         .testTarget(name: "AuthCLITests", dependencies: ["AuthCLI", "AgentIPC", "ConfigFile"]),
         .testTarget(name: "SessionEnvironmentTests", dependencies: ["SessionEnvironment"]),
         .testTarget(name: "TimeTextTests", dependencies: ["TimeText"]),
+        .testTarget(name: "ProcessTreeTests", dependencies: ["ProcessTree"]),
         // authctl's fast path against ArgumentParser's reading of the same command lines.
         .testTarget(
             name: "authctlTests",
@@ -229,11 +233,11 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentServerTests",
-            dependencies: ["AgentServer", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess"]
+            dependencies: ["AgentServer", "AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentProcess", "ProcessTree"]
         ),
         .testTarget(
             name: "AgentAccessTests",
-            dependencies: ["AgentAccess", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket"]
+            dependencies: ["AgentAccess", "AgentService", "AgentIPC", "AuthCore", "AuthTestSupport", "CAgentSocket", "ProcessTree"]
         ),
         .testTarget(name: "AgentServiceTests", dependencies: ["AgentService", "AgentAccess", "AgentIPC", "AuthCore", "AuthTestSupport"]),
         .testTarget(name: "AgentLifecycleTests", dependencies: ["AgentLifecycle", "AgentRuntime", "AuthCore"]),
@@ -258,7 +262,7 @@ let package = Package(
 // imports itself, in every build. (Not the agent's two-file composition root: there Swift 6.3 files glibc's `struct
 // stat` members under CoreFoundation.)
 for target in package.targets where ["AuthCore", "AuthTransport", "KeyringStore", "TPMKeys", "SystemdSupport", "AgentIPC",
-                                     "SessionEnvironment", "ConfigFile", "TimeText", "AuthCLI", "AgentConfig",
+                                     "SessionEnvironment", "ConfigFile", "TimeText", "ProcessTree", "AuthCLI", "AgentConfig",
                                      "AgentAccess", "AgentService", "AgentRuntime", "AgentServer", "AgentLifecycle",
                                      "AgentDBus", "authctl"]
     .contains(target.name) {

@@ -3,6 +3,7 @@ import AgentIPC
 import AuthCore
 import CAgentSocket
 import CProcFS
+import ProcessTree
 
 /// Who asked: the peer's pid, uid and gid (`SO_PEERCRED` on the socket, the bus daemon's credentials on D-Bus),
 /// which front end carried the request, and the identity derived from them by ``identify(peer:via:pidfd:connection:)``
@@ -70,9 +71,9 @@ public struct Caller: Sendable {
                                 connection: Int32? = nil) -> Caller {
         let pid = peer.pid
         guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
-        let stat = readText("/proc/\(pid)/stat")
-        let pin = stat.flatMap(ProcFS.startTime(stat:)).map { ProcessPin(pid: pid, startTime: $0) }
-        let terminal = (stat.flatMap(ProcFS.controllingTerminal(stat:)) ?? 0) != 0
+        let stat = ProcStat.read(pid: pid)
+        let pin = stat.map { ProcessPin(pid: pid, startTime: $0.startTime) }
+        let terminal = (stat?.controllingTerminal ?? 0) != 0
         let facts = ProcessFacts.read(pid: pid)
         var caller = Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: facts.exe,
                             identity: facts.identity(running: FileID(runningOf: pid)), process: pin,
@@ -106,41 +107,5 @@ public struct Caller: Sendable {
     static func tied(_ pid: Int32, to connection: Int32) -> Bool {
         var peer: UInt64 = 0
         return aa_socket_peer_inode(connection, &peer) == 0 && aa_process_holds_socket(pid, peer) == 1
-    }
-
-    /// The executable of process `pid`, as the kernel names it (a replaced or deleted binary ends in " (deleted)");
-    /// nil when that name is not valid UTF-8.
-    public static func executable(of pid: Int32) -> String? {
-        guard pid > 0 else { return nil }
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { buffer -> String? in
-            let count = readlink("/proc/\(pid)/exe", buffer.baseAddress!, buffer.count - 1)
-            guard count > 0 else { return nil }
-            // A path that is not UTF-8 is not decoded with replacement characters: two different paths would read
-            // the same. No allowed_clients entry can name it (config.toml is UTF-8), so it is unknown.
-            return String(validating: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
-        }
-    }
-
-    /// A small `/proc` file's text (at most `limit` bytes; a longer file is nil, not cut short), or nil.
-    static func readText(_ path: String, limit: Int = 65536) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        // The chunk is on the stack and not zeroed: this runs a few times per socket connection.
-        let complete = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { chunk -> Bool in
-            while true {
-                let n = read(fd, chunk.baseAddress, chunk.count)
-                if n < 0 { return false }
-                if n == 0 { return true }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[0..<n]))
-                if bytes.count > limit { return false }
-                // These files are generated whole on open (single_open): a short read is the end, no need to ask
-                // again. Not so /proc/PID/mountinfo (a seq_file read a page at a time): it is read until the end.
-                if n < chunk.count, !path.hasSuffix("/mountinfo") { return true }
-            }
-        }
-        guard complete else { return nil }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -1,5 +1,6 @@
-import Glibc
 import CProcFS
+import Glibc
+import ProcessTree
 
 /// Reads `/.flatpak-info` in a caller's root directory (`/proc/PID/root`), a file system the caller may control:
 /// in a user namespace of its own it can mount a tmpfs there and put a FIFO, a device, a symlink or a huge file
@@ -51,7 +52,7 @@ enum CallerRoot {
 
     /// The `/.flatpak-info` in process `pid`'s root `root` (not the agent's).
     private static func marker(pid: Int32, root: aa_file_info) -> Marker {
-        guard root.mount_id != 0, let mountinfo = Caller.readText("/proc/\(pid)/mountinfo", limit: 1 << 20),
+        guard root.mount_id != 0, let mountinfo = ProcFile.text("/proc/\(pid)/mountinfo", limit: 1 << 20),
               let filesystems = ProcFS.filesystemTypes(mountinfo: mountinfo),
               filesystems[root.mount_id] == "tmpfs" else { return .none }
         switch SmallFile.read("/proc/\(pid)/root/.flatpak-info", limit: FlatpakInfo.prefixBytes, prefix: true, accept: { filesystems[$0.mount_id] == "tmpfs" }) {

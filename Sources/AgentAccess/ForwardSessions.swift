@@ -1,6 +1,7 @@
 import AgentIPC
 import AuthCore
 import FoundationEssentials
+import ProcessTree
 import Synchronization
 
 /// The `authctl forward` sessions: one per ssh session that forwards the agent to another host. Each has a socket of
@@ -118,8 +119,7 @@ public final class ForwardSessions: Sendable {
     /// once, and `pid` must be its child.
     public func bindSSH(_ id: String, pid: Int, by caller: Caller) throws(WireError) {
         guard let child = Int32(exactly: pid), child > 0,
-              let stat = Caller.readText("/proc/\(child)/stat"),
-              let parent = ProcFS.parent(stat: stat), let start = ProcFS.startTime(stat: stat) else {
+              let stat = ProcStat.read(pid: child) else {
             throw WireError(.badRequest, "process \(pid) is not running")
         }
         try update(id) { session throws(WireError) in
@@ -127,10 +127,10 @@ public final class ForwardSessions: Sendable {
                 throw WireError(.permissionDenied, "only the authctl that opened this forward may name its ssh")
             }
             guard session.ssh == nil else { throw WireError(.badRequest, "this forward's ssh is named already") }
-            guard parent == caller.pid else {
+            guard stat.parent == caller.pid else {
                 throw WireError(.permissionDenied, "process \(pid) was not started by the authctl that opened this forward")
             }
-            session.ssh = ProcessPin(pid: child, startTime: start)
+            session.ssh = ProcessPin(pid: child, startTime: stat.startTime)
         }
     }
 
@@ -141,7 +141,7 @@ public final class ForwardSessions: Sendable {
         guard ClientRule.isFingerprint(fingerprint) else {
             throw WireError(.badRequest, "'\(String(fingerprint.prefix(64)))' is not a SHA256 host key fingerprint")
         }
-        let parent = Caller.readText("/proc/\(caller.pid)/stat").flatMap(ProcFS.parent(stat:))
+        let parent = ProcStat.read(pid: caller.pid)?.parent
         try update(id) { session throws(WireError) in
             guard case .desktop = caller.identity.kind, let ssh = session.ssh, parent == ssh.pid, ssh.isAlive,
                   caller.isStillConnectedProcess else {

@@ -3,6 +3,7 @@ import AuthCore
 import FoundationEssentials
 import Glibc
 import Logging
+import ProcessTree
 import Synchronization
 
 /// The grants the user made (`authctl grant`): each a socket of its own, in a directory of its own under the
@@ -104,7 +105,7 @@ public final class Grants: Sendable {
         }
         var pin: ProcessPin?
         if let whilePID {
-            guard whilePID > 0, let stat = Caller.readText("/proc/\(whilePID)/stat"), let start = ProcFS.startTime(stat: stat) else {
+            guard whilePID > 0, let start = ProcStat.read(pid: whilePID)?.startTime else {
                 throw WireError(.badRequest, "process \(whilePID) is not running")
             }
             pin = ProcessPin(pid: whilePID, startTime: start)
@@ -166,7 +167,7 @@ public final class Grants: Sendable {
         guard let grant = live(name) else { return .failure(WireError(.permissionDenied, "grant '\(name)' has ended")) }
         var granted = caller
         let container = caller.identity.unit.flatMap(Grants.container(unit:))
-            ?? Caller.readText("/proc/\(caller.pid)/cgroup").flatMap(Grants.container(cgroup:))
+            ?? ProcFile.text("/proc/\(caller.pid)/cgroup").flatMap(Grants.container(cgroup:))
         granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts, container: container,
                                                pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
                                                proofURLs: grant.proofURLs ?? [],

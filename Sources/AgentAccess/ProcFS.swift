@@ -1,47 +1,10 @@
 import AuthCore
 import FoundationEssentials
 
-/// Pure parsers for the `/proc` files the agent reads to identify a caller. They take the files' text, so the
-/// tests feed them recorded contents (systemd services, scopes, Flatpak apps, containers without systemd).
+/// Pure parsers for the `/proc` files the agent reads to identify a caller, beyond the ones authctl reads too
+/// (``ProcessTree``). They take the files' text, so the tests feed them recorded contents (systemd services, scopes,
+/// Flatpak apps, containers without systemd).
 public enum ProcFS {
-    /// Field 22 of `/proc/PID/stat`, the process start time in clock ticks since boot: with the pid it names one
-    /// process for the life of the system (a recycled pid has a later start time). The command name (field 2) may
-    /// hold spaces and parentheses, so fields are counted after its last ')'.
-    public static func startTime(stat: String) -> UInt64? {
-        field(stat, 22).flatMap { UInt64($0) }
-    }
-
-    /// Field 4 of `/proc/PID/stat`, the parent's pid (0 when the parent is outside the reader's pid namespace).
-    public static func parent(stat: String) -> Int32? {
-        field(stat, 4).flatMap { Int32($0) }
-    }
-
-    /// Field 7 of `/proc/PID/stat`, the controlling terminal's device number (0: none).
-    public static func controllingTerminal(stat: String) -> Int64? {
-        field(stat, 7).flatMap { Int64($0) }
-    }
-
-    /// Fields are separated by spaces. These parsers read the files' UTF-8 bytes in place (``bytes(_:_:)``): they run
-    /// once per socket connection, and reading them as `Character`s was most of the accept loop's instructions per
-    /// new connection.
-    static func field(_ stat: String, _ number: Int) -> String? {
-        guard number >= 3 else { return nil }
-        return bytes(stat) { bytes in
-            guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-            var index = close + 1
-            var current = 2
-            while index < bytes.count {
-                while index < bytes.count, bytes[index] == UInt8(ascii: " ") { index += 1 }
-                guard index < bytes.count else { return nil }
-                let start = index
-                while index < bytes.count, bytes[index] != UInt8(ascii: " ") { index += 1 }
-                current += 1
-                if current == number { return String(decoding: bytes[start..<index], as: UTF8.self) }
-            }
-            return nil
-        }
-    }
-
     /// The systemd unit (a `.service` or `.scope`) the process belongs to, from `/proc/PID/cgroup`: the unified
     /// hierarchy's line (`0::/...`), else the v1 `name=systemd` line. A unified line that names only the root
     /// (`0::/`) says nothing: the kernel prints it whenever a cgroup2 file system is mounted, also where systemd
@@ -76,7 +39,9 @@ public enum ProcFS {
         }
     }
 
-    /// `body` over `text`'s UTF-8 bytes, in place when the string is native (a file's text always is).
+    /// `body` over `text`'s UTF-8 bytes, in place when the string is native (a file's text always is): this runs once
+    /// per socket connection, and reading the text as `Character`s was most of the accept loop's instructions per
+    /// new connection.
     static func bytes<Result>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
         var text = text
         return text.withUTF8(body)
@@ -104,12 +69,6 @@ public enum ProcFS {
             types[id] = String(decoding: fields[dash + 1], as: UTF8.self)
         }
         return types
-    }
-
-    /// `/proc/PID/exe`'s link text split into the path and whether the kernel marked it deleted.
-    public static func executable(link: String) -> (path: String, deleted: Bool) {
-        let suffix = " (deleted)"
-        return link.hasSuffix(suffix) ? (String(link.dropLast(suffix.count)), true) : (link, false)
     }
 }
 

@@ -1,6 +1,7 @@
 import AuthCore
 import CProcFS
 import Glibc
+import ProcessTree
 
 /// What the kernel says about one process: its executable (the kernel's name, and whether it said deleted), systemd
 /// unit, and what kind of caller its root directory, sandbox marker and pid namespace make it
@@ -19,8 +20,8 @@ struct ProcessFacts: Sendable {
 
     /// Process `pid`'s facts, from `/proc/PID` (and the caller's `/.flatpak-info`, through ``CallerRoot``).
     static func read(pid: Int32) -> ProcessFacts {
-        let link = Caller.executable(of: pid).map(ProcFS.executable(link:))
-        let unit = Caller.readText("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
+        let link = ProcFile.executable(of: pid).map(ProcFile.executable(link:))
+        let unit = ProcFile.text("/proc/\(pid)/cgroup").flatMap(ProcFS.unit(cgroup:))
         // Unreadable (the process is gone, or not dumpable) counts as its own: nothing then vouches for the writer.
         let ownPIDNamespace = aa_proc_pid_namespace_foreign(pid) != 0
         return ProcessFacts(exe: link?.path, exeDeleted: link?.deleted ?? false, unit: unit,

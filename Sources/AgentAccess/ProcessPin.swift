@@ -1,3 +1,5 @@
+import ProcessTree
+
 /// One process, pinned so that a later reuse of its pid cannot pass for it: the pid plus the process start time
 /// (`/proc/PID/stat` field 22, clock ticks since boot). A recycled pid belongs to a process that started later.
 public struct ProcessPin: Sendable, Equatable {
@@ -11,6 +13,6 @@ public struct ProcessPin: Sendable, Equatable {
 
     /// The pinned process still runs (a zombie counts until it is reaped).
     public var isAlive: Bool {
-        Caller.readText("/proc/\(pid)/stat").flatMap(ProcFS.startTime(stat:)) == startTime
+        ProcStat.read(pid: pid)?.startTime == startTime
     }
 }

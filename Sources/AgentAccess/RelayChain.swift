@@ -1,5 +1,6 @@
-import Glibc
 import AuthCore
+import Glibc
+import ProcessTree
 
 /// Facts about processes as the relay walk reads them: `/proc` in the agent (``LiveProcessTable``), an in-memory table
 /// in the tests, which can also change between two reads the way a real process table does.
@@ -25,11 +26,8 @@ protocol ProcessTable {
 /// authctl may be anything: say `~/bin/authctl` dropped ahead of the real one in `PATH`, which msmtp would then run;
 /// judged as msmtp, it would get msmtp's tokens. Such programs are judged as themselves.
 ///
-/// The walk is tied to the processes without a pidfd, the same on every kernel: after everything was read, each
-/// process's parent is read again, from the top of the chain down to authctl. A process keeps its pid until its
-/// parent reaps it, and before that the kernel moves its children to another parent (a subreaper or init). So a
-/// child that still names the same parent after its parent's files were read had that parent, alive, all along:
-/// what was read under `/proc/PARENT` was its own. Authctl itself is vouched for afterwards by the caller's own check
+/// The walk (``Ancestry``, which authctl on a host walks too) is tied to the processes without a pidfd: what was read
+/// under `/proc/PARENT` was its own. Authctl itself is vouched for afterwards by the caller's own check
 /// (``Caller/isStillConnectedProcess``).
 enum RelayChain {
     /// The shells programs run commands with (`popen`, `system`, git's `!`), by executable path as the kernel names
@@ -41,8 +39,8 @@ enum RelayChain {
 
     /// The path of the authctl that relays: beside the agent's own executable (as the kernel names it, without the
     /// " (deleted)" of an agent whose file was upgraded while it runs). Nil if the agent's executable cannot be read.
-    static let relayPath: String? = Caller.executable(of: getpid()).flatMap { link -> String? in
-        let path = ProcFS.executable(link: link).path
+    static let relayPath: String? = ProcFile.executable(of: getpid()).flatMap { link -> String? in
+        let path = ProcFile.executable(link: link).path
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
         return String(path[..<slash]) + "/authctl"
     }
@@ -63,25 +61,12 @@ enum RelayChain {
     /// be read or tied: a parent gone, more than ``maxShells`` shells, a parent that changed while it was read.
     static func behind(_ pid: Int32, relay: ClientIdentity, in table: some ProcessTable) -> ClientIdentity {
         let through = ClientIdentity.Relay(exe: relay.exe ?? "", unit: relay.unit)
-        let unknown = ClientIdentity(exe: nil, relay: through)
-        // Pids from authctl upwards; each one's parent is the next.
-        var chain = [pid]
-        var shells: [String] = []
-        var program: ClientIdentity
-        while true {
-            guard let parent = table.parent(of: chain[chain.count - 1]), parent > 0 else { return unknown }
-            chain.append(parent)
-            program = table.identity(of: parent)
-            guard isShell(program), let shell = program.exe else { break }
-            guard shells.count < maxShells else { return unknown }
-            shells.append(shell)
+        guard let found = Ancestry.firstNotShell(above: pid, parent: table.parent(of:), read: table.identity(of:),
+                                                 shell: { isShell($0) ? $0.exe : nil }, maxShells: maxShells) else {
+            return ClientIdentity(exe: nil, relay: through)
         }
-        // Top down: each check proves that the process above was alive when the one above it was checked, so what
-        // was read of it was its own (see the type).
-        for index in stride(from: chain.count - 2, through: 0, by: -1) {
-            guard table.parent(of: chain[index]) == chain[index + 1] else { return unknown }
-        }
-        program.relay = ClientIdentity.Relay(exe: through.exe, unit: through.unit, shells: shells.reversed())
+        var program = found.program
+        program.relay = ClientIdentity.Relay(exe: through.exe, unit: through.unit, shells: found.shells.reversed())
         return program
     }
 
@@ -96,7 +81,7 @@ enum RelayChain {
 /// The agent's own process table: `/proc`, read as ``Caller/identify`` reads a direct caller.
 struct LiveProcessTable: ProcessTable {
     func parent(of pid: Int32) -> Int32? {
-        Caller.readText("/proc/\(pid)/stat").flatMap(ProcFS.parent(stat:))
+        ProcStat.read(pid: pid)?.parent
     }
 
     func identity(of pid: Int32) -> ClientIdentity {

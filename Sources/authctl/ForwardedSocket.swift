@@ -1,5 +1,6 @@
 import AgentIPC
 import Glibc
+import ProcessTree
 
 /// The remote half: where ssh puts a forward on the host, and how authctl there finds it.
 enum ForwardedSocket {
@@ -97,35 +98,15 @@ enum ForwardedSocket {
 
     /// The program that ran authctl: its nearest ancestor that is not a shell, or nil when only shells stand
     /// between authctl and sshd (a command typed in the session, or given to ssh, such as `cd x && authctl token
-    /// work`: the session itself asks). Read from /proc; nil when unreadable.
+    /// work`: the session itself asks). Read from /proc by the agent's own walk (``Ancestry``), through the shells
+    /// people type in as well as those programs run; nil when unreadable.
     static func askingProgram() -> String? {
         let shells: Set<String> = ["sh", "dash", "bash", "zsh", "ksh", "mksh", "fish", "busybox"]
-        var pid = getppid()
-        for _ in 0..<8 where pid > 1 {
-            guard let exe = executable(of: pid) else { return nil }
-            let name = exe.split(separator: "/").last.map(String.init) ?? exe
-            if name == "sshd" || name == "sshd-session" { return nil }
-            if !shells.contains(name) { return exe }
-            pid = parent(of: pid) ?? 0
-        }
-        return nil
-    }
-
-    private static func executable(of pid: Int32) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        return count > 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-    }
-
-    /// The parent pid, from `/proc/PID/stat` (after the command name's closing parenthesis).
-    private static func parent(of pid: Int32) -> Int32? {
-        guard let file = fopen("/proc/\(pid)/stat", "r") else { return nil }
-        defer { fclose(file) }
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
-        let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard let close = line.lastIndex(of: ")") else { return nil }
-        let fields = line[line.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? Int32(fields[1]) : nil
+        let name = { (exe: String) in exe.split(separator: "/").last.map(String.init) ?? exe }
+        guard let found = Ancestry.firstNotShell(above: getpid(), parent: { ProcStat.read(pid: $0)?.parent },
+                                                 read: { ProcFile.executable(of: $0).map { ProcFile.executable(link: $0).path } },
+                                                 shell: { $0.flatMap { shells.contains(name($0)) ? $0 : nil } }, maxShells: 7),
+              found.pid > 1, let exe = found.program, !["sshd", "sshd-session"].contains(name(exe)) else { return nil }
+        return exe
     }
 }

@@ -2,6 +2,7 @@
 import AuthCore
 import Foundation
 import Logging
+import ProcessTree
 import XCTest
 
 /// ``Caller/identify(peer:via:pidfd:connection:)`` with real processes, for what the access gate's and the socket
@@ -11,8 +12,8 @@ final class CallerTests: ChildProcessTestCase {
 
     /// Waits (bounded) until `pid` runs `exe`.
     func waitForExecutable(_ pid: Int32, _ exe: String) {
-        for _ in 0..<500 where Caller.executable(of: pid) != exe { usleep(10_000) }
-        XCTAssertEqual(Caller.executable(of: pid), exe)
+        for _ in 0..<500 where ProcFile.executable(of: pid) != exe { usleep(10_000) }
+        XCTAssertEqual(ProcFile.executable(of: pid), exe)
     }
 
     /// A process in a pid namespace made in a user namespace of its own (`unshare -Urpf`): a process there may attach
@@ -33,7 +34,7 @@ final class CallerTests: ChildProcessTestCase {
         for _ in 0..<500 {
             let text = (try? String(contentsOfFile: children, encoding: .utf8)) ?? ""
             if let pid = text.split(separator: " ").first.flatMap({ Int32($0) }),
-               Caller.executable(of: pid) == "/usr/bin/sleep" {
+               ProcFile.executable(of: pid) == "/usr/bin/sleep" {
                 inside = pid
                 break
             }
@@ -69,7 +70,7 @@ final class CallerTests: ChildProcessTestCase {
         // Bounded wait for the child's exec: there is nothing to block on for another process's execve.
         for _ in 0..<500 where FileID(path: "/proc/\(child.processIdentifier)/exe") != mounted { usleep(10_000) }
         XCTAssertEqual(FileID(path: "/proc/\(child.processIdentifier)/exe"), mounted, "the child never ran the mounted file")
-        XCTAssertEqual(Caller.executable(of: child.processIdentifier), shell, "the premise: the same name")
+        XCTAssertEqual(ProcFile.executable(of: child.processIdentifier), shell, "the premise: the same name")
         let after = Caller.identify(peer: peer(child), via: "socket")
         XCTAssertEqual(after.identity.exe, shell)
         XCTAssertTrue(after.identity.exeDeleted, "the path no longer names what runs")
@@ -114,7 +115,7 @@ final class CallerTests: ChildProcessTestCase {
     /// unidentified, never a program of the desktop; a large one is read from its first 64 KiB.
     func testAProcessInARootOfItsOwnIsNamedOnlyByItsFlatpakInfo() throws {
         let host = try spawn("/usr/bin/python3", ["-c", "import time; time.sleep(60)"])
-        let python = try XCTUnwrap(Caller.executable(of: host.processIdentifier))
+        let python = try XCTUnwrap(ProcFile.executable(of: host.processIdentifier))
         func inRootOfItsOwn(_ kind: String) throws -> Caller {
             let root = directory.appendingPathComponent("root-\(kind)")
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false)

@@ -3,6 +3,7 @@ import AgentIPC
 @testable import AgentAccess
 import AuthCore
 import Foundation
+import ProcessTree
 import Synchronization
 import XCTest
 
@@ -10,16 +11,15 @@ import XCTest
 final class ForwardSessionsTests: ChildProcessTestCase {
     /// This test process, as the agent identifies a caller: pinned by its start time.
     func me() throws -> Caller {
-        let stat = try XCTUnwrap(Caller.readText("/proc/\(getpid())/stat"))
-        let start = try XCTUnwrap(ProcFS.startTime(stat: stat))
+        let start = try XCTUnwrap(ProcStat.read(pid: getpid())?.startTime)
         return Caller(pid: getpid(), uid: getuid(), via: "socket", exe: "/usr/bin/authctl",
                       process: ProcessPin(pid: getpid(), startTime: start))
     }
 
     func pinned(_ pid: Int32) throws -> Caller {
-        let stat = try XCTUnwrap(Caller.readText("/proc/\(pid)/stat"))
+        let stat = try XCTUnwrap(ProcFile.text("/proc/\(pid)/stat"))
         return Caller(pid: pid, uid: getuid(), via: "socket", exe: "/usr/bin/ssh",
-                      process: ProcessPin(pid: pid, startTime: try XCTUnwrap(ProcFS.startTime(stat: stat))))
+                      process: ProcessPin(pid: pid, startTime: try XCTUnwrap(ProcStat(text: stat)?.startTime)))
     }
 
     func testASessionServesTheSSHItsAuthctlStartedOnceTheHostKeyIsKnownAndEndsWithItsSocket() async throws {
@@ -131,7 +131,7 @@ final class ForwardSessionsTests: ChildProcessTestCase {
         try sessions.bindSSH(session.id, pid: Int(ssh), by: try me())
         var helper: Int32?
         for _ in 0..<500 where helper == nil {
-            helper = Caller.readText("/proc/\(ssh)/task/\(ssh)/children")?.split(separator: " ").first.flatMap { Int32($0) }
+            helper = ProcFile.text("/proc/\(ssh)/task/\(ssh)/children")?.split(separator: " ").first.flatMap { Int32($0) }
             if helper == nil { usleep(10_000) }
         }
         let knownHostsCommand = try pinned(try XCTUnwrap(helper, "the shell's child never started"))

@@ -69,25 +69,6 @@ final class ProcFSTests: XCTestCase {
         XCTAssertNil(FlatpakInfo(parsing: "[Application]\nname=not an id\nname=org.example.App\n").app, "the first name decides")
     }
 
-    func testStatFieldsAfterAnAwkwardCommandName() {
-        // Recorded from a process whose comm is "a) b (c" (comm may hold spaces and parentheses).
-        let stat = "4242 (a) b (c) S 1 4242 4242 34817 4242 4194304 123 0 0 0 0 0 0 0 20 0 1 0 630103 3133440 359 18446744073709551615 0 0"
-        XCTAssertEqual(ProcFS.startTime(stat: stat), 630103)
-        XCTAssertEqual(ProcFS.controllingTerminal(stat: stat), 34817)
-        let daemon = "77 (mbsync) S 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99 0 0"
-        XCTAssertEqual(ProcFS.controllingTerminal(stat: daemon), 0)
-        XCTAssertEqual(ProcFS.startTime(stat: daemon), 99)
-        XCTAssertNil(ProcFS.startTime(stat: "garbage"))
-        XCTAssertNil(ProcFS.startTime(stat: "1 (x) S 1"))
-    }
-
-    func testDeletedExecutable() {
-        XCTAssertEqual(ProcFS.executable(link: "/usr/bin/git").path, "/usr/bin/git")
-        XCTAssertFalse(ProcFS.executable(link: "/usr/bin/git").deleted)
-        XCTAssertEqual(ProcFS.executable(link: "/home/u/bin/tool (deleted)").path, "/home/u/bin/tool")
-        XCTAssertTrue(ProcFS.executable(link: "/home/u/bin/tool (deleted)").deleted)
-    }
-
     /// Mount ids to file system types, from a recorded `/proc/PID/mountinfo` (a bwrap sandbox's tmpfs root, its
     /// `/.flatpak-info` bind mount, optional fields of varying count).
     func testFilesystemTypesFromMountinfo() {

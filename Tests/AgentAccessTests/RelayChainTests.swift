@@ -191,10 +191,4 @@ final class RelayChainTests: XCTestCase {
         XCTAssertEqual(wire.relayedBy, ["/usr/bin/dash", "/usr/bin/authctl"])
         XCTAssertNil(WireCaller(pid: 100, via: "socket", identity: Self.authctl).relayedBy)
     }
-
-    func testTheParentFieldOfStat() {
-        XCTAssertEqual(ProcFS.parent(stat: "4242 (a) b) c) S 4100 4242 4100 0 -1 4194560 0 0"), 4100)
-        XCTAssertEqual(ProcFS.parent(stat: "1 (systemd) S 0 1 1 0 -1"), 0)
-        XCTAssertNil(ProcFS.parent(stat: "1 (systemd)"))
-    }
 }

@@ -9,6 +9,7 @@ import Glibc
 @testable import AuthCore
 import Foundation
 import Logging
+import ProcessTree
 import Synchronization
 import XCTest
 
@@ -240,7 +241,7 @@ final class SocketServerTests: XCTestCase {
     }
 
     func testAListedCallerIsServedAndTheGrantIsAuditedOnce() async throws {
-        let me = try XCTUnwrap(Caller.executable(of: getpid()))
+        let me = try XCTUnwrap(ProcFile.executable(of: getpid()))
         let server = try await start(policy: AccessPolicy(allowedClients: [.path(me)]))
         let client = try await TestClient.connect(path)
         try await client.send(SocketServerTests.fast(8) + "\n")
