@@ -265,6 +265,11 @@ public final class AccessGate: @unchecked Sendable {
                 return "grant '\(WireCaller.shown(grant.name))' has DPoP proofs signed only for \(grant.proofURLs.map { WireCaller.shown($0) }.joined(separator: "; "))"
             }
             return "account '\(account)' does not serve \(who): no such proof is granted"
+        case .scopeNotGranted:
+            if case .granted(let grant) = identity.kind {
+                return "grant '\(WireCaller.shown(grant.name))' serves narrower tokens than were asked for or given"
+            }
+            return "account '\(account)' does not serve \(who): no such scope is granted"
         case .sessionLocked:
             let by = WireCaller.shown(caller.identity.grantName.map { "grant '\($0)'" } ?? "account '\(account)'")
             return "\(by) is not served while your session is locked (lock with session); it is served again once you unlock it"

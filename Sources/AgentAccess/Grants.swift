@@ -31,13 +31,17 @@ public final class Grants: Sendable {
         public let proofURLs: [String]?
         /// Not served while the user's session is locked; nil: served.
         public let lockWithSession: Bool?
+        /// The scopes its tokens are narrowed to (sorted), and the resource they are for; nil: the account's.
+        public let scopes: [String]?
+        public let resource: String?
         /// Requests served through it since the agent started, and when the last one was.
         public var uses: Int = 0
         public var lastUse: Int?
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, created, expires, whilePID = "while_pid", whileStart = "while_start",
-                 socketPath = "socket", proofURLs = "dpop_urls", lockWithSession = "lock_with_session"
+                 socketPath = "socket", proofURLs = "dpop_urls", lockWithSession = "lock_with_session",
+                 scopes, resource
         }
 
         var pin: ProcessPin? {
@@ -91,7 +95,8 @@ public final class Grants: Sendable {
     /// Makes grant `name` for `accounts`, lasting `lifetime` seconds and/or while process `whilePID` runs, and
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
     public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
-                       proofURLs: [String] = [], lockWithSession: Bool = false) throws(WireError) -> Grant {
+                       proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
+                       resource: String? = nil) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
             throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
         }
@@ -119,7 +124,8 @@ public final class Grants: Sendable {
         let created = now()
         let grant = Grant(name: name, accounts: accounts, created: created, expires: lifetime.map { created + $0 },
                           whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket",
-                          proofURLs: proofURLs.isEmpty ? nil : proofURLs, lockWithSession: lockWithSession ? true : nil)
+                          proofURLs: proofURLs.isEmpty ? nil : proofURLs, lockWithSession: lockWithSession ? true : nil,
+                          scopes: scopes.map { Array(Set($0)).sorted() }, resource: resource)
         try entries.withLock { entries throws(WireError) in
             guard entries[name] == nil else {
                 throw WireError(.badRequest, "grant '\(name)' exists; revoke it first (authctl grant --revoke \(name))")
@@ -171,7 +177,8 @@ public final class Grants: Sendable {
         granted.identity.kind = .granted(.init(name: grant.name, accounts: grant.accounts, container: container,
                                                pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
                                                proofURLs: grant.proofURLs ?? [],
-                                               lockWithSession: grant.lockWithSession ?? false))
+                                               lockWithSession: grant.lockWithSession ?? false,
+                                               scopes: grant.scopes, resource: grant.resource))
         granted.via = "grant:\(name)"
         return .success(granted)
     }

@@ -446,9 +446,15 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var dpopURLs: [String]?
         /// Not served while the user's session is locked (true or absent).
         public var lockWithSession: Bool?
+        /// The scopes its tokens are narrowed to, and the resource they are for; absent: the account's.
+        public var scopes: [String]?
+        public var resource: String?
 
         public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
-                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil) {
+                    uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil,
+                    scopes: [String]? = nil, resource: String? = nil) {
+            self.scopes = scopes
+            self.resource = resource
             self.dpopURLs = dpopURLs
             self.lockWithSession = lockWithSession
             self.name = name
@@ -463,7 +469,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
-                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session"
+                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session", scopes, resource
         }
 
         /// The directory a workload mounts (the socket's).

@@ -39,8 +39,23 @@ extension AgentOperations {
                     "account '\(account)' does not have DPoP-bound access tokens (as far as the agent knows: `authctl status` says so after a sign-in or a refresh), so --dpop-url would not confine where its tokens are used")
             }
         }
+        let scopes = request.scopes.flatMap { $0.isEmpty ? nil : $0 }, resource = request.resource
+        guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "a grant names at most 64 scopes") }
+        if scopes != nil || resource != nil {
+            // Never a wider token than granted: each account must hand out exactly these, by the rules a token
+            // request with them meets (scopes it has; narrower tokens only where its server keeps a refresh token's
+            // scope, `scoped_tokens`). Otherwise the grant is not made.
+            for account in unique {
+                do throws(AuthError) {
+                    try await broker.checkTokenRequest(account: account, scopes: scopes, resource: resource)
+                } catch {
+                    throw WireError(.badRequest, "grant '\(WireCaller.shown(name, limit: 64))' cannot narrow account '\(account)': \(error.message)")
+                }
+            }
+        }
         let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
-                                      proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false)
+                                      proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false,
+                                      scopes: scopes, resource: resource)
         return GrantResult(grant: AgentOperations.summary(grant))
     }
 
@@ -62,7 +77,8 @@ extension AgentOperations {
     static func summary(_ grant: Grants.Grant) -> StatusResult.Grant {
         StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
                            expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
-                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession)
+                           lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession,
+                           scopes: grant.scopes, resource: grant.resource)
     }
 
     /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
@@ -73,6 +89,38 @@ extension AgentOperations {
             access.record(caller, account: account, granted: false, reason: .grantEnded, scopes: scopes, resource: resource)
             throw WireError(.permissionDenied, "grant '\(grant.name)' has ended; ask for a new one on the desktop (authctl grant)")
         }
+    }
+
+    /// For a grant's caller: the scopes and resource its request is served with (``ClientIdentity/Grant/served(scopes:resource:)``),
+    /// or the audited refusal of a request outside the grant. Any other caller: as asked.
+    func narrowed(_ caller: Caller, account: String, scopes: [String]?,
+                  resource: String?) throws(WireError) -> (scopes: [String]?, resource: String?) {
+        guard case .granted(let grant) = caller.identity.kind, grant.narrows else { return (scopes, resource) }
+        guard let served = grant.served(scopes: scopes, resource: resource) else {
+            access.record(caller, account: account, granted: false, reason: .scopeNotGranted, scopes: scopes, resource: resource)
+            throw WireError(.accessDenied, "grant '\(grant.name)' serves \(AgentOperations.narrowing(grant)) only, not \(AgentOperations.asked(scopes, resource))")
+        }
+        return served
+    }
+
+    /// For a grant's caller whose grant narrows its scopes: the token the server gave stays within them (a server
+    /// that ignores a narrower scope on refresh answers with all of the account's). Audited refusal otherwise.
+    func checkWithinGrant(_ caller: Caller, account: String, given: [String]?, scopes: [String]?, resource: String?) throws(WireError) {
+        guard case .granted(let grant) = caller.identity.kind, !grant.holds(given) else { return }
+        access.record(caller, account: account, granted: false, reason: .scopeNotGranted, scopes: scopes, resource: resource)
+        throw WireError(.accessDenied,
+            "account '\(account)' got a token for \(given.map { "the scopes \($0.joined(separator: " "))" } ?? "scopes its server did not name") from its server, wider than grant '\(grant.name)' (\(AgentOperations.narrowing(grant))): not served; its server does not narrow tokens on refresh (set `scoped_tokens = false` for it; docs/PROVIDERS.md)")
+    }
+
+    static func narrowing(_ grant: ClientIdentity.Grant) -> String {
+        [grant.scopes.map { "the scopes \($0.joined(separator: " "))" }, grant.resource.map { "the resource \($0)" }]
+            .compactMap { $0 }.joined(separator: " for ")
+    }
+
+    static func asked(_ scopes: [String]?, _ resource: String?) -> String {
+        let parts = [scopes.flatMap { $0.isEmpty ? nil : "the scopes \($0.map { WireCaller.shown($0, limit: 64) }.joined(separator: " "))" },
+                     resource.map { "the resource \(WireCaller.shown($0, limit: 128))" }].compactMap { $0 }
+        return parts.isEmpty ? "this request" : parts.joined(separator: " for ")
     }
 
     /// For a grant that confines its DPoP proofs (`--dpop-url`): a proof only for a request its rules allow, asked

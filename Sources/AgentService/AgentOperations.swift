@@ -137,20 +137,22 @@ public struct AgentOperations: Sendable {
         }
         let method = try AgentOperations.loginMethod(request), dpop = try AgentOperations.proofTarget(request)
         let minValid = request.minValid ?? 0
-        let scopes = request.scopes, resource = request.resource
+        let asked = (scopes: request.scopes, resource: request.resource)
         guard WireProtocol.minValidRange.contains(minValid) else {
             throw WireError(.badRequest, "min_valid must be between 0 and \(WireProtocol.minValidRange.upperBound) seconds")
         }
-        guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
+        guard (asked.scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "at most 64 scopes may be asked for") }
         var proof: ProofTarget?
         if let dpop {
             do { proof = try ProofTarget(method: dpop.method, url: dpop.url, nonce: dpop.nonce) } catch {
                 throw WireError(AgentOperations.wireCode(error.code), error.message)
             }
         }
-        let (reason, judged) = try await access.authorize(caller, account: account, scopes: scopes, resource: resource,
+        let (reason, judged) = try await access.authorize(caller, account: account, scopes: asked.scopes, resource: asked.resource,
                                                 announce: loginStarted)
-        try checkGrantLasts(judged, account: account, scopes: scopes, resource: resource)
+        try checkGrantLasts(judged, account: account, scopes: asked.scopes, resource: asked.resource)
+        // A grant's caller: within its grant's scopes and resource, never wider.
+        let (scopes, resource) = try narrowed(judged, account: account, scopes: asked.scopes, resource: asked.resource)
         try checkProof(judged, account: account, proof: proof, tokenType: nil)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
@@ -174,6 +176,7 @@ public struct AgentOperations: Sendable {
           }
         }
         try checkProof(judged, account: account, proof: nil, tokenType: grant.tokenType)
+        try checkWithinGrant(judged, account: account, given: grant.scopes, scopes: scopes, resource: resource)
         // A Bearer token comes without a proof, whatever was asked: the record names a proof only when one was made.
         access.record(judged, account: account, granted: true, reason: reason, scopes: scopes, resource: resource,
                       proofFor: grant.dpopProof == nil ? nil : proof.map { "\($0.method) \(DPoPKey.target($0.url))" })

@@ -70,6 +70,9 @@ public struct AccessPolicy: Sendable, Equatable {
         /// A grant's caller asked for a DPoP proof for a request its grant's `--dpop-url` rules do not allow, or for a
         /// token that is not DPoP-bound although the grant confines where its tokens may be used.
         case proofNotGranted = "proof_not_granted"
+        /// A grant's caller asked for a scope or resource outside its grant's `--scope`/`--resource`, or the server
+        /// gave a token wider than the grant (it ignored the narrower scope): not served.
+        case scopeNotGranted = "scope_not_granted"
         /// The account (`lock_with_session`) or the grant (`--lock-with-session`) is not served while the user's
         /// session is locked, and it is.
         case sessionLocked = "session_locked"

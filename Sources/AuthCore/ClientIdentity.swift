@@ -53,10 +53,17 @@ public struct ClientIdentity: Sendable, Hashable {
         public var proofURLs: [String]
         /// Not served while the user's session is locked.
         public var lockWithSession: Bool
+        /// The scopes its tokens are narrowed to (sorted); nil: the account's (``served(scopes:resource:)``).
+        public var scopes: [String]?
+        /// The RFC 8707 resource its tokens are for; nil: as asked.
+        public var resource: String?
 
         public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil,
-                    proofURLs: [String] = [], lockWithSession: Bool = false) {
+                    proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
+                    resource: String? = nil) {
             self.lockWithSession = lockWithSession
+            self.scopes = scopes
+            self.resource = resource
             self.name = name
             self.accounts = accounts
             self.proofURLs = proofURLs

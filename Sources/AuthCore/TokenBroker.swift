@@ -271,6 +271,13 @@ public actor TokenBroker {
 
     public var accountNames: [String] { accountOrder }
 
+    /// Checks that account `name` can hand out tokens for `scopes` and `resource` (a grant's narrower tokens) as a
+    /// token request would check them: scopes it configures, a resource that is an absolute URI, and narrower tokens
+    /// only where the account allows them (`scoped_tokens`). Nothing is sent.
+    public func checkTokenRequest(account name: String, scopes: [String]?, resource: String?) throws(AuthError) {
+        _ = try TokenCacheKey(scopes: scopes, resource: resource, account: try state(name).config)
+    }
+
     public static let keyringProbeLimit: Duration = .seconds(2)
 
     // MARK: Helpers

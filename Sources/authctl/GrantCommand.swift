@@ -11,13 +11,16 @@ struct GrantCommand: ParsableCommand {
         commandName: "grant",
         abstract: "Give a container or sandbox tokens of some accounts through a socket of its own, revocably.",
         discussion: """
-        authctl grant NAME --account ACCOUNT [--account ...] [--for DURATION] [--while-pid PID]
+        authctl grant NAME --account ACCOUNT [--account ...] [--scope SCOPE ...] [--resource URI]
+                   [--for DURATION] [--while-pid PID] [--dpop-url RULE ...] [--lock-with-session]
                                           makes grant NAME and prints the directory to mount into the workload
         authctl grant --list [--json]     shows the grants, their accounts, limits and use
         authctl grant --revoke NAME       ends grant NAME now: its socket and connections close
 
         Whatever connects to a grant's socket is that grant: it gets tokens (and DPoP proofs) of the grant's \
-        accounts only, never a sign-in, status of other accounts, approvals or configuration. Mount the directory \
+        accounts only, never a sign-in, status of other accounts, approvals or configuration. With --scope or \
+        --resource its tokens carry only those, never more (accounts with scoped_tokens = true; otherwise the \
+        grant is refused and says why). Mount the directory \
         and point AUTH_AGENT_SOCKET at the socket inside, e.g. podman run -v DIR:/run/auth-agent \
         -e AUTH_AGENT_SOCKET=/run/auth-agent/socket ... A grant lasts until --for is up, the --while-pid process \
         exits, or --revoke, across agent restarts. Any program of yours that can reach the socket can use it while \
@@ -35,6 +38,10 @@ struct GrantCommand: ParsableCommand {
     var whilePID: Int?
     @Option(name: .customLong("dpop-url"), help: ArgumentHelp("Sign DPoP proofs only for requests under this URL prefix, with these methods if given (repeat for more; DPoP-bound accounts only).", valueName: "[METHOD[,METHOD] ]url"))
     var dpopURLs: [String] = []
+    @Option(name: .customLong("scope"), help: ArgumentHelp("Its tokens carry only these of the accounts' scopes (repeat for more).", valueName: "scope"))
+    var scopes: [String] = []
+    @Option(help: ArgumentHelp("Its tokens are for this resource only (RFC 8707).", valueName: "uri"))
+    var resource: String?
     @Flag(name: .customLong("lock-with-session"), help: "Not served while your session is locked (logind's hint, or `authctl lock`).")
     var lockWithSession = false
     @Flag(help: "Show the grants.") var list = false
@@ -47,8 +54,9 @@ struct GrantCommand: ParsableCommand {
             throw ValidationError("give a NAME with --account, or one of --list and --revoke NAME")
         }
         if name != nil, accounts.isEmpty { throw ValidationError("a grant needs at least one --account") }
-        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty || lockWithSession {
-            throw ValidationError("--account, --for, --while-pid, --dpop-url and --lock-with-session make a grant: give its NAME")
+        if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty || lockWithSession
+            || !scopes.isEmpty || resource != nil {
+            throw ValidationError("--account, --scope, --resource, --for, --while-pid, --dpop-url and --lock-with-session make a grant: give its NAME")
         }
         if let lifetime, DurationText.seconds(lifetime).map({ $0 > 0 }) != true {
             throw ValidationError("--for takes a duration like 90s, 15m, 8h or 2d")
@@ -72,13 +80,14 @@ struct GrantCommand: ParsableCommand {
                 $0.grant = name; $0.accounts = accounts; $0.lifetime = lifetime.flatMap(DurationText.seconds)
                 $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
                 if lockWithSession { $0.lockWithSession = true }
+                $0.scopes = scopes.isEmpty ? nil : scopes; $0.resource = resource
             }, as: GrantResult.self)
         }
         if json { return printJSON(result) }
         let grant = result.grant
         print(TerminalText.safe("""
             grant '\(grant.name)' serves \(grant.accounts.joined(separator: ", ")) \(GrantCommand.lasts(grant, now: Int(Date().timeIntervalSince1970)))
-            \(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
+            \(GrantCommand.narrowing(grant).map { "tokens:  \($0)\n" } ?? "")\(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
             mount:   -v \(grant.directory):/run/auth-agent -e AUTH_AGENT_SOCKET=/run/auth-agent/socket
             revoke:  authctl grant --revoke \(grant.name)
             """))
@@ -96,9 +105,16 @@ struct GrantCommand: ParsableCommand {
         guard !grants.isEmpty else { return print("no grants") }
         let now = Int(Date().timeIntervalSince1970)
         print(TerminalText.safe(Formatter.table([["NAME", "ACCOUNTS", "LASTS", "USES", "LAST USE", "SOCKET"]] + grants.map {
-            [$0.name, $0.accounts.joined(separator: ","), GrantCommand.lasts($0, now: now), String($0.uses),
+            [$0.name, $0.accounts.joined(separator: ",") + (GrantCommand.narrowing($0).map { " (\($0))" } ?? ""),
+             GrantCommand.lasts($0, now: now), String($0.uses),
              $0.lastUse.map { Formatter.relative($0, now: now) } ?? "-", $0.socket]
         })))
+    }
+
+    /// What a grant narrows its tokens to, for people: `scopes openid email, resource https://api.example`; nil: nothing.
+    static func narrowing(_ grant: StatusResult.Grant) -> String? {
+        let parts = [grant.scopes.map { "scopes \($0.joined(separator: " "))" }, grant.resource.map { "resource \($0)" }].compactMap { $0 }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
     /// How long a grant lasts, for people: `until revoked`, `for 7h 59m`, `while pid 1234 runs`.

@@ -90,7 +90,8 @@ final class GrantsTests: XCTestCase {
         let (first, _) = grants(clock)
         _ = try first.create(name: "short", accounts: ["work"], lifetime: 10, whilePID: nil)
         _ = try first.create(name: "long", accounts: ["work", "personal"], lifetime: 3600, whilePID: nil)
-        _ = try first.create(name: "forever", accounts: ["work"], lifetime: nil, whilePID: nil)
+        _ = try first.create(name: "forever", accounts: ["work"], lifetime: nil, whilePID: nil,
+                             scopes: ["repo", "read", "repo"], resource: "https://api.example")
         let file = try String(contentsOfFile: "\(directory)/grants.json", encoding: .utf8)
         XCTAssertFalse(file.contains("uses"), "what is kept is the grant, not its use")
 
@@ -98,6 +99,10 @@ final class GrantsTests: XCTestCase {
         let (next, listeners) = grants(clock)
         XCTAssertEqual(next.list().map(\.name), ["forever", "long"], "made at the same time: by name")
         XCTAssertEqual(next.list().first { $0.name == "long" }?.accounts, ["work", "personal"])
+        let forever = try XCTUnwrap(next.list().first { $0.name == "forever" })
+        XCTAssertEqual(forever.scopes, ["read", "repo"], "kept narrowed: sorted, each once")
+        XCTAssertEqual(forever.resource, "https://api.example")
+        XCTAssertNil(next.list().first { $0.name == "long" }?.scopes)
         XCTAssertEqual(Set(listeners.events.withLock { $0 }), ["listen grant:long \(directory)/long/socket",
                                                               "listen grant:forever \(directory)/forever/socket"])
     }

@@ -125,6 +125,18 @@ def github_errors_with_http_200(method, path, headers, body, forward):
     return status, headers_out, payload
 
 
+def github_refresh_without_scope(method, path, headers, body, forward):
+    """https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
+    lists the refresh request's parameters as client_id, client_secret, grant_type and refresh_token: a `scope` sent
+    with it is not among them, and the new token has the scopes of the user's authorization. Here the proxy drops
+    `scope` from a refresh, so the fixture answers with all of the sign-in's scopes."""
+    if not is_refresh(path, body):
+        return forward()
+    form = form_of(body)
+    form.pop("scope", None)
+    return forward(urlencode(form).encode())
+
+
 def github_comma_separated_scopes(method, path, headers, body, forward):
     """The example answer in
     https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#2-users-are-redirected-back-to-your-site-by-github

@@ -248,6 +248,66 @@ def test_making_a_grant_is_checked(two_accounts, auth_server):
     assert background.returncode == 9 and "terminal" in background.stderr
 
 
+def test_a_grant_narrows_its_tokens_to_its_scopes_and_never_widens_them(make_agent, keyring, auth_server):
+    """`--scope`: the grant's tokens carry only its scopes (introspected at the server); a request for another scope
+    is refused and audited; an account whose server would shrink its own sign-in (no `scoped_tokens`) cannot be
+    narrowed, and a scope the account lacks is refused, both before the grant exists."""
+    agent = make_agent(accounts={"work": default_account(auth_server.issuer, scoped_tokens=True),
+                                 "plain": default_account(auth_server.issuer)})
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    grant = make_grant(agent, "narrow", "--account", "work", "--scope", "openid")
+    assert grant["scopes"] == ["openid"]
+    directory = os.path.dirname(grant["socket"])
+
+    served = in_container(agent, directory, "token", "work")
+    assert served.returncode == 0, served.stderr
+    token = served.stdout.strip()
+    info = auth_server.introspect(token)
+    assert info["active"] is True and info["scope"].split() == ["openid"], info
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    again = in_container(agent, directory, "token", "work", "--scope", "openid")
+    assert again.returncode == 0 and again.stdout.strip() == token, "the same narrowed token, cached"
+
+    wider = in_container(agent, directory, "token", "work", "--scope", "email")
+    assert wider.returncode == 7 and wider.stdout == "", wider
+    assert "grant 'narrow' serves the scopes openid only, not the scopes email" in wider.stderr
+    [denied] = [r for r in audit(agent) if r["caller"].get("grant") == "narrow" and r["outcome"] == "denied"]
+    assert denied["reason"] == "scope_not_granted" and denied["scopes"] == ["email"], denied
+    listed = agent.authctl("grant", "--list")
+    assert "work (scopes openid)" in listed.stdout, listed.stdout
+
+    shrinks = agent.authctl("grant", "wide", "--account", "plain", "--scope", "openid")
+    assert shrinks.returncode == 9 and "cannot narrow account 'plain'" in shrinks.stderr
+    assert "scoped_tokens = true" in shrinks.stderr, shrinks.stderr
+    lacking = agent.authctl("grant", "admin", "--account", "work", "--scope", "admin")
+    assert lacking.returncode == 9 and "does not have the scope admin" in lacking.stderr, lacking.stderr
+    assert [g["name"] for g in agent.status_json().get("grants", [])] == ["narrow"]
+
+
+def test_a_server_that_ignores_the_narrower_scope_is_not_served_wider(make_agent, keyring, auth_server):
+    """A server that drops `scope` from a refresh (GitHub's documented refresh request has none) answers with all of
+    the sign-in's scopes: through a grant that narrows them, that token is refused and audited, never handed out."""
+    from faultproxy import FaultProxy
+    import quirkproxy
+
+    proxy = FaultProxy(auth_server.base).start()
+    try:
+        agent = make_agent(work={"token_endpoint": proxy.base + "/o/token/", "scoped_tokens": True})
+        agent.login("work")
+        agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+        proxy.quirk(quirkproxy.github_refresh_without_scope)
+        grant = make_grant(agent, "narrow", "--account", "work", "--scope", "openid")
+        refused = in_container(agent, os.path.dirname(grant["socket"]), "token", "work")
+        agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+        assert refused.returncode == 7 and refused.stdout == "", refused
+        assert "wider than grant 'narrow'" in refused.stderr, refused.stderr
+        [denied] = [r for r in audit(agent) if r["caller"].get("grant") == "narrow"]
+        assert denied["outcome"] == "denied" and denied["reason"] == "scope_not_granted", denied
+    finally:
+        proxy.stop()
+
+
 def test_a_grant_signs_dpop_proofs_only_for_its_urls(make_agent, keyring, dpop_server):
     """`--dpop-url`: a proof for a listed URL is served and the resource server accepts it; one for another URL or
     method is refused and audited; a grant of a Bearer account cannot be confined this way."""
