@@ -34,6 +34,8 @@ public final class Grants: Sendable {
         /// The scopes its tokens are narrowed to (sorted), and the resource they are for; nil: the account's.
         public let scopes: [String]?
         public let resource: String?
+        /// Its accounts served from a sign-in of its own (``GrantSignIn``), made with it and ended with it.
+        public let ownSignIns: [String]?
         /// Requests served through it since the agent started, and when the last one was.
         public var uses: Int = 0
         public var lastUse: Int?
@@ -41,7 +43,7 @@ public final class Grants: Sendable {
         enum CodingKeys: String, CodingKey {
             case name, accounts, created, expires, whilePID = "while_pid", whileStart = "while_start",
                  socketPath = "socket", proofURLs = "dpop_urls", lockWithSession = "lock_with_session",
-                 scopes, resource
+                 scopes, resource, ownSignIns = "own_sign_ins"
         }
 
         var pin: ProcessPin? {
@@ -64,6 +66,8 @@ public final class Grants: Sendable {
     }
 
     private let entries = Mutex<[String: Entry]>([:])
+    /// Told of every grant that ends, once (``whenEnded(_:)``).
+    private let endHook = Mutex<(@Sendable (Grant) -> Void)?>(nil)
     private let listeners = Mutex<(any DoorListeners)?>(nil)
     /// `$XDG_RUNTIME_DIR/auth-agent/grants`; nil: no grants can be made (tests of other parts).
     let directory: String?
@@ -89,6 +93,12 @@ public final class Grants: Sendable {
 
     public var isEmpty: Bool { entries.withLock { $0.isEmpty } }
 
+    /// `hook` is told of each grant that ends, however it ends (revoked, its time, its process, or found ended when
+    /// the agent starts again), after its socket is gone: what was made with the grant ends with it.
+    public func whenEnded(_ hook: @escaping @Sendable (Grant) -> Void) {
+        endHook.withLock { $0 = hook }
+    }
+
     /// A grant name: letters, digits, `-`, `_` and `.`, at most 32, not starting with `-` or `.` (it names a directory).
     public static func isValidName(_ name: String) -> Bool { SocketPath.isGrantName(name) }
 
@@ -96,7 +106,7 @@ public final class Grants: Sendable {
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
     public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
                        proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
-                       resource: String? = nil) throws(WireError) -> Grant {
+                       resource: String? = nil, ownSignIns: [String] = []) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
             throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
         }
@@ -125,7 +135,8 @@ public final class Grants: Sendable {
         let grant = Grant(name: name, accounts: accounts, created: created, expires: lifetime.map { created + $0 },
                           whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket",
                           proofURLs: proofURLs.isEmpty ? nil : proofURLs, lockWithSession: lockWithSession ? true : nil,
-                          scopes: scopes.map { Array(Set($0)).sorted() }, resource: resource)
+                          scopes: scopes.map { Array(Set($0)).sorted() }, resource: resource,
+                          ownSignIns: ownSignIns.isEmpty ? nil : ownSignIns)
         try entries.withLock { entries throws(WireError) in
             guard entries[name] == nil else {
                 throw WireError(.badRequest, "grant '\(name)' exists; revoke it first (authctl grant --revoke \(name))")
@@ -159,6 +170,7 @@ public final class Grants: Sendable {
         rmdir(entry.grant.directory)
         save()
         logger.notice("grant ended", metadata: ["grant": "\(name)", "because": "\(because)"])
+        endHook.withLock { $0 }?(entry.grant)
         return entry.grant
     }
 
@@ -178,7 +190,8 @@ public final class Grants: Sendable {
                                                pidNamespace: Grants.foreignPIDNamespace(of: caller.pid),
                                                proofURLs: grant.proofURLs ?? [],
                                                lockWithSession: grant.lockWithSession ?? false,
-                                               scopes: grant.scopes, resource: grant.resource))
+                                               scopes: grant.scopes, resource: grant.resource,
+                                               ownSignIns: grant.ownSignIns ?? []))
         granted.via = "grant:\(name)"
         return .success(granted)
     }
@@ -283,6 +296,7 @@ public final class Grants: Sendable {
             let ended = grant.expires.map { now() >= $0 } ?? false || grant.pin.map { !$0.isAlive } ?? false
             if ended {
                 rmdir(grant.directory)
+                endHook.withLock { $0 }?(grant)
                 continue
             }
             entries.withLock { $0[grant.name] = Entry(grant: grant) }

@@ -449,10 +449,13 @@ public struct StatusResult: Codable, Sendable, Equatable {
         /// The scopes its tokens are narrowed to, and the resource they are for; absent: the account's.
         public var scopes: [String]?
         public var resource: String?
+        /// Its accounts served from a sign-in of its own (made with the grant, revoked with it); absent: none.
+        public var ownSignIns: [String]?
 
         public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
                     uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil,
-                    scopes: [String]? = nil, resource: String? = nil) {
+                    scopes: [String]? = nil, resource: String? = nil, ownSignIns: [String]? = nil) {
+            self.ownSignIns = ownSignIns
             self.scopes = scopes
             self.resource = resource
             self.dpopURLs = dpopURLs
@@ -469,7 +472,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
-                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session", scopes, resource
+                 dpopURLs = "dpop_urls", lockWithSession = "lock_with_session", scopes, resource,
+                 ownSignIns = "own_sign_ins"
         }
 
         /// The directory a workload mounts (the socket's).

@@ -64,7 +64,7 @@ public struct RequestDispatcher: Sendable {
                 case .forwardSSH: return encode(id, try ops.bindForward(request, caller: caller))
                 case .forwardHostKey: return encode(id, try ops.forwardHostKey(request, caller: caller))
                 case .forwardStop: return encode(id, try ops.stopForward(request))
-                case .grant: return encode(id, try await ops.makeGrant(request, caller: caller))
+                case .grant: return encode(id, try await ops.makeGrant(request, caller: caller, loginStarted: event))
                 case .grantRevoke: return encode(id, try ops.revokeGrant(request))
                 case .lock, .unlock: return encode(id, ops.setLock(op == .lock))
                 }

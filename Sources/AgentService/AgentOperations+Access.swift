@@ -106,9 +106,13 @@ extension AgentOperations {
                 "account": "\(account)", "via": "\(caller.via)"])
             broker.announceSignInWanted(account, by: caller.described())
             // A grant's caller may be a container or a hook on the desktop itself: "not here" would be wrong there.
-            let message = caller.identity.grantName == nil
-                ? "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there"
-                : "account '\(account)' needs a sign-in, which a grant never starts: run `authctl login \(account)` on the computer where the agent runs"
+            let message = if let grant = caller.identity.grantName, GrantSignIn.isGrantSignIn(account) {
+                "grant '\(grant)''s own sign-in has ended, and a grant never starts one: on the computer where the agent runs, revoke the grant and make it again (authctl grant)"
+            } else if caller.identity.grantName == nil {
+                "account '\(account)' needs a sign-in, which happens on the computer where the agent runs, not here: run `authctl login \(account)` there"
+            } else {
+                "account '\(account)' needs a sign-in, which a grant never starts: run `authctl login \(account)` on the computer where the agent runs"
+            }
             throw WireError(.loginRequired, message, retryAfter: error.retryAfter)
         }
     }

@@ -9,7 +9,12 @@ import Logging
 extension AgentOperations {
     /// `grant`: makes a grant. Only a program of the desktop may; where an account has an access policy, only a
     /// person at a terminal (as for `approve`), since the grant serves whatever connects to its socket.
-    public func makeGrant(_ request: WireRequest, caller: Caller) async throws(WireError) -> GrantResult {
+    /// Narrower tokens (`scopes`, `resource`) come from each account's refresh token where its server keeps a refresh
+    /// token's scope (`scoped_tokens`), else from a sign-in of the grant's own, made here (the person consents in the
+    /// browser, announced through `loginStarted` as `login` does): the grant is served once every such sign-in
+    /// succeeded, and is revoked (its sign-ins with it) if one did not.
+    public func makeGrant(_ request: WireRequest, caller: Caller,
+                          loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> GrantResult {
         guard let name = request.grant, !name.isEmpty else { throw WireError(.badRequest, "the 'grant' request needs a 'grant' name") }
         guard let accounts = request.accounts, !accounts.isEmpty else {
             throw WireError(.badRequest, "the 'grant' request needs 'accounts' (at least one)")
@@ -41,21 +46,39 @@ extension AgentOperations {
         }
         let scopes = request.scopes.flatMap { $0.isEmpty ? nil : $0 }, resource = request.resource
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "a grant names at most 64 scopes") }
+        var ownSignIns: [String] = []
         if scopes != nil || resource != nil {
             // Never a wider token than granted: each account must hand out exactly these, by the rules a token
-            // request with them meets (scopes it has; narrower tokens only where its server keeps a refresh token's
-            // scope, `scoped_tokens`). Otherwise the grant is not made.
+            // request with them meets (scopes it has, a resource that is a URI), from its refresh token or from a
+            // sign-in of the grant's own. Otherwise the grant is not made.
             for account in unique {
                 do throws(AuthError) {
-                    try await broker.checkTokenRequest(account: account, scopes: scopes, resource: resource)
+                    if try await broker.narrowing(account: account, scopes: scopes, resource: resource) == .ownSignIn {
+                        ownSignIns.append(account)
+                    }
                 } catch {
                     throw WireError(.badRequest, "grant '\(WireCaller.shown(name, limit: 64))' cannot narrow account '\(account)': \(error.message)")
                 }
             }
         }
+        let method = try AgentOperations.loginMethod(request)
         let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
                                       proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false,
-                                      scopes: scopes, resource: resource)
+                                      scopes: scopes, resource: resource, ownSignIns: ownSignIns)
+        for signIn in AgentOperations.signIns(of: grant) {
+            do throws(WireError) {
+                try await translate { () async throws(AuthError) in
+                    try await broker.addGrantSignIn(signIn)
+                    let ticket = try await broker.beginLogin(account: signIn.name, method: method)
+                    await loginStarted(AgentOperations.event(ticket))
+                    _ = try await broker.awaitLogin(ticket)
+                }
+            } catch {
+                grants.revoke(name, because: "its sign-in of \(signIn.account) did not complete")
+                throw WireError(ErrorCode(rawValue: error.code) ?? .internalError,
+                                "grant '\(name)' was not made: its own sign-in of '\(signIn.account)' with the scopes \(signIn.scopes.joined(separator: " ")) did not complete: \(error.message)")
+            }
+        }
         return GrantResult(grant: AgentOperations.summary(grant))
     }
 
@@ -78,7 +101,7 @@ extension AgentOperations {
         StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
                            expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
                            lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession,
-                           scopes: grant.scopes, resource: grant.resource)
+                           scopes: grant.scopes, resource: grant.resource, ownSignIns: grant.ownSignIns)
     }
 
     /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
@@ -89,6 +112,21 @@ extension AgentOperations {
             access.record(caller, account: account, granted: false, reason: .grantEnded, scopes: scopes, resource: resource)
             throw WireError(.permissionDenied, "grant '\(grant.name)' has ended; ask for a new one on the desktop (authctl grant)")
         }
+    }
+
+    /// A grant's sign-ins of its own (``GrantSignIn``): one per account it serves that way, with its scopes.
+    static func signIns(of grant: Grants.Grant) -> [GrantSignIn] {
+        (grant.ownSignIns ?? []).map { GrantSignIn(grant: grant.name, account: $0, scopes: grant.scopes ?? []) }
+    }
+
+    /// The broker's account a request for `account` is served from: for a grant's caller whose grant has a sign-in of
+    /// its own for it, that sign-in (made known to the broker again after a restart; its token has the grant's
+    /// scopes by itself), else `account`.
+    func servedAccount(_ caller: Caller, account: String) async throws(WireError) -> (account: String, ownSignIn: Bool) {
+        guard case .granted(let grant) = caller.identity.kind, grant.ownSignIns.contains(account) else { return (account, false) }
+        let signIn = GrantSignIn(grant: grant.name, account: account, scopes: grant.scopes ?? [])
+        try await translate { () async throws(AuthError) in try await broker.addGrantSignIn(signIn) }
+        return (signIn.name, true)
     }
 
     /// For a grant's caller: the scopes and resource its request is served with (``ClientIdentity/Grant/served(scopes:resource:)``),

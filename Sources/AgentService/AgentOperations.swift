@@ -35,6 +35,12 @@ public struct AgentOperations: Sendable {
         self.forwards = ForwardSessions()
         let directory = info.socketPath[..<(info.socketPath.lastIndex(of: "/") ?? info.socketPath.startIndex)]
         self.grants = Grants(directory: directory.isEmpty ? nil : "\(directory)/grants", logger: logger)
+        // A grant's sign-ins of its own end with it: revoked at the server, deleted from the keyring.
+        grants.whenEnded { [broker] grant in
+            let signIns = AgentOperations.signIns(of: grant)
+            guard !signIns.isEmpty else { return }
+            Task { for signIn in signIns { await broker.endGrantSignIn(signIn) } }
+        }
         self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
         self.logger = logger
     }
@@ -111,7 +117,7 @@ public struct AgentOperations: Sendable {
     /// A confined caller (a forwarded host, a sandboxed app) is shown only the accounts it may use.
     public func accounts(caller: Caller) async -> AccountsResult {
         let status = await broker.status()
-        return AccountsResult(accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map {
+        return AccountsResult(accounts: status.accounts.filter { !GrantSignIn.isGrantSignIn($0.name) && mayLearnOf($0.name, caller: caller) }.map {
             AccountSummary(name: $0.name, issuer: $0.issuer, clientID: $0.clientID,
                            redirectURI: $0.registeredRedirectURI, scopes: $0.scopes,
                            gitHosts: $0.gitHosts.isEmpty ? nil : $0.gitHosts)
@@ -151,27 +157,29 @@ public struct AgentOperations: Sendable {
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: asked.scopes, resource: asked.resource,
                                                 announce: loginStarted)
         try checkGrantLasts(judged, account: account, scopes: asked.scopes, resource: asked.resource)
-        // A grant's caller: within its grant's scopes and resource, never wider.
+        // A grant's caller: within its grant's scopes and resource, never wider; from its own sign-in where it has one.
         let (scopes, resource) = try narrowed(judged, account: account, scopes: asked.scopes, resource: asked.resource)
+        let served = try await servedAccount(judged, account: account)
         try checkProof(judged, account: account, proof: proof, tokenType: nil)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
-        let grant = try await signInElsewhere(account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
+        let grant = try await signInElsewhere(served.account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
           try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {
                 // Announce the sign-in if one is needed, so the caller can show the URL.
                 do throws(AuthError) {
-                    return try await broker.accessToken(account: account, minValid: .seconds(minValid), forceRefresh: forceRefresh,
-                                                        scopes: scopes, resource: resource)
+                    return try await broker.accessToken(account: served.account, minValid: .seconds(minValid), forceRefresh: forceRefresh,
+                                                        scopes: served.ownSignIn ? nil : scopes, resource: resource)
                 } catch let error where error.code == .loginRequired {
-                    let ticket = try await broker.beginLogin(account: account, method: method)
+                    let ticket = try await broker.beginLogin(account: served.account, method: method)
                     await loginStarted(AgentOperations.event(ticket))
                     _ = try await broker.awaitLogin(ticket)
                 }
             }
-            return try await broker.accessToken(account: account, minValid: .seconds(minValid),
-                                                forceRefresh: forceRefresh && !interactive, scopes: scopes, resource: resource,
+            return try await broker.accessToken(account: served.account, minValid: .seconds(minValid),
+                                                forceRefresh: forceRefresh && !interactive,
+                                                scopes: served.ownSignIn ? nil : scopes, resource: resource,
                                                 proof: proof)
           }
         }
@@ -254,7 +262,7 @@ public struct AgentOperations: Sendable {
                          keyringAdvice: desktop(status.keyring.advice(store: status.store, service: status.keyringService)),
                          store: desktop(status.store.rawValue), hostname: info.hostname,
                          sessionLocked: desktop(access.sessionLock.lockedBy)),
-            accounts: status.accounts.filter { mayLearnOf($0.name, caller: caller) }.map { account in
+            accounts: status.accounts.filter { !GrantSignIn.isGrantSignIn($0.name) && mayLearnOf($0.name, caller: caller) }.map { account in
                 StatusResult.Account(
                     name: account.name, issuer: account.issuer, clientID: account.clientID,
                     redirectURI: account.registeredRedirectURI, scopes: account.scopes, signedIn: account.hasRefreshToken,

@@ -57,11 +57,14 @@ public struct ClientIdentity: Sendable, Hashable {
         public var scopes: [String]?
         /// The RFC 8707 resource its tokens are for; nil: as asked.
         public var resource: String?
+        /// Its accounts served from a sign-in of the grant's own (``GrantSignIn``), not the account's.
+        public var ownSignIns: [String]
 
         public init(name: String, accounts: [String], container: String? = nil, pidNamespace: String? = nil,
                     proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
-                    resource: String? = nil) {
+                    resource: String? = nil, ownSignIns: [String] = []) {
             self.lockWithSession = lockWithSession
+            self.ownSignIns = ownSignIns
             self.scopes = scopes
             self.resource = resource
             self.name = name

@@ -27,6 +27,10 @@ extension TokenBroker {
     /// cancelled: it was asked for under the old settings, and the user signs in again under the new ones.
     @discardableResult
     public func reconfigure(_ configs: [AccountConfig]) -> Reconfiguration {
+        // The grants' sign-ins of their own follow their account's settings, and go (in memory) with it.
+        let configs = configs + grantSignIns.values.sorted { $0.name < $1.name }.compactMap { signIn in
+            configs.first { $0.name == signIn.account }.map(signIn.config(from:))
+        }
         var outcome = Reconfiguration()
         let newNames = Set(configs.map(\.name))
         for name in accountOrder where !newNames.contains(name) {

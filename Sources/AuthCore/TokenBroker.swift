@@ -70,6 +70,8 @@ public actor TokenBroker {
     let providers: ProviderDirectory
     var accounts: [String: AccountState]
     var accountOrder: [String]
+    /// The grants' sign-ins of their own (TokenBroker+GrantSignIn.swift), by their account name.
+    var grantSignIns: [String: GrantSignIn] = [:]
     /// Each keyring item's (``SecretKey``) turn to redeem or rewrite its credential (TokenBroker+Redemption.swift):
     /// the item's, not the account's, so a reload that resets or removes the account keeps it, and its work under
     /// way still holds the turn.
@@ -271,12 +273,7 @@ public actor TokenBroker {
 
     public var accountNames: [String] { accountOrder }
 
-    /// Checks that account `name` can hand out tokens for `scopes` and `resource` (a grant's narrower tokens) as a
-    /// token request would check them: scopes it configures, a resource that is an absolute URI, and narrower tokens
-    /// only where the account allows them (`scoped_tokens`). Nothing is sent.
-    public func checkTokenRequest(account name: String, scopes: [String]?, resource: String?) throws(AuthError) {
-        _ = try TokenCacheKey(scopes: scopes, resource: resource, account: try state(name).config)
-    }
+
 
     public static let keyringProbeLimit: Duration = .seconds(2)
 

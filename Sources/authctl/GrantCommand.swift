@@ -66,8 +66,8 @@ struct GrantCommand: ParsableCommand {
 
     func run() throws {
         if list { return try listGrants() }
-        let client = try global.connect()
         if let revoke {
+            let client = try global.connect()
             let result = try CLIFailure.wrap { () throws(ClientError) in
                 try client.call(WireRequest(op: .grantRevoke) { $0.grant = revoke }, as: GrantResult.self)
             }
@@ -75,19 +75,37 @@ struct GrantCommand: ParsableCommand {
             return print(TerminalText.safe("revoked grant '\(result.grant.name)': its socket and connections are closed; tokens already handed out stay valid until they expire"))
         }
         guard let name else { return }
-        let result = try CLIFailure.wrap { () throws(ClientError) in
-            try client.call(WireRequest(op: .grant) {
-                $0.grant = name; $0.accounts = accounts; $0.lifetime = lifetime.flatMap(DurationText.seconds)
-                $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
-                if lockWithSession { $0.lockWithSession = true }
-                $0.scopes = scopes.isEmpty ? nil : scopes; $0.resource = resource
-            }, as: GrantResult.self)
+        // A narrower grant of an account whose server would shrink the account's own sign-in gets a sign-in of its
+        // own, in the browser (or with a device code), announced as `authctl login` announces one.
+        let choice = SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment)
+        let signing = try global.connect(.person)
+        var countdown: Countdown?
+        let result: GrantResult
+        do {
+            defer { countdown?.stop() }
+            result = try CLIFailure.wrap { () throws(ClientError) in
+                try signing.call(WireRequest(op: .grant) {
+                    $0.grant = name; $0.accounts = accounts; $0.lifetime = lifetime.flatMap(DurationText.seconds)
+                    $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
+                    if lockWithSession { $0.lockWithSession = true }
+                    $0.scopes = scopes.isEmpty ? nil : scopes; $0.resource = resource
+                    $0.method = choice.wireMethod?.rawValue
+                }, as: GrantResult.self) { event in
+                    let who = "\(accounts.joined(separator: "', '"))' for grant '\(name)"
+                    if event.type == WireEvent.deviceCode {
+                        if countdown == nil { countdown = Terminal.announceDevice(event, account: who) }
+                        return
+                    }
+                    Terminal.announce(event, account: who)
+                    if countdown == nil, event.type == WireEvent.loginStarted { countdown = Countdown.start(seconds: event.timeoutSeconds ?? 300) }
+                }
+            }
         }
         if json { return printJSON(result) }
         let grant = result.grant
         print(TerminalText.safe("""
             grant '\(grant.name)' serves \(grant.accounts.joined(separator: ", ")) \(GrantCommand.lasts(grant, now: Int(Date().timeIntervalSince1970)))
-            \(GrantCommand.narrowing(grant).map { "tokens:  \($0)\n" } ?? "")\(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
+            \(GrantCommand.narrowing(grant).map { "tokens:  \($0)\n" } ?? "")\(grant.ownSignIns.map { "sign-in: its own for \($0.joined(separator: ", ")), revoked at the server with the grant\n" } ?? "")\(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
             mount:   -v \(grant.directory):/run/auth-agent -e AUTH_AGENT_SOCKET=/run/auth-agent/socket
             revoke:  authctl grant --revoke \(grant.name)
             """))

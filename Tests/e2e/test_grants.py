@@ -249,9 +249,9 @@ def test_making_a_grant_is_checked(two_accounts, auth_server):
 
 
 def test_a_grant_narrows_its_tokens_to_its_scopes_and_never_widens_them(make_agent, keyring, auth_server):
-    """`--scope`: the grant's tokens carry only its scopes (introspected at the server); a request for another scope
-    is refused and audited; an account whose server would shrink its own sign-in (no `scoped_tokens`) cannot be
-    narrowed, and a scope the account lacks is refused, both before the grant exists."""
+    """`--scope` of an account with `scoped_tokens`: the grant's tokens carry only its scopes (introspected at the
+    server); a request for another scope is refused and audited; a resource for an account without `scoped_tokens`
+    and a scope the account lacks are refused, both before the grant exists."""
     agent = make_agent(accounts={"work": default_account(auth_server.issuer, scoped_tokens=True),
                                  "plain": default_account(auth_server.issuer)})
     agent.login("work")
@@ -277,12 +277,55 @@ def test_a_grant_narrows_its_tokens_to_its_scopes_and_never_widens_them(make_age
     listed = agent.authctl("grant", "--list")
     assert "work (scopes openid)" in listed.stdout, listed.stdout
 
-    shrinks = agent.authctl("grant", "wide", "--account", "plain", "--scope", "openid")
-    assert shrinks.returncode == 9 and "cannot narrow account 'plain'" in shrinks.stderr
-    assert "scoped_tokens = true" in shrinks.stderr, shrinks.stderr
+    resource = agent.authctl("grant", "wide", "--account", "plain", "--resource", "https://api.example.com/")
+    assert resource.returncode == 9 and "cannot narrow account 'plain'" in resource.stderr
+    assert "scoped_tokens = true" in resource.stderr, resource.stderr
     lacking = agent.authctl("grant", "admin", "--account", "work", "--scope", "admin")
     assert lacking.returncode == 9 and "does not have the scope admin" in lacking.stderr, lacking.stderr
     assert [g["name"] for g in agent.status_json().get("grants", [])] == ["narrow"]
+
+
+def test_a_narrower_grant_of_an_account_its_server_would_shrink_signs_in_on_its_own(make_agent, keyring, auth_server):
+    """Django OAuth Toolkit narrows a refresh token for good when a refresh asks for fewer scopes, so a narrower grant
+    of an account without `scoped_tokens` gets a sign-in of its own (the browser, once, as `authctl login`): its
+    token has only the grant's scopes (introspected), the account's own token keeps all of its scopes, and revoking
+    the grant revokes that sign-in at the server and deletes it from the keyring."""
+    agent = make_agent()
+    agent.login("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    made = agent.authctl("grant", "own", "--account", "work", "--scope", "openid", timeout=60)
+    assert made.returncode == 0, made.stderr
+    assert "for grant 'own'" in made.stderr and "sign-in: its own for work" in made.stdout, made
+    own = keyring.secret_tool_lookup("work@grant:own", auth_server.issuer)
+    assert own, "the grant's sign-in is kept in the keyring like any other"
+    agent.remember(own)
+    [grant] = agent.status_json()["grants"]
+    assert grant["own_sign_ins"] == ["work"] and grant["scopes"] == ["openid"]
+    assert [a["name"] for a in agent.status_json()["accounts"]] == ["work"], "the grant's sign-in is not an account"
+
+    served = in_container(agent, os.path.dirname(grant["socket"]), "token", "work")
+    assert served.returncode == 0, served.stderr
+    token = served.stdout.strip()
+    info = auth_server.introspect(token)
+    assert info["active"] is True and info["scope"].split() == ["openid"], info
+    # After a restart the grant's sign-in is found again in the keyring (a new token from its refresh token), still
+    # narrow.
+    agent.restart()
+    again = in_container(agent, os.path.dirname(grant["socket"]), "token", "work")
+    assert again.returncode == 0, again.stderr
+    agent.remember(again.stdout.strip(), keyring.secret_tool_lookup("work@grant:own", auth_server.issuer))
+    assert auth_server.introspect(again.stdout.strip())["scope"].split() == ["openid"]
+    mine = agent.authctl("token", "work", "--refresh")
+    assert mine.returncode == 0, mine.stderr
+    agent.remember(mine.stdout.strip(), keyring.secret_tool_lookup("work", auth_server.issuer))
+    assert sorted(auth_server.introspect(mine.stdout.strip())["scope"].split()) == ["email", "offline_access", "openid"]
+
+    revoked = agent.authctl("grant", "--revoke", "own")
+    assert revoked.returncode == 0, revoked.stderr
+    wait_for(lambda: auth_server.introspect(again.stdout.strip())["active"] is False, timeout=15,
+             what="the grant's sign-in revoked at the server with the grant")
+    wait_for(lambda: keyring.secret_tool_count("work@grant:own") == 0, timeout=15, what="and deleted from the keyring")
+    assert auth_server.introspect(mine.stdout.strip())["active"] is True, "the account's own sign-in is untouched"
 
 
 def test_a_server_that_ignores_the_narrower_scope_is_not_served_wider(make_agent, keyring, auth_server):
