@@ -19,8 +19,9 @@ struct GrantCommand: ParsableCommand {
 
         Whatever connects to a grant's socket is that grant: it gets tokens (and DPoP proofs) of the grant's \
         accounts only, never a sign-in, status of other accounts, approvals or configuration. With --scope or \
-        --resource its tokens carry only those, never more (accounts with scoped_tokens = true; otherwise the \
-        grant is refused and says why). Mount the directory \
+        --resource its tokens carry only those, never more: from the account's sign-in where it has \
+        scoped_tokens = true, else from a sign-in of the grant's own (your browser, once), revoked with the grant. \
+        Mount the directory \
         and point AUTH_AGENT_SOCKET at the socket inside, e.g. podman run -v DIR:/run/auth-agent \
         -e AUTH_AGENT_SOCKET=/run/auth-agent/socket ... A grant lasts until --for is up, the --while-pid process \
         exits, or --revoke, across agent restarts. Any program of yours that can reach the socket can use it while \
