@@ -16,7 +16,7 @@ extension TokenBroker {
         if let account {
             configs = [try state(account).config]
         } else {
-            configs = accountOrder.compactMap { accounts[$0]?.config }
+            configs = accountNames.compactMap { accounts[$0]?.config }
         }
         let time = self.time
         let keyring = await self.keyring.view()

@@ -271,7 +271,8 @@ public actor TokenBroker {
         return try await keyring.delete(key)
     }
 
-    public var accountNames: [String] { accountOrder }
+    /// The configured accounts, in the configuration's order (not the grants' sign-ins of their own).
+    public var accountNames: [String] { accountOrder.filter { !GrantSignIn.isGrantSignIn($0) } }
 
 
 

@@ -44,31 +44,33 @@ final class GrantSignInTests: XCTestCase {
         let broker = Fixtures.broker(store: store, http: http)
         try await broker.addGrantSignIn(signIn)
         try await broker.addGrantSignIn(signIn)  // again (a restart's first request): one account
-        var names = await broker.accountNames
+        var names = await broker.accountOrder
         XCTAssertEqual(names, ["work", signIn.name])
+        let configured = await broker.accountNames
+        XCTAssertEqual(configured, ["work"], "not a configured account: no request names it, no grant is made of it")
         let token = try await broker.accessToken(account: signIn.name)
         XCTAssertEqual(token.accessToken.reveal(), "at-1")
         XCTAssertEqual(http.tokenPosts.last?["refresh_token"], "rt-own", "from its own refresh token")
         XCTAssertEqual(http.tokenPosts.last?["scope"], "openid", "with the grant's scopes")
 
         _ = await broker.reconfigure([Fixtures.account(scopes: ["openid", "email"]), Fixtures.account("home")])
-        names = await broker.accountNames
+        names = await broker.accountOrder
         XCTAssertEqual(names, ["work", "home", signIn.name], "kept while its account is")
         _ = await broker.reconfigure([Fixtures.account("home")])
-        names = await broker.accountNames
+        names = await broker.accountOrder
         XCTAssertEqual(names, ["home"], "gone from memory with its account")
 
         _ = await broker.reconfigure([Fixtures.account(), Fixtures.account("home")])
-        names = await broker.accountNames
+        names = await broker.accountOrder
         XCTAssertEqual(names, ["work", "home", signIn.name], "back with it")
         let outcome = await broker.endGrantSignIn(signIn)
         XCTAssertEqual(outcome?.hadRefreshToken, true)
-        names = await broker.accountNames
+        names = await broker.accountOrder
         XCTAssertEqual(names, ["work", "home"])
         let stored = try await broker.loadRefreshToken(SecretKey(own))
         XCTAssertNil(stored, "deleted from the keyring")
         _ = await broker.reconfigure([Fixtures.account(), Fixtures.account("home")])
-        names = await broker.accountNames
+        names = await broker.accountOrder
         XCTAssertEqual(names, ["work", "home"], "and not made again by a reload")
     }
 }
