@@ -71,7 +71,8 @@ def forward_popen(agent, hosts, host, *remote) -> subprocess.Popen:
 
 def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=None) -> subprocess.CompletedProcess:
     """Waits until the forwarded request `waiting` asks, checks its one pending question with `check`, answers it in
-    a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended."""
+    a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended (its
+    stderr after the answer's output, the waiting message included)."""
     try:
         said = read_until(waiting.stderr, "in a terminal", 30)
         assert "in a terminal on the computer where the agent runs (not here)" in said, said
@@ -83,7 +84,7 @@ def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=No
         out, err = waiting.communicate(timeout=30)
         if waiting.returncode == 0:
             agent.remember(out.strip())
-        return subprocess.CompletedProcess(waiting.args, waiting.returncode, out, output + err)
+        return subprocess.CompletedProcess(waiting.args, waiting.returncode, out, output + said + err)
     finally:
         if waiting.poll() is None:
             waiting.kill()
@@ -127,23 +128,45 @@ def test_a_host_gets_a_token_through_its_forward_named_by_its_host_key(forward_a
     wait_for(lambda: forward_sockets(agent) == [], 10, "every session's socket to be removed after its ssh exited")
 
 
-def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_changed(forward_agent, hosts):
+def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_changed(forward_agent, hosts,
+                                                                                       notification_server):
+    """The host is asked about, by name and key; the answer is remembered for both. The host's new key (it was
+    reinstalled) makes it a new host, asked about again, and that question says the key changed and from which key
+    (issue 54): in the desktop notification, `authctl pending` and what the waiting host's authctl prints."""
     agent = forward_agent
     assert agent.token("work"), "a program on this computer is served as before"
 
-    def approve_next_request():
+    def approve_next_request(previous=None):
+        key = hosts['hosta'].fingerprint
+
         def check(pending):
             assert pending["account"] == "work", pending
-            assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
+            assert pending["client"] == f"ssh:hosta@{key}", pending
             assert pending["caller"]["via"] == "ssh:hosta" and pending["caller"]["remote_program"] == "/usr/bin/timeout"
-            shown = agent.authctl("pending").stdout
-            assert f"host hosta over ssh (host key {hosts['hosta'].fingerprint}) running /usr/bin/timeout (said by the host, " \
+            assert pending.get("previous_host_key") == previous, pending
+            shown = " ".join(agent.authctl("pending").stdout.split())
+            assert f"host hosta over ssh (host key {key}) running /usr/bin/timeout (said by the host, " \
                 "not verified) local ssh pid" in shown, shown
+            changed = f"the host key of hosta changed: you allowed it before with host key {previous}, and it now presents {key}"
+            assert (changed in shown) == (previous is not None), shown
+            wait_for(lambda: any(n.get("summary", "").startswith("Allow the host hosta") and key in n.get("body", "")
+                                 for n in notifications(notification_server)), 10, "the question's notification")
+            [asked] = [n for n in notifications(notification_server) if key in n.get("body", "")]
+            if previous is None:
+                assert asked["summary"] == "Allow the host hosta to use work?", asked
+                assert "changed" not in asked["body"], asked
+            else:
+                assert asked["summary"] == "Allow the host hosta, whose host key changed, to use work?", asked
+                assert f"Its host key changed: you allowed hosta before with host key {previous}, and it now presents " \
+                    f"{key}." in asked["body"], asked
 
         # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
         waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")
         result = answer_the_question(agent, waiting, "approve", check=check)
         assert result.returncode == 0 and "Allowed" in result.stderr, result.stderr
+        told = " ".join(result.stderr.split())
+        said = f"(its host key changed: it was allowed before with host key {previous})"
+        assert (said in told) == (previous is not None), told
 
     approve_next_request()
     again = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
@@ -151,9 +174,10 @@ def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_ch
     agent.remember(again.stdout.strip())
     assert audit(agent)[-1]["reason"] == "approved"
 
-    # The host now shows another key (which the user accepted in known_hosts): a new host, asked again.
+    # The host now shows another key (which the user accepted in known_hosts): a new host, asked again, saying so.
+    old = hosts["hosta"].fingerprint
     hosts.rekey("hosta")
-    approve_next_request()
+    approve_next_request(previous=old)
 
 
 def test_a_sessions_socket_serves_its_ssh_only_and_is_gone_when_ssh_exits(forward_agent, hosts, auth_server):
