@@ -228,6 +228,20 @@ def test_a_flatpak_app_is_served_by_its_entry_and_refused_by_another_apps(flatpa
     [line] = [l for l in shown.splitlines() if f"flatpak:{APP} (instance {instance})" in l]
     print(f"flatpak run took {took:.1f} s; audit: {line}")
 
+    # In the app, `authctl status` and `authctl doctor` say what it is and leave out the desktop's (INTEGRATIONS.md),
+    # and a sign-in an account it was given needs is refused (exit 4), to be done on the host with `authctl login`.
+    shown, _ = flatpak_run(agent, "status")
+    assert shown.returncode == 0, shown.stderr
+    assert f"seen as: an app inside its Flatpak sandbox, named flatpak:{APP} in allowed_clients" in shown.stdout, shown.stdout
+    assert "keyring:" not in shown.stdout, shown.stdout
+    doctor, _ = flatpak_run(agent, "doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    agent.write_config(render_config({name: default_account(auth_server.issuer, allowed_clients=[f"flatpak:{APP}"])
+                                      for name in ("work", "fresh")}))
+    assert agent.authctl("reload", timeout=20).returncode == 0
+    needs, _ = flatpak_run(agent, "token", "fresh")
+    assert needs.returncode == 4 and "run `authctl login fresh` there" in needs.stderr, needs.stderr
+
     set_allowed_clients(agent, auth_server, ["flatpak:org.example.OtherApp"])
     refused, other_instance = flatpak_run(agent, "token", "work")
     assert refused.stdout == "", "served by an entry naming another app"  # (never print what it got)
