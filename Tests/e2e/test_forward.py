@@ -374,6 +374,13 @@ def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, 
     assert approve.returncode == 9 and "may only get tokens" in approve.stderr, approve.stderr
     nested = forward(agent, hosts, "hosta", remote_authctl(agent), "forward", "--stop", "hosta")
     assert nested.returncode == 9 and "may only get tokens" in nested.stderr, nested.stderr
+    # The rest of what INTEGRATIONS.md says a host may not do, in one session: each exit 9, "may only get tokens".
+    verbs = ("logout work", "deny 1", "forget --client x", "pending", "audit", "reload")
+    script = hosts.base / "refused.sh"
+    script.write_text("".join(f'said=$("{remote_authctl(agent)}" {verb} 2>&1); echo "{verb}: $? '
+                              f'$(echo "$said" | grep -c "may only get tokens")"\n' for verb in verbs))
+    refused = forward(agent, hosts, "hosta", "sh", str(script))
+    assert refused.stdout.splitlines() == [f"{verb}: 9 1" for verb in verbs], refused.stdout + refused.stderr
     status = forward(agent, hosts, "hosta", remote_authctl(agent), "status", "--json")
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)
