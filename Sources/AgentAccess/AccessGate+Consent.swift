@@ -35,7 +35,9 @@ extension AccessGate {
     /// time limit running and the prompter told. A new question is refused (``HeldQuestion``) while the client has
     /// ``maxOpenQuestions`` open, or within ``askAgainAfter`` of its last unanswered or denied one for the account.
     /// The caller must then ``wait(_:account:client:run:)`` for it (which counts it out again if it is cancelled).
-    func enqueue(_ caller: Caller, account: String, client: String) -> Result<Int, HeldQuestion> {
+    /// `previousHostKey`: a forwarded host's key it was allowed under before (``previousHostKey(of:account:)``),
+    /// which the question shows.
+    func enqueue(_ caller: Caller, account: String, client: String, previousHostKey: String? = nil) -> Result<Int, HeldQuestion> {
         let runKey = caller.identity.runKey
         let (outcome, prompter) = lock.withLock { _ -> (Result<(id: Int, isNew: Bool), HeldQuestion>, (any ConsentPrompter)?) in
             if let open = pending.values.first(where: {
@@ -61,7 +63,8 @@ extension AccessGate {
             let request = PendingConsent(id: id, account: account, client: client, caller: caller.wire,
                                          since: now(), expiresIn: Int(consentTimeout.components.seconds),
                                          run: caller.identity.runDescription,
-                                         appName: caller.identity.flatpakAppID.flatMap { FlatpakDisplayName.lookup($0) })
+                                         appName: caller.identity.flatpakAppID.flatMap { FlatpakDisplayName.lookup($0) },
+                                         previousHostKey: previousHostKey)
             let (timeout, sleep) = (consentTimeout, self.sleep)
             // Started under the lock, so whoever sees the question can also stop its timer.
             let timer = Task { [weak self] in
@@ -86,6 +89,30 @@ extension AccessGate {
             if let prompter, let request = lock.withLock({ _ in pending[id]?.request }) { prompter.ask(request) }
         }
         return .success(id)
+    }
+
+    /// The host key a forwarded caller's host was allowed under before for `account`, when that is not the key it
+    /// presents now (``previousHostKey(of:account:in:)`` over the remembered decisions); nil for other callers.
+    func previousHostKey(of identity: ClientIdentity, account: String) -> String? {
+        guard case .forwarded(let host) = identity.kind else { return nil }
+        return lock.withLock { _ in AccessGate.previousHostKey(of: host, account: account, in: decisions.values) }
+    }
+
+    /// The key of the newest remembered approval, for `account`, of `host` under another key than the one it presents:
+    /// a decision `ssh:NAME@KEY` whose NAME names the host (as typed, or as ssh checks its key) and whose KEY differs.
+    /// A host whose key changed is a new client, asked about again (``ClientIdentity/consentKey``); this is what lets
+    /// the question say so. Nil when the host was never allowed under another key.
+    static func previousHostKey(of host: ClientIdentity.ForwardedHost, account: String,
+                                in decisions: some Sequence<ConsentStore.Decision>) -> String? {
+        var newest: (time: Int, key: String)?
+        for decision in decisions where decision.allowed && ClientRule.sameBytes(decision.account, account) {
+            guard decision.client.hasPrefix("ssh:"), let at = decision.client.lastIndex(of: "@") else { continue }
+            let name = String(decision.client[decision.client.index(decision.client.startIndex, offsetBy: 4)..<at])
+            let key = String(decision.client[decision.client.index(after: at)...])
+            guard host.isNamed(name), !ClientRule.sameBytes(key, host.fingerprint) else { continue }
+            if newest.map({ decision.time > $0.time }) ?? true { newest = (decision.time, key) }
+        }
+        return newest?.key
     }
 
     /// Two run keys name the same run (both none, or the same bytes).

@@ -169,7 +169,8 @@ public final class AccessGate: @unchecked Sendable {
                 throw refuse(caller, account: account, reason: .unidentified, scopes: scopes, resource: resource)
             }
             let id: Int
-            switch enqueue(caller, account: account, client: key) {
+            let previousKey = previousHostKey(of: caller.identity, account: account)
+            switch enqueue(caller, account: account, client: key, previousHostKey: previousKey) {
             case .success(let asked): id = asked
             case .failure(let held):
                 record(caller, account: account, granted: false, reason: held.reason, scopes: scopes, resource: resource)
@@ -177,6 +178,7 @@ public final class AccessGate: @unchecked Sendable {
             }
             await announce(WireEvent(type: WireEvent.consentRequired) {
                 $0.timeoutSeconds = Int(consentTimeout.components.seconds); $0.request = id; $0.client = key
+                $0.previousHostKey = previousKey
             })
             switch await wait(id, account: account, client: key, run: caller.identity.runKey) {
             case .allowed: return (.approved, caller)

@@ -33,7 +33,8 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
 
     /// The notification's text: the account and the caller as the agent describes it (``WireCaller/described(withPID:)``),
     /// never a token; what the caller's kind means for the answer (an app chooses its own id; root on a host can use
-    /// what it gets). Notification servers render a subset of markup in the body, so the whole text is escaped.
+    /// what it gets; a host allowed before under another key, that its key changed, from which to which). Notification
+    /// servers render a subset of markup in the body, so the whole text is escaped.
     static func text(_ request: PendingConsent) -> (summary: String, body: String) {
         let caller = request.caller
         // How to answer, for every caller: "this run" is its Flatpak instance or its ssh session (`run` says which).
@@ -49,10 +50,17 @@ final class ConsentNotifier: ConsentPrompter, @unchecked Sendable {
         }
         let account = WireCaller.shown(request.account)
         let isHost = caller.kind == WireCaller.Kind.sshHost.rawValue
-        let client = isHost ? "the host \(WireCaller.shown(caller.hostAlias ?? caller.host ?? "?"))" : WireCaller.shown(request.client)
+        let hostName = WireCaller.shown(caller.hostAlias ?? caller.host ?? "?")
+        let client = isHost ? "the host \(hostName)" : WireCaller.shown(request.client)
+        // A host allowed before under another key: the key changed, or someone else answers under its name.
+        let changed = request.previousHostKey.map { previous in
+            " Its host key changed: you allowed \(hostName) before with host key \(WireCaller.shown(previous)), and it now "
+                + "presents \(WireCaller.shown(caller.hostKey ?? "?")). Allow it only if you expected the change (the host was "
+                + "reinstalled or its key replaced); if not, someone else may answer as \(hostName)."
+        } ?? ""
         // The summary is plain text to notification servers; the body may hold markup. A host's pid is the local ssh's.
-        return ("Allow \(client) to use \(account)?",
-                escaped("\(caller.described(withPID: !isHost))\(installed) asks for tokens of the account '\(account)'.\(warning) \(answer)"))
+        return ("Allow \(client)\(changed.isEmpty ? "" : ", whose host key changed,") to use \(account)?",
+                escaped("\(caller.described(withPID: !isHost))\(installed) asks for tokens of the account '\(account)'.\(changed)\(warning) \(answer)"))
     }
 
     /// `text` with the markup characters notification servers interpret escaped.

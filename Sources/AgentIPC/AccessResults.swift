@@ -124,11 +124,15 @@ public struct PendingConsent: Codable, Sendable, Equatable {
     /// A Flatpak app's name as the desktop shows it for the installed app of that id (its exported desktop file's
     /// `Name`), when this computer has one: the app's own words, shown beside its id.
     public var appName: String?
+    /// A forwarded host that was allowed before under another host key than the one it presents now: that key (the
+    /// newest such approval). The host's key changed since, or someone else answers under its name.
+    public var previousHostKey: String?
 
     public init(id: Int, account: String, client: String, caller: WireCaller, since: Int, expiresIn: Int,
-                run: String? = nil, appName: String? = nil) {
+                run: String? = nil, appName: String? = nil, previousHostKey: String? = nil) {
         self.run = run
         self.appName = appName
+        self.previousHostKey = previousHostKey
         self.id = id
         self.account = account
         self.client = client
@@ -137,7 +141,10 @@ public struct PendingConsent: Codable, Sendable, Equatable {
         self.expiresIn = expiresIn
     }
 
-    enum CodingKeys: String, CodingKey { case id, account, client, caller, since, expiresIn = "expires_in", run, appName = "app_name" }
+    enum CodingKeys: String, CodingKey {
+        case id, account, client, caller, since, expiresIn = "expires_in", run, appName = "app_name",
+             previousHostKey = "previous_host_key"
+    }
 }
 
 /// The `pending` operation's result.

@@ -290,9 +290,11 @@ public struct WireEvent: Codable, Sendable, Equatable {
     public var verificationURIComplete: String?
     public var expiresIn: Int?
     public var interval: Int?
-    /// `consent_required` events: the pending request's id and what it is remembered under.
+    /// `consent_required` events: the pending request's id and what it is remembered under, and for a host allowed
+    /// before under another host key, that key (``PendingConsent/previousHostKey``).
     public var request: Int?
     public var client: String?
+    public var previousHostKey: String?
     /// `forward_open` events: the session's id and the socket ssh forwards to the other host.
     public var session: String?
     public var socket: String?
@@ -314,7 +316,7 @@ public struct WireEvent: Codable, Sendable, Equatable {
         case type, url, redirectURI = "redirect_uri", browserOpened = "browser_opened",
              browserError = "browser_error", timeoutSeconds = "timeout_s", userCode = "user_code",
              verificationURI = "verification_uri", verificationURIComplete = "verification_uri_complete",
-             expiresIn = "expires_in", interval, request, client, session, socket
+             expiresIn = "expires_in", interval, request, client, previousHostKey = "previous_host_key", session, socket
     }
 }
 

@@ -64,6 +64,14 @@ struct Pending: ParsableCommand {
             [String($0.id), $0.account, AuditFormat.who($0.caller) + ($0.appName.map { " (\"\(WireCaller.shown($0))\" as installed)" } ?? ""),
              "in \(Formatter.duration($0.expiresIn))"]
         })))
+        // A host allowed before under another key is not just a new host: say so, with both keys.
+        for request in result.requests {
+            guard let previous = request.previousHostKey else { continue }
+            let host = request.caller.hostAlias ?? request.caller.host ?? request.client
+            print(TerminalText.safe("\nRequest \(request.id): the host key of \(host) changed: you allowed it before with host key "
+                + "\(previous), and it now presents \(request.caller.hostKey ?? "another"). Approve it only if you expected the change "
+                + "(the host was reinstalled or its key replaced); if not, someone else may answer as \(host)."))
+        }
         print("\nAnswer with `authctl approve ID` or `authctl deny ID`; the answer is remembered until `authctl forget`.")
         let runs = result.requests.compactMap { request in request.run.map { "\(request.id) (\($0))" } }
         if !runs.isEmpty {

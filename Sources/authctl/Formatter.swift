@@ -178,7 +178,9 @@ enum Terminal {
             let client = event.client ?? "this program"
             let where_ = client.hasPrefix("ssh:") ? " on the computer where the agent runs (not here)"
                 : client.hasPrefix("flatpak:") ? " outside the sandbox" : ""
-            return writeStderr("Waiting for your permission to give '\(account)' tokens to \(client): "
+            // A host allowed before under another key: its key changed since (or someone else answers as it).
+            let changed = event.previousHostKey.map { " (its host key changed: it was allowed before with host key \(WireCaller.shown($0)))" } ?? ""
+            return writeStderr("Waiting for your permission to give '\(account)' tokens to \(client)\(changed): "
                 + "run `authctl approve \(event.request ?? 0)` (or `authctl deny \(event.request ?? 0)`) in a terminal\(where_), or answer the "
                 + "notification (gives up after \(Formatter.duration(event.timeoutSeconds ?? 60))).\n")
         }

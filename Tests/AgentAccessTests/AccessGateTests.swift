@@ -492,6 +492,44 @@ final class AccessGateTests: ChildProcessTestCase {
         XCTAssertTrue(plain.contains("add \"ssh:build-box\""), plain)
     }
 
+    /// Issue 54: under `confirm = "first-use"` a host whose key changed is a new client, asked about again; the
+    /// question says it was allowed before under another key (which) and presents another now, in `pending` and in the
+    /// event the waiting host's authctl prints. Before: the question read as a first-time host's.
+    func testAHostAllowedBeforeUnderAnotherKeyIsAskedSayingItsKeyChanged() async throws {
+        let (keyA, keyB, keyC) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43),
+                                  "SHA256:" + String(repeating: "C", count: 43))
+        let store = ConsentStore(path: directory.appendingPathComponent("consent.json").path)
+        XCTAssertNil(store.save([
+            ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyA)", allowed: true, time: 1),
+            ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyC)", allowed: false, time: 3),
+            ConsentStore.Decision(account: "other", client: "ssh:build-box@\(keyC)", allowed: true, time: 4),
+            ConsentStore.Decision(account: "work", client: "ssh:build-box2@\(keyC)", allowed: true, time: 5),
+        ]))
+        var (_, host) = try spawnCaller()
+        host.identity.kind = .forwarded(.init(name: "127.0.0.1:22022", alias: "build-box", fingerprint: keyB, session: "s1"))
+        let asking = gate(AccessPolicy(confirm: .firstUse), store: store)
+        let events = EventBox()
+        let asker = host
+        let waiting = Task { try await asking.authorize(asker, account: "work", scopes: nil, resource: nil) { await events.add($0) } }
+        let pending = try await waitForPending(asking)
+        XCTAssertEqual(pending.client, "ssh:build-box@\(keyB)")
+        XCTAssertEqual(pending.previousHostKey, keyA, "the key it was allowed under: not a denial, another account or host")
+        _ = try asking.answer(pending.id, allow: true, approver: try approver())
+        _ = try await waiting.value
+        let announced = await events.all
+        XCTAssertEqual(announced.first?.previousHostKey, keyA)
+
+        // Under ssh's own name for it too; the newest approval under another key; none for the key it was allowed under.
+        let decisions = [ConsentStore.Decision(account: "work", client: "ssh:127.0.0.1:22022@\(keyA)", allowed: true, time: 1),
+                         ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyC)", allowed: true, time: 2),
+                         ConsentStore.Decision(account: "work", client: "ssh:build-box@\(keyB)", allowed: true, time: 3)]
+        guard case .forwarded(let forwarded) = host.identity.kind else { return XCTFail("not a host") }
+        XCTAssertEqual(AccessGate.previousHostKey(of: forwarded, account: "work", in: decisions), keyC)
+        XCTAssertEqual(AccessGate.previousHostKey(of: forwarded, account: "work", in: decisions.prefix(1)), keyA)
+        XCTAssertNil(AccessGate.previousHostKey(of: forwarded, account: "work", in: decisions.suffix(1)))
+        XCTAssertNil(AccessGate.previousHostKey(of: forwarded, account: "other", in: decisions))
+    }
+
     /// A remembered decision names a path as bytes: one for `café` precomposed neither grants nor is forgotten for
     /// the decomposed spelling (Swift's `String ==` and hashing call them equal).
     func testRememberedDecisionsMatchPathsAsBytes() throws {

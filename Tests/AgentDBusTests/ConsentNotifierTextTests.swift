@@ -58,6 +58,24 @@ final class ConsentNotifierTextTests: XCTestCase {
         XCTAssertFalse(body.contains("pid"), "the pid is the local ssh's, not the host's")
     }
 
+    /// Issue 54: a host allowed before under another key is asked about saying its key changed, from which to which.
+    func testAHostWhoseKeyChangedIsAskedAboutSayingSo() {
+        let (old, new) = ("SHA256:" + String(repeating: "A", count: 43), "SHA256:" + String(repeating: "B", count: 43))
+        var caller = WireCaller(pid: 47, via: "ssh:build-box", kind: .sshHost, exe: "/usr/bin/ssh")
+        (caller.host, caller.hostAlias, caller.hostKey) = ("127.0.0.1:22022", "build-box", new)
+        let request = PendingConsent(id: 8, account: "work", client: "ssh:build-box@\(new)", caller: caller,
+                                     since: 0, expiresIn: 60, run: "this ssh session", previousHostKey: old)
+        let (summary, body) = ConsentNotifier.text(request)
+        XCTAssertEqual(summary, "Allow the host build-box, whose host key changed, to use work?")
+        XCTAssertTrue(body.contains("asks for tokens of the account 'work'. Its host key changed: you allowed build-box "
+                                    + "before with host key \(old), and it now presents \(new). Allow it only if you expected "
+                                    + "the change (the host was reinstalled or its key replaced); if not, someone else may "
+                                    + "answer as build-box. Whoever is root there"), body)
+        var first = request
+        first.previousHostKey = nil
+        XCTAssertFalse(ConsentNotifier.text(first).body.contains("changed"), "a host never allowed before is just asked about")
+    }
+
     /// Issue 53, hole 6: the body is markup to notification servers: what a caller chose is escaped there, and
     /// carries no control, format or bidi character.
     func testWhatACallerChoseIsEscapedInTheBody() {

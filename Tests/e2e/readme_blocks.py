@@ -18,9 +18,15 @@ def recipe_block(path: Path, section: str, label: str, nth: int = 0) -> str:
         start = lines.index(section)
     except ValueError:
         raise AssertionError(f"{path}: no heading {section!r}") from None
-    end = next((i for i in range(start + 1, len(lines))
-                if lines[i].startswith("#") and len(lines[i]) - len(lines[i].lstrip("#")) <= level
-                and lines[i].lstrip("#").startswith(" ")), len(lines))
+    # The next heading of the same level or above; a `# comment` line inside a fenced block is not one.
+    fenced, end = False, len(lines)
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith("```"):
+            fenced = not fenced
+        elif not fenced and lines[i].startswith("#") and len(lines[i]) - len(lines[i].lstrip("#")) <= level \
+                and lines[i].lstrip("#").startswith(" "):
+            end = i
+            break
     body = lines[start + 1:end]
     at = next((i for i, line in enumerate(body) if line.startswith(label)), None)
     assert at is not None, f"{path}: no paragraph starting with {label!r} under {section!r}"

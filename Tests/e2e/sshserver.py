@@ -2,10 +2,14 @@
 loopback"): Debian's sshd started as an ordinary process in front (-D), each with a throwaway host key, its own port
 and its own config; one client key and one ssh client config (`Host` blocks with `HostKeyAlias`) name them as hosts.
 The remote side is this same machine: a remote command runs as root under sshd, with sshd's environment (no
-XDG_RUNTIME_DIR, SSH_CONNECTION set), which is what makes it a remote host to authctl. A host whose sshd accepts no
+XDG_RUNTIME_DIR, SSH_CONNECTION set), which is what makes it a remote host to authctl. The hosts' `bin` directory,
+where a test copies authctl as a person copies it to a host, is first on PATH there: sshd sets PATH and HOME (the
+hosts' own `home`, not root's) with `SetEnv` for a remote command, and that home's .profile sets PATH again for a
+login shell (which /etc/profile gives the system's). A host whose sshd accepts no
 AUTH_AGENT_SOCKET runs in a mount namespace with a /tmp of its own (`unshare -m`), as another machine has: authctl
 there finds its forward in that /tmp only, never one of a test running beside it."""
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -14,6 +18,7 @@ from pathlib import Path
 from conftest import free_port, short_tmpdir, stop_popen, wait_for
 
 SSHD = "/usr/sbin/sshd"
+SUPERUSER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SSH = "/usr/bin/ssh"
 
 
@@ -23,8 +28,8 @@ def keygen(path: Path):
 
 
 def fingerprint(public_key: Path) -> str:
-    """`SHA256:...`, as ssh prints it."""
-    out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(public_key)], capture_output=True,
+    """`SHA256:...`, as ssh prints it: docs/INTEGRATIONS.md's `ssh-keygen -lf` of the host's public key."""
+    out = subprocess.run(["ssh-keygen", "-lf", str(public_key)], capture_output=True,
                          text=True, check=True, timeout=30).stdout
     return out.split()[1]
 
@@ -65,7 +70,8 @@ class SSHServer:
             f"AuthorizedKeysFile {self.authorized_key}", "StrictModes no", "UsePAM no",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
             f"PidFile {self.base}/sshd-{self.name}.pid", f"AllowStreamLocalForwarding {'yes' if self.stream_forwarding else 'no'}",
-            *(["AcceptEnv AUTH_AGENT_SOCKET"] if self.accept_env else []), "LogLevel VERBOSE", ""]))
+            *(["AcceptEnv AUTH_AGENT_SOCKET"] if self.accept_env else []), "LogLevel VERBOSE",
+            f"SetEnv HOME={self.base / 'home'} PATH={self.base / 'bin'}:{SUPERUSER_PATH}", ""]))
         sshd = [SSHD, "-D", "-f", str(config), "-E", str(self.log_path)]
         if self.tmp is not None:
             # Its own /tmp (where ssh puts the forward's socket), in a mount namespace of its own, with this fixture's
@@ -100,6 +106,9 @@ class SSHHosts:
 
     def __init__(self, base: Path):
         self.base = base
+        (base / "bin").mkdir()  # first on the hosts' PATH
+        (base / "home").mkdir()
+        (base / "home" / ".profile").write_text(f'PATH="{base / "bin"}:$PATH"\n')
         self.client_key = base / "client-key"
         keygen(self.client_key)
         self.authorized = base / "authorized_keys"
@@ -140,6 +149,14 @@ class SSHHosts:
             f"  IdentityFile {self.client_key}", "  IdentitiesOnly yes", f"  UserKnownHostsFile {known}",
             "  GlobalKnownHostsFile /dev/null", "  StrictHostKeyChecking yes", "  BatchMode yes", "  LogLevel ERROR", ""]))
         return config
+
+    def install(self, authctl: Path) -> str:
+        """Copies `authctl` into the directory first on the hosts' PATH (replacing, never overwriting in place, a copy
+        a host may be running); returns the name a person types there."""
+        staged = self.base / "bin" / ".authctl.new"
+        shutil.copy2(authctl, staged)
+        os.replace(staged, self.base / "bin" / "authctl")
+        return "authctl"
 
     def rekey(self, name: str):
         """Host `name` answers with a new host key, which the user accepted (known_hosts updated)."""

@@ -7,17 +7,23 @@ What it shows: a host is named `ssh:HOST` with the key ssh was shown (audit `via
 not the other host; an account without allowed_clients asks about it, and a new host key is asked about again; the
 session's socket serves only its ssh and is gone when ssh exits, and a dropped session's stale socket does not stop
 the next; a bare `ssh -R` of the agent's socket is refused as an unknown forward; a host may get tokens and nothing
-else (no login, approve or status of other accounts); a sign-in it needs is refused there with exit 4."""
+else (no login, approve or status of other accounts); a sign-in it needs is refused there with exit 4.
+
+The commands docs/INTEGRATIONS.md's "SSH hosts" prints run as printed, taken from its blocks: on the desktop with
+the ssh configuration given by `-F` after the host (a person's is in ~/.ssh/config), on a host with authctl copied to
+the directory first on its PATH (`on_path`), only host names, ports, URLs and accounts replaced."""
 import glob
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
 
 import pytest
 
-from conftest import bin_dir, default_account, read_until, render_config, short_tmpdir, wait_for
+from conftest import REPO, bin_dir, default_account, read_until, render_config, short_tmpdir, wait_for
+from readme_blocks import recipe_block
 from sshserver import SSH, SSHHosts
 from test_dpop import dpop_server, resource  # noqa: F401 (a fixture)
 from test_identity import UnitCgroup, audit, cgroup_mounts, run_in_terminal
@@ -60,8 +66,25 @@ def remote_authctl(agent) -> str:
     return str(REMOTE_BINS[source])
 
 
-def forward(agent, hosts, host, *remote, timeout=60) -> subprocess.CompletedProcess:
-    """`authctl forward HOST -F CONFIG REMOTE...`: ssh's exit status is authctl's."""
+def on_path(agent, hosts) -> str:
+    """`authctl` as a person types it on a host, where the agent's authctl was copied to a directory on the PATH
+    (INTEGRATIONS.md, "What the host needs"). The commands INTEGRATIONS.md prints run with it as printed."""
+    return hosts.install(agent.bins / "authctl")
+
+
+def printed(label: str, words: str) -> str:
+    """The line of INTEGRATIONS.md's "SSH hosts" block after the paragraph starting with `label` that holds `words`,
+    without its comment."""
+    block = recipe_block(REPO / "docs" / "INTEGRATIONS.md", "## SSH hosts", label)
+    [line] = [line for line in block.splitlines() if words in line]
+    return line.split("  #", 1)[0].strip()
+
+
+def forward(agent, hosts, host, *remote, timeout=60, on_path=False) -> subprocess.CompletedProcess:
+    """`authctl forward HOST -F CONFIG REMOTE...`: ssh's exit status is authctl's. `on_path`: the agent's authctl is
+    the one on the hosts' PATH (a remote command that runs `authctl` as printed)."""
+    if on_path:
+        hosts.install(agent.bins / "authctl")
     return agent.authctl("forward", host, "-F", str(hosts.config), *remote, timeout=timeout)
 
 
@@ -71,7 +94,8 @@ def forward_popen(agent, hosts, host, *remote) -> subprocess.Popen:
 
 def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=None) -> subprocess.CompletedProcess:
     """Waits until the forwarded request `waiting` asks, checks its one pending question with `check`, answers it in
-    a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended."""
+    a terminal on the desktop (`authctl APPROVE-OR-DENY [--this-run] ID`) and returns how the remote side ended (its
+    stderr after the answer's output, the waiting message included)."""
     try:
         said = read_until(waiting.stderr, "in a terminal", 30)
         assert "in a terminal on the computer where the agent runs (not here)" in said, said
@@ -83,7 +107,7 @@ def answer_the_question(agent, waiting: subprocess.Popen, *answer: str, check=No
         out, err = waiting.communicate(timeout=30)
         if waiting.returncode == 0:
             agent.remember(out.strip())
-        return subprocess.CompletedProcess(waiting.args, waiting.returncode, out, output + err)
+        return subprocess.CompletedProcess(waiting.args, waiting.returncode, out, output + said + err)
     finally:
         if waiting.poll() is None:
             waiting.kill()
@@ -109,6 +133,18 @@ def test_a_host_gets_a_token_through_its_forward_named_by_its_host_key(forward_a
     assert entry["caller"]["exe"].endswith("/ssh"), "the local end of a forward is the ssh client"
     assert "ssh:hosta" in agent.authctl("audit").stdout
 
+    # INTEGRATIONS.md's "any ssh arguments after the host" line as printed (build-box: hosta, 2222: its port, jump:
+    # hostb), with a remote command: the forward goes through the jump host and is still hosta, by its own key.
+    words = shlex.split(printed("`authctl forward HOST` opens", "-J jump"))
+    words = [{"build-box": "hosta", "2222": str(hosts["hosta"].port), "jump": "hostb"}.get(w, w) for w in words]
+    jumped = agent.authctl(*words[1:3], "-F", str(hosts.config), *words[3:], on_path(agent, hosts), "token", "work",
+                           timeout=60)
+    assert jumped.returncode == 0, jumped.stderr
+    agent.remember(jumped.stdout.strip())
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["caller"]["via"], entry["caller"]["host_key"]) == (
+        "granted", "ssh:hosta", hosts["hosta"].fingerprint), entry
+
     # The other host, through the discovery rule (its sshd accepts no AUTH_AGENT_SOCKET), is not served by hosta's rule.
     refused = forward(agent, hosts, "hostb", remote_authctl(agent), "token", "work")
     assert refused.returncode == 7 and refused.stdout == "", refused.stderr
@@ -127,23 +163,45 @@ def test_a_host_gets_a_token_through_its_forward_named_by_its_host_key(forward_a
     wait_for(lambda: forward_sockets(agent) == [], 10, "every session's socket to be removed after its ssh exited")
 
 
-def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_changed(forward_agent, hosts):
+def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_changed(forward_agent, hosts,
+                                                                                       notification_server):
+    """The host is asked about, by name and key; the answer is remembered for both. The host's new key (it was
+    reinstalled) makes it a new host, asked about again, and that question says the key changed and from which key
+    (issue 54): in the desktop notification, `authctl pending` and what the waiting host's authctl prints."""
     agent = forward_agent
     assert agent.token("work"), "a program on this computer is served as before"
 
-    def approve_next_request():
+    def approve_next_request(previous=None):
+        key = hosts['hosta'].fingerprint
+
         def check(pending):
             assert pending["account"] == "work", pending
-            assert pending["client"] == f"ssh:hosta@{hosts['hosta'].fingerprint}", pending
+            assert pending["client"] == f"ssh:hosta@{key}", pending
             assert pending["caller"]["via"] == "ssh:hosta" and pending["caller"]["remote_program"] == "/usr/bin/timeout"
-            shown = agent.authctl("pending").stdout
-            assert f"host hosta over ssh (host key {hosts['hosta'].fingerprint}) running /usr/bin/timeout (said by the host, " \
+            assert pending.get("previous_host_key") == previous, pending
+            shown = " ".join(agent.authctl("pending").stdout.split())
+            assert f"host hosta over ssh (host key {key}) running /usr/bin/timeout (said by the host, " \
                 "not verified) local ssh pid" in shown, shown
+            changed = f"the host key of hosta changed: you allowed it before with host key {previous}, and it now presents {key}"
+            assert (changed in shown) == (previous is not None), shown
+            wait_for(lambda: any(n.get("summary", "").startswith("Allow the host hosta") and key in n.get("body", "")
+                                 for n in notifications(notification_server)), 10, "the question's notification")
+            [asked] = [n for n in notifications(notification_server) if key in n.get("body", "")]
+            if previous is None:
+                assert asked["summary"] == "Allow the host hosta to use work?", asked
+                assert "changed" not in asked["body"], asked
+            else:
+                assert asked["summary"] == "Allow the host hosta, whose host key changed, to use work?", asked
+                assert f"Its host key changed: you allowed hosta before with host key {previous}, and it now presents " \
+                    f"{key}." in asked["body"], asked
 
         # Run by another program on the host (timeout, standing for git or a mail client): the host says which.
         waiting = forward_popen(agent, hosts, "hosta", "timeout", "50", remote_authctl(agent), "token", "work")
         result = answer_the_question(agent, waiting, "approve", check=check)
         assert result.returncode == 0 and "Allowed" in result.stderr, result.stderr
+        told = " ".join(result.stderr.split())
+        said = f"(its host key changed: it was allowed before with host key {previous})"
+        assert (said in told) == (previous is not None), told
 
     approve_next_request()
     again = forward(agent, hosts, "hosta", remote_authctl(agent), "token", "work")
@@ -151,9 +209,10 @@ def test_an_account_without_a_policy_asks_about_a_host_and_again_when_its_key_ch
     agent.remember(again.stdout.strip())
     assert audit(agent)[-1]["reason"] == "approved"
 
-    # The host now shows another key (which the user accepted in known_hosts): a new host, asked again.
+    # The host now shows another key (which the user accepted in known_hosts): a new host, asked again, saying so.
+    old = hosts["hosta"].fingerprint
     hosts.rekey("hosta")
-    approve_next_request()
+    approve_next_request(previous=old)
 
 
 def test_a_sessions_socket_serves_its_ssh_only_and_is_gone_when_ssh_exits(forward_agent, hosts, auth_server):
@@ -237,15 +296,19 @@ def test_ended_sessions_leave_no_dead_sockets_on_the_host(forward_agent, hosts, 
     assert host_sockets(hosts, "hostb") == []
 
 
-def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forward_agent, hosts):
+def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forward_agent, hosts, auth_server):
     agent = forward_agent
     remote = "/tmp/auth-agent-bare-test.sock"
-    if os.path.exists(remote):
-        os.unlink(remote)
-    result = subprocess.run([SSH, "-F", str(hosts.config), "-o", "ExitOnForwardFailure=yes",
-                             "-R", f"{remote}:{agent.socket_path}", "hosta",
-                             f"AUTH_AGENT_SOCKET={remote} {remote_authctl(agent)} token work; rc=$?; rm -f {remote}; exit $rc"],
-                            env=agent.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    def bare():
+        if os.path.exists(remote):
+            os.unlink(remote)
+        return subprocess.run([SSH, "-F", str(hosts.config), "-o", "ExitOnForwardFailure=yes",
+                               "-R", f"{remote}:{agent.socket_path}", "hosta",
+                               f"AUTH_AGENT_SOCKET={remote} {remote_authctl(agent)} token work; rc=$?; rm -f {remote}; exit $rc"],
+                              env=agent.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    result = bare()
     assert result.returncode == 7 and result.stdout == "", result.stderr
     assert "authctl forward" in result.stderr, result.stderr
     entry = audit(agent)[-1]
@@ -253,6 +316,11 @@ def test_a_bare_ssh_R_of_the_agents_socket_is_refused_as_an_unknown_forward(forw
     doctor = json.loads(agent.authctl("doctor", "--json", timeout=60).stdout)
     [check] = [c for c in doctor["checks"] if c["check"] == "forwards"]
     assert check["status"] == "warn" and "authctl forward HOST" in check["hint"], check
+    # INTEGRATIONS.md: listing "ssh:unknown-host" admits every host forwarded to this way.
+    set_allowed_clients(agent, auth_server, ["ssh:unknown-host"])
+    admitted = bare()
+    assert admitted.returncode == 0, admitted.stderr
+    agent.remember(admitted.stdout.strip())
 
 
 def test_a_unit_entry_never_serves_a_host_reached_from_that_unit(forward_agent, hosts, auth_server):
@@ -306,6 +374,13 @@ def test_a_host_gets_tokens_and_nothing_else(forward_agent, hosts, auth_server, 
     assert approve.returncode == 9 and "may only get tokens" in approve.stderr, approve.stderr
     nested = forward(agent, hosts, "hosta", remote_authctl(agent), "forward", "--stop", "hosta")
     assert nested.returncode == 9 and "may only get tokens" in nested.stderr, nested.stderr
+    # The rest of what INTEGRATIONS.md says a host may not do, in one session: each exit 9, "may only get tokens".
+    verbs = ("logout work", "deny 1", "forget --client x", "pending", "audit", "reload")
+    script = hosts.base / "refused.sh"
+    script.write_text("".join(f'said=$("{remote_authctl(agent)}" {verb} 2>&1); echo "{verb}: $? '
+                              f'$(echo "$said" | grep -c "may only get tokens")"\n' for verb in verbs))
+    refused = forward(agent, hosts, "hosta", "sh", str(script))
+    assert refused.stdout.splitlines() == [f"{verb}: 9 1" for verb in verbs], refused.stdout + refused.stderr
     status = forward(agent, hosts, "hosta", remote_authctl(agent), "status", "--json")
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)
@@ -349,7 +424,7 @@ def test_doctor_on_a_host_says_it_is_a_forward_and_what_to_do_there(forward_agen
     desktop = socket.gethostname()
     host_with_two_accounts(agent, auth_server)
 
-    doctor = forward(agent, hosts, "hosta", remote_authctl(agent), "doctor")
+    doctor = forward(agent, hosts, "hosta", *shlex.split(printed("**On the host**", "authctl doctor")), on_path=True)
     said = doctor.stdout + doctor.stderr
     assert doctor.returncode == 0, said
     lines = {line.split()[1]: line for line in doctor.stdout.splitlines() if line[:4] in ("ok  ", "warn", "fail", "skip")}
@@ -372,7 +447,7 @@ def test_status_and_forward_list_on_a_host_say_it_is_a_forward(forward_agent, ho
         in listed.stderr, listed.stderr
     assert agent.authctl("forward", "--list").stdout.strip() == "no forwards are open", "the desktop's own list"
 
-    status = forward(agent, hosts, "hosta", remote_authctl(agent), "status")
+    status = forward(agent, hosts, "hosta", *shlex.split(printed("**On the host**", "authctl status")), on_path=True)
     assert status.returncode == 0, status.stderr
     assert f" on {desktop}, up " in status.stdout.splitlines()[0], status.stdout
     assert "seen as: a host reached through `authctl forward`" in status.stdout, status.stdout
@@ -388,14 +463,18 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     set_allowed_clients(agent, auth_server, ["ssh:hosta"])
     authctl = remote_authctl(agent)
 
-    # git on the host, with authctl as its credential helper, against a server that checks the token.
+    # git on the host, against a server that checks the token: the helper set with INTEGRATIONS.md's `git config`
+    # line as printed (the server's URL for gitlab.com's, work for gitlab), git's --global file a fresh one.
     with git_server(auth_server) as server:
+        configure = printed("**On the host**", "git config --global").replace("https://gitlab.com", server.base)
+        global_config = hosts.base / "host-gitconfig"
+        global_config.unlink(missing_ok=True)
         script = hosts.base / "git.sh"
         script.write_text(
-            "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=\n"
-            f"exec git -c credential.helper= -c \"credential.{server.base}.helper=!'{authctl}' git-credential"
-            f" --account work\" ls-remote {server.base}/repo.git\n")
-        result = forward(agent, hosts, "hosta", "sh", str(script))
+            f"export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL='{global_config}' GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=\n"
+            f"{configure.replace('--account gitlab', '--account work')} || exit 20\n"
+            f"exec git ls-remote {server.base}/repo.git\n")
+        result = forward(agent, hosts, "hosta", "sh", str(script), on_path=True)
         assert result.returncode == 0, result.stderr
         assert "refs/heads/main" in result.stdout
     git_entry = audit(agent)[-1]
@@ -413,8 +492,10 @@ def test_git_kubectl_and_a_dpop_proof_on_the_host_go_through_the_forward(forward
     dpop_agent = make_agent(server=dpop_server, work={"allowed_clients": ["ssh:hosta"]})
     dpop_agent.login("work")
     url = f"{dpop_server.base}/api/resource"
-    first = forward(dpop_agent, hosts, "hosta", remote_authctl(dpop_agent), "token", "work", "--header",
-                    "--method", "GET", "--url", url)
+    # INTEGRATIONS.md's line as printed, with the resource's URL.
+    proof = shlex.split(printed("**On the host**", "--header --url"))
+    first = forward(dpop_agent, hosts, "hosta", *[url if w == "https://api.example.com/x" else w for w in proof],
+                    on_path=True)
     assert first.returncode == 0, first.stderr
     dpop_agent.remember(*(line.split(" ", 2)[-1] for line in first.stdout.splitlines()))
     asked = resource(dpop_server, first.stdout)
@@ -436,9 +517,9 @@ def test_a_server_that_refuses_socket_forwarding_or_a_host_without_authctl_says_
     assert "remote port forwarding failed" in refused.stderr, refused.stderr
     assert "AllowStreamLocalForwarding" in refused.stderr, refused.stderr
     wait_for(lambda: forward_sockets(agent) == [], 10, "the refused session's socket to be removed")
-    # A host without authctl: the remote shell's own answer and status.
-    missing = forward(agent, hosts, "hosta", "/nonexistent/authctl", "token", "work")
-    assert missing.returncode == 127 and "/nonexistent/authctl" in missing.stderr, missing.stderr
+    # authctl not on the PATH of the remote command: the remote shell's own answer and status (INTEGRATIONS.md).
+    missing = forward(agent, hosts, "hosta", "PATH=/nonexistent", "authctl", "token", "work")
+    assert missing.returncode == 127 and "authctl: command not found" in missing.stderr, missing.stderr
     # No agent here.
     no_agent = agent.authctl("forward", "hosta", "-F", str(hosts.config), "true",
                              env={"AUTH_AGENT_SOCKET": str(agent.base / "nothing.sock")})
@@ -462,6 +543,13 @@ def test_only_a_refused_socket_forward_gets_the_hint_about_socket_forwarding(for
     assert closed.returncode == 255 and "Connection refused" in closed.stderr, closed.stderr
     for failed in (unknown_key, closed):
         assert "AllowStreamLocalForwarding" not in failed.stderr and "forwarding" not in failed.stderr, failed.stderr
+    # The other failures INTEGRATIONS.md lists: ssh arguments ssh -G refuses (exit 2), and the user's own
+    # KnownHostsCommand, which the forward replaces for the session (and says so).
+    wrong = forward(agent, hosts, "hosta", "-o", "NoSuchOption=yes", "true")
+    assert wrong.returncode == 2 and "ssh -G hosta failed (exit 255)" in wrong.stderr, wrong.stderr
+    own = forward(agent, hosts, "hosta", "-o", "KnownHostsCommand=/bin/true %H", "true")
+    assert own.returncode == 0, own.stderr
+    assert "your ssh configuration's KnownHostsCommand (/bin/true %H) is replaced for this session" in own.stderr, own.stderr
 
 
 def test_the_host_names_the_program_behind_its_shells_not_the_shell(forward_agent, hosts, auth_server):
@@ -516,13 +604,14 @@ def test_forward_stop_ends_a_forward_and_the_ssh_session_goes_on(forward_agent, 
     set_allowed_clients(agent, auth_server, ["ssh:hosta"])
     # The remote side: one token, then (after the test's go) another, which the stopped forward no longer serves.
     script = hosts.base / "stop.sh"
-    script.write_text(f'"{remote_authctl(agent)}" token work >/dev/null || exit 20\n'
+    script.write_text(f'"{remote_authctl(agent)}" token work || exit 20\n'
                       f'echo first-served\nread line\n"{remote_authctl(agent)}" token work\necho "second: $?"\n')
     proc = subprocess.Popen([str(agent.bins / "authctl"), "forward", "hosta", "-F", str(hosts.config), "sh", str(script)],
                             env=agent.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        read_until(proc.stdout, "first-served", 30)
+        first = read_until(proc.stdout, "first-served", 30).split("first-served")[0].strip()
+        agent.remember(first)
         [socket_path] = forward_sockets(agent)
         stopped = agent.authctl("forward", "--stop", "hosta")
         assert stopped.returncode == 0 and "stopped 1 forward to hosta" in stopped.stdout, stopped.stderr
@@ -542,6 +631,11 @@ def test_forward_stop_ends_a_forward_and_the_ssh_session_goes_on(forward_agent, 
     assert "the forward to hosta was stopped; this ssh session goes on without it" in err, err
     again = agent.authctl("forward", "--stop", "hosta")
     assert again.returncode == 1 and "no forward to hosta is open" in again.stderr
+    # The token the host got stays valid until it expires; INTEGRATIONS.md's `authctl logout work` on the desktop
+    # takes it from the host now (the sign-in revoked, and with it the token).
+    assert auth_server.introspect(first)["active"] is True
+    assert agent.authctl("logout", "work").returncode == 0
+    assert auth_server.introspect(first)["active"] is False
 
 
 def test_real_kubectl_on_a_host_gets_its_token_through_the_forward(forward_agent, hosts, auth_server):
@@ -594,8 +688,17 @@ def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forwa
     agent = forward_agent
     config = hosts.plain_config("build-box", "hosta")
     key_name = f"127.0.0.1:{hosts['hosta'].port}"
+    # What INTEGRATIONS.md has the person look at: `ssh -G build-box` shows the alias, and no HostKeyAlias, so ssh
+    # checks the key under HostName:Port.
+    shown = subprocess.run([SSH, "-G", "build-box", "-F", str(config)], capture_output=True, text=True, timeout=30)
+    options = dict(line.split(" ", 1) for line in shown.stdout.splitlines() if " " in line)
+    assert (options["host"], f"{options['hostname']}:{options['port']}") == ("build-box", key_name), shown.stdout
+    assert "hostkeyalias" not in options, shown.stdout
     set_allowed_clients(agent, auth_server, ["ssh:build-box"])
-    served = typed(agent, config, remote_authctl(agent), "token", "work")
+    # INTEGRATIONS.md's remote command as printed, authctl on the host's PATH (the ssh config given with -F).
+    words = shlex.split(printed("`authctl forward HOST` opens", "authctl token work"))
+    on_path(agent, hosts)
+    served = agent.authctl(*words[1:3], "-F", str(config), *words[3:], timeout=60)
     assert served.returncode == 0, served.stderr
     agent.remember(served.stdout.strip())
     entry = audit(agent)[-1]
@@ -610,16 +713,23 @@ def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forwa
     assert pinned.returncode == 0, pinned.stderr
     agent.remember(pinned.stdout.strip())
 
-    proc = typed_popen(agent, config, "echo open; read line", stdin=subprocess.PIPE)
+    # INTEGRATIONS.md's first line, `authctl forward build-box`: a shell on the host (here reading what is typed from
+    # a pipe), where the person types `authctl token work`; the forward is then listed and stopped on the desktop.
+    words = shlex.split(printed("`authctl forward HOST` opens", "an interactive shell"))
+    assert words[3:] == [], words
+    proc = subprocess.Popen([str(agent.bins / "authctl"), *words[1:], "-F", str(config)], env=agent.env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        read_until(proc.stdout, "open", 30)
+        proc.stdin.write("authctl token work\necho served $?\n")
+        proc.stdin.flush()
+        agent.remember(read_until(proc.stdout, "served 0", 30).split("served 0")[0].strip())
         listed = agent.authctl("forward", "--list")
         assert listed.stdout.startswith(f"build-box ({key_name})  host key {hosts['hosta'].fingerprint}"), listed.stdout
         assert f"build-box ({key_name}), host key" in agent.authctl("status").stdout
-        stopped = agent.authctl("forward", "--stop", "build-box")
+        stopped = agent.authctl(*shlex.split(printed("**Open forwards**", "--stop"))[1:])
         assert stopped.returncode == 0 and "stopped 1 forward to build-box" in stopped.stdout, stopped.stderr
         assert not agent.status_json().get("forwards")
-        proc.communicate(input="go\n", timeout=60)
+        proc.communicate(input="exit\n", timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -658,12 +768,14 @@ def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_ag
 
 
 def test_forgetting_a_host_forgets_it_under_every_key(forward_agent, hosts):
-    """Item 9: an account without a policy asked about build-box under two keys (it was reinstalled in between);
-    `authctl forget --client ssh:build-box` forgets both, and the host is asked about again. Before: "No remembered
-    decisions matched"."""
+    """Item 9: an account without a policy asked about build-box under three keys (it was reinstalled in between);
+    `authctl forget --client ssh:build-box@KEY` forgets it under that key only, `--client ssh:build-box` under every
+    other, and the host is asked about again under the key it shows. Before: "No remembered decisions matched"."""
     agent = forward_agent
     keys = []
-    for _ in range(2):
+    for i in range(3):
+        if i:
+            hosts.rekey("hosta")
         config = hosts.plain_config("build-box", "hosta")
         keys.append(hosts["hosta"].fingerprint)
 
@@ -673,12 +785,14 @@ def test_forgetting_a_host_forgets_it_under_every_key(forward_agent, hosts):
         waiting = typed_popen(agent, config, remote_authctl(agent), "token", "work")
         result = answer_the_question(agent, waiting, "approve", check=check)
         assert result.returncode == 0, result.stderr
-        hosts.rekey("hosta")
+    rc, output = run_in_terminal(agent, "forget", "--client", f"ssh:build-box@{keys[0]}")
+    assert rc == 0, output
+    assert f"Forgot: allow ssh:build-box@{keys[0]} for 'work'." in output and keys[1] not in output, output
     rc, output = run_in_terminal(agent, "forget", "--client", "ssh:build-box")
     assert rc == 0, output
-    for key in keys:
+    for key in keys[1:]:
         assert f"Forgot: allow ssh:build-box@{key} for 'work'." in output, output
-    config = hosts.plain_config("build-box", "hosta")
+    assert keys[0] not in output, output
     asked = typed_popen(agent, config, remote_authctl(agent), "token", "work")
     try:
         assert "in a terminal" in read_until(asked.stderr, "in a terminal", 30), "forgotten: asked again"
