@@ -36,6 +36,8 @@ public final class Grants: Sendable {
         public let resource: String?
         /// Its accounts served from a sign-in of its own (``GrantSignIn``), made with it and ended with it.
         public let ownSignIns: [String]?
+        /// The longest a token handed through it stays valid, in seconds (its accounts are then its own sign-ins).
+        public let maxTTL: Int?
         /// Requests served through it since the agent started, and when the last one was.
         public var uses: Int = 0
         public var lastUse: Int?
@@ -43,7 +45,7 @@ public final class Grants: Sendable {
         enum CodingKeys: String, CodingKey {
             case name, accounts, created, expires, whilePID = "while_pid", whileStart = "while_start",
                  socketPath = "socket", proofURLs = "dpop_urls", lockWithSession = "lock_with_session",
-                 scopes, resource, ownSignIns = "own_sign_ins"
+                 scopes, resource, ownSignIns = "own_sign_ins", maxTTL = "max_ttl"
         }
 
         var pin: ProcessPin? {
@@ -59,6 +61,9 @@ public final class Grants: Sendable {
     public static let maxGrants = 64
     /// A grant lasts at most this long (`--for`); without `--for` or `--while-pid` it lasts until revoked.
     public static let maxLifetime = 366 * 24 * 3600
+    /// `--max-ttl` at the least: the agent hands out no token with less than 10 s left (``RefreshPolicy/minimumRemaining``),
+    /// and one capped shorter would be refreshed more often than it is used.
+    public static let minTokenLifetime = 15
 
     private struct Entry {
         var grant: Grant
@@ -106,7 +111,7 @@ public final class Grants: Sendable {
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
     public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
                        proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
-                       resource: String? = nil, ownSignIns: [String] = []) throws(WireError) -> Grant {
+                       resource: String? = nil, ownSignIns: [String] = [], maxTTL: Int? = nil) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
             throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
         }
@@ -114,6 +119,9 @@ public final class Grants: Sendable {
         guard proofURLs.count <= 32 else { throw WireError(.badRequest, "a grant takes at most 32 DPoP URL prefixes") }
         for rule in proofURLs {
             do { _ = try ProofRule(rule) } catch { throw WireError(.badRequest, error.message) }
+        }
+        if let maxTTL, !(Grants.minTokenLifetime...Grants.maxLifetime).contains(maxTTL) {
+            throw WireError(.badRequest, "a grant's tokens may be capped at \(Grants.minTokenLifetime) seconds at the least")
         }
         if let lifetime, !(1...Grants.maxLifetime).contains(lifetime) {
             throw WireError(.badRequest, "a grant lasts between 1 second and \(Grants.maxLifetime / 86400) days")
@@ -136,7 +144,7 @@ public final class Grants: Sendable {
                           whilePID: pin?.pid, whileStart: pin?.startTime, socketPath: "\(directory)/\(name)/socket",
                           proofURLs: proofURLs.isEmpty ? nil : proofURLs, lockWithSession: lockWithSession ? true : nil,
                           scopes: scopes.map { Array(Set($0)).sorted() }, resource: resource,
-                          ownSignIns: ownSignIns.isEmpty ? nil : ownSignIns)
+                          ownSignIns: ownSignIns.isEmpty ? nil : ownSignIns, maxTTL: maxTTL)
         try entries.withLock { entries throws(WireError) in
             guard entries[name] == nil else {
                 throw WireError(.badRequest, "grant '\(name)' exists; revoke it first (authctl grant --revoke \(name))")

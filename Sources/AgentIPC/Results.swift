@@ -451,11 +451,14 @@ public struct StatusResult: Codable, Sendable, Equatable {
         public var resource: String?
         /// Its accounts served from a sign-in of its own (made with the grant, revoked with it); absent: none.
         public var ownSignIns: [String]?
+        /// The longest a token handed through it stays valid, in seconds; absent: as long as the provider makes it.
+        public var maxTTL: Int?
 
         public init(name: String, accounts: [String], socket: String, created: Int, expires: Int?, whilePID: Int?,
                     uses: Int, lastUse: Int?, dpopURLs: [String]? = nil, lockWithSession: Bool? = nil,
-                    scopes: [String]? = nil, resource: String? = nil, ownSignIns: [String]? = nil) {
+                    scopes: [String]? = nil, resource: String? = nil, ownSignIns: [String]? = nil, maxTTL: Int? = nil) {
             self.ownSignIns = ownSignIns
+            self.maxTTL = maxTTL
             self.scopes = scopes
             self.resource = resource
             self.dpopURLs = dpopURLs
@@ -473,7 +476,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
         enum CodingKeys: String, CodingKey {
             case name, accounts, socket, created, expires, whilePID = "while_pid", uses, lastUse = "last_use",
                  dpopURLs = "dpop_urls", lockWithSession = "lock_with_session", scopes, resource,
-                 ownSignIns = "own_sign_ins"
+                 ownSignIns = "own_sign_ins", maxTTL = "max_ttl"
         }
 
         /// The directory a workload mounts (the socket's).

@@ -110,6 +110,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var dpopURLs: [String]?
     /// `grant`: not served while the user's session is locked.
     public var lockWithSession: Bool?
+    /// `grant`: the longest a token handed through it stays valid, in seconds (ended at the server at that age).
+    public var maxTTL: Int?
 
     /// A request for `op`, its members set by `members`: `WireRequest(op: .token) { $0.account = "work" }`.
     public init(op: Operation, id: Int? = nil, _ members: (inout WireRequest) -> Void = { _ in }) {
@@ -137,7 +139,7 @@ public struct WireRequest: Codable, Sendable, Equatable {
         ("this_run", .bool { $1(&$0.thisRun) }), ("alias", .string { $1(&$0.alias) }),
         ("grant", .string { $1(&$0.grant) }), ("accounts", .strings { $1(&$0.accounts) }),
         ("lifetime", .int { $1(&$0.lifetime) }), ("dpop_urls", .strings { $1(&$0.dpopURLs) }),
-        ("lock_with_session", .bool { $1(&$0.lockWithSession) }),
+        ("lock_with_session", .bool { $1(&$0.lockWithSession) }), ("max_ttl", .int { $1(&$0.maxTTL) }),
     ]
 
     /// A member's JSON type and its place in the request: the closure hands its argument the member, in place.

@@ -47,24 +47,27 @@ extension AgentOperations {
         let scopes = request.scopes.flatMap { $0.isEmpty ? nil : $0 }, resource = request.resource
         guard (scopes?.count ?? 0) <= 64 else { throw WireError(.badRequest, "a grant names at most 64 scopes") }
         var ownSignIns: [String] = []
-        if scopes != nil || resource != nil {
+        let maxTTL = request.maxTTL
+        if scopes != nil || resource != nil || maxTTL != nil {
             // Never a wider token than granted: each account must hand out exactly these, by the rules a token
             // request with them meets (scopes it has, a resource that is a URI), from its refresh token or from a
             // sign-in of the grant's own. Otherwise the grant is not made.
             for account in unique {
                 do throws(AuthError) {
-                    if try await broker.narrowing(account: account, scopes: scopes, resource: resource) == .ownSignIn {
+                    if try await broker.narrowing(account: account, scopes: scopes, resource: resource,
+                                                  ownTokens: maxTTL != nil) == .ownSignIn {
                         ownSignIns.append(account)
                     }
+                    if maxTTL != nil { try await broker.requireRevocation(account: account) }
                 } catch {
-                    throw WireError(.badRequest, "grant '\(WireCaller.shown(name, limit: 64))' cannot narrow account '\(account)': \(error.message)")
+                    throw WireError(.badRequest, "grant '\(WireCaller.shown(name, limit: 64))' cannot serve account '\(account)' as asked: \(error.message)")
                 }
             }
         }
         let method = try AgentOperations.loginMethod(request)
         let grant = try grants.create(name: name, accounts: unique, lifetime: request.lifetime, whilePID: pid,
                                       proofURLs: proofURLs, lockWithSession: request.lockWithSession ?? false,
-                                      scopes: scopes, resource: resource, ownSignIns: ownSignIns)
+                                      scopes: scopes, resource: resource, ownSignIns: ownSignIns, maxTTL: maxTTL)
         for signIn in AgentOperations.signIns(of: grant) {
             do throws(WireError) {
                 try await translate { () async throws(AuthError) in
@@ -76,7 +79,7 @@ extension AgentOperations {
             } catch {
                 grants.revoke(name, because: "its sign-in of \(signIn.account) did not complete")
                 throw WireError(ErrorCode(rawValue: error.code) ?? .internalError,
-                                "grant '\(name)' was not made: its own sign-in of '\(signIn.account)' with the scopes \(signIn.scopes.joined(separator: " ")) did not complete: \(error.message)")
+                                "grant '\(name)' was not made: its own sign-in of '\(signIn.account)' did not complete: \(error.message)")
             }
         }
         return GrantResult(grant: AgentOperations.summary(grant))
@@ -101,7 +104,8 @@ extension AgentOperations {
         StatusResult.Grant(name: grant.name, accounts: grant.accounts, socket: grant.socketPath, created: grant.created,
                            expires: grant.expires, whilePID: grant.whilePID.map(Int.init), uses: grant.uses,
                            lastUse: grant.lastUse, dpopURLs: grant.proofURLs, lockWithSession: grant.lockWithSession,
-                           scopes: grant.scopes, resource: grant.resource, ownSignIns: grant.ownSignIns)
+                           scopes: grant.scopes, resource: grant.resource, ownSignIns: grant.ownSignIns,
+                           maxTTL: grant.maxTTL)
     }
 
     /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
@@ -116,15 +120,18 @@ extension AgentOperations {
 
     /// A grant's sign-ins of its own (``GrantSignIn``): one per account it serves that way, with its scopes.
     static func signIns(of grant: Grants.Grant) -> [GrantSignIn] {
-        (grant.ownSignIns ?? []).map { GrantSignIn(grant: grant.name, account: $0, scopes: grant.scopes ?? []) }
+        (grant.ownSignIns ?? []).map {
+            GrantSignIn(grant: grant.name, account: $0, scopes: grant.scopes, maxLifetime: grant.maxTTL.map { .seconds($0) })
+        }
     }
 
     /// The broker's account a request for `account` is served from: for a grant's caller whose grant has a sign-in of
     /// its own for it, that sign-in (made known to the broker again after a restart; its token has the grant's
     /// scopes by itself), else `account`.
     func servedAccount(_ caller: Caller, account: String) async throws(WireError) -> (account: String, ownSignIn: Bool) {
-        guard case .granted(let grant) = caller.identity.kind, grant.ownSignIns.contains(account) else { return (account, false) }
-        let signIn = GrantSignIn(grant: grant.name, account: account, scopes: grant.scopes ?? [])
+        guard case .granted(let grant) = caller.identity.kind, grant.ownSignIns.contains(account),
+              let made = grants.live(grant.name) else { return (account, false) }
+        guard let signIn = AgentOperations.signIns(of: made).first(where: { $0.account == account }) else { return (account, false) }
         try await translate { () async throws(AuthError) in try await broker.addGrantSignIn(signIn) }
         return (signIn.name, true)
     }

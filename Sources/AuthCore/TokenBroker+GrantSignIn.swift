@@ -11,12 +11,17 @@ public struct GrantSignIn: Sendable, Equatable {
     public var grant: String
     /// The configured account it is made from.
     public var account: String
-    public var scopes: [String]
+    /// The grant's scopes; nil: its account's.
+    public var scopes: [String]?
+    /// The longest one of its access tokens stays valid (`--max-ttl`): served as expiring then, and revoked at the
+    /// server at that age (RFC 7009); nil: as long as the server makes it.
+    public var maxLifetime: Duration?
 
-    public init(grant: String, account: String, scopes: [String]) {
+    public init(grant: String, account: String, scopes: [String]?, maxLifetime: Duration? = nil) {
         self.grant = grant
         self.account = account
         self.scopes = scopes
+        self.maxLifetime = maxLifetime
     }
 
     /// Its account name: `ACCOUNT@grant:GRANT`, which the configuration's grammar refuses (`@`, `:`), so no request
@@ -33,7 +38,7 @@ public struct GrantSignIn: Sendable, Equatable {
     func config(from account: AccountConfig) -> AccountConfig {
         var config = account
         config.name = name
-        config.scopes = scopes
+        config.scopes = scopes ?? account.scopes
         config.access = .open
         config.scopedTokens = false
         config.gitHosts = []
@@ -48,21 +53,31 @@ extension TokenBroker {
         /// From the account's refresh token, as a token request with `scopes` is: its server keeps a refresh token's
         /// scope (`scoped_tokens = true`).
         case byRefresh
-        /// With a sign-in of the grant's own: the account's server would narrow the account's own sign-in.
+        /// With a sign-in of the grant's own: the account's server would narrow the account's own sign-in, or the
+        /// grant's tokens must be its own (`ownTokens`: `--max-ttl` revokes them).
         case ownSignIn
     }
 
-    public func narrowing(account name: String, scopes: [String]?, resource: String?) throws(AuthError) -> Narrowing {
+    public func narrowing(account name: String, scopes: [String]?, resource: String?,
+                          ownTokens: Bool = false) throws(AuthError) -> Narrowing {
         let config = try state(name).config
         var asIfScoped = config
         asIfScoped.scopedTokens = true
         let key = try TokenCacheKey(scopes: scopes, resource: resource, account: asIfScoped)
-        if config.scopedTokens || key.isDefault { return .byRefresh }
+        if !ownTokens, config.scopedTokens || key.isDefault { return .byRefresh }
         guard resource == nil else {
             throw AuthError(.invalidTarget,
                 "a token for a resource comes only from the account's refresh token, and account '\(name)' does not allow that; set `scoped_tokens = true` for it if its server keeps a refresh token's scope (docs/PROVIDERS.md)")
         }
         return .ownSignIn
+    }
+
+    /// Fails unless account `name`'s server can revoke a token (RFC 7009): what `--max-ttl` ends tokens with.
+    public func requireRevocation(account name: String) async throws(AuthError) {
+        guard try await metadata(for: name).revocationEndpoint != nil else {
+            throw AuthError(.invalidMetadata,
+                "its server has no revocation endpoint (RFC 7009), so a token handed out cannot be ended before the server's own expiry; leave out --max-ttl")
+        }
     }
 
     /// Makes (or finds again, after a restart) `signIn` an account of the broker; its refresh token, if it has one
@@ -83,6 +98,10 @@ extension TokenBroker {
         if accounts[signIn.name] == nil, let account = accounts[signIn.account]?.config {
             accounts[signIn.name] = AccountState(config: signIn.config(from: account), policy: policy, loginLimit: loginLimit)
         }
+        // Its access tokens were the grant's alone: they end with it where the server can end them.
+        for entry in accounts[signIn.name]?.entries ?? [] {
+            _ = await revoke(entry.cached.tokens.accessToken, hint: "access_token", account: signIn.name)
+        }
         var outcome: LogoutOutcome?
         do { outcome = try await logout(account: signIn.name) } catch {
             logger.warning("a grant's sign-in could not be signed out", metadata: [
@@ -93,5 +112,36 @@ extension TokenBroker {
         accountOrder.removeAll { $0 == signIn.name }
         publish(.accountChanged(signIn.name))
         return outcome
+    }
+}
+
+extension TokenBroker {
+    /// A grant's sign-in's newly issued tokens with `--max-ttl`: expiring at the cap when the server makes them live
+    /// longer, and revoked at the server at that age (whether or not a newer one replaced them).
+    func capped(_ name: String, _ tokens: TokenSet) -> TokenSet {
+        guard let cap = grantSignIns[name]?.maxLifetime else { return tokens }
+        var tokens = tokens
+        if tokens.nonExpiring || tokens.lifetime > cap {
+            tokens.lifetime = cap
+            tokens.nonExpiring = false
+        }
+        let token = tokens.accessToken, wait = tokens.lifetime
+        Task {
+            try? await time.sleep(for: wait)
+            await self.endCapped(name, token)
+        }
+        return tokens
+    }
+
+    /// A capped token's time is up: revoked at the server, and no longer served from the cache.
+    func endCapped(_ name: String, _ token: Secret) async {
+        guard accounts[name] != nil else { return }  // its grant ended: its tokens were revoked with it
+        for entry in accounts[name]?.entries ?? [] where entry.cached.tokens.accessToken.reveal() == token.reveal() {
+            accounts[name]?.setCached(entry.key, nil)
+        }
+        let outcome = await revoke(token, hint: "access_token", account: name)
+        logger.notice("a grant's token reached its --max-ttl and was revoked", metadata: [
+            "account": "\(name)", "revoked": "\(outcome.revoked.map(String.init) ?? "n/a")",
+            "error": "\(outcome.error ?? "")"])
     }
 }

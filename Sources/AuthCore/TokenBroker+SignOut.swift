@@ -27,24 +27,28 @@ extension TokenBroker {
             case .refreshToken(let refresh): (refresh, "refresh_token")
             case .longLivedAccessToken(let access): (access, "access_token")
             }
-            do throws(AuthError) {
-                let metadata = try await metadata(for: name)
-                if let endpoint = metadata.revocationEndpoint {
-                    var fields = [("token", revoked.reveal()), ("token_type_hint", hint)]
-                    let basic = clientAuthentication(config, metadata, into: &fields)
-                    let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
-                    result.revoked = reply.status == 200
-                    if reply.status != 200 { result.revocationError = "the revocation endpoint answered HTTP \(reply.status)" }
-                }
-            } catch {
-                result.revoked = false
-                result.revocationError = error.message
-            }
+            (result.revoked, result.revocationError) = await revoke(revoked, hint: hint, account: name)
         }
         if stored != nil { try await deleteRefreshToken(key) }
         accounts[name]?.refresh.clearFailures()
         logger.info("signed out", metadata: ["account": "\(name)", "revoked": "\(result.revoked.map(String.init) ?? "n/a")"])
         publish(.accountChanged(name))
         return result
+    }
+
+    /// Revokes `token` at account `name`'s server (RFC 7009, `token_type_hint` `hint`): true when it answered 200, false
+    /// with why when it did not, nil when the server has no revocation endpoint.
+    func revoke(_ token: Secret, hint: String, account name: String) async -> (revoked: Bool?, error: String?) {
+        do throws(AuthError) {
+            let config = try state(name).config
+            let metadata = try await metadata(for: name)
+            guard let endpoint = metadata.revocationEndpoint else { return (nil, nil) }
+            var fields = [("token", token.reveal()), ("token_type_hint", hint)]
+            let basic = clientAuthentication(config, metadata, into: &fields)
+            let reply = try await http.postForm(endpoint, fields: fields, basicAuth: basic)
+            return reply.status == 200 ? (true, nil) : (false, "the revocation endpoint answered HTTP \(reply.status)")
+        } catch {
+            return (false, error.message)
+        }
     }
 }

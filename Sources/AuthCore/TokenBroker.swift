@@ -337,7 +337,7 @@ public actor TokenBroker {
     /// The tokens as served from the cache; kept in the account's cache unless `keep` is false (a refresh whose
     /// account a reload reset: its callers get the token, the new state does not).
     func cacheTokens(_ name: String, _ key: TokenCacheKey, _ tokens: TokenSet, keep: Bool = true) -> CachedToken {
-        var tokens = tokens
+        var tokens = capped(name, tokens)
         tokens.refreshToken = nil
         let cached = CachedToken(tokens: tokens, jitter: random())
         guard keep else { return cached }

@@ -12,7 +12,8 @@ struct GrantCommand: ParsableCommand {
         abstract: "Give a container or sandbox tokens of some accounts through a socket of its own, revocably.",
         discussion: """
         authctl grant NAME --account ACCOUNT [--account ...] [--scope SCOPE ...] [--resource URI]
-                   [--for DURATION] [--while-pid PID] [--dpop-url RULE ...] [--lock-with-session]
+                   [--max-ttl DURATION] [--for DURATION] [--while-pid PID] [--dpop-url RULE ...]
+                   [--lock-with-session]
                                           makes grant NAME and prints the directory to mount into the workload
         authctl grant --list [--json]     shows the grants, their accounts, limits and use
         authctl grant --revoke NAME       ends grant NAME now: its socket and connections close
@@ -21,6 +22,7 @@ struct GrantCommand: ParsableCommand {
         accounts only, never a sign-in, status of other accounts, approvals or configuration. With --scope or \
         --resource its tokens carry only those, never more: from the account's sign-in where it has \
         scoped_tokens = true, else from a sign-in of the grant's own (your browser, once), revoked with the grant. \
+        With --max-ttl its tokens come from a sign-in of its own, and each is revoked at the server at that age. \
         Mount the directory \
         and point AUTH_AGENT_SOCKET at the socket inside, e.g. podman run -v DIR:/run/auth-agent \
         -e AUTH_AGENT_SOCKET=/run/auth-agent/socket ... A grant lasts until --for is up, the --while-pid process \
@@ -43,6 +45,8 @@ struct GrantCommand: ParsableCommand {
     var scopes: [String] = []
     @Option(help: ArgumentHelp("Its tokens are for this resource only (RFC 8707).", valueName: "uri"))
     var resource: String?
+    @Option(name: .customLong("max-ttl"), help: ArgumentHelp("Each token handed through it is revoked at this age: 5m, 1h.", valueName: "duration"))
+    var maxTTL: String?
     @Flag(name: .customLong("lock-with-session"), help: "Not served while your session is locked (logind's hint, or `authctl lock`).")
     var lockWithSession = false
     @Flag(help: "Show the grants.") var list = false
@@ -56,13 +60,16 @@ struct GrantCommand: ParsableCommand {
         }
         if name != nil, accounts.isEmpty { throw ValidationError("a grant needs at least one --account") }
         if name == nil, !accounts.isEmpty || lifetime != nil || whilePID != nil || !dpopURLs.isEmpty || lockWithSession
-            || !scopes.isEmpty || resource != nil {
-            throw ValidationError("--account, --scope, --resource, --for, --while-pid, --dpop-url and --lock-with-session make a grant: give its NAME")
+            || !scopes.isEmpty || resource != nil || maxTTL != nil {
+            throw ValidationError("--account, --scope, --resource, --max-ttl, --for, --while-pid, --dpop-url and --lock-with-session make a grant: give its NAME")
         }
         if let lifetime, DurationText.seconds(lifetime).map({ $0 > 0 }) != true {
             throw ValidationError("--for takes a duration like 90s, 15m, 8h or 2d")
         }
         if let whilePID, whilePID <= 0 { throw ValidationError("--while-pid takes a process id") }
+        if let maxTTL, DurationText.seconds(maxTTL).map({ $0 > 0 }) != true {
+            throw ValidationError("--max-ttl takes a duration like 90s, 15m or 1h")
+        }
     }
 
     func run() throws {
@@ -90,6 +97,7 @@ struct GrantCommand: ParsableCommand {
                     $0.pid = whilePID; $0.dpopURLs = dpopURLs.isEmpty ? nil : dpopURLs
                     if lockWithSession { $0.lockWithSession = true }
                     $0.scopes = scopes.isEmpty ? nil : scopes; $0.resource = resource
+                    $0.maxTTL = maxTTL.flatMap(DurationText.seconds)
                     $0.method = choice.wireMethod?.rawValue
                 }, as: GrantResult.self) { event in
                     let who = "\(accounts.joined(separator: "', '"))' for grant '\(name)"
@@ -132,7 +140,8 @@ struct GrantCommand: ParsableCommand {
 
     /// What a grant narrows its tokens to, for people: `scopes openid email, resource https://api.example`; nil: nothing.
     static func narrowing(_ grant: StatusResult.Grant) -> String? {
-        let parts = [grant.scopes.map { "scopes \($0.joined(separator: " "))" }, grant.resource.map { "resource \($0)" }].compactMap { $0 }
+        let parts = [grant.scopes.map { "scopes \($0.joined(separator: " "))" }, grant.resource.map { "resource \($0)" },
+                     grant.maxTTL.map { "each revoked after \(Formatter.duration($0))" }].compactMap { $0 }
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 

@@ -73,4 +73,32 @@ final class GrantSignInTests: XCTestCase {
         names = await broker.accountOrder
         XCTAssertEqual(names, ["work", "home"], "and not made again by a reload")
     }
+
+    func testWithAMaxTTLEachTokenIsServedAsExpiringThenAndRevokedAtThatAge() async throws {
+        let signIn = GrantSignIn(grant: "brief", account: "work", scopes: nil, maxLifetime: .seconds(30))
+        var own = Fixtures.account()
+        own.name = signIn.name
+        let http = FakeHTTP()
+        http.tokenReplies = (1...4).map { FakeHTTP.tokenReply(access: "at-\($0)", refresh: nil, expiresIn: 3600) }
+        let clock = ManualClock()
+        let broker = Fixtures.broker(store: MemorySecretStore(items: [SecretKey(own): Secret("rt-own")]), http: http, clock: clock)
+        try await broker.addGrantSignIn(signIn)
+        let token = try await broker.accessToken(account: signIn.name)
+        XCTAssertEqual(token.accessToken.reveal(), "at-1")
+        XCTAssertLessThanOrEqual(token.expiresIn, .seconds(30), "served as expiring at the cap, not the server's hour")
+        XCTAssertEqual(http.tokenPosts.last?["scope"], "openid email", "its account's scopes")
+        XCTAssertTrue(http.revokePosts.isEmpty)
+
+        let asleep = await clock.waitForSleepers(1)
+        XCTAssertTrue(asleep, "the token's revocation waits for its age")
+        clock.advance(.seconds(29))
+        try await Task.sleep(for: .milliseconds(20))
+        XCTAssertTrue(http.revokePosts.isEmpty, "not before")
+        clock.advance(.seconds(1))
+        for _ in 0..<1000 where http.revokePosts.isEmpty { try await Task.sleep(for: .milliseconds(2)) }
+        XCTAssertEqual(http.revokePosts.first?["token"], "at-1", "revoked at its age")
+        XCTAssertEqual(http.revokePosts.first?["token_type_hint"], "access_token")
+        let next = try await broker.accessToken(account: signIn.name)
+        XCTAssertEqual(next.accessToken.reveal(), "at-2", "a revoked token is not served again")
+    }
 }

@@ -278,7 +278,7 @@ def test_a_grant_narrows_its_tokens_to_its_scopes_and_never_widens_them(make_age
     assert "work (scopes openid)" in listed.stdout, listed.stdout
 
     resource = agent.authctl("grant", "wide", "--account", "plain", "--resource", "https://api.example.com/")
-    assert resource.returncode == 9 and "cannot narrow account 'plain'" in resource.stderr
+    assert resource.returncode == 9 and "cannot serve account 'plain' as asked" in resource.stderr
     assert "scoped_tokens = true" in resource.stderr, resource.stderr
     lacking = agent.authctl("grant", "admin", "--account", "work", "--scope", "admin")
     assert lacking.returncode == 9 and "does not have the scope admin" in lacking.stderr, lacking.stderr
@@ -326,6 +326,38 @@ def test_a_narrower_grant_of_an_account_its_server_would_shrink_signs_in_on_its_
              what="the grant's sign-in revoked at the server with the grant")
     wait_for(lambda: keyring.secret_tool_count("work@grant:own") == 0, timeout=15, what="and deleted from the keyring")
     assert auth_server.introspect(mine.stdout.strip())["active"] is True, "the account's own sign-in is untouched"
+
+
+def test_a_grants_tokens_are_revoked_at_its_max_ttl(make_agent, keyring, auth_server):
+    """`--max-ttl`: the grant's tokens come from a sign-in of its own, are served as expiring by then, and each is
+    revoked at the server at that age (introspected inactive); the next request gets a new one; the account's own
+    token lives on."""
+    agent = make_agent()
+    agent.login("work")
+    mine = agent.token("work")
+    agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
+    made = agent.authctl("grant", "brief", "--account", "work", "--max-ttl", "15s", "--json", timeout=60)
+    assert made.returncode == 0, made.stderr
+    grant = json.loads(made.stdout)["grant"]
+    assert grant["max_ttl"] == 15 and grant["own_sign_ins"] == ["work"] and "scopes" not in grant, grant
+    agent.remember(keyring.secret_tool_lookup("work@grant:brief", auth_server.issuer))
+    directory = os.path.dirname(grant["socket"])
+
+    served = in_container(agent, directory, "token", "work", "--json")
+    assert served.returncode == 0, served.stderr
+    reply = json.loads(served.stdout)
+    token = reply["access_token"]
+    agent.remember(token)
+    assert 10 <= reply["expires_in"] <= 15, reply
+    assert auth_server.introspect(token)["active"] is True
+    wait_for(lambda: auth_server.introspect(token)["active"] is False, timeout=30, what="the token revoked at its max-ttl")
+    again = in_container(agent, directory, "token", "work")
+    assert again.returncode == 0, again.stderr
+    agent.remember(again.stdout.strip(), keyring.secret_tool_lookup("work@grant:brief", auth_server.issuer))
+    assert again.stdout.strip() != token and auth_server.introspect(again.stdout.strip())["active"] is True
+    assert auth_server.introspect(mine)["active"] is True, "the account's own token is not the grant's"
+    listed = agent.authctl("grant", "--list")
+    assert "each revoked after 15s" in listed.stdout, listed.stdout
 
 
 def test_a_server_that_ignores_the_narrower_scope_is_not_served_wider(make_agent, keyring, auth_server):
