@@ -80,7 +80,10 @@ struct GrantCommand: ParsableCommand {
                 try client.call(WireRequest(op: .grantRevoke) { $0.grant = revoke }, as: GrantResult.self)
             }
             if json { return printJSON(result) }
-            return print(TerminalText.safe("revoked grant '\(result.grant.name)': its socket and connections are closed; tokens already handed out stay valid until they expire"))
+            let handedOut = result.grant.ownSignIns == nil
+                ? "tokens already handed out stay valid until they expire"
+                : "its own sign-in and tokens are being revoked at the server"
+            return print(TerminalText.safe("revoked grant '\(result.grant.name)': its socket and connections are closed; \(handedOut)"))
         }
         guard let name else { return }
         // A narrower grant of an account whose server would shrink the account's own sign-in gets a sign-in of its
