@@ -36,35 +36,43 @@ enum MiniJSON: Equatable {
     }
 
     /// Member `key` as the type asked for: `.some(nil)` when absent or null, `.some(value)` when of that type, nil
-    /// when of another type.
-    func int(_ key: String) -> Int?? {
-        switch self[key] {
-        case nil, .null?: return .some(nil)
-        case .integer(let value)?: return value
+    /// when of another type. (Closures, not key paths: authctl reads every reply with these, and a key path is made
+    /// from mangled names at its first use.)
+    func int(_ key: String) -> Int?? { self[key].map { $0.asInt } ?? .some(nil) }
+    func string(_ key: String) -> String?? { self[key].map { $0.asString } ?? .some(nil) }
+    func bool(_ key: String) -> Bool?? { self[key].map { $0.asBool } ?? .some(nil) }
+    func strings(_ key: String) -> [String]?? { self[key].map { $0.asStrings } ?? .some(nil) }
+
+    /// This value as the type asked for: `.some(nil)` when null, `.some(value)` when of that type, nil when of
+    /// another type.
+    var asInt: Int?? {
+        switch self {
+        case .null: return .some(nil)
+        case .integer(let value): return value
         default: return nil
         }
     }
 
-    func string(_ key: String) -> String?? {
-        switch self[key] {
-        case nil, .null?: return .some(nil)
-        case .string(let value)?: return value
+    var asString: String?? {
+        switch self {
+        case .null: return .some(nil)
+        case .string(let value): return value
         default: return nil
         }
     }
 
-    func bool(_ key: String) -> Bool?? {
-        switch self[key] {
-        case nil, .null?: return .some(nil)
-        case .bool(let value)?: return value
+    var asBool: Bool?? {
+        switch self {
+        case .null: return .some(nil)
+        case .bool(let value): return value
         default: return nil
         }
     }
 
-    func strings(_ key: String) -> [String]?? {
-        switch self[key] {
-        case nil, .null?: return .some(nil)
-        case .array(let elements)?:
+    var asStrings: [String]?? {
+        switch self {
+        case .null: return .some(nil)
+        case .array(let elements):
             var strings: [String] = []
             for element in elements {
                 guard case .string(let value) = element else { return nil }

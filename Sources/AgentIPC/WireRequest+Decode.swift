@@ -39,16 +39,23 @@ extension WireRequest {
     public static func decode(bytes: UnsafeRawBufferPointer) -> Decoded { decode(line: Array(bytes)) }
 
     /// The request's optional members (``members``) from `json`; nil when one has the wrong type. `method` is kept as
-    /// sent: an unknown method is the operation's error to report, with the list of known ones.
+    /// sent: an unknown method is the operation's error to report, with the list of known ones. Each member the line
+    /// has is looked up (``memberIndex``), not each member the protocol knows: a request costs the accept loop what
+    /// it sends, however many members later versions add.
     private init?(_ operation: Operation, id: Int?, members json: MiniJSON) {
         self.init(op: operation, id: id)
-        for (name, kind) in WireRequest.members {
+        guard case .object(let entries) = json else { return nil }
+        for (name, value) in entries {
+            guard let kind = WireRequest.memberIndex[name] else { continue }  // v, id, op, and members unknown here
             switch kind {
-            case .string(let slot): guard let value = json.string(name) else { return nil }; slot(&self) { $0 = value }
-            case .int(let slot): guard let value = json.int(name) else { return nil }; slot(&self) { $0 = value }
-            case .bool(let slot): guard let value = json.bool(name) else { return nil }; slot(&self) { $0 = value }
-            case .strings(let slot): guard let value = json.strings(name) else { return nil }; slot(&self) { $0 = value }
+            case .string(let slot): guard let value = value.asString else { return nil }; slot(&self) { $0 = value }
+            case .int(let slot): guard let value = value.asInt else { return nil }; slot(&self) { $0 = value }
+            case .bool(let slot): guard let value = value.asBool else { return nil }; slot(&self) { $0 = value }
+            case .strings(let slot): guard let value = value.asStrings else { return nil }; slot(&self) { $0 = value }
             }
         }
     }
+
+    /// ``members`` by wire name, for the reader (the agent's; authctl only writes requests).
+    static let memberIndex: [String: Member] = Dictionary(uniqueKeysWithValues: members.map { ($0.name, $0.kind) })
 }
