@@ -85,6 +85,26 @@ final class GrantsTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/grants.json"), "no grants, no file")
     }
 
+    func testWhatWasMadeWithAGrantIsToldOfItsEndHoweverItEnds() throws {
+        let clock = Clock()
+        let ended = Mutex<[String]>([])
+        let (first, _) = grants(clock)
+        first.whenEnded { grant in ended.withLock { $0.append(grant.name) } }
+        _ = try first.create(name: "revoked", accounts: ["work"], lifetime: nil, whilePID: nil, scopes: ["read"], ownSignIns: ["work"])
+        _ = try first.create(name: "short", accounts: ["work"], lifetime: 10, whilePID: nil, scopes: ["read"], ownSignIns: ["work"],
+                             maxTTL: 60)
+        first.revoke("revoked", because: "test")
+        XCTAssertEqual(ended.withLock { $0 }, ["revoked"])
+
+        // The next run finds "short" ended while no agent ran: its end is told as the grants are read again.
+        clock.value.store(1_800_000_100, ordering: .relaxed)
+        let next = Grants(directory: directory, logger: Logger(label: "test"), now: clock.now)
+        next.whenEnded { grant in ended.withLock { $0.append("\(grant.name) \(grant.ownSignIns ?? []) \(grant.maxTTL ?? 0)") } }
+        next.attach(RecordingDoors())
+        XCTAssertEqual(ended.withLock { $0 }, ["revoked", "short [\"work\"] 60"], "with what it was made with, kept for the next run")
+        XCTAssertTrue(next.isEmpty)
+    }
+
     func testTheNextRunServesTheGrantsThatStillLastAndDropsTheOthers() throws {
         let clock = Clock()
         let (first, _) = grants(clock)
