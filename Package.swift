@@ -33,6 +33,10 @@ import PackageDescription
 // of growing the binary unseen. Release only (the debug build links shared libraries, where nothing grows): the same
 // refusal is checked against the debug binaries by Tests/ReleaseLinkTests, so a debug build and `swift test` fail
 // where the release link would.
+// The other half of the installed size is not here: Package.swift cannot give flags to another package's targets, so
+// the release build takes them from a toolset (packaging/release-toolset.json, the Makefile's RELEASE_TOOLSET): every
+// module, the dependencies' too, compiled with each function in a section of its own and Swift's public functions not
+// retained by default, so that --gc-sections drops what neither program calls.
 let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationInternationalization.a", "lib_FoundationICU.a"]
     .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
