@@ -55,7 +55,8 @@ if [ "${ONLY:-}" = instructions ]; then
     # instructions: only what the accept loop runs (every cached-token request is served there), not the timers and
     # idle hooks of the other threads, whose share depends on how long valgrind takes.
     COLLECT=()
-    [ "${ONLY:-}" != instructions ] || COLLECT=("--toggle-collect=\$s11AgentServer10AcceptLoopC3run*")
+    # BENCH_INSTRUCTIONS=agent: every thread (the dispatch, the broker) as well.
+    [ "${INSTRUCTIONS_OF:-}" = agent ] || [ "${ONLY:-}" != instructions ] || COLLECT=("--toggle-collect=\$s11AgentServer10AcceptLoopC3run*")
     valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$WORK/callgrind.out" \
         "${COLLECT[@]}" "$WORK/auth-agent" 2>>"$WORK/agent.log" &
 else
