@@ -99,17 +99,15 @@ extension AccessGate {
     }
 
     /// The key of the newest remembered approval, for `account`, of `host` under another key than the one it presents:
-    /// a decision `ssh:NAME@KEY` whose NAME names the host (as typed, or as ssh checks its key) and whose KEY differs.
-    /// A host whose key changed is a new client, asked about again (``ClientIdentity/consentKey``); this is what lets
-    /// the question say so. Nil when the host was never allowed under another key.
+    /// a decision `ssh:NAME@KEY` that pins the host (as typed, or as ssh checks its key) to another key, read as an
+    /// `allowed_clients` entry is (``ClientRule/pinnedOtherKey(for:)``). A host whose key changed is a new client,
+    /// asked about again (``ClientIdentity/consentKey``); this is what lets the question say so. Nil when the host
+    /// was never allowed under another key.
     static func previousHostKey(of host: ClientIdentity.ForwardedHost, account: String,
                                 in decisions: some Sequence<ConsentStore.Decision>) -> String? {
         var newest: (time: Int, key: String)?
         for decision in decisions where decision.allowed && ClientRule.sameBytes(decision.account, account) {
-            guard decision.client.hasPrefix("ssh:"), let at = decision.client.lastIndex(of: "@") else { continue }
-            let name = String(decision.client[decision.client.index(decision.client.startIndex, offsetBy: 4)..<at])
-            let key = String(decision.client[decision.client.index(after: at)...])
-            guard host.isNamed(name), !ClientRule.sameBytes(key, host.fingerprint) else { continue }
+            guard case .success(let rule) = ClientRule.parse(decision.client), let key = rule.pinnedOtherKey(for: host) else { continue }
             if newest.map({ decision.time > $0.time }) ?? true { newest = (decision.time, key) }
         }
         return newest?.key
