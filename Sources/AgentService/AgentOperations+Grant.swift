@@ -108,14 +108,15 @@ extension AgentOperations {
                            maxTTL: grant.maxTTL)
     }
 
-    /// For a grant's caller: the grant still lasts (its end may not have been acted on yet), else the refusal,
-    /// audited. Any other caller passes.
-    func checkGrantLasts(_ caller: Caller, account: String, scopes: [String]?, resource: String?) throws(WireError) {
-        guard case .granted(let grant) = caller.identity.kind else { return }
-        guard grants.live(grant.name) != nil else {
+    /// For a grant's caller: the grant, which still lasts (its end may not have been acted on yet), else the refusal,
+    /// audited. Any other caller passes: nil.
+    func checkGrantLasts(_ caller: Caller, account: String, scopes: [String]?, resource: String?) throws(WireError) -> Grants.Grant? {
+        guard case .granted(let grant) = caller.identity.kind else { return nil }
+        guard let live = grants.live(grant.name) else {
             access.record(caller, account: account, granted: false, reason: .grantEnded, scopes: scopes, resource: resource)
             throw WireError(.permissionDenied, "grant '\(grant.name)' has ended; ask for a new one on the desktop (authctl grant)")
         }
+        return live
     }
 
     /// A grant's sign-ins of its own (``GrantSignIn``): one per account it serves that way, with its scopes.
@@ -125,13 +126,13 @@ extension AgentOperations {
         }
     }
 
-    /// The broker's account a request for `account` is served from: for a grant's caller whose grant has a sign-in of
-    /// its own for it, that sign-in (made known to the broker again after a restart; its token has the grant's
-    /// scopes by itself), else `account`.
-    func servedAccount(_ caller: Caller, account: String) async throws(WireError) -> (account: String, ownSignIn: Bool) {
-        guard case .granted(let grant) = caller.identity.kind, grant.ownSignIns.contains(account),
-              let made = grants.live(grant.name) else { return (account, false) }
-        guard let signIn = AgentOperations.signIns(of: made).first(where: { $0.account == account }) else { return (account, false) }
+    /// The broker's account a request for `account` is served from: through a `grant` (``checkGrantLasts``) that has
+    /// a sign-in of its own for it, that sign-in (made known to the broker again after a restart; its token has the
+    /// grant's scopes by itself), else `account`.
+    func servedAccount(_ account: String, through grant: Grants.Grant?) async throws(WireError) -> (account: String, ownSignIn: Bool) {
+        guard let grant, let signIn = AgentOperations.signIns(of: grant).first(where: { $0.account == account }) else {
+            return (account, false)
+        }
         try await translate { () async throws(AuthError) in try await broker.addGrantSignIn(signIn) }
         return (signIn.name, true)
     }

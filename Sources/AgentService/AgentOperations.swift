@@ -156,10 +156,10 @@ public struct AgentOperations: Sendable {
         }
         let (reason, judged) = try await access.authorize(caller, account: account, scopes: asked.scopes, resource: asked.resource,
                                                 announce: loginStarted)
-        try checkGrantLasts(judged, account: account, scopes: asked.scopes, resource: asked.resource)
+        let grantInForce = try checkGrantLasts(judged, account: account, scopes: asked.scopes, resource: asked.resource)
         // A grant's caller: within its grant's scopes and resource, never wider; from its own sign-in where it has one.
         let (scopes, resource) = try narrowed(judged, account: account, scopes: asked.scopes, resource: asked.resource)
-        let served = try await servedAccount(judged, account: account)
+        let served = try await servedAccount(account, through: grantInForce)
         try checkProof(judged, account: account, proof: proof, tokenType: nil)
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined

@@ -97,9 +97,7 @@ extension TokenBroker {
     /// keyring, then forgotten. Its account may be gone from the configuration: it is made again for the sign-out.
     @discardableResult
     public func endGrantSignIn(_ signIn: GrantSignIn) async -> LogoutOutcome? {
-        if accounts[signIn.name] == nil, let account = accounts[signIn.account]?.config {
-            accounts[signIn.name] = AccountState(config: signIn.config(from: account), policy: policy, loginLimit: loginLimit)
-        }
+        if accounts[signIn.name] == nil { try? addGrantSignIn(signIn) }
         // Its access tokens were the grant's alone: they end with it where the server can end them.
         for entry in accounts[signIn.name]?.entries ?? [] {
             _ = await revoke(entry.cached.tokens.accessToken, hint: "access_token", account: signIn.name)
