@@ -40,6 +40,11 @@ import PackageDescription
 let essentialsOnly = ["libFoundation.a", "libCoreFoundation.a", "libFoundationInternationalization.a", "lib_FoundationICU.a"]
     .flatMap { ["-Xlinker", "--remap-inputs=*/\($0)=\(Context.packageDirectory)/packaging/link/empty.ld"] }
 
+// Figure: installed size, as essentialsOnly. Both release links run lld through packaging/link/lld-without-swift-unwind-
+// tables, which hands it the Swift objects and the Swift runtime's archives without their DWARF unwind tables (4.4 MB
+// of the agent, 1.7 MB of authctl, read by nothing: the script says why); C and C++ objects keep theirs.
+let swiftWithoutUnwindTables = ["-ld-path=\(Context.packageDirectory)/packaging/link/lld-without-swift-unwind-tables"]
+
 // Figure: authctl whole-process time (docs/BENCHMARKS.md, "`authctl token`"), paid by the release authctl only, so
 // release only. authctl's own modules get generic types' metadata through the compiler's direct accessors, which
 // pass the witness tables they know, not by mangled name (the compiler's default, for size). From a mangled name the
@@ -174,12 +179,13 @@ let package = Package(
             //   3 MB of RELA entries, all read at start-up, become 25 kB;
             // - --no-export-dynamic undoes -static-stdlib's -export-dynamic: no 2 MB dynamic symbol table, and
             //   --gc-sections may drop what nothing calls.
-            // essentialsOnly is for the installed size (above).
+            // essentialsOnly and swiftWithoutUnwindTables are for the installed size (above).
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-use-ld=lld",
                               "-Xlinker", "--gc-sections", "-Xlinker", "--no-export-dynamic",
                               "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                              "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"] + essentialsOnly,
+                              "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"] + essentialsOnly
+                              + swiftWithoutUnwindTables,
                              .when(configuration: .release)),
             ]
         ),
@@ -195,11 +201,12 @@ let package = Package(
             // standard library's and FoundationEssentials' few large .text sections, which the linker cannot reorder
             // inside. Figures: docs/BENCHMARKS.md, "`authctl token`".
             // FoundationEssentials' static archive does not name its own dependencies, hence the three -l. Release
-            // only (the tests' debug build stays dynamic); the agent keeps its own flags; essentialsOnly is for the
-            // installed size (above).
+            // only (the tests' debug build stays dynamic); the agent keeps its own flags; essentialsOnly and
+            // swiftWithoutUnwindTables are for the installed size (above).
             linkerSettings: [
                 .unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--gc-sections",
-                              "-l_FoundationCollections", "-l_FoundationCShims", "-lswiftSynchronization"] + essentialsOnly,
+                              "-l_FoundationCollections", "-l_FoundationCShims", "-lswiftSynchronization"] + essentialsOnly
+                              + swiftWithoutUnwindTables,
                              .when(configuration: .release)),
             ]
         ),
