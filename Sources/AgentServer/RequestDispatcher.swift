@@ -93,8 +93,7 @@ public struct RequestDispatcher: Sendable {
     }
 
     static func encodeLine<T: Encodable>(_ value: T) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? Array(encoder.encode(value))) ?? Array(#"{"v":1,"error":{"code":"internal_error","message":"cannot encode reply"}}"#.utf8)
+        (try? MiniJSONEncoder.encode(value))
+            ?? Array(#"{"v":1,"error":{"code":"internal_error","message":"cannot encode reply"}}"#.utf8)
     }
 }

@@ -2,15 +2,26 @@
 import Foundation
 import XCTest
 
-/// Every reply type, written by the agent's encoder (`JSONEncoder`), reads back equal through the client's strict
-/// reader: ``MiniJSON`` and ``MiniJSONDecoder``, alone and inside a reply line (``ReplyReader``).
+/// Every reply type, written by the agent's encoder (``MiniJSONEncoder``), is byte for byte what `JSONEncoder` with
+/// sorted keys and unescaped slashes writes (the agent's encoder before it), and reads back equal through the client's
+/// strict reader: ``MiniJSON`` and ``MiniJSONDecoder``, alone and inside a reply line (``ReplyReader``).
 final class MiniJSONDecoderTests: XCTestCase {
     private func assertRoundTrip<T: Codable & Equatable & Sendable>(_ value: T, file: StaticString = #filePath, line: UInt = #line) throws {
-        let data = try JSONEncoder().encode(value)
-        let json = try XCTUnwrap(MiniJSON.parse(Array(data)), String(decoding: data, as: UTF8.self), file: file, line: line)
+        let bytes = try MiniJSONEncoder.encode(value)
+        XCTAssertEqual(String(decoding: bytes, as: UTF8.self), try MiniJSONDecoderTests.foundation(value), file: file, line: line)
+        let json = try XCTUnwrap(MiniJSON.parse(bytes), String(decoding: bytes, as: UTF8.self), file: file, line: line)
         XCTAssertEqual(try MiniJSONDecoder.decode(T.self, from: json), value, file: file, line: line)
-        let reply = Array(try JSONEncoder().encode(WireResponse(id: 9, result: value)))
+        let reply = try MiniJSONEncoder.encode(WireResponse(id: 9, result: value))
+        XCTAssertEqual(String(decoding: reply, as: UTF8.self), try MiniJSONDecoderTests.foundation(WireResponse(id: 9, result: value)),
+                       file: file, line: line)
         XCTAssertEqual(try ReplyReader.read(reply, as: T.self, request: 9, onEvent: { _ in XCTFail("not an event") }), value, file: file, line: line)
+    }
+
+    /// What `JSONEncoder` writes with the options the agent's replies had: the reference for ``MiniJSONEncoder``.
+    static func foundation<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
     func testEveryReplyTypeRoundTrips() throws {
@@ -77,12 +88,14 @@ final class MiniJSONDecoderTests: XCTestCase {
                       },
                       WireEvent(type: WireEvent.consentRequired) { $0.timeoutSeconds = 60; $0.request = 3; $0.client = "/usr/bin/git" }] {
             var seen: [WireEvent] = []
-            let line = Array(try JSONEncoder().encode(WireResponse<NoResult>(id: 1, event: event)))
+            let line = try MiniJSONEncoder.encode(WireResponse<NoResult>(id: 1, event: event))
+            XCTAssertEqual(String(decoding: line, as: UTF8.self), try Self.foundation(WireResponse<NoResult>(id: 1, event: event)))
             XCTAssertNil(try ReplyReader.read(line, as: PingResult.self, request: 1) { seen.append($0) })
             XCTAssertEqual(seen, [event])
         }
         for error in [WireError(.loginRateLimited, "wait", retryAfter: 30), WireError(.keyringLocked, "unlock it")] {
-            let line = Array(try JSONEncoder().encode(WireResponse<NoResult>(id: 1, error: error)))
+            let line = try MiniJSONEncoder.encode(WireResponse<NoResult>(id: 1, error: error))
+            XCTAssertEqual(String(decoding: line, as: UTF8.self), try Self.foundation(WireResponse<NoResult>(id: 1, error: error)))
             XCTAssertThrowsError(try ReplyReader.read(line, as: PingResult.self, request: 1) { _ in }) { thrown in
                 XCTAssertEqual(thrown as? ClientError, .agent(error))
             }
