@@ -113,16 +113,14 @@ public final class AuditLog: @unchecked Sendable {
     /// not shift the pages before them.
     public func page(account: String? = nil, since: Int? = nil, before: Int? = nil) -> AuditResult {
         let records = matching(account: account, since: since, before: before)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]  // as the reply line is encoded
         var page: [AuditEntry] = []
         var bytes = 0
         for record in records.reversed() {
             var entry = record.entry
-            var size = (try? encoder.encode(entry).count) ?? Int.max
+            var size = (try? MiniJSONEncoder.encode(entry).count) ?? Int.max  // as the reply line is written
             if size > AuditResult.pageBytes {
                 entry = AuditResult.clipped(entry)
-                size = (try? encoder.encode(entry).count) ?? Int.max
+                size = (try? MiniJSONEncoder.encode(entry).count) ?? Int.max
             }
             // +1: the comma between records.
             guard bytes + size + 1 <= AuditResult.pageBytes else {
