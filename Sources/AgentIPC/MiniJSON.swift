@@ -248,22 +248,35 @@ enum MiniJSON: Equatable {
         }
     }
 
-    /// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+    /// `text` as a JSON string literal, as ``write(quoted:into:)`` writes it.
     static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count + 2)
+        write(quoted: text, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `text` as a JSON string literal, the protocol's one way of writing one (requests and replies): `"` and `\`
+    /// escaped, the control characters as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00XX`, everything else (`/`, DEL,
+    /// any non-ASCII) as its UTF-8 bytes. This is what `JSONEncoder` writes, which ``MiniJSONEncoder`` must match.
+    static func write(quoted text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
+            case 0x20...: out.append(byte)
+            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
+            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
+            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
+            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
+            default:
+                let hex = "0123456789abcdef".utf8
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(hex[hex.index(hex.startIndex, offsetBy: Int(byte >> 4))])
+                out.append(hex[hex.index(hex.startIndex, offsetBy: Int(byte & 0x0F))])
             }
         }
-        return out + "\""
+        out.append(UInt8(ascii: "\""))
     }
 }

@@ -84,7 +84,7 @@ private final class Node {
             if members.count > 1 { members.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } }
             for index in members.indices {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                Node.writeString(members[index].key, into: &out)
+                MiniJSON.write(quoted: members[index].key, into: &out)
                 out.append(UInt8(ascii: ":"))
                 Node.write(members[index].value, into: &out)
             }
@@ -101,7 +101,7 @@ private final class Node {
 
     static func write(_ value: Value, into out: inout [UInt8]) {
         switch value {
-        case .string(let string): writeString(string, into: &out)
+        case .string(let string): MiniJSON.write(quoted: string, into: &out)
         case .integer(let integer): out.append(contentsOf: String(integer).utf8)
         case .unsigned(let integer): out.append(contentsOf: String(integer).utf8)
         case .bool(let bool): out.append(contentsOf: (bool ? "true" : "false").utf8)
@@ -110,34 +110,11 @@ private final class Node {
             out.append(UInt8(ascii: "["))
             for index in strings.indices {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                writeString(strings[index], into: &out)
+                MiniJSON.write(quoted: strings[index], into: &out)
             }
             out.append(UInt8(ascii: "]"))
         case .node(let node): node.write(into: &out)
         }
-    }
-
-    /// A JSON string as JSONEncoder writes it: `"` and `\` escaped, the control characters as `\b`, `\t`, `\n`,
-    /// `\f`, `\r` or `\u00XX`, everything else (`/`, DEL, any non-ASCII) as its UTF-8 bytes.
-    static func writeString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
-            case 0x20...: out.append(byte)
-            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
-            case 0x09: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0x0A: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
-            case 0x0D: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            default:
-                let hex = "0123456789abcdef".utf8
-                out.append(contentsOf: "\\u00".utf8)
-                out.append(hex[hex.index(hex.startIndex, offsetBy: Int(byte >> 4))])
-                out.append(hex[hex.index(hex.startIndex, offsetBy: Int(byte & 0x0F))])
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
 
