@@ -155,7 +155,7 @@ public final class Grants: Sendable {
             entries[name] = Entry(grant: grant)
         }
         do {
-            try serve(grant, listeners)
+            try serve(grant, listeners, fresh: true)
         } catch {
             entries.withLock { _ = $0.removeValue(forKey: name) }
             throw error
@@ -175,7 +175,7 @@ public final class Grants: Sendable {
         // The path goes first, so that nothing new connects; then the socket and its connections close.
         unlink(entry.grant.socketPath)
         listeners.withLock { $0 }?.close(door: .grant(name))
-        rmdir(entry.grant.directory)
+        retire(entry.grant)
         save()
         logger.notice("grant ended", metadata: ["grant": "\(name)", "because": "\(because)"])
         endHook.withLock { $0 }?(entry.grant)
@@ -264,10 +264,16 @@ public final class Grants: Sendable {
 
     // MARK: Serving and ending
 
-    /// Binds the grant's socket (its directory made, a stale socket of an earlier run removed) and arms its ends.
-    private func serve(_ grant: Grant, _ listeners: any DoorListeners) throws(WireError) {
+    /// Binds the grant's socket and arms its ends. A new grant (`fresh`) gets a new directory: whatever an ended
+    /// grant of the same name left at that path is moved aside first (``GrantDirectory``), so that a workload still
+    /// holding the old one's mount cannot reach it. A grant served again after a restart keeps its directory (its
+    /// workload's mount holds it), with a stale socket of the earlier run removed.
+    private func serve(_ grant: Grant, _ listeners: any DoorListeners, fresh: Bool = false) throws(WireError) {
         let directory = grant.directory
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+        if fresh, case .kept(let why) = GrantDirectory.retire(directory) {
+            throw WireError(.internalError, "cannot remove what an ended grant left at \(directory): \(why)")
+        }
+        if mkdir(directory, 0o700) != 0 && (fresh || errno != EEXIST) {
             throw WireError(.internalError, "cannot make \(directory): \(String(cString: strerror(errno)))")
         }
         var info = stat()
@@ -292,8 +298,22 @@ public final class Grants: Sendable {
         }
     }
 
-    /// Serves the grants of an earlier run that still last; removes the rest.
+    /// An ended grant's directory: removed, or moved aside and emptied when its workload left something in it.
+    private func retire(_ grant: Grant) {
+        switch GrantDirectory.retire(grant.directory) {
+        case .removed: break
+        case .movedAside:
+            logger.notice("an ended grant's directory held files its workload left: moved aside and emptied", metadata: [
+                "grant": "\(grant.name)"])
+        case .kept(let why):
+            logger.warning("cannot remove an ended grant's directory; a new grant of its name is refused until it is gone",
+                           metadata: ["grant": "\(grant.name)", "path": "\(grant.directory)", "error": "\(why)"])
+        }
+    }
+
+    /// Serves the grants of an earlier run that still last; removes the rest, and what earlier runs moved aside.
     private func restore() {
+        if let directory { GrantDirectory.sweep(directory) }
         guard let statePath, let listeners = listeners.withLock({ $0 }),
               let data = FileManager.default.contents(atPath: statePath) else { return }
         guard let saved = try? JSONDecoder().decode([Grant].self, from: data) else {
@@ -303,7 +323,8 @@ public final class Grants: Sendable {
         for grant in saved {
             let ended = grant.expires.map { now() >= $0 } ?? false || grant.pin.map { !$0.isAlive } ?? false
             if ended {
-                rmdir(grant.directory)
+                unlink(grant.socketPath)
+                retire(grant)
                 endHook.withLock { $0 }?(grant)
                 continue
             }

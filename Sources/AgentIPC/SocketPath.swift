@@ -35,16 +35,12 @@ public enum SocketPath {
         return address
     }
 
-    /// Grant `name`'s socket beside the agent's socket at `agentSocket`: `DIR/grants/NAME/socket`.
-    public static func grantPath(agentSocket: String, name: String) -> String {
-        let directory = agentSocket[..<(agentSocket.lastIndex(of: "/") ?? agentSocket.startIndex)]
-        return "\(directory)/grants/\(name)/socket"
-    }
-
     /// A grant's name as the agent takes it: letters, digits, `-`, `_` and `.`, at most 32, not starting with `-`
-    /// or `.` (it names a directory).
+    /// or `.` (it names a directory), and not the name of the grants' state file beside those directories
+    /// (`grants.json`, and its `.new` while it is written).
     public static func isGrantName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 32 && !name.hasPrefix("-") && !name.hasPrefix(".") && name.unicodeScalars.allSatisfy {
+        !name.isEmpty && name.utf8.count <= 32 && !name.hasPrefix("-") && !name.hasPrefix(".")
+            && !name.hasPrefix("grants.json") && name.unicodeScalars.allSatisfy {
             ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "."
         }
     }

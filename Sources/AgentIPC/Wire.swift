@@ -100,7 +100,8 @@ public struct WireRequest: Codable, Sendable, Equatable {
     public var program: String?
     /// `approve`: allow for this run only (the caller's Flatpak instance or ssh session), in memory, not remembered.
     public var thisRun: Bool?
-    /// `grant`, `grant_revoke`: the grant's name.
+    /// `grant`, `grant_revoke`: the grant's name. `token` from a program of the desktop: ask as this grant (served
+    /// as its socket's callers are), through the agent's own socket.
     public var grant: String?
     /// `grant`: the accounts it serves.
     public var accounts: [String]?
@@ -210,6 +211,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case permissionDenied = "permission_denied"
     // Accounts and sign-in
     case unknownAccount = "unknown_account"
+    /// `token` asked as a grant (`grant`) that is not served: revoked, ended, or never made.
+    case unknownGrant = "unknown_grant"
     case loginRequired = "login_required"
     case loginTimeout = "login_timeout"
     case loginCancelled = "login_cancelled"

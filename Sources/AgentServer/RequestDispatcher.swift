@@ -35,12 +35,16 @@ public struct RequestDispatcher: Sendable {
                         emit: @escaping @Sendable ([UInt8]) async -> Void) async -> [UInt8] {
         let op = Operation(rawValue: request.op) ?? .ping
         let ops = operations
-        let caller = AgentOperations.withSaidProgram(request.program, caller)
+        let said = AgentOperations.withSaidProgram(request.program, caller)
         let id = request.id
         let event: @Sendable (WireEvent) async -> Void = {
             await emit(RequestDispatcher.encodeLine(WireResponse<NoResult>(id: id, event: $0)))
         }
         do throws(WireError) {
+            // `token` as a grant (a hook of the desktop's): served as that grant's caller from here on.
+            var asked = said
+            if op == .token, let grant = request.grant { asked = try ops.asGrant(grant, caller: said) }
+            let caller = asked
             // Each operation reads the members it takes from the request itself.
             return try await ops.perform(op, account: request.account, caller: caller) { () async throws(WireError) -> [UInt8] in
                 switch op {

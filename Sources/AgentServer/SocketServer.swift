@@ -67,7 +67,9 @@ public final class SocketServer: Sendable {
         }
     }
 
-    /// A listening Unix socket at `path`, mode 0600 from the moment it exists (umask; chmod repeats it for clarity).
+    /// A listening Unix socket at `path`, mode 0600 from the moment it exists (the umask bind creates it under). No
+    /// chmod after: a grant's directory may be the workload's to write (a writable mount), and by then its path may
+    /// name a symlink to a file of the user's, which chmod would follow.
     static func bind(_ path: String) throws(ServerError) -> Int32 {
         guard var address = SocketPath.address(path) else {
             throw ServerError(.socket, "the socket path \(path) is longer than \(SocketPath.maxAddressBytes) bytes")
@@ -81,7 +83,7 @@ public final class SocketServer: Sendable {
         umask(old)
         // listen right after bind: between the two, the path exists but refuses connections (a client starting
         // alongside the agent would be told it is not running).
-        guard bound == 0, Glibc.listen(fd, 256) == 0, chmod(path, 0o600) == 0 else {
+        guard bound == 0, Glibc.listen(fd, 256) == 0 else {
             let text = String(cString: strerror(errno))
             Glibc.close(fd)
             if bound == 0 { unlink(path) }

@@ -94,6 +94,24 @@ extension AgentOperations {
         return GrantResult(grant: AgentOperations.summary(grant))
     }
 
+    /// `token` with `grant` on the agent's own socket: a program of the desktop asks as grant `name` (`authctl token
+    /// ACCOUNT --grant NAME`, a hook that serves a sandboxed tool) and is served as a caller of the grant's socket is:
+    /// its accounts only, audited under its name. Asked here, not through the grant's socket: the workload may write
+    /// the grant's directory (a writable mount), so what stands at that path is the workload's to choose. Only a
+    /// program of the desktop may ask as a grant; a grant's caller, an app or a host never becomes another caller.
+    public func asGrant(_ name: String, caller: Caller) throws(WireError) -> Caller {
+        guard case .desktop = caller.identity.kind else {
+            throw WireError(.permissionDenied, "only programs of the desktop may ask as a grant, not \(caller.described())")
+        }
+        guard Grants.isValidName(name) else {
+            throw WireError(.badRequest, "'grant' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
+        }
+        guard case .success(let granted) = grants.admit(caller, grant: name) else {
+            throw WireError(.unknownGrant, "grant '\(name)' is not served: it was revoked or ended, or was never made")
+        }
+        return granted
+    }
+
     /// The grants as `status` lists them; nil when there are none.
     func grantSummaries() -> [StatusResult.Grant]? {
         let list = grants.list()

@@ -19,7 +19,7 @@ public struct TokenArguments: Equatable, Sendable {
     public var method: String?
     public var url: String?
     public var dpopNonce: String?
-    /// `--grant`: ask through this grant's socket, as the grant (a hook on the desktop serving a sandbox).
+    /// `--grant`: ask as this grant, through the agent's socket (a hook on the desktop serving a sandbox).
     public var grant: String?
 
     public init(account: String, socket: String? = nil, minValid: Int = 0, refresh: Bool = false,
@@ -56,6 +56,7 @@ public struct TokenArguments: Equatable, Sendable {
             if let resource { request.resource = resource }
             if !scopes.isEmpty { request.scopes = scopes.flatMap { $0.split(separator: " ").map(String.init) } }
             if let url { request.dpopMethod = self.method ?? "GET"; request.dpopURL = url; request.dpopNonce = dpopNonce }
+            if let grant { request.grant = grant }
         }
     }
 

@@ -21,6 +21,7 @@ enum ExitStatus {
     static func forCode(_ code: ErrorCode?) -> Int32 {
         switch code {
         case .loginRequired?: return loginRequired
+        case .unknownGrant?: return agentNotRunning  // `token --grant`: nothing serves that grant
         case .keyringLocked?, .keyringUnavailable?, .keyringError?, .tpmUnavailable?: return keyring
         case .serverUnreachable?, .serverError?, .tlsError?, .invalidClient?, .invalidTokenResponse?, .invalidMetadata?,
              .invalidIDToken?, .issuerMismatch?, .pkceUnsupported?, .insecureEndpoint?, .dpopRefused?: return server
@@ -46,13 +47,6 @@ struct CLIFailure: Error {
         self.exit = exit
     }
 
-    /// The grant a socket path names (`.../grants/NAME/socket`, where `authctl token --grant NAME` connects).
-    static func grantName(socket path: String) -> String? {
-        let parts = path.split(separator: "/")
-        guard parts.count >= 3, parts[parts.count - 1] == "socket", parts[parts.count - 3] == "grants" else { return nil }
-        return String(parts[parts.count - 2])
-    }
-
     init(_ error: ClientError) {
         switch error {
         case .noSocketPath:
@@ -60,11 +54,6 @@ struct CLIFailure: Error {
                       hint: "run authctl from your desktop session, or set AUTH_AGENT_SOCKET", exit: ExitStatus.agentNotRunning)
         case .agentNotRunning(let path, _):
             if let sandboxed = FlatpakSandbox.unreachable(socket: path) { self = sandboxed; return }
-            if let grant = CLIFailure.grantName(socket: path) {
-                self.init(message: "grant '\(grant)' is not served (nothing listens on \(path)): it was revoked or ended, was never made, or the agent is not running",
-                          hint: "on the desktop, see `authctl grant --list`", exit: ExitStatus.agentNotRunning)
-                return
-            }
             self.init(message: "auth-agent is not running (nothing listens on \(path))",
                       hint: "start it with `systemctl --user start auth-agent.socket`, or run `auth-agent &`",
                       exit: ExitStatus.agentNotRunning)
@@ -89,6 +78,7 @@ struct CLIFailure: Error {
     static func hint(for code: ErrorCode?) -> String? {
         switch code {
         case .unknownAccount?: return "see `authctl accounts` for the configured names"
+        case .unknownGrant?: return "on the desktop, see `authctl grant --list`"
         case .invalidScope?: return "ask only for scopes the account is configured with (see `authctl accounts`)"
         case .invalidTarget?: return "give --resource as an absolute URI without fragment, e.g. https://api.example.com/"
         case .serverUnreachable?, .serverError?: return "check your network; the agent keeps your sign-in and will retry"

@@ -24,7 +24,7 @@ struct GrantCommand: ParsableCommand {
         scoped_tokens = true, else from a sign-in of the grant's own (your browser, once), revoked with the grant. \
         With --max-ttl its tokens come from a sign-in of its own, and each is revoked at the server at that age. \
         Mount the directory \
-        and point AUTH_AGENT_SOCKET at the socket inside, e.g. podman run -v DIR:/run/auth-agent \
+        and point AUTH_AGENT_SOCKET at the socket inside, e.g. podman run -v DIR:/run/auth-agent:ro \
         -e AUTH_AGENT_SOCKET=/run/auth-agent/socket ... A grant lasts until --for is up, the --while-pid process \
         exits, or --revoke, across agent restarts. Any program of yours that can reach the socket can use it while \
         it lasts. `authctl token ACCOUNT --grant NAME` asks as the grant (for hooks run on the desktop on behalf \
@@ -118,7 +118,7 @@ struct GrantCommand: ParsableCommand {
         print(TerminalText.safe("""
             grant '\(grant.name)' serves \(grant.accounts.joined(separator: ", ")) \(GrantCommand.lasts(grant, now: Int(Date().timeIntervalSince1970)))
             \(GrantCommand.narrowing(grant).map { "tokens:  \($0)\n" } ?? "")\(grant.ownSignIns.map { "sign-in: its own for \($0.joined(separator: ", ")), revoked at the server with the grant\n" } ?? "")\(grant.dpopURLs.map { "proofs:  only for \($0.joined(separator: "; "))\n" } ?? "")socket:  \(grant.socket)
-            mount:   -v \(grant.directory):/run/auth-agent -e AUTH_AGENT_SOCKET=/run/auth-agent/socket
+            mount:   -v \(grant.directory):/run/auth-agent:ro -e AUTH_AGENT_SOCKET=/run/auth-agent/socket
             revoke:  authctl grant --revoke \(grant.name)
             """))
     }

@@ -37,7 +37,7 @@ struct Token: ParsableCommand {
     @Option(help: "The HTTP method of the request a DPoP proof is for (default GET; with --url).") var method: String?
     @Option(help: "The URL of the request a DPoP proof is for: a DPoP-bound token then comes with its proof.") var url: String?
     @Option(help: "The resource server's DPoP-Nonce, to put in the proof (with --url); write --dpop-nonce=VALUE, as a nonce may start with -.") var dpopNonce: String?
-    @Option(help: "Ask as this grant, through its socket (authctl grant): its accounts, never a sign-in.") var grant: String?
+    @Option(help: "Ask as this grant (authctl grant): its accounts, never a sign-in.") var grant: String?
 
     func validate() throws {
         guard minValid >= 0 else { throw ValidationError("--min-valid must be zero or more seconds") }
@@ -58,10 +58,7 @@ struct Token: ParsableCommand {
 /// Asks the agent for the token and prints it: one implementation for both parsers.
 enum TokenCommand {
     static func run(_ options: TokenArguments) throws(CLIFailure) {
-        let socket = try options.grant.map { name throws(CLIFailure) in
-            SocketPath.grantPath(agentSocket: try AgentConnection.path(socket: options.socket), name: name)
-        } ?? options.socket
-        let client = try AgentConnection.connect(socket: socket, patience: options.interactive ? .person : .network,
+        let client = try AgentConnection.connect(socket: options.socket, patience: options.interactive ? .person : .network,
                                                  timeout: options.timeout)
         let method = options.interactive
             ? SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment).wireMethod

@@ -85,6 +85,65 @@ final class GrantsTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/grants.json"), "no grants, no file")
     }
 
+    /// A workload that wrote into its grant's directory (a writable mount) and still holds that mount must not
+    /// reach a later grant of the same name: the ended grant's directory is moved aside and emptied, never reused,
+    /// and nothing a link in it points at is touched.
+    func testAnEndedGrantsDirectoryIsNeverGivenToTheNextGrantOfItsName() throws {
+        let (grants, _) = grants(Clock())
+        _ = try grants.create(name: "ci", accounts: ["work"], lifetime: nil, whilePID: nil)
+        let path = "\(directory)/ci"
+        let outside = "\(directory)/outside"
+        try "keep".write(toFile: outside, atomically: false, encoding: .utf8)
+        try "left".write(toFile: "\(path)/keep", atomically: false, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: "\(path)/deep/er", withIntermediateDirectories: true)
+        try "x".write(toFile: "\(path)/deep/er/file", atomically: false, encoding: .utf8)
+        XCTAssertEqual(symlink(outside, "\(path)/link"), 0)
+        XCTAssertEqual(symlink(directory, "\(path)/deep/up"), 0)
+        let held = open(path, O_RDONLY | O_DIRECTORY)  // the workload's mount
+        XCTAssertGreaterThanOrEqual(held, 0)
+        defer { close(held) }
+        var old = stat()
+        XCTAssertEqual(fstat(held, &old), 0)
+
+        grants.revoke("ci", because: "test")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        XCTAssertEqual(try String(contentsOfFile: outside, encoding: .utf8), "keep", "a link's target is never touched")
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory)
+        XCTAssertEqual(Set(left), ["outside"], "moved aside and emptied: \(left)")
+        var gone = stat()
+        XCTAssertEqual(fstat(held, &gone), 0)
+        XCTAssertEqual(gone.st_nlink, 0, "the held directory is deleted")
+
+        _ = try grants.create(name: "ci", accounts: ["work"], lifetime: nil, whilePID: nil)
+        var new = stat()
+        XCTAssertEqual(stat(path, &new), 0)
+        XCTAssertNotEqual(new.st_ino, old.st_ino, "a new directory, not the held one")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path), [])
+    }
+
+    /// What an earlier run left at a new grant's path (an agent killed before it could empty it) is moved aside
+    /// too, and what earlier runs moved aside is removed when grants are read again.
+    func testANewGrantNeverTakesADirectoryLeftAtItsPath() throws {
+        let path = "\(directory)/ci"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try "left".write(toFile: "\(path)/keep", atomically: false, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: "\(directory)/.ended-0123", withIntermediateDirectories: true)
+        try "old".write(toFile: "\(directory)/.ended-0123/file", atomically: false, encoding: .utf8)
+        let (grants, _) = grants(Clock())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/.ended-0123"), "swept when grants are read")
+        _ = try grants.create(name: "ci", accounts: ["work"], lifetime: nil, whilePID: nil)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory).sorted(), ["ci", "grants.json"])
+    }
+
+    func testAGrantCannotBeNamedAsTheGrantsOwnFile() {
+        let (grants, _) = grants(Clock())
+        for name in ["grants.json", "grants.json.new"] {
+            XCTAssertThrowsError(try grants.create(name: name, accounts: ["work"], lifetime: nil, whilePID: nil), name)
+        }
+        XCTAssertTrue(Grants.isValidName("grants"))
+    }
+
     func testWhatWasMadeWithAGrantIsToldOfItsEndHoweverItEnds() throws {
         let clock = Clock()
         let ended = Mutex<[String]>([])

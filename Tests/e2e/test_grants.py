@@ -92,6 +92,11 @@ def test_a_grant_serves_its_account_in_a_container_and_nothing_else(two_accounts
         refused = in_container(agent, directory, *verb)
         assert refused.returncode != 0, f"{verb} was served through the grant"
         assert "only get tokens of the accounts it was given" in refused.stderr or "desktop" in refused.stderr, refused.stderr
+    # Nor does it become another grant by naming it.
+    make_grant(agent, "wide", "--account", "personal")
+    switched = in_container(agent, directory, "token", "personal", "--grant", "wide")
+    assert switched.returncode == 9 and "only programs of the desktop may ask as a grant" in switched.stderr, switched.stderr
+    assert agent.authctl("grant", "--revoke", "wide").returncode == 0
     status = in_container(agent, directory, "status", "--json")
     assert status.returncode == 0, status.stderr
     seen = json.loads(status.stdout)
@@ -482,12 +487,46 @@ def test_what_locks_with_the_session_is_refused_while_it_is_locked(make_agent, k
     assert reasons == ["session_locked"] * 5
 
 
+def test_a_container_that_writes_its_grants_directory_gains_nothing(two_accounts):
+    """A workload given the grant's directory writable (bwrap's --bind, podman without :ro) leaves a file in it and
+    puts a link to the desktop's own socket where the grant's socket was. The desktop's hook that asks as the grant
+    is still served as the grant (it asks the agent, not that path); and once the grant ends, a new grant of the same
+    name gets a new directory, which the old mount does not reach."""
+    agent = two_accounts
+    grant = make_grant(agent, "ci", "--account", "work")
+    directory = os.path.dirname(grant["socket"])
+    script = ("cd /run/auth-agent && echo left > keep && rm socket && ln -s ../../agent.sock socket && echo swapped; "
+              "while read x; do /opt/bin/authctl token work; echo rc=$?; done")
+    proc = container(agent, directory, ["/bin/sh", "-c", script], stdin=subprocess.PIPE)
+    try:
+        assert "swapped" in read_until(proc.stdout, "swapped", 30)
+        assert os.path.islink(grant["socket"])
+        hook = agent.authctl("token", "personal", "--grant", "ci")
+        assert hook.returncode == 7 and "grant 'ci' does not include account 'personal'" in hook.stderr, hook.stderr
+        served = agent.authctl("token", "work", "--grant", "ci")
+        assert served.returncode == 0, served.stderr
+        assert [r["outcome"] for r in audit(agent) if r["caller"].get("via") == "grant:ci"] == ["denied", "granted"]
+
+        assert agent.authctl("grant", "--revoke", "ci").returncode == 0
+        assert not os.path.exists(directory) or not os.path.exists(os.path.join(directory, "keep"))
+        again = make_grant(agent, "ci", "--account", "work", "--account", "personal")
+        assert again["socket"] == grant["socket"] and os.listdir(directory) == ["socket"]
+        text, rc = answer(proc, "old mount")
+        assert rc != 0 and "access_token" not in text, f"the old mount reached the new grant: {text!r}"
+        fresh = in_container(agent, directory, "token", "personal")
+        assert fresh.returncode == 0, fresh.stderr
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert not [n for n in os.listdir(os.path.dirname(directory)) if n.startswith(".ended-")], "nothing left aside"
+
+
 def podman(agent, grant_dir: str, command: list[str], cidfile, stdin=subprocess.DEVNULL) -> subprocess.Popen:
     """The podman recipe of docs/INTEGRATIONS.md as printed, with `--rootfs /:O` where it has IMAGE (the host's root
     under a throwaway overlay: no image to pull, and this machine reaches no registry) and `--cidfile` to learn the
     container's id. Podman 4.3's `--rootfs` is a flag whose root is the first argument, so it goes last."""
     assert os.access(PODMAN, os.X_OK), "podman is not installed: run scripts/setup (apt-get install podman runc)"
-    argv = [PODMAN, "run", "--rm", "--network", "none", "-v", f"{grant_dir}:{MOUNT}",
+    argv = [PODMAN, "run", "--rm", "--network", "none", "-v", f"{grant_dir}:{MOUNT}:ro",
             "-e", f"AUTH_AGENT_SOCKET={MOUNT}/socket", "-v", f"{authctl_path(agent)}:/usr/local/bin/authctl:ro",
             "--cidfile", str(cidfile), *(["-i"] if stdin == subprocess.PIPE else []), "--rootfs", "/:O", *command]
     return subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
