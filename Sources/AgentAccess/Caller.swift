@@ -70,7 +70,12 @@ public struct Caller: Sendable {
     public static func identify(peer: PeerCredentials, via: String, pidfd: ProcessFD? = nil,
                                 connection: Int32? = nil) -> Caller {
         let pid = peer.pid
-        guard pid > 0 else { return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via) }
+        // No pid: the process is outside the agent's pid namespace (an agent started in one of its own, a caller in
+        // a sibling container) or the bus did not say. Not a program of the desktop: confined, named by nothing.
+        guard pid > 0 else {
+            return Caller(pid: pid, uid: peer.uid, gid: peer.gid, via: via, exe: nil,
+                          identity: ClientIdentity(.unidentified(why: "the kernel does not name the process that connected (another pid namespace)"), exe: nil))
+        }
         let stat = ProcStat.read(pid: pid)
         let pin = stat.map { ProcessPin(pid: pid, startTime: $0.startTime) }
         let terminal = (stat?.controllingTerminal ?? 0) != 0

@@ -10,11 +10,15 @@ import TimeText
 /// When to show the "sign in" desktop notification: once per account when the broker says it must sign in, and
 /// again only after a sign-in of that account finished (so a failing background caller does not spam the desktop).
 /// Pure logic, no bus.
-/// A confined caller that needed a sign-in (``BrokerEvent/signInWanted(_:by:)``) is named, once per account and
-/// caller, in a notification that replaces the account's plain one.
+/// A confined caller that needed a sign-in (``BrokerEvent/signInWanted(_:by:caller:)``) is named, once per account
+/// and caller (as the agent names it, not as it describes itself), in a notification that replaces the account's
+/// plain one; at most ``maxNamed`` callers until the account signs in.
 public struct SignInNotificationPolicy: Sendable, Equatable {
+    /// Callers named at most between two sign-ins (all accounts together): each needed a door of its own (a
+    /// forward, an app, a grant), so more is a flood, not news.
+    public static let maxNamed = 64
     private var shown: Set<String> = []
-    /// (account, who asked) pairs already named, keyed `account NUL who`.
+    /// (account, caller) pairs already named, keyed `account NUL caller`.
     private var named: Set<String> = []
 
     public init() {}
@@ -24,9 +28,10 @@ public struct SignInNotificationPolicy: Sendable, Equatable {
         switch event {
         case .signInRequired(let account):
             return shown.insert(account).inserted ? (account, nil) : nil
-        case .signInWanted(let account, let by):
+        case .signInWanted(let account, let by, let caller):
             shown.insert(account)
-            return named.insert(account + "\u{0}" + by).inserted ? (account, by) : nil
+            guard named.count < SignInNotificationPolicy.maxNamed else { return nil }
+            return named.insert(account + "\u{0}" + caller).inserted ? (account, by) : nil
         case .signInFinished(let account):
             shown.remove(account)
             named = named.filter { !$0.hasPrefix(account + "\u{0}") }

@@ -104,7 +104,8 @@ extension AgentOperations {
         } catch where error.code == ErrorCode.loginRequired.rawValue && caller.identity.isConfined {
             logger.notice("a sign-in is needed for a confined caller", metadata: [
                 "account": "\(account)", "via": "\(caller.via)"])
-            broker.announceSignInWanted(account, by: caller.described())
+            broker.announceSignInWanted(account, by: caller.described(),
+                                        caller: caller.identity.consentKey ?? "\(caller.wire.kind) \(caller.via)")
             // A grant's caller may be a container or a hook on the desktop itself: "not here" would be wrong there.
             let message = if let grant = caller.identity.grantName, GrantSignIn.isGrantSignIn(account) {
                 "grant '\(grant)''s own sign-in has ended, and a grant never starts one: on the computer where the agent runs, revoke the grant and make it again (authctl grant)"

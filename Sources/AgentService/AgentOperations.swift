@@ -93,8 +93,10 @@ public struct AgentOperations: Sendable {
     static func requestMetadata(_ op: AgentIPC.Operation, account: String?, caller: Caller) -> Logger.Metadata {
         var meta: Logger.Metadata = ["operation": "\(op.rawValue)", "peer_pid": "\(caller.pid)", "peer_uid": "\(caller.uid)"]
         if caller.via != "socket" { meta["via"] = "\(caller.via)" }
-        if let exe = caller.exe { meta["peer_exe"] = "\(exe)" }
-        if let account { meta["account"] = "\(account)" }
+        // What a caller chose (an account name, a path in its own root) is shown as everywhere else: controls and
+        // bidi marks replaced, bounded (SECURITY.md): a log line is never the caller's to write.
+        if let exe = caller.exe { meta["peer_exe"] = "\(WireCaller.shown(exe, limit: WireCaller.pathLimit))" }
+        if let account { meta["account"] = "\(WireCaller.shown(account))" }
         return meta
     }
 

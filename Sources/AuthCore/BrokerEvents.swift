@@ -8,9 +8,11 @@ public enum BrokerEvent: Sendable, Equatable {
     case accountChanged(String)
     /// A token was needed but the account must sign in first (no refresh token, or it was rejected).
     case signInRequired(String)
-    /// A confined caller (a forwarded host, a sandboxed app: `by` names it) needed the account's sign-in, which it may
-    /// not start itself: the desktop says who asked (AgentOperations; the broker never knows callers).
-    case signInWanted(String, by: String)
+    /// A confined caller (a forwarded host, a sandboxed app: `by` describes it) needed the account's sign-in, which it
+    /// may not start itself: the desktop says who asked (AgentOperations; the broker never knows callers). `caller`
+    /// names it by what the agent established (its consent key, or its door), never by what it said of itself (a
+    /// host's `program`): notices are counted by it.
+    case signInWanted(String, by: String, caller: String)
     case refreshStarted(String)
     case refreshFinished(String)
     case signInStarted(String)
@@ -26,7 +28,7 @@ public enum BrokerEvent: Sendable, Equatable {
         switch self {
         case .configurationChanged:
             return ""
-        case .accountChanged(let name), .signInRequired(let name), .signInWanted(let name, _), .refreshStarted(let name),
+        case .accountChanged(let name), .signInRequired(let name), .signInWanted(let name, _, _), .refreshStarted(let name),
              .refreshFinished(let name), .signInStarted(let name), .signInFinished(let name),
              .signInExpiring(let name, _, _):
             return name

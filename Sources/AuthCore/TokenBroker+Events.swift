@@ -9,6 +9,8 @@ extension TokenBroker {
 
     nonisolated func publish(_ event: BrokerEvent) { eventHub.publish(event) }
 
-    /// ``BrokerEvent/signInWanted(_:by:)``: a confined caller, `by`, needed `account`'s sign-in.
-    public nonisolated func announceSignInWanted(_ account: String, by: String) { publish(.signInWanted(account, by: by)) }
+    /// ``BrokerEvent/signInWanted(_:by:caller:)``: a confined caller, `by`, named `caller`, needed `account`'s sign-in.
+    public nonisolated func announceSignInWanted(_ account: String, by: String, caller: String) {
+        publish(.signInWanted(account, by: by, caller: caller))
+    }
 }

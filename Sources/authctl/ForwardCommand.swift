@@ -112,10 +112,16 @@ struct ForwardCommand: ParsableCommand {
             throw CLIFailure(message: "the agent did not say where the forward's socket is", exit: ExitStatus.protocolError)
         }
         let remote = ForwardedSocket.freshRemotePath()
-        var argv = [ssh, "-o", "ExitOnForwardFailure=yes",
-                    "-o", "KnownHostsCommand=\(SSHClient.quoted(RegisterScheme.ownPath())) forward --host-key=\(session) %f",
+        // The session's own connection (no multiplexing: a shared master is another process, which the agent does not
+        // serve, and it would run no KnownHostsCommand); the host key reported as SHA256 whatever FingerprintHash the
+        // user's configuration sets; the report sent to the agent this authctl talks to (--socket included).
+        let agentSocket = try AgentConnection.path(socket: global.socket)
+        let report = "\(SSHClient.quoted(RegisterScheme.ownPath())) forward --socket \(SSHClient.quoted(agentSocket)) --host-key=\(session)"
+        var argv = [ssh, "-o", "ExitOnForwardFailure=yes", "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                    "-o", "FingerprintHash=sha256",
+                    "-o", "KnownHostsCommand=\(SSHClient.percentEscaped(report)) %f",
                     "-R", "\(remote):\(socket)",
-                    "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).joined(separator: " "))"]
+                    "-o", "SetEnv=\((config.setEnv + ["\(ForwardedSocket.variable)=\(remote)"]).map(SSHClient.quoted).joined(separator: " "))"]
         argv += [host] + sshArguments
         let sshStderr = try SSHStderr(socket: socket)
         let (pid, release) = try sshStderr.asStderr { () throws(CLIFailure) in try SSHClient.spawnHeld(argv) }
@@ -201,6 +207,9 @@ enum SSHClient {
         return Configuration(name: name, alias: alias, setEnv: setEnv,
                              knownHostsCommand: values["knownhostscommand"].flatMap { $0 == "none" ? nil : $0 })
     }
+
+    /// `%` doubled: ssh expands `%` tokens in KnownHostsCommand, and a path may hold one.
+    static func percentEscaped(_ text: String) -> String { text.replacing("%", with: "%%") }
 
     /// Quoted for ssh's own splitting of a command line (double quotes, backslash escapes).
     static func quoted(_ text: String) -> String {

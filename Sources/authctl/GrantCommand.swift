@@ -87,9 +87,10 @@ struct GrantCommand: ParsableCommand {
         }
         guard let name else { return }
         // A narrower grant of an account whose server would shrink the account's own sign-in gets a sign-in of its
-        // own, in the browser (or with a device code), announced as `authctl login` announces one.
+        // own, in the browser (or with a device code), announced as `authctl login` announces one. Bounded as a
+        // network call until the agent says a sign-in started; its event's timeout then extends the wait.
         let choice = SignInChoice.choose(device: false, noBrowser: false, environment: ProcessInfo.processInfo.environment)
-        let signing = try global.connect(.person)
+        let signing = try global.connect(.network)
         var countdown: Countdown?
         let result: GrantResult
         do {

@@ -10,6 +10,20 @@ import XCTest
 final class CallerTests: ChildProcessTestCase {
     func peer(_ child: Process) -> PeerCredentials { PeerCredentials(pid: child.processIdentifier, uid: getuid(), gid: getgid()) }
 
+    /// SO_PEERCRED gives pid 0 for a process outside the agent's pid namespace (an agent started in one of its
+    /// own, a caller in a sibling container), and a bus may name no pid: such a caller is confined and named by
+    /// nothing, never "any program of yours". Before: a caller with no identity was taken for the desktop.
+    func testACallerWithoutAPidIsUnidentifiedNotTheDesktop() {
+        for via in ["socket", "dbus"] {
+            let caller = Caller.identify(peer: PeerCredentials(pid: 0, uid: getuid(), gid: getgid()), via: via)
+            XCTAssertTrue(caller.identity.isConfined, via)
+            guard case .unidentified = caller.identity.kind else { return XCTFail("\(via): \(caller.identity.kind)") }
+            XCTAssertNil(caller.identity.consentKey)
+            XCTAssertNil(AccessPolicy.decide(caller.identity, account: "work").flatMap { if case .grant = $0 { $0 } else { nil } })
+            XCTAssertNotEqual(AccessPolicy().decide(caller.identity, remembered: nil), .grant(.open), via)
+        }
+    }
+
     /// Waits (bounded) until `pid` runs `exe`.
     func waitForExecutable(_ pid: Int32, _ exe: String) {
         for _ in 0..<500 where ProcFile.executable(of: pid) != exe { usleep(10_000) }

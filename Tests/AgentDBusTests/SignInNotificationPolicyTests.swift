@@ -21,16 +21,31 @@ final class SignInNotificationPolicyTests: XCTestCase {
     func testAConfinedCallerThatNeededTheSignInIsNamedOnce() {
         var policy = SignInNotificationPolicy()
         XCTAssertEqual(policy.notice(for: .signInRequired("work"))?.by, nil)
-        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh"))?.by, "host a over ssh")
-        XCTAssertNil(policy.notice(for: .signInWanted("work", by: "host a over ssh")), "once per caller")
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh", caller: "ssh:a@SHA256:k"))?.by, "host a over ssh")
+        XCTAssertNil(policy.notice(for: .signInWanted("work", by: "host a over ssh", caller: "ssh:a@SHA256:k")), "once per caller")
         XCTAssertNil(policy.notice(for: .signInRequired("work")), "the plain notice does not come back")
-        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "flatpak:org.example.App"))?.by, "flatpak:org.example.App")
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "flatpak:org.example.App", caller: "flatpak:org.example.App"))?.by, "flatpak:org.example.App")
         XCTAssertNil(policy.notice(for: .signInFinished("work")))
-        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh"))?.account, "work", "after a sign-in")
+        XCTAssertEqual(policy.notice(for: .signInWanted("work", by: "host a over ssh", caller: "ssh:a@SHA256:k"))?.account, "work", "after a sign-in")
         let (summary, body) = SignInNotificationPolicy.text(account: "work", by: "host a over ssh")
         XCTAssertEqual(summary, "Sign in to work")
         XCTAssertTrue(body.hasPrefix("host a over ssh asks for tokens of the account 'work'"), body)
         XCTAssertTrue(body.contains("authctl login work") && !body.contains("http"), body)
+    }
+
+    /// A host names the program that asks (`program`, its own words): a new name per request is the same caller,
+    /// named once; and however many callers there are, at most `maxNamed` notifications until a sign-in.
+    func testACallerIsCountedByWhatTheAgentEstablishedNotByWhatItSaid() {
+        var policy = SignInNotificationPolicy()
+        XCTAssertNotNil(policy.notice(for: .signInWanted("work", by: "host a over ssh (program /x-1)", caller: "ssh:a@SHA256:k")))
+        for n in 2...100 {
+            XCTAssertNil(policy.notice(for: .signInWanted("work", by: "host a over ssh (program /x-\(n))", caller: "ssh:a@SHA256:k")))
+        }
+        var shown = 1
+        for n in 0..<200 where policy.notice(for: .signInWanted("work", by: "app \(n)", caller: "flatpak:app\(n)")) != nil { shown += 1 }
+        XCTAssertEqual(shown, SignInNotificationPolicy.maxNamed)
+        XCTAssertNil(policy.notice(for: .signInFinished("work")))
+        XCTAssertNotNil(policy.notice(for: .signInWanted("work", by: "app 500", caller: "flatpak:app500")), "counted again after a sign-in")
     }
 
     func testOtherEventsNeverNotify() {

@@ -175,7 +175,7 @@ class SilentAgent:
 
 
 @pytest.mark.parametrize("verb", [["status"], ["token", "work"], ["git-credential", "--account", "work", "get"],
-                                  ["reload"], ["logout", "work"]])
+                                  ["reload"], ["logout", "work"], ["grant", "ci", "--account", "work"]])
 def test_a_silent_agent_gives_exit_11_at_the_time_limit(make_agent, verb):
     agent = make_agent(start=False)
     path = agent.socket_path

@@ -743,6 +743,29 @@ def test_a_host_is_served_listed_and_stopped_by_the_alias_the_person_typed(forwa
     assert never in " ".join(agent.authctl("doctor", timeout=60).stdout.split())
 
 
+def test_a_config_that_shares_connections_hashes_keys_in_md5_and_sets_env_with_spaces_is_served(forward_agent, hosts,
+                                                                                               auth_server):
+    """Common ssh settings a person already has: connection sharing (`ControlMaster auto` with `ControlPersist`: a
+    master ssh, another process, would carry the forward and run no KnownHostsCommand), `FingerprintHash md5` (the
+    key reported as MD5:...), and a `SetEnv` value with a space (`ssh -G` prints it unquoted). Each made the forward
+    serve nothing or ssh refuse to start; the session is served, with its host key, and leaves no master behind."""
+    agent = forward_agent
+    config = hosts.plain_config("build-box", "hosta")
+    control = hosts.base / "control"
+    control.mkdir(exist_ok=True)
+    with open(config, "a") as f:
+        f.write(f"  ControlMaster auto\n  ControlPath {control}/%C\n  ControlPersist 60\n  FingerprintHash md5\n"
+                '  SetEnv GREETING="hello world" OTHER=1\n')
+    set_allowed_clients(agent, auth_server, ["ssh:build-box"])
+    served = typed(agent, config, remote_authctl(agent), "token", "work")
+    assert served.returncode == 0, served.stderr
+    agent.remember(served.stdout.strip())
+    entry = audit(agent)[-1]
+    assert (entry["outcome"], entry["caller"]["via"]) == ("granted", "ssh:build-box"), entry
+    assert entry["caller"]["host_key"] == hosts["hosta"].fingerprint
+    assert list(control.iterdir()) == [], "no shared master was started for the session"
+
+
 def test_a_pinned_host_whose_key_changed_is_told_so_and_how_to_re_pin(forward_agent, hosts, auth_server):
     """Item 7: the host was reinstalled (new key, accepted in known_hosts); its pinned entry refuses it saying the
     key changed, which key was pinned and which was presented, and the entry that re-pins it. Before: `add
