@@ -72,13 +72,13 @@ public struct FlatpakInfo: Sendable, Equatable {
     /// false): the app it names, or `unidentified` when it names none or `mismatch` (its instance's namespaces
     /// against the caller's, ``FlatpakInstance``) says why the app is not believed. Pure: the fuzz target runs it.
     static func kind(marker text: String, complete: Bool, home: String?,
-                     mismatch: (_ instance: String) -> String?) -> ClientIdentity.Kind {
+                     mismatch: (_ instance: String?) -> String?) -> ClientIdentity.Kind {
         let info = FlatpakInfo(parsing: text, complete: complete, home: home)
         guard let app = info.app else {
             return .unidentified(why: complete ? "its /.flatpak-info names no valid application id"
                                                : "the first \(prefixBytes / 1024) KiB of its /.flatpak-info name no valid application id")
         }
-        if let instance = info.instance, let why = mismatch(instance) { return .unidentified(why: why, claimedApp: app) }
+        if let why = mismatch(info.instance) { return .unidentified(why: why, claimedApp: app) }
         return .flatpak(.init(id: app, instance: info.instance, holes: info.holes))
     }
 

@@ -146,19 +146,42 @@ final class FlatpakInfoTests: XCTestCase {
         XCTAssertNil(ProcFS.bwrapNamespaces(json: "{\"pid-namespace\": 40265"))
     }
 
-    func testNamespacesAreComparedOnlyWhereTheRecordHasThem() {
-        let record = ProcFS.BwrapNamespaces(pid: 100, mount: nil)
+    /// A record names both namespaces (bwrap always makes both for a Flatpak sandbox) and the caller is in them;
+    /// a record naming fewer is not believed (before: one naming neither let any caller through unchecked).
+    func testARecordMustNameBothNamespacesAndTheCallerBeInThem() {
+        var mine = stat()
+        XCTAssertEqual(stat("/proc/self/ns/mnt", &mine), 0)
+        let record = ProcFS.BwrapNamespaces(pid: 100, mount: UInt64(mine.st_ino))
         XCTAssertEqual(FlatpakInstance.compare(record, instance: "7", pid: getpid(), pidNamespace: 100), .consistent)
         guard case .mismatch(let why) = FlatpakInstance.compare(record, instance: "7", pid: getpid(), pidNamespace: 101) else {
             return XCTFail("another pid namespace matched")
         }
         XCTAssertEqual(why, "its pid namespace 101 is not instance 7's (100)")
         // This process's mount namespace is not inode 1.
-        guard case .mismatch(let mount) = FlatpakInstance.compare(.init(pid: nil, mount: 1), instance: "7", pid: getpid(),
+        guard case .mismatch(let mount) = FlatpakInstance.compare(.init(pid: 100, mount: 1), instance: "7", pid: getpid(),
                                                                   pidNamespace: 100) else {
             return XCTFail("another mount namespace matched")
         }
         XCTAssertTrue(mount.hasPrefix("its mount namespace "), mount)
-        XCTAssertEqual(FlatpakInstance.compare(.init(pid: nil, mount: nil), instance: "7", pid: getpid(), pidNamespace: 100), .unchecked)
+        for partial in [ProcFS.BwrapNamespaces(pid: nil, mount: nil), .init(pid: 100, mount: nil), .init(pid: nil, mount: UInt64(mine.st_ino))] {
+            guard case .mismatch(let why) = FlatpakInstance.compare(partial, instance: "7", pid: getpid(), pidNamespace: 100) else {
+                return XCTFail("a record naming fewer than both namespaces was believed: \(partial)")
+            }
+            XCTAssertEqual(why, "instance 7's bwrapinfo.json does not name its pid and mount namespaces")
+        }
+    }
+
+    /// A caller in the agent's own pid namespace (Flatpak's D-Bus proxy, which runs there) is not compared; any other
+    /// that names no instance, or one without a record, is not believed.
+    func testACallerInAPidNamespaceOfItsOwnNeedsItsInstancesRecord() {
+        XCTAssertEqual(FlatpakInstance.check(instance: nil, pid: getpid()), .unchecked)
+        XCTAssertEqual(FlatpakInstance.check(instance: "7", pid: getpid()), .unchecked)
+        let kind = FlatpakInfo.kind(marker: "[Application]\nname=org.example.App\n", complete: true, home: nil) { instance in
+            XCTAssertNil(instance)
+            return "its /.flatpak-info names no instance"
+        }
+        guard case .unidentified(let why, let claimed) = kind else { return XCTFail("\(kind)") }
+        XCTAssertEqual(why, "its /.flatpak-info names no instance")
+        XCTAssertEqual(claimed, "org.example.App")
     }
 }

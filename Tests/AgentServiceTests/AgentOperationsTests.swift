@@ -9,6 +9,18 @@ import XCTest
 
 final class AgentOperationsTests: XCTestCase {
     /// Every domain error has its own stable wire code (and so its own D-Bus error name).
+    /// An account name or a path a caller chose goes into the request log's fields as it is shown everywhere else:
+    /// no control character starts a line of its own in the log, no bidi mark reorders it (SECURITY.md).
+    func testWhatACallerChoseIsShownSafelyInTheRequestLog() {
+        let caller = Caller(pid: 1, uid: getuid(), via: "socket", exe: "/tmp/x\u{202E}gpj.exe\nfake line")
+        let meta = AgentOperations.requestMetadata(.token, account: "zz\u{7}\nINJECTED token granted", caller: caller)
+        for key in ["account", "peer_exe"] {
+            let text = "\(meta[key] ?? "")"
+            XCTAssertFalse(text.contains("\n") || text.contains("\u{7}") || text.contains("\u{202E}"), "\(key): \(text)")
+        }
+        XCTAssertTrue("\(meta["account"] ?? "")".hasPrefix("zz"))
+    }
+
     func testEveryAuthErrorCodeMapsOntoItsWireCode() {
         for code in AuthError.Code.allCases {
             XCTAssertEqual(AgentOperations.wireCode(code).rawValue, code.rawValue, "\(code)")

@@ -75,9 +75,9 @@ def host_tree() -> list[str]:
 def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool = True, info: str = FLATPAK_INFO,
               bwrapinfo=None, command: list[str] | None = None, socket_dir: bool = True) -> subprocess.Popen:
     """`authctl ARGS` in a bwrap sandbox as Flatpak makes one (see the module); with `flatpak_info` false its root has
-    no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace, and with
-    `bwrapinfo` (a path) bwrap writes its `--info-fd` record there, as `flatpak run` has it write the instance's
-    `bwrapinfo.json`. authctl is also at `/run/host/usr/bin/authctl`, where `--filesystem=host-os:ro` shows the
+    no `/.flatpak-info` (else `info`), with `own_pid_namespace` false it runs in the agent's pid namespace. bwrap
+    writes its `--info-fd` record where `flatpak run` has it written, the instance's `bwrapinfo.json` in the agent's
+    runtime directory (the instance `info` names), or at `bwrapinfo` (a path); `bwrapinfo=False`: nowhere. authctl is also at `/run/host/usr/bin/authctl`, where `--filesystem=host-os:ro` shows the
     host's; `command` runs instead of authctl, with stdin a pipe. With `socket_dir` false the agent's socket
     directory is not bound in (an app without `--filesystem=xdg-run/auth-agent:ro`)."""
     authctl = authctl_path(agent)
@@ -96,7 +96,10 @@ def sandboxed(agent, *args, flatpak_info: bool = True, own_pid_namespace: bool =
         os.lseek(read, 0, os.SEEK_SET)
         argv += ["--ro-bind-data", str(read), "/.flatpak-info"]
         fds = (read,)
-    if bwrapinfo is not None:
+    if bwrapinfo is None and flatpak_info and (named := re.search(r"^instance-id=(\d+)$", info, re.M)):
+        bwrapinfo = agent.runtime / ".flatpak" / named.group(1) / "bwrapinfo.json"
+        bwrapinfo.parent.mkdir(parents=True, exist_ok=True)
+    if bwrapinfo:
         record = os.open(bwrapinfo, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         argv += ["--info-fd", str(record)]
         fds = (*fds, record)
@@ -390,7 +393,7 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
     assert (entry["outcome"], entry["reason"]) == ("granted", "listed"), entry
     assert entry["caller"]["flatpak_instance"] == INSTANCE and entry["caller"]["kind"] == "flatpak", entry
 
-    refused = run_sandboxed(agent, "token", "work")  # the same instance id; the record is the first run's
+    refused = run_sandboxed(agent, "token", "work", bwrapinfo=False)  # the same instance id; the record is the first run's
     assert refused.stdout == "", "served in namespaces its instance record does not name"  # (never print what it got)
     assert refused.returncode == 7, refused.stderr
     assert "an unidentified sandbox (its pid namespace" in refused.stderr, refused.stderr
@@ -403,11 +406,21 @@ def test_an_app_in_other_namespaces_than_its_instance_record_is_unidentified(san
 
     record.unlink()
     os.mkfifo(record)
-    fifo = run_sandboxed(agent, "token", "work")
+    fifo = run_sandboxed(agent, "token", "work", bwrapinfo=False)
     assert fifo.returncode == 7, fifo.stderr
     entry = audit(agent)[-1]
     assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
     assert "not a regular file" in entry["caller"]["unidentified"], entry
+
+    # What a container that wrote a /.flatpak-info of its own shows: an instance without a record, or no instance
+    # at all. Neither is believed (before: both were the app, served by its entry).
+    record.unlink()
+    for info, why in ((FLATPAK_INFO, "has no bwrapinfo.json"), (FLATPAK_INFO.split("[Instance]")[0], "names no instance")):
+        claimed = run_sandboxed(agent, "token", "work", info=info, bwrapinfo=False)
+        assert claimed.stdout == "" and claimed.returncode == 7, claimed.stderr
+        entry = audit(agent)[-1]
+        assert (entry["outcome"], entry["reason"]) == ("denied", "unidentified"), entry
+        assert why in entry["caller"]["unidentified"] and entry["caller"]["flatpak_app"] == APP, entry
 
 
 def test_git_in_a_flatpak_ide_gets_its_credential_through_the_documented_helper(sandbox_agent, auth_server):
