@@ -116,8 +116,9 @@ final class AgentBusObject: @unchecked Sendable {
         guard subscribers.subscribe(sender, caller: caller) else {
             logger.notice("refused a D-Bus signal subscription: too many subscribers",
                           metadata: ["peer_pid": "\(caller.pid)", "via": "dbus"])
-            return aa_bus_error_set(error, "org.freedesktop.DBus.Error.LimitsExceeded",
-                                    "the agent has \(SignalSubscribers.capacity) subscribers already")
+            return aa_bus_error_set(error, "org.freedesktop.DBus.Error.LimitsExceeded", caller.identity.isConfined
+                                    ? "sandboxed apps and other confined callers have \(SignalSubscribers.confinedShare) subscriptions already"
+                                    : "the agent has \(SignalSubscribers.capacity) subscribers already")
         }
         logger.debug("a D-Bus caller subscribed to signals", metadata: ["peer_pid": "\(caller.pid)", "via": "dbus"])
         let r = BusMessage.send(.values([]), for: message)

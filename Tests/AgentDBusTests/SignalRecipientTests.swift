@@ -68,4 +68,19 @@ final class SignalRecipientTests: XCTestCase {
         XCTAssertTrue(subscribers.subscribe(":2.0", caller: me()))
         XCTAssertEqual(subscribers.count, SignalSubscribers.capacity)
     }
+
+    /// An app opening connection after connection (its proxy names each one apart) subscribes a quarter of the
+    /// capacity at most: the desktop's own listeners still subscribe. Before: the app could take all 1,024.
+    func testConfinedSubscribersShareAQuarterAndNeverKeepTheDesktopOut() {
+        let subscribers = SignalSubscribers()
+        let app = me(flatpakApp: Self.app)
+        var taken = 0
+        for n in 0..<SignalSubscribers.capacity where subscribers.subscribe(":1.\(n)", caller: app) { taken += 1 }
+        XCTAssertEqual(taken, SignalSubscribers.confinedShare)
+        XCTAssertTrue(subscribers.subscribe(":1.0", caller: app), "an app's own subscription renewed")
+        for n in 0..<(SignalSubscribers.capacity - SignalSubscribers.confinedShare) {
+            XCTAssertTrue(subscribers.subscribe(":2.\(n)", caller: me()), "the desktop's listener \(n)")
+        }
+        XCTAssertFalse(subscribers.subscribe(":3.0", caller: me()), "the capacity still holds")
+    }
 }
