@@ -23,7 +23,9 @@ public struct AgentOperations: Sendable {
     /// The grants (`authctl grant`), each a socket of its own in `grants/` beside the agent's socket.
     public let grants: Grants
     /// How often confined callers may force a refresh (``token(account:_:caller:loginStarted:)``).
-    let forcedRefreshes: ForcedRefreshLimit
+    let forcedRefreshes: TokenEndpointLimit
+    /// Confined callers' tokens of scope or resource sets not cached yet: four per account a minute, all together.
+    let newTokenSets: TokenEndpointLimit
     let logger: Logger
 
     public init(broker: TokenBroker, info: AgentInfo, access: AccessGate? = nil,
@@ -41,7 +43,8 @@ public struct AgentOperations: Sendable {
             guard !signIns.isEmpty else { return }
             Task { for signIn in signIns { await broker.endGrantSignIn(signIn) } }
         }
-        self.forcedRefreshes = ForcedRefreshLimit(time: broker.clock)
+        self.forcedRefreshes = TokenEndpointLimit(time: broker.clock)
+        self.newTokenSets = TokenEndpointLimit(perInterval: 4, time: broker.clock)
         self.logger = logger
     }
 
@@ -133,7 +136,7 @@ public struct AgentOperations: Sendable {
     /// `account` is the request's, as the front end requires it: a name the configuration's grammar refuses is
     /// `bad_request`, one no account has is `unknown_account`, both before anyone judges or asks about the caller
     /// (a question about an account that does not exist would only let a caller raise questions at will). A confined
-    /// caller's `force_refresh` is honoured once per account per ``ForcedRefreshLimit/interval`` (for all of them
+    /// caller's `force_refresh` is honoured once per account per ``TokenEndpointLimit/interval`` (for all of them
     /// together); beyond that it gets the cached token.
     public func token(account: String, _ request: WireRequest, caller: Caller,
                       loginStarted: @Sendable (WireEvent) async -> Void = { _ in }) async throws(WireError) -> TokenResult {
@@ -166,6 +169,12 @@ public struct AgentOperations: Sendable {
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
+        if judged.identity.isConfined, !served.ownSignIn,
+           await broker.isNewTokenSet(account: served.account, scopes: scopes, resource: resource),
+           let wait = newTokenSets.retryAfter(served.account) {
+            let seconds = max(1, Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0))
+            throw WireError(.agentBusy, "tokens of \(newTokenSets.perInterval) new scope or resource sets of account '\(account)' were asked for by confined callers within a minute; ask again in \(seconds) s", retryAfter: seconds)
+        }
         let grant = try await signInElsewhere(served.account, for: judged) { () async throws(WireError) -> AccessTokenGrant in
           try await translate { () async throws(AuthError) -> AccessTokenGrant in
             if interactive {

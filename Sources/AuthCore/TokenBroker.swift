@@ -43,8 +43,17 @@ public actor TokenBroker {
         /// The cached entry for `key`: the default token or a scoped one.
         func cached(_ key: TokenCacheKey) -> CachedToken? { key.isDefault ? cache : scoped[key] }
 
+        /// Scoped entries kept at most per account: each is refreshed ahead of expiry while the account is in use.
+        /// A new one beyond that replaces the one that expires first.
+        static let maxScoped = 32
+
         mutating func setCached(_ key: TokenCacheKey, _ value: CachedToken?) {
-            if key.isDefault { cache = value } else { scoped[key] = value }
+            if key.isDefault { return cache = value }
+            if value != nil, scoped[key] == nil, scoped.count >= AccountState.maxScoped,
+               let first = scoped.min(by: { $0.value.tokens.expiresAt < $1.value.tokens.expiresAt })?.key {
+                scoped[first] = nil
+            }
+            scoped[key] = value
         }
 
         /// Every cached entry, the default one first, then the scoped ones in a stable order.
@@ -60,7 +69,7 @@ public actor TokenBroker {
     let redirects: any RedirectListenerFactory
     let browser: any BrowserLauncher
     let time: any TimeSource
-    /// The broker's clock, for the front ends' own time rules (``ForcedRefreshLimit``), so they run on the same time.
+    /// The broker's clock, for the front ends' own time rules (``TokenEndpointLimit``), so they run on the same time.
     public nonisolated var clock: any TimeSource { time }
     let policy: RefreshPolicy
     let random: @Sendable () -> Double
@@ -115,6 +124,16 @@ public actor TokenBroker {
     }
 
     // MARK: Tokens
+
+    /// Whether a token request for these scopes and resource would need a token of a set not cached now (a refresh
+    /// of its own): false for the account's default token, and for a request its checks will refuse anyway.
+    public func isNewTokenSet(account name: String, scopes: [String]?, resource: String?) -> Bool {
+        guard let state = accounts[name],
+              let key = try? TokenCacheKey(scopes: scopes, resource: resource, account: state.config), !key.isDefault else {
+            return false
+        }
+        return state.cached(key) == nil && state.refreshes[key] == nil
+    }
 
     /// A token valid for at least `minValid`, or the freshest the server gives when its tokens live shorter
     /// (``RefreshPolicy/isFresh(expiresAt:lifetime:now:minValid:)``; the grant carries the real expiry).

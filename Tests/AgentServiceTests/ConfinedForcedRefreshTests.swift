@@ -11,7 +11,7 @@ import XCTest
 
 /// Issue 53: an app that may use an account sent 100 `token` requests with `force_refresh` and caused 100 token-endpoint
 /// calls (100 rotations of the refresh token). A confined caller's forced refreshes are bounded
-/// (``ForcedRefreshLimit``); beyond the bound it gets the cached token, without an error. Programs of the desktop are
+/// (``TokenEndpointLimit``); beyond the bound it gets the cached token, without an error. Programs of the desktop are
 /// not bounded.
 final class ConfinedForcedRefreshTests: XCTestCase {
     static let app = "org.example.App"
@@ -48,7 +48,7 @@ final class ConfinedForcedRefreshTests: XCTestCase {
         XCTAssertEqual(http.refreshes, 1, "one forced refresh honoured, the other nine served from the cache")
         XCTAssertEqual(tokens, ["at-1"])
 
-        clock.advance(ForcedRefreshLimit.defaultInterval)
+        clock.advance(TokenEndpointLimit.defaultInterval)
         let again = try await operations.token(account: "work", forced, caller: app).accessToken
         XCTAssertEqual(again, "at-2", "honoured again once the interval has passed")
         let cached = try await operations.token(account: "work", forced, caller: app).accessToken
@@ -61,6 +61,50 @@ final class ConfinedForcedRefreshTests: XCTestCase {
         XCTAssertEqual(http.refreshes, 5)
         XCTAssertEqual(operations.access.audit.entries(account: "work").filter { $0.outcome == "granted" }.count, 15,
                        "every request was served")
+    }
+
+    /// A host or app allowed an account with `scoped_tokens` asked for a new `resource` per request: each was a refresh
+    /// (a token-endpoint call and a rotation), and each a cache entry refreshed ahead of expiry for ever. Confined
+    /// callers get four new sets per account a minute (then `agent_busy` with when to ask again); a set already
+    /// cached is served without counting; programs of the desktop are not limited; an account keeps at most 32.
+    func testAConfinedCallersNewTokenSetsAreBoundedAndTheCacheIsToo() async throws {
+        let desktop = me(), app = me(flatpakApp: Self.app)
+        let exe = try XCTUnwrap(desktop.identity.policyExe, "the premise: the test process is named by its path")
+        var account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
+                                    scopes: ["read"])
+        account.scopedTokens = true
+        let http = RotatingTokenEndpoint()
+        let clock = ManualClock()
+        let broker = TokenBroker(accounts: [account], store: MemorySecretStore(items: [SecretKey(account): Secret("rt-0")]),
+                                 http: http, redirects: NoRedirects(), browser: NoBrowser(), time: clock,
+                                 logger: Logger(label: "test"))
+        let access = AccessGate(policies: ["work": AccessPolicy(allowedClients: [.flatpak(Self.app), .path(exe)])],
+                                logger: Logger(label: "test"))
+        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
+                                                                         socketPath: "/run/x.sock"),
+                                         access: access, logger: Logger(label: "test"))
+        func asking(_ n: Int) -> WireRequest { WireRequest(op: .token) { $0.resource = "https://api.example/\(n)" } }
+
+        for n in 0..<4 { _ = try await operations.token(account: "work", asking(n), caller: app) }
+        XCTAssertEqual(http.refreshes, 4)
+        do {
+            _ = try await operations.token(account: "work", asking(4), caller: app)
+            XCTFail("a fifth new set within the minute was served")
+        } catch {
+            XCTAssertEqual(error.code, ErrorCode.agentBusy.rawValue)
+            XCTAssertEqual(error.retryAfter, 60)
+        }
+        XCTAssertEqual(http.refreshes, 4, "refused before the token endpoint")
+        _ = try await operations.token(account: "work", asking(2), caller: app)
+        XCTAssertEqual(http.refreshes, 4, "a set already cached is served from the cache, and does not count")
+        clock.advance(.seconds(60))
+        _ = try await operations.token(account: "work", asking(4), caller: app)
+        XCTAssertEqual(http.refreshes, 5, "again once the minute has passed")
+
+        for n in 5..<45 { _ = try await operations.token(account: "work", asking(n), caller: desktop) }
+        XCTAssertEqual(http.refreshes, 45, "a program of the desktop: every new set served")
+        let kept = await broker.status().accounts.first?.scopedTokens.count ?? 0
+        XCTAssertEqual(kept, 32, "the account keeps 32 scoped tokens at most")
     }
 }
 
