@@ -23,12 +23,12 @@ final class ConfinedForcedRefreshTests: XCTestCase {
         return caller
     }
 
-    func testAConfinedCallersForcedRefreshesAreBoundedAndADesktopProgramsAreNot() async throws {
-        let desktop = me(), app = me(flatpakApp: Self.app)
-        XCTAssertTrue(app.identity.isConfined, "the premise")
-        let exe = try XCTUnwrap(desktop.identity.policyExe, "the premise: the test process is named by its path")
-        let account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
+    /// Account `work` (signed in, on a rotating token endpoint and a manual clock) serving the app and `exe`.
+    func agent(serving exe: String, scopedTokens: Bool = false)
+        -> (AgentOperations, TokenBroker, RotatingTokenEndpoint, ManualClock) {
+        var account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
                                     scopes: ["read"])
+        account.scopedTokens = scopedTokens
         let http = RotatingTokenEndpoint()
         let clock = ManualClock()
         let broker = TokenBroker(accounts: [account], store: MemorySecretStore(items: [SecretKey(account): Secret("rt-0")]),
@@ -39,6 +39,14 @@ final class ConfinedForcedRefreshTests: XCTestCase {
         let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
                                                                          socketPath: "/run/x.sock"),
                                          access: access, logger: Logger(label: "test"))
+        return (operations, broker, http, clock)
+    }
+
+    func testAConfinedCallersForcedRefreshesAreBoundedAndADesktopProgramsAreNot() async throws {
+        let desktop = me(), app = me(flatpakApp: Self.app)
+        XCTAssertTrue(app.identity.isConfined, "the premise")
+        let exe = try XCTUnwrap(desktop.identity.policyExe, "the premise: the test process is named by its path")
+        let (operations, _, http, clock) = agent(serving: exe)
         let forced = WireRequest(op: .token) { $0.forceRefresh = true }
 
         var tokens: Set<String> = []
@@ -70,19 +78,7 @@ final class ConfinedForcedRefreshTests: XCTestCase {
     func testAConfinedCallersNewTokenSetsAreBoundedAndTheCacheIsToo() async throws {
         let desktop = me(), app = me(flatpakApp: Self.app)
         let exe = try XCTUnwrap(desktop.identity.policyExe, "the premise: the test process is named by its path")
-        var account = AccountConfig(name: "work", issuer: URL(string: "https://issuer.example")!, clientID: "client-1",
-                                    scopes: ["read"])
-        account.scopedTokens = true
-        let http = RotatingTokenEndpoint()
-        let clock = ManualClock()
-        let broker = TokenBroker(accounts: [account], store: MemorySecretStore(items: [SecretKey(account): Secret("rt-0")]),
-                                 http: http, redirects: NoRedirects(), browser: NoBrowser(), time: clock,
-                                 logger: Logger(label: "test"))
-        let access = AccessGate(policies: ["work": AccessPolicy(allowedClients: [.flatpak(Self.app), .path(exe)])],
-                                logger: Logger(label: "test"))
-        let operations = AgentOperations(broker: broker, info: AgentInfo(version: "9.9.9", pid: 42, startedAt: .now,
-                                                                         socketPath: "/run/x.sock"),
-                                         access: access, logger: Logger(label: "test"))
+        let (operations, broker, http, clock) = agent(serving: exe, scopedTokens: true)
         func asking(_ n: Int) -> WireRequest { WireRequest(op: .token) { $0.resource = "https://api.example/\(n)" } }
 
         for n in 0..<4 { _ = try await operations.token(account: "work", asking(n), caller: app) }
