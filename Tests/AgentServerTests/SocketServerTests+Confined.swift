@@ -44,10 +44,12 @@ extension SocketServerTests {
     }
 }
 
-/// python3 in a Flatpak-shaped bubblewrap sandbox (`--unshare-user --disable-userns --unshare-pid`, a tmpfs root
-/// with /usr, /etc, /proc, /dev, the socket's directory and `/.flatpak-info`) that opens `connections` connections to
+/// python3 in a Flatpak-shaped bubblewrap sandbox (`--unshare-user --disable-userns`, a tmpfs root with /usr, /etc,
+/// /proc, /dev, the socket's directory and `/.flatpak-info`) that opens `connections` connections to
 /// the socket, each asking for a token of `work`; it prints one line with `asked`, `busy` or `other` per connection
-/// (its first reply line), then `closed N` for each the agent closes, until its stdin closes.
+/// (its first reply line), then `closed N` for each the agent closes, until its stdin closes. It stays in the test's
+/// pid namespace, as Flatpak's D-Bus proxy does: a sandbox in a pid namespace of its own is an app only with its
+/// instance's `bwrapinfo.json` in the agent's runtime directory (``FlatpakInstance``; the end-to-end tests make one).
 final class SandboxedApp: @unchecked Sendable {
     static let script = """
     import json, os, select, socket, sys
@@ -98,7 +100,7 @@ final class SandboxedApp: @unchecked Sendable {
         // `/.flatpak-info` is read only on the sandbox's tmpfs (docs/SECURITY.md): bwrap writes it there from fd 3.
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", #"exec 3<"$0"; exec "$@""#, info, "/usr/bin/bwrap", "--unshare-user", "--disable-userns",
-                             "--unshare-pid", "--die-with-parent"] + tree
+                             "--die-with-parent"] + tree
             + ["--proc", "/proc", "--dev", "/dev", "--bind", directory, directory, "--ro-bind-data", "3", "/.flatpak-info",
                "/usr/bin/python3", "-c", SandboxedApp.script, path, "\(connections)"]
         process.standardInput = input
