@@ -127,7 +127,9 @@ final class AgentBusObject: @unchecked Sendable {
 
     /// The C handler for `NameOwnerChanged`: a unique name that lost its owner is a caller that left the bus.
     static let nameOwnerChanged: sd_bus_message_handler_t = { message, context, _ in
-        guard let message, let context,
+        // Only the bus daemon's: any peer (an app through its proxy too) can send this signal to the agent's
+        // connection, and a forged one would cancel another caller's sign-in or drop its subscription.
+        guard let message, let context, aa_bus_sent_by_owner_of(message, "org.freedesktop.DBus") == 1,
               let name = BusMessage.readString(message), let _ = BusMessage.readString(message),
               let newOwner = BusMessage.readString(message) else { return 0 }
         let object = Unmanaged<AgentBusObject>.fromOpaque(context).takeUnretainedValue()

@@ -73,7 +73,8 @@ public struct SystemBusWatcher: Service {
         defer { _ = sd_bus_flush_close_unref(bus) }
         let context = Unmanaged.passRetained(listener)
         defer { context.release() }
-        // Matching on the well-known sender: the bus daemon only delivers these signals from the name's owner.
+        // Matched on the well-known sender, but any user may send a signal to the agent's connection and sd-bus takes
+        // a unique-name sender for the match: each handler believes only the name's current owner.
         r = sd_bus_match_signal(bus, nil, login1.name, login1.path, login1.interface, "PrepareForSleep",
                                 SignalListener.prepareForSleep, context.toOpaque())
         guard r >= 0 else { return "cannot watch logind on the system bus (\(DBusService.describe(r)))" }
@@ -119,21 +120,23 @@ public struct SystemBusWatcher: Service {
 
         /// Any of logind's properties changed (a session's `LockedHint`, the user's `Display`): the hint is read again.
         static let login1PropertiesChanged: sd_bus_message_handler_t = { message, context, _ in
-            guard let message, let context, let bus = sd_bus_message_get_bus(message) else { return 0 }
+            guard let message, let context, let bus = sd_bus_message_get_bus(message),
+                  aa_bus_sent_by_owner_of(message, login1.name) == 1 else { return 0 }
             let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
             guard let lock = listener.sessionLock else { return 0 }
             let before = lock.hint
-            let now = lockedHint(bus)
+            // A hint that cannot be read now keeps the last one read: an unknown hint counts as unlocked.
+            guard let now = lockedHint(bus) else { return 0 }
             lock.setHint(now)
             if now != before {
-                listener.logger.notice(now == true ? "the session is locked (logind)" : "the session is not locked (logind)",
-                                       metadata: ["locked_hint": "\(now.map(String.init) ?? "unknown")"])
+                listener.logger.notice(now ? "the session is locked (logind)" : "the session is not locked (logind)",
+                                       metadata: ["locked_hint": "\(now)"])
             }
             return 0
         }
 
         static let prepareForSleep: sd_bus_message_handler_t = { message, context, _ in
-            guard let message, let context else { return 0 }
+            guard let message, let context, aa_bus_sent_by_owner_of(message, login1.name) == 1 else { return 0 }
             let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
             var start: Int32 = 0
             guard sd_bus_message_read_basic(message, BusMessage.type("b"), &start) > 0 else { return 0 }
@@ -142,7 +145,8 @@ public struct SystemBusWatcher: Service {
         }
 
         static let stateChanged: sd_bus_message_handler_t = { message, context, _ in
-            guard let message, let context, let state = BusMessage.readUInt32(message) else { return 0 }
+            guard let message, let context, aa_bus_sent_by_owner_of(message, networkManager.name) == 1,
+                  let state = BusMessage.readUInt32(message) else { return 0 }
             let listener = Unmanaged<SignalListener>.fromOpaque(context).takeUnretainedValue()
             listener.logger.debug("NetworkManager state changed", metadata: ["state": "\(state)"])
             if let event = SystemEvent.networkState(state) { listener.sink.yield(event) }

@@ -182,6 +182,19 @@ int aa_bus_display_session_locked(sd_bus *bus, uint32_t uid) {
     return r < 0 ? r : (locked ? 1 : 0);
 }
 
+int aa_bus_sent_by_owner_of(sd_bus_message *message, const char *name) {
+    const char *sender = sd_bus_message_get_sender(message);
+    if (sender == NULL) return 0;
+    /* The bus daemon's own signals carry its name; no connection can send under it. */
+    if (strcmp(name, "org.freedesktop.DBus") == 0) return strcmp(sender, name) == 0;
+    sd_bus_creds *creds = NULL;
+    if (sd_bus_get_name_creds(sd_bus_message_get_bus(message), name, SD_BUS_CREDS_UNIQUE_NAME, &creds) < 0) return 0;
+    const char *owner = NULL;
+    int same = sd_bus_creds_get_unique_name(creds, &owner) >= 0 && owner != NULL && strcmp(owner, sender) == 0;
+    sd_bus_creds_unref(creds);
+    return same;
+}
+
 int aa_bus_match_login1_properties(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
     return sd_bus_match_signal(bus, NULL, "org.freedesktop.login1", NULL, "org.freedesktop.DBus.Properties",
                                "PropertiesChanged", callback, userdata);

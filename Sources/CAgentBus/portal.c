@@ -130,10 +130,12 @@ int aa_portal_await_response(aa_portal_request *request, uint64_t timeout_usec) 
     while (!request->done) {
         int r = sd_bus_process(request->bus, NULL);
         if (r < 0) return r;
-        if (r > 0) continue;
+        /* The deadline holds on every pass: a peer that floods this connection does not keep the wait going. */
         clock_gettime(CLOCK_MONOTONIC, &now);
         uint64_t elapsed = (uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000 - start;
+        if (request->done) break;
         if (elapsed >= timeout_usec) return -ETIMEDOUT;
+        if (r > 0) continue;
         r = sd_bus_wait(request->bus, timeout_usec - elapsed);
         if (r < 0) return r;
     }

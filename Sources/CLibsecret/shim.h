@@ -411,7 +411,9 @@ static inline GDBusMessage *aa_secret_filter(GDBusConnection *bus, GDBusMessage 
     const gchar *member = g_dbus_message_get_member(message), *path = g_dbus_message_get_path(message);
     GVariant *body = g_dbus_message_get_body(message);
     gboolean changed = FALSE;
+    /* Only the bus daemon's own NameOwnerChanged (no peer can send under its name). */
     if (g_strcmp0(member, "NameOwnerChanged") == 0 && g_strcmp0(path, "/org/freedesktop/DBus") == 0 && body != NULL
+            && g_strcmp0(g_dbus_message_get_sender(message), "org.freedesktop.DBus") == 0
             && g_variant_is_of_type(body, G_VARIANT_TYPE("(sss)"))) {
         const gchar *name, *before, *after;
         g_variant_get(body, "(&s&s&s)", &name, &before, &after);

@@ -1,6 +1,6 @@
 """A listener of the agent's D-Bus signals as docs/DBUS.md describes one: on one connection it matches
-`AccountChanged` and `SignInRequired` from dev.authagent.Agent, calls `Subscribe`, prints `subscribed`, then one line
-per signal (`MEMBER ACCOUNT`). It runs with Debian's python3 and python3-gi, on the host or inside a sandbox (whose
+`AccountChanged` and `SignInRequired` from dev.authagent.Agent, calls `Subscribe`, prints `name UNIQUE-NAME` and
+`subscribed`, then one line per signal (`MEMBER ACCOUNT`). It runs with Debian's python3 and python3-gi, on the host or inside a sandbox (whose
 /usr is the host's)."""
 import contextlib
 import os
@@ -21,6 +21,7 @@ def on_signal(connection, sender, path, interface, member, parameters):
 
 bus.signal_subscribe(NAME, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_signal)
 bus.call_sync(NAME, PATH, IFACE, "Subscribe", None, None, Gio.DBusCallFlags.NONE, 60000, None)
+print("name", bus.get_unique_name(), flush=True)
 print("subscribed", flush=True)
 GLib.MainLoop().run()
 """
@@ -46,7 +47,34 @@ class Listener:
                 chunk = os.read(self.proc.stdout.fileno(), 65536)
                 assert chunk, f"the listener ended before {line!r}: {self.text!r} {self.proc.stderr.read()!r}"
                 self.text += chunk.decode(errors="replace")
-        return self.text.splitlines()
+        return [line for line in self.text.splitlines() if not line.startswith("name ")]
+
+    @property
+    def unique_name(self) -> str:
+        """The listener's unique name on the bus (printed before `subscribed`)."""
+        self.wait_for("subscribed")
+        return next(line.split()[1] for line in self.text.splitlines() if line.startswith("name "))
+
+
+FORGER = r"""
+import sys
+from gi.repository import Gio, GLib
+
+bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+agent = bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                      GLib.Variant("(s)", ("dev.authagent.Agent",)), None, Gio.DBusCallFlags.NONE, 10000, None).unpack()[0]
+victim = sys.argv[1]
+bus.emit_signal(agent, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                GLib.Variant("(sss)", (victim, victim, "")))
+bus.flush_sync(None)
+print("sent", flush=True)
+"""
+
+
+def forge_name_owner_changed(env: dict, victim: str) -> None:
+    """Any peer on the bus sends the agent's connection a NameOwnerChanged saying `victim` left the bus."""
+    sent = subprocess.run(["/usr/bin/python3", "-c", FORGER, victim], env=env, capture_output=True, text=True, timeout=30)
+    assert sent.returncode == 0 and "sent" in sent.stdout, sent.stderr
 
 
 @contextlib.contextmanager

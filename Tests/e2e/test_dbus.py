@@ -152,6 +152,9 @@ def test_activation_calls_errors_and_signals(activatable_agent, activation_bus, 
         assert bus.error_name("GetAccessToken", "work", "4000000000") == "dev.authagent.Error.BadRequest"
         assert bus.error_name("Logout", "''") == "dev.authagent.Error.UnknownAccount"
         listener.wait_for("SignInRequired work")
+        # Any peer can send the agent's connection a NameOwnerChanged saying the listener left: only the bus
+        # daemon's is believed. Before, the forged one dropped the listener's subscription (no AccountChanged below).
+        dbus_signals.forge_name_owner_changed(bus.env, victim=listener.unique_name)
 
         # Sign in through the socket; the D-Bus side sees the change and serves the same cached token.
         agent.login("work")

@@ -40,6 +40,32 @@ class SystemBus:
         assert out.returncode == 0, out.stderr
 
 
+# Any connection on the system bus (any user's: the stock policy lets everyone send signals) sends logind's
+# PrepareForSleep(false) straight to the connection of process PID.
+FORGER = r"""
+import sys
+from gi.repository import Gio, GLib
+
+flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+bus = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
+
+
+def call(member, args):
+    return bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member, args, None,
+                         Gio.DBusCallFlags.NONE, 10000, None).unpack()
+
+
+sent = 0
+for name in call("ListNames", None)[0]:
+    if name.startswith(":") and call("GetConnectionUnixProcessID", GLib.Variant("(s)", (name,)))[0] == int(sys.argv[2]):
+        bus.emit_signal(name, "/org/freedesktop/login1", "org.freedesktop.login1.Manager", "PrepareForSleep",
+                        GLib.Variant("(b)", (False,)))
+        sent += 1
+bus.flush_sync(None)
+print("sent", sent, flush=True)
+"""
+
+
 @pytest.fixture
 def system_bus():
     daemon = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
@@ -78,6 +104,11 @@ def test_after_resume_a_token_in_use_is_refreshed_and_a_caller_waits_for_it(
     agent.remember(keyring.secret_tool_lookup("work", auth_server.issuer))
     before_suspend = agent.token("work")  # the account is now in use
     posts = token_posts(proxy)
+    # A resume forged by another connection, sent to the agent's: not logind's, so not believed (before: each one
+    # refreshed every account in use). The real resume below is the only one the log may show.
+    forged = subprocess.run(["/usr/bin/python3", "-c", FORGER, system_bus.address, str(agent.proc.pid)],
+                            env={"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}, capture_output=True, text=True, timeout=30)
+    assert forged.returncode == 0 and forged.stdout.strip() == "sent 1", (forged.stdout, forged.stderr)
 
     # The resume's refresh is held at the proxy, so we can look at the agent while it runs.
     proxy.set("hold")
@@ -99,7 +130,7 @@ def test_after_resume_a_token_in_use_is_refreshed_and_a_caller_waits_for_it(
     assert token_posts(proxy) == posts + 1, "the caller joined the resume's refresh (single flight)"
     assert auth_server.introspect(after_resume)["active"] is True
     assert agent.token("work") == after_resume
-    assert "the system resumed from suspend" in agent.log()
+    assert agent.log().count("the system resumed from suspend") == 1, "a forged resume was believed"
     print(f"resume: 1 refresh after PrepareForSleep(false); the waiting caller got the new token; "
           f"token requests seen by the proxy: {token_posts(proxy) - posts}")
 

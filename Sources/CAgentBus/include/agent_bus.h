@@ -84,5 +84,11 @@ int aa_manager_display(uint64_t timeout_usec, char *display, size_t display_size
  * a negative errno when it cannot be known (no logind, no display session). A synchronous call. */
 int aa_bus_display_session_locked(sd_bus *bus, uint32_t uid);
 /* Every PropertiesChanged signal logind sends (its sessions', users', seats'). */
+/* 1 when `message` was sent by `name`'s owner now: for "org.freedesktop.DBus", the bus daemon itself; for another
+ * name, its current unique owner (a synchronous GetNameOwner). A signal matched on a well-known sender is delivered
+ * to the agent whoever sends it straight to its connection, and sd-bus takes any unique-name sender for a match on
+ * a well-known one: the handlers check with this before they believe a signal. */
+int aa_bus_sent_by_owner_of(sd_bus_message *message, const char *name);
+
 int aa_bus_match_login1_properties(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata);
 #endif
