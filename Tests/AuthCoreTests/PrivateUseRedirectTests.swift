@@ -66,6 +66,26 @@ final class PrivateUseRedirectTests: XCTestCase {
         }
     }
 
+    /// Two sign-ins at once on one private-use redirect URI (an account and a grant's own sign-in of it): the
+    /// response goes to the one whose state it carries. Before: to the first, which refused it, and the other timed out.
+    func testAResponseGoesToTheSignInItAnswersWhenTwoShareTheRedirect() async throws {
+        var work = Fixtures.account(scopes: [])
+        work.privateUseRedirect = try PrivateUseRedirect.parse(uri).get()
+        var home = work
+        home.name = "home"
+        let browser = FakeBrowser()
+        let broker = Fixtures.broker(accounts: [work, home], browser: browser)
+        _ = try await broker.beginLogin(account: "work")
+        let first = try XCTUnwrap(browser.lastQuery["state"]?.first)
+        _ = try await broker.beginLogin(account: "home")
+        let second = try XCTUnwrap(browser.lastQuery["state"]?.first)
+        XCTAssertNotEqual(first, second)
+        let toHome = try await broker.account(forCallback: "\(uri)?code=c&state=\(second)")
+        XCTAssertEqual(toHome, "home")
+        let toWork = try await broker.account(forCallback: "\(uri)?code=c&state=\(first)")
+        XCTAssertEqual(toWork, "work")
+    }
+
     func testSchemeSignInOpensNoListenerAndCompletesThroughTheCallback() async throws {
         var account = Fixtures.account(scopes: [])
         account.privateUseRedirect = try PrivateUseRedirect.parse(uri).get()
