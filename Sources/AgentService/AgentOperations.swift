@@ -169,7 +169,7 @@ public struct AgentOperations: Sendable {
         // A confined caller never starts a sign-in: it happens on the desktop, by its user (signInElsewhere).
         let interactive = request.interactive == true && !judged.identity.isConfined
         let forceRefresh = forcedRefresh(request, account: account, caller: judged)
-        if judged.identity.isConfined, !served.ownSignIn,
+        if judged.identity.isConfined, !served.ownSignIn, scopes != nil || resource != nil,
            await broker.isNewTokenSet(account: served.account, scopes: scopes, resource: resource),
            let wait = newTokenSets.retryAfter(served.account) {
             let seconds = max(1, Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0))
