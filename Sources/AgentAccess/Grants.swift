@@ -107,13 +107,16 @@ public final class Grants: Sendable {
     /// A grant name: letters, digits, `-`, `_` and `.`, at most 32, not starting with `-` or `.` (it names a directory).
     public static func isValidName(_ name: String) -> Bool { SocketPath.isGrantName(name) }
 
+    /// What ``isValidName(_:)`` takes, in the words of the `bad_request` that refuses a name.
+    public static let nameRule = "names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')"
+
     /// Makes grant `name` for `accounts`, lasting `lifetime` seconds and/or while process `whilePID` runs, and
     /// serves its socket. The caller (AgentOperations) has checked that the accounts exist and who asks.
     public func create(name: String, accounts: [String], lifetime: Int?, whilePID: Int32?,
                        proofURLs: [String] = [], lockWithSession: Bool = false, scopes: [String]? = nil,
                        resource: String? = nil, ownSignIns: [String] = [], maxTTL: Int? = nil) throws(WireError) -> Grant {
         guard Grants.isValidName(name) else {
-            throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
+            throw WireError(.badRequest, "'\(WireCaller.shown(name, limit: 64))' is no grant name: \(Grants.nameRule)")
         }
         guard !accounts.isEmpty else { throw WireError(.badRequest, "a grant needs at least one account") }
         guard proofURLs.count <= 32 else { throw WireError(.badRequest, "a grant takes at most 32 DPoP URL prefixes") }

@@ -104,7 +104,7 @@ extension AgentOperations {
             throw WireError(.permissionDenied, "only programs of the desktop may ask as a grant, not \(caller.described())")
         }
         guard Grants.isValidName(name) else {
-            throw WireError(.badRequest, "'grant' is no grant name: names use letters, digits, '-', '_' and '.' (at most 32, not starting with '-' or '.')")
+            throw WireError(.badRequest, "'grant' is no grant name: \(Grants.nameRule)")
         }
         guard case .success(let granted) = grants.admit(caller, grant: name) else {
             throw WireError(.unknownGrant, "grant '\(name)' is not served: it was revoked or ended, or was never made")
